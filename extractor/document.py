@@ -1,0 +1,78 @@
+"""The document as every stage sees it: canonical text, its block structure and its sentence units.
+
+All offsets are Python string indices into ``Document.text`` (the canonical text: Unicode NFC,
+``\\n`` line ends). Nothing downstream ever re-reads the file, so every span is reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class BlockKind(str, Enum):
+    """Structural role of a block; sentence units never cross a block boundary."""
+
+    HEADING = "heading"
+    LIST_ITEM = "list_item"
+    PARAGRAPH = "paragraph"
+    TABLE_CELL = "table_cell"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A run of canonical text with one structural role.
+
+    ``content_start`` skips a list marker (``- ``, ``1. ``) or a Markdown heading/table prefix so that
+    sentences start at the words a person would quote.
+    """
+
+    index: int
+    kind: BlockKind
+    start: int
+    end: int
+    content_start: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"index": self.index, "kind": self.kind.value, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """One sentence unit ``sN``; ``text == document.text[start:end]`` always."""
+
+    id: str
+    text: str
+    start: int
+    end: int
+    block: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "text": self.text, "start": self.start, "end": self.end, "block": self.block}
+
+
+@dataclass(slots=True)
+class Document:
+    """A source document after ingest.
+
+    ``sha256`` hashes the raw file bytes, so a changed file is detected even when its canonical text is
+    identical; ``encoding`` records what the bytes were decoded as (``None`` for container formats).
+    """
+
+    path: str
+    text: str
+    blocks: list[Block]
+    sha256: str
+    format: str
+    encoding: str | None = None
+    sentences: list[Sentence] = field(default_factory=list)
+    segmenter: str = ""
+
+    def sentence(self, sentence_id: str) -> Sentence | None:
+        """Look a sentence up by id (``s1`` is ``sentences[0]``)."""
+        if not sentence_id.startswith("s") or not sentence_id[1:].isdigit():
+            return None
+        position = int(sentence_id[1:]) - 1
+        if 0 <= position < len(self.sentences) and self.sentences[position].id == sentence_id:
+            return self.sentences[position]
+        return next((s for s in self.sentences if s.id == sentence_id), None)
