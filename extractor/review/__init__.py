@@ -1,0 +1,1 @@
+"""Human review: listing, showing, approving and rejecting candidates; only people write approved records."""

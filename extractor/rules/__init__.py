@@ -1,0 +1,117 @@
+"""The rule catalogue: every rule is one function in this package with its card beside it.
+
+A card answers the four questions of seed 000 (what is read, which normalisation, what passes, where a
+failure is reported) plus whether a judge is still needed after a failure. Rule functions only say where
+and why they fire (``Hit``); the registry stamps the stable ``rule_id`` and severity from the card.
+
+Modules: ``structure`` (both contracts, runs first), ``work_procedure`` and ``rag_answer`` (content rules
+in stage order: references -> order -> evidence -> coverage -> completeness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, Generic, TypeVar
+
+from extractor.validate.report import Finding, Severity
+
+STAGES = ("structure", "references", "order", "evidence", "coverage", "completeness")
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Card:
+    """Documentation of one rule, printed by ``extract rules RULE_ID``."""
+
+    rule_id: str
+    contract: str
+    stage: str
+    severity: Severity
+    fires_when: str
+    inputs: str
+    normalisation: str
+    passes: str
+    location: str
+    judge_needed_after_failure: str
+
+    def to_json(self) -> dict[str, str]:
+        return {key: (value.value if isinstance(value, Severity) else value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """Where a rule fired and a message a person can act on; ``hint`` carries machine-usable help.
+
+    ``severity`` overrides the card's only where the card says so (a judge band below an error threshold).
+    """
+
+    location: str
+    message: str
+    hint: dict[str, Any] | None = None
+    severity: Severity | None = None
+
+
+@dataclass(frozen=True)
+class Rule(Generic[C]):
+    card: Card
+    check: Callable[[C], Iterable[Hit]]
+
+    def run(self, context: C) -> Iterator[Finding]:
+        for hit in self.check(context):
+            yield Finding(self.card.rule_id, hit.severity or self.card.severity, hit.location, hit.message, hit.hint)
+
+
+_REGISTRY: dict[str, Rule[Any]] = {}
+
+
+def rule(
+    rule_id: str,
+    *,
+    contract: str,
+    stage: str,
+    fires_when: str,
+    inputs: str,
+    normalisation: str,
+    passes: str,
+    location: str,
+    judge_needed_after_failure: str = "no",
+    severity: Severity = Severity.ERROR,
+) -> Callable[[Callable[[C], Iterable[Hit]]], Callable[[C], Iterable[Hit]]]:
+    """Register a rule function under its card; registration order within a stage is run order."""
+    if stage not in STAGES:
+        raise ValueError(f"{rule_id}: unknown stage {stage!r}")
+    card = Card(rule_id, contract, stage, severity, fires_when, inputs, normalisation, passes, location,
+                judge_needed_after_failure)
+
+    def register(check: Callable[[C], Iterable[Hit]]) -> Callable[[C], Iterable[Hit]]:
+        if rule_id in _REGISTRY:
+            raise ValueError(f"rule {rule_id} registered twice")
+        _REGISTRY[rule_id] = Rule(card, check)
+        return check
+
+    return register
+
+
+def _load() -> None:
+    # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
+    from extractor.rules import rag_answer, structure, work_procedure  # noqa: F401
+
+
+def catalogue(contract: str | None = None) -> list[Card]:
+    """All cards in stage order, optionally only those that apply to ``contract``."""
+    _load()
+    cards = [r.card for r in _REGISTRY.values() if contract in (None, r.card.contract, "*")]
+    return sorted(cards, key=lambda card: STAGES.index(card.stage))
+
+
+def get(rule_id: str) -> Rule[Any]:
+    _load()
+    return _REGISTRY[rule_id]
+
+
+def content_rules(contract: str) -> list[Rule[Any]]:
+    """The rules that run once structure passed, in stage order."""
+    _load()
+    rules = [r for r in _REGISTRY.values() if r.card.contract == contract and r.card.stage != "structure"]
+    return sorted(rules, key=lambda r: STAGES.index(r.card.stage))

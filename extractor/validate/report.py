@@ -1,0 +1,141 @@
+"""The validator's verdict: findings with locations, field and sentence states, evidence spans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One rule firing at one place: what a person (or the repair prompt) needs to fix it."""
+
+    rule_id: str
+    severity: Severity
+    location: str
+    message: str
+    hint: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule_id": self.rule_id,
+            "severity": self.severity.value,
+            "location": self.location,
+            "message": self.message,
+        }
+        if self.hint is not None:
+            out["hint"] = self.hint
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class FieldState:
+    """``PRESENT`` / ``NEEDS_INPUT``, or ``None`` with the rule that says why neither applies."""
+
+    path: str
+    state: str | None
+    rule_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "rule_id": self.rule_id}
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceState:
+    """``MAPPED`` / ``UNMAPPED`` / ``EXCLUDED`` as verified, or ``None`` with the rule that says why."""
+
+    id: str
+    state: str | None
+    field_paths: tuple[str, ...] = ()
+    reason: str | None = None
+    rule_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "fieldPaths": list(self.field_paths),
+            "reason": self.reason,
+            "rule_id": self.rule_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSpan:
+    """Where an excerpt was found: original-text spans and the sentence ids they touch."""
+
+    index: int
+    field_path: str
+    spans: tuple[tuple[int, int], ...]
+    sentence_ids: tuple[str, ...]
+    source_id: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return bool(self.spans)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "fieldPath": self.field_path,
+            "found": self.found,
+            "spans": [list(span) for span in self.spans],
+            "sentence_ids": list(self.sentence_ids),
+        }
+        if self.source_id is not None:
+            out["source_id"] = self.source_id
+        return out
+
+
+@dataclass
+class Report:
+    """Everything ``extract validate`` prints; ``passed`` means no error-severity finding."""
+
+    contract: str
+    contract_version: int
+    validator_version: str
+    findings: list[Finding] = field(default_factory=list)
+    fields: dict[str, FieldState] = field(default_factory=dict)
+    sentences: list[SentenceState] = field(default_factory=list)
+    evidence_spans: list[EvidenceSpan] = field(default_factory=list)
+    candidate: Any = None
+    needs_person: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def parsed(self) -> bool:
+        return not any(f.rule_id == "OUTPUT_NOT_JSON" for f in self.findings)
+
+    @property
+    def unaccounted(self) -> list[str]:
+        return [s.id for s in self.sentences if s.rule_id == "SENTENCE_NOT_ACCOUNTED"]
+
+    @property
+    def warnings_needing_person(self) -> list[Finding]:
+        """Warnings this contract routes to a person instead of the review queue's normal path."""
+        return [f for f in self.findings if f.severity is Severity.WARNING and f.rule_id in self.needs_person]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "contract": self.contract,
+            "contract_version": self.contract_version,
+            "validator_version": self.validator_version,
+            "findings": [f.to_json() for f in self.findings],
+            "fields": {path: state.to_json() for path, state in self.fields.items()},
+            "sentences": [s.to_json() for s in self.sentences],
+            "evidence_spans": [e.to_json() for e in self.evidence_spans],
+        }
