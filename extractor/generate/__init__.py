@@ -1,0 +1,85 @@
+"""The one small interface between the pipeline and any model.
+
+The pipeline builds a ``GenerationRequest`` and awaits ``Provider.generate``; it never imports a provider.
+Providers (``extractor.providers``) return the raw text exactly as the model produced it, whatever it
+is, and raise ``ProviderError`` only when no answer could be obtained after bounded transport retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything sent to a model; ``fingerprint`` hashes it so identical requests are recognisable."""
+
+    messages: list[dict[str, str]]
+    schema: dict[str, Any]
+    schema_name: str
+    temperature: float = 0.0
+    max_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def fingerprint(self) -> str:
+        payload = json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TransportAttempt:
+    """One HTTP (or in-process) try; retries are recorded, never hidden."""
+
+    number: int
+    outcome: str  # "ok", "timeout", "http_429", "http_500", "connection_error", ...
+    latency_ms: float
+    wait_s: float = 0.0  # backoff slept after this try (Retry-After honoured)
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GenerationResult:
+    """The model's raw answer plus what it cost; ``text`` may be empty, truncated or not JSON at all."""
+
+    text: str
+    mode: str  # how structure was requested: "json_schema", "tools", "json_object", "grammar", ...
+    model: str
+    latency_ms: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    transport: list[TransportAttempt] = field(default_factory=list)
+
+
+class ProviderError(Exception):
+    """No answer after bounded retries (unreachable, timeouts, 429s or 5xx throughout); ``cause`` says which."""
+
+    def __init__(self, cause: str, transport: list[TransportAttempt] | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.transport = transport or []
+
+
+class RateLimited(Protocol):
+    """Providers call this on every 429 so the pipeline can lower its concurrency."""
+
+    def __call__(self, retry_after_s: float | None) -> None: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str  # "openai" or "local"
+    model: str  # the model id as configured
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    async def aclose(self) -> None: ...
