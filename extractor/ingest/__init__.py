@@ -1,0 +1,104 @@
+"""Ingest: a document file -> ``Document`` with canonical text and block structure (no sentences yet).
+
+Every failure a user can fix (missing, too large, binary, empty, broken container) is an ``InputError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from extractor.document import Block, Document
+from extractor.errors import InputError
+from extractor.ingest import docx, html, pdf
+from extractor.ingest.decode import decode
+from extractor.ingest.text import canonicalize, parse_blocks
+
+__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load"]
+
+FORMATS: dict[str, str] = {
+    ".txt": "txt",
+    ".md": "md",
+    ".markdown": "md",
+    ".text": "txt",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+MAX_BYTES_ENV = "EXTRACT_MAX_DOCUMENT_BYTES"
+DEFAULT_MAX_BYTES = 10_000_000
+
+
+def _plain(data: bytes, path: str) -> tuple[str, list[Block], str]:
+    text, encoding = decode(data, path)
+    canonical = canonicalize(text)
+    return canonical, parse_blocks(canonical), encoding
+
+
+_PARSERS: dict[str, Callable[[bytes, str], tuple[str, list[Block], str | None]]] = {
+    "txt": _plain,
+    "md": _plain,
+    "docx": docx.parse,
+    "html": html.parse,
+    "pdf": pdf.parse,
+}
+
+
+def load(path: str | os.PathLike[str]) -> Document:
+    """Read and parse one document file; the format comes from the suffix."""
+    name = os.fspath(path)
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise InputError(name, "file not found") from None
+    except OSError as exc:
+        raise InputError(name, f"cannot access file ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(name, "is a directory, not a file" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+    suffix = Path(name).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(name, f"unsupported file type {suffix or '(no suffix)'!r}; supported: {' '.join(FORMATS)}")
+    limit = _max_bytes(name)
+    if info.st_size > limit:  # checked before reading so a huge file never enters memory
+        raise InputError(
+            name,
+            f"file too large ({info.st_size / 1e6:.1f} MB = {info.st_size} bytes; limit {limit / 1e6:.1f} MB = "
+            f"{limit} bytes, set by {MAX_BYTES_ENV})",
+        )
+    try:
+        data = Path(name).read_bytes()
+    except PermissionError:
+        raise InputError(name, "permission denied (cannot read the file)") from None
+    except OSError as exc:
+        raise InputError(name, f"cannot read file ({exc.strerror})") from None
+    fmt = FORMATS[suffix]
+    text, blocks, encoding = _PARSERS[fmt](data, name)
+    return _document(name, text, blocks, hashlib.sha256(data).hexdigest(), fmt, encoding)
+
+
+def from_text(text: str, path: str = "<text>", fmt: str = "txt") -> Document:
+    """A Document from in-memory text, canonicalised and parsed exactly like a .txt/.md file."""
+    if fmt not in ("txt", "md"):
+        raise ValueError(f"from_text parses plain text only: fmt must be 'txt' or 'md', not {fmt!r}")
+    canonical = canonicalize(text)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _document(path, canonical, parse_blocks(canonical), digest, fmt, "utf-8")
+
+
+def _document(path: str, text: str, blocks: list[Block], sha256: str, fmt: str, encoding: str | None) -> Document:
+    if not blocks:  # nothing but whitespace (or bare table rules)
+        raise InputError(path, "empty document (no text)")
+    return Document(path=path, text=text, blocks=blocks, sha256=sha256, format=fmt, encoding=encoding)
+
+
+def _max_bytes(path: str) -> int:
+    raw = os.environ.get(MAX_BYTES_ENV, "")
+    if not raw.strip():
+        return DEFAULT_MAX_BYTES
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise InputError(path, f"{MAX_BYTES_ENV} must be a positive number of bytes, not {raw!r}")
+    return int(raw)
