@@ -13,6 +13,7 @@ from pathlib import Path
 
 from extractor.document import Block, Document
 from extractor.errors import InputError
+from extractor.ingest import blocks as blocks_json
 from extractor.ingest import docx, html, pdf
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
@@ -28,6 +29,7 @@ FORMATS: dict[str, str] = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".json": "blocks",
 }
 MAX_BYTES_ENV = "EXTRACT_MAX_DOCUMENT_BYTES"
 DEFAULT_MAX_BYTES = 10_000_000
@@ -76,8 +78,14 @@ def load(path: str | os.PathLike[str]) -> Document:
     except OSError as exc:
         raise InputError(name, f"cannot read file ({exc.strerror})") from None
     fmt = FORMATS[suffix]
+    digest = hashlib.sha256(data).hexdigest()
+    if fmt == "blocks":
+        text, blocks, units = blocks_json.parse(data, name)
+        document = _document(name, text, blocks, digest, fmt, "utf-8")
+        document.sentences, document.segmenter = units, blocks_json.SEGMENTER_ID
+        return document
     text, blocks, encoding = _PARSERS[fmt](data, name)
-    return _document(name, text, blocks, hashlib.sha256(data).hexdigest(), fmt, encoding)
+    return _document(name, text, blocks, digest, fmt, encoding)
 
 
 def from_text(text: str, path: str = "<text>", fmt: str = "txt") -> Document:

@@ -120,6 +120,11 @@ class Report:
         return not any(f.rule_id == "OUTPUT_NOT_JSON" for f in self.findings)
 
     @property
+    def structure_failed(self) -> bool:
+        """No content rule ran: the candidate was not JSON or did not match the schema."""
+        return any(f.rule_id in ("OUTPUT_NOT_JSON", "SCHEMA_VIOLATION") for f in self.findings)
+
+    @property
     def unaccounted(self) -> list[str]:
         return [s.id for s in self.sentences if s.rule_id == "SENTENCE_NOT_ACCOUNTED"]
 

@@ -1,0 +1,61 @@
+"""Versioned prompt templates (``prompts/<contract>/<version>/``) rendered into a ``GenerationRequest``.
+
+Templates use ``string.Template`` (``$name``) so JSON braces in them need no escaping. The prompt version
+and the request fingerprint are recorded with every attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from string import Template
+
+from extractor.contracts import Contract, data_dir
+from extractor.document import Document
+from extractor.generate import GenerationRequest
+
+DEFAULT_VERSION = "v1"
+PARTS = ("system", "user", "repair")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    contract: str
+    version: str
+    system: Template
+    user: Template
+    repair: Template
+
+
+@cache
+def load_prompt(contract: str, version: str = DEFAULT_VERSION) -> PromptTemplate:
+    """Read one prompt version; ``FileNotFoundError`` names the folder and the versions that exist."""
+    folder = data_dir("prompts") / contract / version
+    if not folder.is_dir():
+        known = sorted(p.name for p in (data_dir("prompts") / contract).glob("v*")) or ["none"]
+        raise FileNotFoundError(f"no prompt {contract}/{version} (have: {', '.join(known)})")
+    texts = {part: Template((folder / f"{part}.txt").read_text(encoding="utf-8")) for part in PARTS}
+    return PromptTemplate(contract, version, **texts)
+
+
+def sentence_lines(document: Document) -> str:
+    """The document as ``[id] text`` lines; line breaks inside a sentence shown as spaces."""
+    return "\n".join(f"[{s.id}] {' '.join(s.text.split())}" for s in document.sentences)
+
+
+def render_request(prompt: PromptTemplate, contract: Contract, document: Document, *,
+                   temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
+    """The first request for a document: rules, the contract schema, the IDed sentences."""
+    user = prompt.user.substitute(
+        contract_id=contract.id,
+        schema=json.dumps(contract.schema, ensure_ascii=False, indent=1),
+        sentences=sentence_lines(document),
+    )
+    return GenerationRequest(
+        messages=[{"role": "system", "content": prompt.system.substitute()}, {"role": "user", "content": user}],
+        schema=contract.schema,
+        schema_name=f"{contract.name}_v{contract.version}",
+        temperature=temperature,
+        max_tokens=max_tokens,
+    )

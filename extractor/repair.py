@@ -1,0 +1,47 @@
+"""The one bounded repair: the original request, the first raw answer, and every finding with its hint.
+
+Repair is a correction, not a retry: the model is told exactly what failed and where (seed 003). The
+pipeline calls this at most once per document per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from extractor.document import Document
+from extractor.generate import GenerationRequest
+from extractor.generate.prompt import PromptTemplate
+from extractor.validate.report import Finding, Report
+
+
+def describe_finding(finding: Finding) -> str:
+    """One line per finding, with the nearest-source hint where the validator found one."""
+    line = f"- {finding.rule_id} at {finding.location}: {finding.message}"
+    hint = finding.hint or {}
+    if "nearest_sentence_id" in hint:
+        line += f'\n  nearest source sentence [{hint["nearest_sentence_id"]}]: "{hint["nearest_sentence"]}"'
+    return line
+
+
+def unaccounted_lines(report: Report, document: Document) -> str:
+    """Sentences no coverage entry accounts for; every sentence when the answer could not be read."""
+    every = {s.id for s in document.sentences}
+    if report.structure_failed:
+        missing = every
+    elif report.sentences:
+        missing = set(report.unaccounted)
+    else:  # contracts without coverage (rag_answer): blocks no found citation quotes
+        missing = every - {e.source_id for e in report.evidence_spans if e.found}
+    lines = [f"[{s.id}] {' '.join(s.text.split())}" for s in document.sentences if s.id in missing]
+    return "\n".join(lines) or "(none)"
+
+
+def render_repair(prompt: PromptTemplate, first: GenerationRequest, raw_response: str, report: Report,
+                  document: Document) -> GenerationRequest:
+    """The repair request: the first conversation, the model's own answer, then the findings."""
+    findings = "\n".join(describe_finding(f) for f in report.findings if f.severity.value == "error")
+    text = prompt.repair.substitute(findings=findings or "(none)", unaccounted=unaccounted_lines(report, document))
+    messages = [*first.messages,
+                {"role": "assistant", "content": raw_response if raw_response.strip() else "(empty response)"},
+                {"role": "user", "content": text}]
+    return replace(first, messages=messages)

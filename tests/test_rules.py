@@ -1,0 +1,251 @@
+"""Every rule of the catalogue: an input that fires it and the nearest input that does not."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from extractor.contracts import get_contract
+from extractor.document import Document, Sentence
+from extractor.rules import catalogue
+from extractor.validate import Report, validate
+
+LINES = [
+    "작업 요청 검토 절차",
+    "배경",
+    "현재 작업 요청을 메일과 메신저로 전달하고 있어 요청 상태와 처리 이력을 일관되게 확인하기 어렵습니다.",
+    "요청자가 작업 내용을 작성합니다.",
+    "요청자가 검토를 요청합니다.",
+    "검토자는 요청을 승인하거나 보완을 요청합니다.",
+    "검토 결과에는 처리자와 처리 시각이 포함되어야 합니다.",
+]
+
+
+def one_sentence_per_line(lines: list[str]) -> Document:
+    """A document whose sentences are its lines: rule tests do not depend on a segmenter version."""
+    sentences, position = [], 0
+    for number, line in enumerate(lines, 1):
+        sentences.append(Sentence(f"s{number}", line, position, position + len(line), number - 1))
+        position += len(line) + 1
+    return Document("rules.txt", "\n".join(lines), [], "0" * 64, "txt", sentences=sentences, segmenter="lines")
+
+
+BASE: dict[str, Any] = {
+    "documentPurpose": "요청 상태와 처리 이력을 일관되게 확인한다.",
+    "participants": [{"id": "requester", "name": "요청자"}, {"id": "reviewer", "name": "검토자"}],
+    "processSteps": [
+        {"order": 1, "actorId": "requester", "action": "작업 내용을 작성한다."},
+        {"order": 2, "actorId": "requester", "action": "검토를 요청한다."},
+        {"order": 3, "actorId": "reviewer", "action": "요청을 승인하거나 보완을 요청한다."},
+    ],
+    "rules": ["검토 결과에는 처리자와 처리 시각이 포함되어야 한다."],
+    "assignmentRule": None,
+    "missingFields": [{"fieldPath": "assignmentRule", "question": "여러 검토자 중 담당자는 어떤 기준으로 정합니까?"}],
+    "evidence": [
+        {"fieldPath": "documentPurpose", "sourceExcerpt": "요청 상태와 처리 이력을 일관되게 확인하기 어렵습니다."},
+        {"fieldPath": "participants[0]", "sourceExcerpt": "요청자가 작업 내용을 작성합니다."},
+        {"fieldPath": "participants[1]", "sourceExcerpt": "검토자는 요청을 승인하거나 보완을 요청합니다."},
+        {"fieldPath": "processSteps[0]", "sourceExcerpt": "요청자가 작업 내용을 작성합니다."},
+        {"fieldPath": "processSteps[1]", "sourceExcerpt": "요청자가 검토를 요청합니다."},
+        {"fieldPath": "processSteps[2]", "sourceExcerpt": "검토자는 요청을 승인하거나 보완을 요청합니다."},
+        {"fieldPath": "rules[0]", "sourceExcerpt": "검토 결과에는 처리자와 처리 시각이 포함되어야 합니다."},
+    ],
+    "sentenceCoverage": [
+        {"sentenceId": "s1", "status": "EXCLUDED", "reason": "document title"},
+        {"sentenceId": "s2", "status": "EXCLUDED", "reason": "section heading"},
+        {"sentenceId": "s3", "status": "MAPPED", "fieldPaths": ["documentPurpose"]},
+        {"sentenceId": "s4", "status": "MAPPED", "fieldPaths": ["participants[0]", "processSteps[0]"]},
+        {"sentenceId": "s5", "status": "MAPPED", "fieldPaths": ["processSteps[1]"]},
+        {"sentenceId": "s6", "status": "MAPPED", "fieldPaths": ["participants[1]", "processSteps[2]"]},
+        {"sentenceId": "s7", "status": "MAPPED", "fieldPaths": ["rules[0]"]},
+    ],
+}
+
+DOCUMENT = one_sentence_per_line(LINES)
+WORK_PROCEDURE = get_contract("work_procedure")
+
+
+def check(candidate: Any, document: Document = DOCUMENT) -> Report:
+    raw = candidate if isinstance(candidate, str) else json.dumps(candidate, ensure_ascii=False)
+    return validate(raw, document, WORK_PROCEDURE)
+
+
+def rule_ids(report: Report) -> set[str]:
+    return {finding.rule_id for finding in report.findings}
+
+
+def edit(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    candidate = copy.deepcopy(BASE)
+    change(candidate)
+    return candidate
+
+
+def test_base_candidate_passes_with_no_finding_and_full_states() -> None:
+    report = check(BASE)
+    assert report.findings == []
+    assert report.passed
+    assert report.fields["documentPurpose"].state == "PRESENT"
+    assert report.fields["assignmentRule"].state == "NEEDS_INPUT"
+    assert {path for path, state in report.fields.items() if state.state == "PRESENT"} >= {
+        "participants[0]", "participants[1]", "processSteps[0]", "processSteps[1]", "processSteps[2]", "rules[0]"}
+    assert [s.state for s in report.sentences] == ["EXCLUDED", "EXCLUDED"] + ["MAPPED"] * 5
+    span = report.evidence_spans[4]
+    (start, end), = span.spans
+    assert DOCUMENT.text[start:end] == "요청자가 검토를 요청합니다."
+    assert span.sentence_ids == ("s5",)
+
+
+def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(candidate: dict[str, Any]) -> None:
+        target = candidate
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+    return change
+
+
+def _append(name: str, item: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda candidate: candidate[name].append(item)
+
+
+def _drop(name: str, index: int) -> Callable[[dict[str, Any]], None]:
+    return lambda candidate: candidate[name].pop(index)
+
+
+def _steps(change: Callable[[list[dict[str, Any]]], None]) -> Callable[[dict[str, Any]], None]:
+    return lambda candidate: change(candidate["processSteps"])
+
+
+CASES: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]]] = {
+    # rule_id: (change that fires it, nearest change that does not)
+    "PARTICIPANT_ID_DUPLICATE": (_set(["participants", 1, "id"], "requester"), _set(["participants", 1, "id"], "requester2")),
+    "PARTICIPANT_NAME_DUPLICATE": (_set(["participants", 1, "name"], "요청자"), _set(["participants", 1, "name"], "요청자들")),
+    "ACTOR_UNKNOWN": (_set(["processSteps", 2, "actorId"], "approver"), _set(["processSteps", 2, "actorId"], "requester")),
+    "STEP_ORDER_DUPLICATE": (_set(["processSteps", 2, "order"], 2), _set(["processSteps", 2, "order"], 3)),
+    "STEP_ORDER_GAP": (_set(["processSteps", 2, "order"], 4), _set(["processSteps", 2, "order"], 3)),
+    "STEP_ORDER_INVERTED": (
+        _steps(lambda steps: (steps[0].update(order=2), steps[1].update(order=1))),
+        _steps(lambda steps: (steps[0].update(order=1), steps[1].update(order=2))),
+    ),
+    "EVIDENCE_NOT_IN_SOURCE": (
+        _set(["evidence", 5, "sourceExcerpt"], "검토자는 모든 요청의 최종 처리 결과를 결정합니다."),
+        _set(["evidence", 5, "sourceExcerpt"], "검토자는  요청을 승인하거나\n보완을 요청합니다."),
+    ),
+    "EVIDENCE_FIELD_PATH_INVALID": (_set(["evidence", 4, "fieldPath"], "processSteps[3]"),
+                                    _set(["evidence", 4, "fieldPath"], "processSteps[1].action")),
+    "VALUE_WITHOUT_EVIDENCE": (
+        _append("rules", "검토자는 요청을 승인한다."),
+        lambda c: (c["rules"].append("검토자는 요청을 승인한다."),
+                   c["evidence"].append({"fieldPath": "rules[1]", "sourceExcerpt": "검토자는 요청을 승인하거나"})),
+    ),
+    "EVIDENCE_WEAK_SUPPORT": (_set(["processSteps", 1, "action"], "최종 결재를 진행한다."), _set(["processSteps", 1, "action"], "검토를 요청한다.")),
+    "SENTENCE_NOT_ACCOUNTED": (_drop("sentenceCoverage", 1), _set(["sentenceCoverage", 1, "status"], "UNMAPPED")),
+    "SENTENCE_ID_UNKNOWN": (_set(["sentenceCoverage", 1, "sentenceId"], "s8"), _set(["sentenceCoverage", 1, "sentenceId"], "s2")),
+    "SENTENCE_COVERAGE_DUPLICATE": (_append("sentenceCoverage", {"sentenceId": "s2", "status": "UNMAPPED", "reason": "x"}),
+                                    _set(["sentenceCoverage", 1, "reason"], "heading, again")),
+    "COVERAGE_MAPPED_WITHOUT_EVIDENCE": (_set(["sentenceCoverage", 4, "fieldPaths"], ["processSteps[0]"]),
+                                         _set(["sentenceCoverage", 4, "fieldPaths"], ["processSteps[1].action"])),
+    "COVERAGE_REASON_MISSING": (_set(["sentenceCoverage", 1, "reason"], "  "), _set(["sentenceCoverage", 1, "reason"], "heading")),
+    "NULL_WITHOUT_QUESTION": (_set(["missingFields"], []), _set(["missingFields", 0, "fieldPath"], "$.assignmentRule")),
+    "QUESTION_FOR_PRESENT_VALUE": (_append("missingFields", {"fieldPath": "documentPurpose", "question": "목적은?"}),
+                                   _append("missingFields", {"fieldPath": "participants", "question": "다른 참여자가 있습니까?"})),
+    "MISSING_FIELD_PATH_INVALID": (_append("missingFields", {"fieldPath": "approvalDeadline", "question": "기한은?"}),
+                                   _append("missingFields", {"fieldPath": "processSteps[0].actorId", "question": "누가?"})),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires_and_nearest_input_does_not(rule_id: str) -> None:
+    fire, near = CASES[rule_id]
+    fired = check(edit(fire))
+    assert rule_id in rule_ids(fired), fired.to_json()["findings"]
+    finding = next(f for f in fired.findings if f.rule_id == rule_id)
+    assert finding.location.startswith("$.") and finding.message
+    assert rule_id not in rule_ids(check(edit(near)))
+
+
+def test_every_work_procedure_content_rule_is_tested() -> None:
+    content = {card.rule_id for card in catalogue("work_procedure") if card.contract == "work_procedure"}
+    assert content == set(CASES)
+
+
+def test_locations_name_the_offending_value() -> None:
+    report = check(edit(_set(["processSteps", 2, "actorId"], "approver")))
+    assert [f.location for f in report.findings] == ["$.processSteps[2].actorId"]
+    assert "approver" in report.findings[0].message and "requester" in report.findings[0].message
+
+
+def test_evidence_not_in_source_gives_nearest_sentence_hint() -> None:
+    report = check(edit(_set(["evidence", 5, "sourceExcerpt"], "검토자는 요청을 승인하거나 보완을 요청한다.")))
+    finding = next(f for f in report.findings if f.rule_id == "EVIDENCE_NOT_IN_SOURCE")
+    assert finding.hint is not None
+    assert finding.hint["nearest_sentence_id"] == "s6"
+    assert 0.8 < finding.hint["similarity"] < 1.0
+
+
+def test_case_punctuation_and_negation_stay_significant() -> None:
+    document = one_sentence_per_line(["The manager approves the request.", "Nobody may skip review."])
+    contract_candidate = {
+        **{key: [] for key in ("participants", "processSteps", "rules", "missingFields", "sentenceCoverage")},
+        "documentPurpose": None, "assignmentRule": None,
+        "evidence": [{"fieldPath": "documentPurpose", "sourceExcerpt": x} for x in
+                     ("the manager approves the request.", "The manager approves the request", "Anybody may skip review.")],
+    }
+    report = check(contract_candidate, document)
+    found = [span.found for span in report.evidence_spans]
+    assert found == [False, True, False]
+
+
+def test_sentence_state_names_the_rule_when_none_applies() -> None:
+    report = check(edit(_set(["sentenceCoverage", 4, "fieldPaths"], ["processSteps[0]"])))
+    s5 = next(s for s in report.sentences if s.id == "s5")
+    assert s5.state is None and s5.rule_id == "COVERAGE_MAPPED_WITHOUT_EVIDENCE"
+
+
+def test_field_state_without_question_is_reported() -> None:
+    report = check(edit(_set(["missingFields"], [])))
+    assert report.fields["assignmentRule"].state is None
+    assert report.fields["assignmentRule"].rule_id == "NULL_WITHOUT_QUESTION"
+
+
+# ---------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize("raw, words", [
+    ("", "empty"),
+    ('{"documentPurpose": "x", "participants": [', "truncated"),
+    ("Here is the JSON: {}", "not JSON"),
+    ("```json\n{}\n```", "code fence"),
+    ('{"rules": [], "rules": []}', "duplicate key"),
+    ('{"documentPurpose": NaN}', "NaN"),
+    ("[" * 100_000 + "]" * 100_000, "nested"),
+    ("[" * 70 + "]" * 70, "nested 70 levels"),
+])
+def test_output_not_json(raw: str, words: str) -> None:
+    report = check(raw)
+    assert [f.rule_id for f in report.findings] == ["OUTPUT_NOT_JSON"]
+    assert words in report.findings[0].message
+    assert not report.passed and report.fields == {} and report.sentences == []
+
+
+def test_schema_violation_stops_content_rules() -> None:
+    broken = edit(lambda c: (c["processSteps"][0].update(order="1"), c["processSteps"][2].update(actorId="approver"),
+                             c.pop("sentenceCoverage")))
+    report = check(broken)
+    assert rule_ids(report) == {"SCHEMA_VIOLATION"}
+    assert {f.location for f in report.findings} == {"$.processSteps[0].order", "$.sentenceCoverage"}
+
+
+def test_schema_violation_nearest_input_passes_schema() -> None:
+    assert "SCHEMA_VIOLATION" in rule_ids(check(edit(_set(["participants", 0, "id"], "Requester"))))
+    assert "SCHEMA_VIOLATION" not in rule_ids(check(edit(_set(["participants", 0, "id"], "requester"))))
+    assert "SCHEMA_VIOLATION" in rule_ids(check(edit(_set(["extra"], 1))))
+
+
+def test_validation_is_repeatable() -> None:
+    broken = edit(_set(["evidence", 5, "sourceExcerpt"], "검토자는 모든 요청을 결정합니다."))
+    assert check(broken).to_json() == check(broken).to_json()
