@@ -1,0 +1,343 @@
+"""Documents in, validated candidates out, every attempt recorded as it happens.
+
+Per document: ingest -> segment -> claim (skip what this configuration already finished) -> generate ->
+validate -> at most one repair -> validate -> route to exactly one state. Generation calls are bounded to
+two per document per run; transport retries live in the provider and are recorded, not hidden.
+The pipeline never approves anything and never writes the approved-records table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from extractor.contracts import Contract
+from extractor.document import Document
+from extractor.errors import InputError
+from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
+from extractor.generate.prompt import load_prompt, render_request
+from extractor.repair import render_repair
+from extractor.validate import VALIDATOR_VERSION, Report, Source, validate
+
+if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
+    from extractor.store import RunConfig, Store
+
+READY = "READY_FOR_REVIEW"
+MANUAL = "MANUAL_REVIEW"
+ERROR = "ERROR"
+FINAL_STATES = (READY, MANUAL, ERROR)
+DOCUMENT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".docx", ".html", ".htm", ".pdf")
+T = TypeVar("T")
+
+
+@dataclass
+class RunSettings:
+    """What decides results (contract, prompt, model) plus how the batch is run."""
+
+    contract: Contract
+    prompt_version: str = "v1"
+    concurrency: int = 4
+    force: bool = False
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    tags: tuple[str, ...] = ()
+    command: str = ""
+    base_url: str | None = None
+
+
+@dataclass
+class DocumentOutcome:
+    path: str
+    state: str  # a final state, "SKIPPED", "INPUT_ERROR" or "INTERRUPTED"
+    cause: str | None = None
+    rule_ids: tuple[str, ...] = ()
+    tokens: int = 0
+    document_run_id: int | None = None
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    outcomes: list[DocumentOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(outcome.state for outcome in self.outcomes)
+
+    @property
+    def top_rules(self) -> list[tuple[str, int]]:
+        return Counter(rule for o in self.outcomes for rule in o.rule_ids).most_common(10)
+
+    @property
+    def tokens(self) -> int:
+        return sum(outcome.tokens for outcome in self.outcomes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "interrupted": self.interrupted,
+            "seconds": round(self.seconds, 3),
+            "documents": len(self.outcomes),
+            "counts": dict(sorted(self.counts.items())),
+            "top_rule_ids": dict(self.top_rules),
+            "tokens": self.tokens,
+            "outcomes": [vars(outcome) | {"rule_ids": list(outcome.rule_ids)} for outcome in self.outcomes],
+        }
+
+
+def expand_paths(paths: Iterable[str]) -> tuple[list[Path], list[DocumentOutcome]]:
+    """Files, folders (recursively, document suffixes only) and globs -> unique files in a stable order.
+
+    A path that matches nothing is reported as an input error instead of silently vanishing. ``.json``
+    sources are taken only when named explicitly, so a folder's expected outputs are not read as documents.
+    """
+    found: dict[Path, None] = {}
+    problems: list[DocumentOutcome] = []
+    for raw in paths:
+        matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
+        if not matches or not any(os.path.exists(m) for m in matches):
+            problems.append(DocumentOutcome(raw, "INPUT_ERROR", f"{raw}: no such file, folder or glob match"))
+            continue
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                for child in sorted(path.rglob("*")):
+                    if child.is_file() and child.suffix.lower() in DOCUMENT_SUFFIXES:
+                        found[child] = None
+            else:
+                found[path] = None
+    return list(found), problems
+
+
+class AdaptiveLimit:
+    """Concurrency that halves on every 429 and grows back by one after a run of successes."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = self.maximum
+        self._active = 0
+        self._successes = 0
+        self._changed = asyncio.Condition()
+
+    def on_rate_limit(self, retry_after_s: float | None = None) -> None:
+        self.limit = max(1, self.limit // 2)
+        self._successes = 0
+
+    async def __aenter__(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._active < self.limit)
+            self._active += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self._active -= 1
+            if exc[0] is None:
+                self._successes += 1
+                if self.limit < self.maximum and self._successes >= self.limit:
+                    self.limit += 1
+                    self._successes = 0
+            self._changed.notify_all()
+
+
+class Progress:
+    """What a front end may show while a batch runs; the default shows nothing."""
+
+    def started(self, total: int) -> None:
+        """Called once with the number of inputs (files plus unusable paths)."""
+
+    def finished(self, outcome: DocumentOutcome) -> None:
+        """Called as each input reaches its outcome."""
+
+
+@dataclass
+class Job:
+    """One claimed document in this run, with its source index built once for both attempts."""
+
+    path: Path
+    document: Document
+    document_id: int
+    document_run_id: int
+
+    def __post_init__(self) -> None:
+        self.source = Source(self.document)
+
+
+class Pipeline:
+    def __init__(self, store: Store, provider: Provider, settings: RunSettings,
+                 limit: AdaptiveLimit | None = None, progress: Progress | None = None) -> None:
+        self.store = store
+        self.provider = provider
+        self.settings = settings
+        self.limit = limit or AdaptiveLimit(settings.concurrency)
+        self.progress = progress or Progress()
+        self.prompt = load_prompt(settings.contract.name, settings.prompt_version)
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runlog")  # one writer, loop never blocks
+        self._cpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment")
+        self.run_id = ""
+
+    def run_config(self, segmenter: str) -> RunConfig:
+        from extractor.store import RunConfig
+
+        s = self.settings
+        return RunConfig(
+            contract=s.contract.name, contract_version=s.contract.version, prompt_version=s.prompt_version,
+            model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
+            segmenter=segmenter, judge_model=None,
+            config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
+                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force},
+            command=s.command, host=socket.gethostname(), pid=os.getpid(),
+        )
+
+    async def _db_call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._db, lambda: function(*args, **kwargs))
+
+    async def run(self, paths: Iterable[str]) -> RunSummary:
+        """Process every document; one bad file never stops the batch; Ctrl-C marks in-flight work interrupted."""
+        from extractor.segment import SEGMENTER_ID
+
+        started = time.monotonic()
+        files, problems = expand_paths(paths)
+        config = self.run_config(SEGMENTER_ID)
+        self.run_id = await self._db_call(self.store.start_run, config)
+        self.config_hash = config.config_hash
+        summary = RunSummary(self.run_id, outcomes=list(problems))
+        self.progress.started(len(files) + len(problems))
+        for outcome in problems:
+            self.progress.finished(outcome)
+        heartbeat = asyncio.create_task(self._heartbeat())
+        tasks = [asyncio.create_task(self._guarded(path)) for path in files]
+        try:
+            for task in asyncio.as_completed(tasks):
+                outcome = await task
+                summary.outcomes.append(outcome)
+                self.progress.finished(outcome)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            summary.interrupted = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._db_call(self.store.mark_interrupted, self.run_id)
+            done = {o.path for o in summary.outcomes}
+            summary.outcomes += [DocumentOutcome(str(p), "INTERRUPTED") for p in files if str(p) not in done]
+        finally:
+            heartbeat.cancel()
+            status = "interrupted" if summary.interrupted else "finished"
+            await self._db_call(self.store.finish_run, self.run_id, status)
+            summary.seconds = time.monotonic() - started
+            await self.provider.aclose()
+            self._db.shutdown(wait=True)
+            self._cpu.shutdown(wait=False, cancel_futures=True)
+        return summary
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(10)
+            await self._db_call(self.store.heartbeat, self.run_id)
+
+    async def _guarded(self, path: Path) -> DocumentOutcome:
+        """One document; an unexpected bug in one document is reported, not allowed to sink the batch."""
+        try:
+            return await self.process(path)
+        except asyncio.CancelledError:
+            raise
+        except InputError as error:
+            return DocumentOutcome(str(path), "INPUT_ERROR", str(error))
+        except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
+            return DocumentOutcome(str(path), ERROR, f"{path}: internal error {type(error).__name__}: {error}")
+
+    async def process(self, path: Path) -> DocumentOutcome:
+        document = await asyncio.get_running_loop().run_in_executor(self._cpu, load_document, path)
+        document_id = await self._db_call(self.store.get_or_create_document, document)
+        claim = await self._db_call(self.store.claim, self.run_id, self.config_hash, document_id, str(path),
+                                    self.settings.force)
+        if claim.status != "claimed":
+            return DocumentOutcome(str(path), "SKIPPED", f"{claim.status} ({claim.detail})")
+        job = Job(path, document, document_id, claim.document_run_id)
+        async with self.limit:
+            return await self._convert(job)
+
+    async def _convert(self, job: Job) -> DocumentOutcome:
+        request = render_request(self.prompt, self.settings.contract, job.document,
+                                 temperature=self.settings.temperature, max_tokens=self.settings.max_tokens)
+        first = await self._attempt(job, request, number=1, kind="generate")
+        if isinstance(first, ProviderError):
+            return await self._finish(job, ERROR, first.cause, ())
+        first_result, first_report, first_id, tokens = first
+        if first_report.passed:
+            return await self._route(job, first_report, first_id, tokens)
+        repair = render_repair(self.prompt, request, first_result.text, first_report, job.document)
+        second = await self._attempt(job, repair, number=2, kind="repair")
+        if isinstance(second, ProviderError):
+            return await self._finish(job, ERROR, f"repair call failed: {second.cause}", _rule_ids(first_report),
+                                      final_attempt_id=first_id, tokens=tokens)
+        _, second_report, second_id, more = second
+        tokens += more
+        if second_report.passed:
+            return await self._route(job, second_report, second_id, tokens)
+        cause = ("unparseable twice" if not first_report.parsed and not second_report.parsed
+                 else f"failed validation after repair: {len(second_report.errors)} error(s)")
+        return await self._finish(job, MANUAL, cause, _rule_ids(second_report), final_attempt_id=second_id,
+                                  tokens=tokens)
+
+    async def _route(self, job: Job, report: Report, attempt_id: int, tokens: int) -> DocumentOutcome:
+        """No error findings: ready for a person, unless a warning the contract marks needs a person first."""
+        needing = sorted({f.rule_id for f in report.warnings_needing_person})
+        if needing:
+            return await self._finish(job, MANUAL, f"warning needs a person: {', '.join(needing)}", _rule_ids(report),
+                                      needs_person=needing, final_attempt_id=attempt_id, tokens=tokens)
+        return await self._finish(job, READY, None, _rule_ids(report), final_attempt_id=attempt_id, tokens=tokens)
+
+    async def _finish(self, job: Job, state: str, cause: str | None, rule_ids: tuple[str, ...],
+                      needs_person: Iterable[str] = (), final_attempt_id: int | None = None,
+                      tokens: int = 0) -> DocumentOutcome:
+        await self._db_call(self.store.finish_document, job.document_run_id, state, cause=cause,
+                            needs_person=list(needs_person), final_attempt_id=final_attempt_id)
+        return DocumentOutcome(str(job.path), state, cause, rule_ids, tokens, job.document_run_id)
+
+    async def _attempt(self, job: Job, request: GenerationRequest, number: int,
+                       kind: str) -> tuple[GenerationResult, Report, int, int] | ProviderError:
+        """One generation call, validated and recorded; a provider failure is recorded and returned."""
+        base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=number,
+                    kind=kind, prompt_version=self.settings.prompt_version, request=request.to_json(),
+                    request_hash=request.fingerprint)
+        try:
+            result = await self.provider.generate(request)
+        except ProviderError as error:
+            await self._db_call(self.store.record_attempt, **base, outcome="transport_error", error=error.cause,
+                                transport=[t.to_json() for t in error.transport])
+            return error
+        report = validate(result.text, job.source, self.settings.contract)
+        outcome = "passed" if report.passed else ("unparseable" if not report.parsed else "failed")
+        record = report.to_json()
+        attempt_id = await self._db_call(
+            self.store.record_attempt, **base, raw_response=result.text, parsed=report.candidate,
+            findings=record["findings"], fields=record["fields"], sentences=record["sentences"],
+            evidence_spans=record["evidence_spans"], passed=report.passed, outcome=outcome, mode=result.mode,
+            model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            latency_ms=result.latency_ms, transport=[t.to_json() for t in result.transport],
+        )
+        tokens = (result.prompt_tokens or 0) + (result.completion_tokens or 0)
+        return result, report, attempt_id, tokens
+
+
+def _rule_ids(report: Report) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(f.rule_id for f in report.findings))
+
+
+def load_document(path: Path) -> Document:
+    """Ingest and segment one file (CPU work, run off the event loop)."""
+    from extractor.ingest import load
+    from extractor.segment import segment
+
+    return segment(load(path))

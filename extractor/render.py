@@ -1,0 +1,124 @@
+"""Terminal rendering for people: validation reports, run progress and run summaries (rich)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
+
+from extractor.document import Document
+from extractor.pipeline import DocumentOutcome, Progress, RunSummary
+from extractor.validate.report import Report
+
+STATE_STYLE = {
+    "MAPPED": "green",
+    "UNMAPPED": "yellow",
+    "EXCLUDED": "dim",
+    "PRESENT": "green",
+    "NEEDS_INPUT": "yellow",
+    "READY_FOR_REVIEW": "green",
+    "MANUAL_REVIEW": "yellow",
+    "ERROR": "red",
+    "INPUT_ERROR": "red",
+    "SKIPPED": "dim",
+    "INTERRUPTED": "magenta",
+    None: "bold red",
+}
+
+
+def findings_table(report: Report, title: str = "findings") -> Table:
+    table = Table(title=title, show_lines=False)
+    for column in ("rule_id", "severity", "location", "message"):
+        table.add_column(column, overflow="fold")
+    for finding in report.findings:
+        style = "red" if finding.severity.value == "error" else "yellow"
+        table.add_row(Text(finding.rule_id, style=style), finding.severity.value, finding.location, finding.message)
+    return table
+
+
+def print_report(report: Report, document: Document, console: Console | None = None) -> None:
+    """Verdict line, findings, field states and sentence states as tables."""
+    console = console or Console()
+    errors = len(report.errors)
+    warnings = len(report.findings) - errors
+    verdict = Text("PASSED" if report.passed else "FAILED", style="bold green" if report.passed else "bold red")
+    console.print(Text.assemble(verdict, f"  {report.contract} v{report.contract_version}  validator "
+                                f"{report.validator_version}  {errors} error(s), {warnings} warning(s)"))
+    if report.findings:
+        console.print(findings_table(report))
+    if report.fields:
+        table = Table(title="fields")
+        table.add_column("field")
+        table.add_column("state")
+        table.add_column("because")
+        for path, state in report.fields.items():
+            table.add_row(path, Text(state.state or "-", style=STATE_STYLE[state.state]), state.rule_id or "")
+        console.print(table)
+    if report.sentences:
+        table = Table(title="sentences")
+        for column in ("id", "state", "fields / reason", "text"):
+            table.add_column(column, overflow="fold")
+        for state in report.sentences:
+            sentence = document.sentence(state.id)
+            detail = ", ".join(state.field_paths) or state.reason or state.rule_id or ""
+            table.add_row(state.id, Text(state.state or (state.rule_id or "-"), style=STATE_STYLE[state.state]),
+                          detail, sentence.text if sentence else "")
+        console.print(table)
+
+
+class RunProgress(Progress):
+    """A rich progress bar with live counts per state, on stderr so JSON output stays clean."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.counts: Counter[str] = Counter()
+        self._progress = RichProgress(
+            TextColumn("[bold]extract run"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled, transient=False,
+        )
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> RunProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(*exc)
+
+    def started(self, total: int) -> None:
+        self._task = self._progress.add_task("", total=total)
+
+    def finished(self, outcome: DocumentOutcome) -> None:
+        self.counts[outcome.state] += 1
+        if self._task is not None:
+            description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
+            self._progress.update(self._task, advance=1, description=description)
+        if outcome.state in ("INPUT_ERROR", "ERROR"):
+            self._progress.console.print(f"[red]{outcome.state}[/red] {outcome.cause or outcome.path}")
+
+
+def print_summary(summary: RunSummary, console: Console | None = None) -> None:
+    """Documents per state, the rules that fired most, tokens and time."""
+    console = console or Console()
+    table = Table(title=f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
+    table.add_column("state")
+    table.add_column("documents", justify="right")
+    for state, count in sorted(summary.counts.items()):
+        table.add_row(Text(state, style=STATE_STYLE.get(state, "")), str(count))
+    table.add_row("total", str(len(summary.outcomes)), style="bold")
+    console.print(table)
+    if summary.top_rules:
+        rules = Table(title="rule ids in final attempts")
+        rules.add_column("rule_id")
+        rules.add_column("documents", justify="right")
+        for rule_id, count in summary.top_rules:
+            rules.add_row(rule_id, str(count))
+        console.print(rules)
+    console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s")
+    if summary.interrupted:
+        left = summary.counts.get("INTERRUPTED", 0)
+        console.print(f"[yellow]interrupted: {left} document(s) left; rerun the same command to finish them[/yellow]")
