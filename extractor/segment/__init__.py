@@ -1,0 +1,203 @@
+"""Segment stage: split every block's content into sentence units ``s1..sN`` with exact offsets.
+
+Ids are positions, so they are only stable for one ``SEGMENTER_ID``: another kss, razdel or pysbd version,
+or a change to the rules here, may move one boundary and renumber every later sentence. Store
+``Document.segmenter`` with anything that refers to sentence ids.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from importlib.metadata import version
+
+import pysbd
+import razdel
+
+from extractor.document import Block, Document, Sentence
+from extractor.segment.align import align
+
+__all__ = ["SEGMENTER_ID", "check_invariants", "segment"]
+
+SEGMENTER_ID: str = (
+    f"extractor-seg/1 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
+)
+"""Names this segmenter and every library version that decides where boundaries (and so ids) fall.
+
+Bump ``extractor-seg/N`` whenever a rule below changes. Versions come from package metadata because
+importing kss takes seconds.
+"""
+
+Splitter = Callable[[str], list[str]]
+
+_WINDOW = 2000
+"""Characters a splitter sees per call; pysbd is quadratic in its input (11 s for one 2,000-sentence
+paragraph, 0.6 s in 200 pieces)."""
+
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff]")
+_CYRILLIC = re.compile("[\u0400-\u052f]")
+_TERMINALS = frozenset(".!?…。！？")
+_CLOSERS = frozenset("\"'”’»)]}")
+
+
+def segment(document: Document) -> Document:
+    """Fill ``document.sentences`` (ids ``s1..sN`` in document order) and ``document.segmenter``.
+
+    Each block's content is split on its own, so no unit crosses a block boundary: kss alone glues a
+    heading to the next line (``목표\\n요청자는 ...``). Returns the same document.
+    """
+    sentences: list[Sentence] = []
+    for block in document.blocks:
+        content = document.text[block.content_start : block.end]
+        for start, end in _block_units(content):
+            sentences.append(
+                Sentence(
+                    id=f"s{len(sentences) + 1}",
+                    text=content[start:end],
+                    start=block.content_start + start,
+                    end=block.content_start + end,
+                    block=block.index,
+                )
+            )
+    document.sentences = sentences
+    document.segmenter = SEGMENTER_ID
+    check_invariants(document)
+    return document
+
+
+def check_invariants(document: Document) -> None:
+    """Raise ``AssertionError`` unless the sentences are exact, trimmed, ordered, inside their block's
+    content, and together cover every non-whitespace character of every block's content exactly once.
+
+    Every later stage (evidence spans, coverage) relies on these; ``segment`` calls this on its output.
+    """
+    blocks = {block.index: block for block in document.blocks}
+    by_block: dict[int, list[Sentence]] = defaultdict(list)
+    previous_end = 0
+    for position, sentence in enumerate(document.sentences, start=1):
+        problem = _sentence_problem(document.text, sentence, position, previous_end, blocks.get(sentence.block))
+        if problem:
+            raise AssertionError(f"sentence {sentence.id} {problem}: {sentence!r}")
+        previous_end = sentence.end
+        by_block[sentence.block].append(sentence)
+    for block in document.blocks:
+        cursor = block.content_start
+        for sentence in by_block[block.index]:
+            _require_blank(document.text, cursor, sentence.start, block.index)
+            cursor = sentence.end
+        _require_blank(document.text, cursor, block.end, block.index)
+
+
+def _sentence_problem(
+    text: str, sentence: Sentence, position: int, previous_end: int, block: Block | None
+) -> str | None:
+    """What is wrong with one sentence on its own and against the one before it, if anything."""
+    if sentence.id != f"s{position}":
+        return f"is not s{position}"
+    if text[sentence.start : sentence.end] != sentence.text:
+        return "text is not text[start:end]"
+    if not sentence.text or sentence.text != sentence.text.strip():
+        return "is empty or not trimmed"
+    if sentence.start < previous_end:
+        return "overlaps or precedes the previous sentence"
+    if block is None:
+        return "names an unknown block"
+    if not block.content_start <= sentence.start < sentence.end <= block.end:
+        return "lies outside its block's content"
+    return None
+
+
+def _require_blank(text: str, start: int, end: int, block: int) -> None:
+    """Raise when text between units of a block holds something no sentence covers."""
+    if text[start:end].strip():
+        raise AssertionError(f"block {block}: text[{start}:{end}] {text[start:end]!r} is in no sentence")
+
+
+def _block_units(content: str) -> list[tuple[int, int]]:
+    """Offsets of the sentence units of one block's content."""
+    if not content or content.isspace():
+        return []
+    return _join_glued(content, _split_windowed(content, _splitter_for(content)))
+
+
+def _splitter_for(content: str) -> Splitter:
+    """Pick by script: any Hangul is Korean, a Cyrillic majority of letters is Russian, else English."""
+    if _HANGUL.search(content):
+        return _split_korean
+    letters = sum(char.isalpha() for char in content)
+    if 2 * len(_CYRILLIC.findall(content)) > letters:
+        return _split_russian
+    return _split_english
+
+
+def _split_korean(text: str) -> list[str]:
+    """kss with the rule-based ``fast`` backend: the default (pecab, since mecab is absent) splits
+    inside words (``... 요`` + ``청된 ...``). Imported here because importing kss takes seconds."""
+    import kss
+
+    return kss.split_sentences(text, backend="fast")
+
+
+def _split_russian(text: str) -> list[str]:
+    """razdel keeps ``т. п.``, ``т. е.``, ``2023 г.`` and initials together."""
+    return [sentence.text for sentence in razdel.sentenize(text)]
+
+
+def _split_english(text: str) -> list[str]:
+    """pysbd without cleaning, so the sentences it returns are slices of ``text`` (it may drop some)."""
+    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    return [span.sent for span in segmenter.segment(text)]
+
+
+def _split_windowed(content: str, split: Splitter) -> list[tuple[int, int]]:
+    """Split ``content`` one window of about ``_WINDOW`` characters at a time, aligning each result.
+
+    The last unit of a window may be cut by the window's edge, so it is split again as the start of the
+    next window; a window holding less than two units is doubled until it holds two or reaches the end.
+    """
+    spans: list[tuple[int, int]] = []
+    start, limit = 0, _WINDOW
+    while True:
+        end = _window_end(content, start, start + limit)
+        units = align(content[start:end], split(content[start:end]))
+        if end == len(content):
+            return spans + [(start + unit_start, start + unit_end) for unit_start, unit_end in units]
+        if len(units) < 2:
+            limit *= 2
+            continue
+        spans.extend((start + unit_start, start + unit_end) for unit_start, unit_end in units[:-1])
+        start, limit = start + units[-1][0], _WINDOW
+
+
+def _window_end(content: str, start: int, target: int) -> int:
+    """The whitespace nearest before ``target`` (else after it), so no word is cut; or the end."""
+    if target >= len(content):
+        return len(content)
+    for index in range(target, start, -1):
+        if content[index].isspace():
+            return index
+    return next((index for index in range(target, len(content)) if content[index].isspace()), len(content))
+
+
+def _join_glued(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge units that touch with no whitespace between them, unless the left one ends with sentence
+    punctuation and the right one starts with a letter (``합니다.검토자는``).
+
+    This is the guard against splitters cutting inside a word, which kss's pecab backend does.
+    """
+    joined: list[tuple[int, int]] = []
+    for start, end in spans:
+        if joined and joined[-1][1] == start and not _ends_sentence(content, joined[-1], start):
+            joined[-1] = (joined[-1][0], end)
+        else:
+            joined.append((start, end))
+    return joined
+
+
+def _ends_sentence(content: str, left: tuple[int, int], right_start: int) -> bool:
+    """True when ``left`` ends in ``.!?…`` (closing quotes/brackets aside) and a letter follows."""
+    index = left[1] - 1
+    while index > left[0] and content[index] in _CLOSERS:
+        index -= 1
+    return content[index] in _TERMINALS and content[right_start].isalpha()
