@@ -7,6 +7,7 @@ or a change to the rules here, may move one boundary and renumber every later se
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -47,6 +48,8 @@ def segment(document: Document) -> Document:
     Each block's content is split on its own, so no unit crosses a block boundary: kss alone glues a
     heading to the next line (``목표\\n요청자는 ...``). Returns the same document.
     """
+    if document.format == "blocks":  # a JSON blocks source names its own units (extractor.ingest.blocks)
+        return document
     sentences: list[Sentence] = []
     for block in document.blocks:
         content = document.text[block.content_start : block.end]
@@ -136,6 +139,8 @@ def _split_korean(text: str) -> list[str]:
     inside words (``... 요`` + ``청된 ...``). Imported here because importing kss takes seconds."""
     import kss
 
+    # kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's concern
+    logging.getLogger("Kss").setLevel(logging.ERROR)
     return kss.split_sentences(text, backend="fast")
 
 
