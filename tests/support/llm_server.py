@@ -1,0 +1,311 @@
+"""A scripted OpenAI-compatible HTTP server, so provider and pipeline tests exercise real sockets.
+
+Each ``POST /v1/chat/completions`` consumes one action of the script (a list, or a callable
+``(request_json, call_number) -> Action``): a reply with arbitrary content, an HTTP status, a hang, a
+connection reset or a truncated body. Every request is recorded (parsed JSON body and headers) so tests
+can assert on what the client really sent. A thread per connection serves many concurrent clients.
+
+    with ScriptedLLMServer([Status(429, headers={"Retry-After": "1"}), Reply('{"a": 1}')]) as server:
+        provider = from_string("openai:test", base_url=server.base_url)
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+HOST = "127.0.0.1"
+CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+MODELS_PATHS = frozenset({"/v1/models", "/models"})
+
+
+@dataclass(frozen=True)
+class Reply:
+    """HTTP 200 with ``content`` returned as-is (may be empty, truncated or not JSON at all)."""
+
+    content: str
+    delay_s: float = 0.0
+    usage: tuple[int, int] = (10, 5)  # (prompt_tokens, completion_tokens)
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Status:
+    """Any status with an OpenAI error body (default), a custom dict (JSON) or a raw string body."""
+
+    code: int
+    body: dict[str, Any] | str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Answer nothing for ``seconds`` (longer than the client timeout), then close the connection."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Close the socket abruptly (TCP RST) without any response."""
+
+
+@dataclass(frozen=True)
+class Truncated:
+    """Send a 200 whose Content-Length promises more bytes than the body has, then close."""
+
+    content: str
+
+
+Action = Reply | Status | Hang | Reset | Truncated
+Script = Iterable[Action] | Callable[[dict[str, Any] | None, int], Action]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as received; header names are lower-cased, ``json`` is None when the body was not JSON."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: dict[str, Any] | None
+
+
+def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
+    """The error envelope OpenAI-compatible servers use."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": None}}
+
+
+class ScriptedLLMServer:
+    """Serves the script on 127.0.0.1 (random free port) from a background thread; use as a context manager.
+
+    ``reject_response_format``: True answers 400 to any request whose ``response_format`` has type
+    ``json_schema`` (a server without structured output); an iterable names the rejected types, e.g.
+    ``{"json_schema", "json_object"}``. Rejections do not consume script actions. When the script runs
+    out, the server answers 500 "script exhausted" so tests fail loudly.
+    """
+
+    def __init__(
+        self,
+        script: Script = (),
+        *,
+        reject_response_format: bool | Iterable[str] = False,
+        model: str = "scripted-model",
+    ) -> None:
+        self._script_fn = script if callable(script) else None
+        self._actions: deque[Action] = deque() if callable(script) else deque(script)
+        if isinstance(reject_response_format, bool):
+            self._rejected_formats = frozenset({"json_schema"} if reject_response_format else ())
+        else:
+            self._rejected_formats = frozenset(reject_response_format)
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self._calls = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = _HTTPServer(self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self._httpd.server_address[1]}"
+
+    @property
+    def base_url(self) -> str:
+        """What an OpenAI client takes as ``base_url``."""
+        return f"{self.url}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path in CHAT_PATHS]
+
+    @property
+    def remaining(self) -> int:
+        """Actions of a list script not consumed yet (tests assert the whole script was used)."""
+        with self._lock:
+            return len(self._actions)
+
+    def start(self) -> ScriptedLLMServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops accepting, wakes hanging handlers and closes the listening socket."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _rejects(self, body: dict[str, Any] | None) -> str | None:
+        """The rejected response_format type of this request, if the server is configured to reject it."""
+        response_format = (body or {}).get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        return kind if kind in self._rejected_formats else None
+
+    def _next_action(self, body: dict[str, Any] | None) -> tuple[Action, int]:
+        with self._lock:
+            self._calls += 1
+            number = self._calls
+            if self._script_fn is None:
+                action = self._actions.popleft() if self._actions else None
+        if self._script_fn is not None:
+            return self._script_fn(body, number), number
+        if action is None:
+            return Status(500, error_body("script exhausted", type_="server_error")), number
+        return action, number
+
+    def _completion(self, reply: Reply | Truncated, body: dict[str, Any] | None, number: int) -> dict[str, Any]:
+        """An OpenAI chat.completion; content goes into a tool call when the request offered tools."""
+        request = body or {}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        tools = request.get("tools")
+        if tools:
+            name = tools[0].get("function", {}).get("name", "tool")
+            call = {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": reply.content}}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        prompt, completion = reply.usage if isinstance(reply, Reply) else (10, 5)
+        return {
+            "id": f"chatcmpl-scripted-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model") or self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish_reason if isinstance(reply, Reply) else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 drops SYNs under 64 concurrent connects
+
+    def __init__(self, owner: ScriptedLLMServer) -> None:
+        super().__init__((HOST, 0), _Handler)
+        self.owner = owner
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that time out or get reset are expected here; anything else is still reported."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    wbufsize = 64 * 1024  # headers and body leave in one write (flushed per request by the base class)
+    disable_nagle_algorithm = True  # no Nagle/delayed-ACK stalls on kept-alive connections
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests read ``server.requests`` instead."""
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        owner._record(RecordedRequest("GET", self.path, _lower(self.headers.items()), None))
+        if self.path.rstrip("/") in MODELS_PATHS:
+            model = {"id": owner.model, "object": "model", "created": 0, "owned_by": "scripted"}
+            self._send_json(200, {"object": "list", "data": [model]})
+        else:
+            self._send_json(404, error_body(f"no route {self.path}"))
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        body = body if isinstance(body, dict) else None
+        owner._record(RecordedRequest("POST", self.path, _lower(self.headers.items()), body))
+        if self.path.rstrip("/") not in CHAT_PATHS:
+            self._send_json(404, error_body(f"no route {self.path}"))
+            return
+        rejected = owner._rejects(body)
+        if rejected:
+            message = f"response_format type '{rejected}' is not supported by this server"
+            self._send_json(400, error_body(message, param="response_format"))
+            return
+        action, number = owner._next_action(body)
+        self._perform(action, body, number)
+
+    def _perform(self, action: Action, body: dict[str, Any] | None, number: int) -> None:
+        owner = self.server.owner
+        match action:
+            case Reply():
+                owner._stopping.wait(action.delay_s)
+                self._send_json(200, owner._completion(action, body, number))
+            case Status():
+                payload = action.body if action.body is not None else _default_error(action.code)
+                if isinstance(payload, dict):
+                    self._send(action.code, json.dumps(payload).encode(), "application/json", action.headers)
+                else:
+                    self._send(action.code, payload.encode(), "text/plain; charset=utf-8", action.headers)
+            case Hang():
+                owner._stopping.wait(action.seconds)
+                self.close_connection = True
+            case Reset():
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+            case Truncated():
+                data = json.dumps(owner._completion(action, body, number)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data) + 64))
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+                self.close_connection = True
+
+    def _send_json(self, code: int, payload: dict[str, Any]) -> None:
+        self._send(code, json.dumps(payload, ensure_ascii=False).encode(), "application/json", {})
+
+    def _send(self, code: int, data: bytes, content_type: str, headers: Mapping[str, str]) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    return {name.lower(): value for name, value in items}
+
+
+def _default_error(code: int) -> dict[str, Any]:
+    return error_body(f"scripted HTTP {code}", type_="server_error" if code >= 500 else "invalid_request_error")
