@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from extractor.contracts import contract_dir, generate_schema, get_contract, names
+from extractor.contracts import contract_dir, generate_schema, get_contract, inline_refs, names
 from extractor.generate.prompt import load_prompt, render_request
 from extractor.ingest import from_text
 from extractor.segment import segment
@@ -25,7 +25,8 @@ def test_request_schema_is_the_validation_schema(name: str) -> None:
     contract = get_contract(name)
     document = segment(from_text("Title\n\nThe manager approves the request."))
     request = render_request(load_prompt(name), contract, document)
-    assert request.schema == contract.validator.schema == contract.schema
+    assert request.schema == contract.schema
+    assert contract.validator.schema == inline_refs(contract.schema)
     assert json.dumps(contract.schema, ensure_ascii=False, indent=1) in request.messages[1]["content"]
     assert "[s2] The manager approves the request." in request.messages[1]["content"]
 
@@ -54,3 +55,15 @@ def test_work_procedure_field_names_match_the_spec() -> None:
 def test_unknown_contract_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="work_procedure"):
         get_contract("invoice")
+
+
+@pytest.mark.parametrize("name", names())
+def test_inlining_refs_only_substitutes_definitions(name: str) -> None:
+    schema = get_contract(name).schema
+    flat = inline_refs(schema)
+    assert "$ref" not in json.dumps(flat) and "$defs" not in flat
+    assert {key: value for key, value in schema.items() if key not in ("$defs", "properties")} == \
+        {key: value for key, value in flat.items() if key != "properties"}
+    for definition in schema["$defs"].values():  # every definition appears verbatim (inlined) somewhere
+        assert json.dumps(inline_refs({**definition, "$defs": schema["$defs"]}), sort_keys=True) in \
+            json.dumps(flat, sort_keys=True)

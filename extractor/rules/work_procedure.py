@@ -36,6 +36,7 @@ class ResolvedEvidence:
     steps: tuple[Step, ...] | None
     excerpt: str
     spans: tuple[tuple[int, int], ...]
+    sentence_ids: tuple[str, ...]
 
     @property
     def points_at_value(self) -> bool:
@@ -80,7 +81,8 @@ class Context:
             if self.value_at(steps) is None:
                 steps = None
             spans = tuple(self.matcher.find_all(entry["sourceExcerpt"], limit))
-            resolved.append(ResolvedEvidence(index, entry["fieldPath"], steps, entry["sourceExcerpt"], spans))
+            touched = tuple(dict.fromkeys(s.id for a, b in spans for s in self.source.sentences_overlapping(a, b)))
+            resolved.append(ResolvedEvidence(index, entry["fieldPath"], steps, entry["sourceExcerpt"], spans, touched))
         return resolved
 
     @cached_property
@@ -107,6 +109,18 @@ class Context:
                     by_unit[entry.steps[:length]].append(entry)
                     break
         return by_unit
+
+    def evidence_in(self, sentence_id: str) -> list[ResolvedEvidence]:
+        """Evidence entries with a found span overlapping this sentence."""
+        return self._evidence_by_sentence.get(sentence_id, [])
+
+    @cached_property
+    def _evidence_by_sentence(self) -> dict[str, list[ResolvedEvidence]]:
+        by_sentence: dict[str, list[ResolvedEvidence]] = defaultdict(list)
+        for entry in self.evidence:
+            for sentence_id in entry.sentence_ids:
+                by_sentence[sentence_id].append(entry)
+        return by_sentence
 
     def coverage_hint(self, sentence_id: str, **extra: Any) -> dict[str, Any]:
         return {"sentence_id": sentence_id, **extra}
@@ -444,10 +458,8 @@ def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
             yield Hit(where, f"{sentence.id} is MAPPED to {', '.join(dangling)}, which point at no value", hint)
             continue
         overlapping = any(
-            start < sentence.end and sentence.start < end
-            for evidence in ctx.evidence
-            if evidence.steps is not None and any(fieldpath.related(evidence.steps, p) for p in paths if p)
-            for start, end in evidence.spans
+            evidence.steps is not None and any(fieldpath.related(evidence.steps, p) for p in paths if p)
+            for evidence in ctx.evidence_in(sentence.id)
         )
         if not overlapping:
             yield Hit(where, f"{sentence.id} is MAPPED to {', '.join(entry['fieldPaths'])}, but no evidence of those "
@@ -574,9 +586,5 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
             rule_id,
         ))
 
-    spans = [
-        EvidenceSpan(entry.index, entry.field_path, entry.spans,
-                     tuple(dict.fromkeys(s.id for a, b in entry.spans for s in ctx.source.sentences_overlapping(a, b))))
-        for entry in ctx.evidence
-    ]
+    spans = [EvidenceSpan(entry.index, entry.field_path, entry.spans, entry.sentence_ids) for entry in ctx.evidence]
     return fields, sentences, spans

@@ -12,12 +12,15 @@ from functools import cached_property
 from extractor.document import Document, Sentence
 from extractor.validate.text import NormalizedText
 
+_COMMON = 200  # a word in more sentences than this only votes when no rarer word matched
+
 
 class Source:
     def __init__(self, document: Document) -> None:
         self.document = document
         self._matchers: dict[str, NormalizedText] = {}
         self._normalised_sentences: dict[str, list[str]] = {}
+        self._word_indexes: dict[str, dict[str, list[int]]] = {}
 
     def matcher(self, normalisation: str) -> NormalizedText:
         if normalisation not in self._matchers:
@@ -43,8 +46,12 @@ class Source:
         return found
 
     def nearest_sentence(self, excerpt: str, normalisation: str) -> tuple[str, float] | None:
-        """The sentence most like a non-verbatim excerpt, for a repair hint only (never for matching)."""
-        from rapidfuzz import fuzz, process
+        """The sentence most like a non-verbatim excerpt, for a repair hint only (never for matching).
+
+        Candidates are the sentences sharing the most words with the excerpt (an inverted index built
+        once), so a failing excerpt costs the same on a 200- and a 20,000-sentence document.
+        """
+        from rapidfuzz import fuzz
 
         if not self.document.sentences:
             return None
@@ -52,8 +59,34 @@ class Source:
         if normalisation not in self._normalised_sentences:
             self._normalised_sentences[normalisation] = [matcher.normalise_query(s.text) for s in self.document.sentences]
         choices = self._normalised_sentences[normalisation]
-        best = process.extractOne(matcher.normalise_query(excerpt), choices, scorer=fuzz.partial_ratio)
+        query = matcher.normalise_query(excerpt)
+        best: tuple[float, int] | None = None
+        for position in self._shortlist(normalisation, query):
+            score = fuzz.partial_ratio(query, choices[position])
+            if best is None or score > best[0]:
+                best = (score, position)
         if best is None:
             return None
-        _, score, position = best
-        return self.document.sentences[position].id, round(score / 100, 3)
+        return self.document.sentences[best[1]].id, round(best[0] / 100, 3)
+
+    def _shortlist(self, normalisation: str, query: str, size: int = 25) -> list[int]:
+        """Sentence positions sharing the most (rarest first) words with ``query``, in document order."""
+        index = self._word_index(normalisation)
+        votes: dict[int, float] = {}
+        for word in sorted(set(query.split()), key=lambda w: len(index.get(w, ()))):
+            postings = index.get(word, ())
+            if len(postings) > _COMMON and votes:  # common words add cost, not discrimination
+                break
+            for position in postings:
+                votes[position] = votes.get(position, 0.0) + 1.0 / len(postings)
+        ranked = sorted(votes, key=lambda position: (-votes[position], position))[:size]
+        return sorted(ranked)
+
+    def _word_index(self, normalisation: str) -> dict[str, list[int]]:
+        if normalisation not in self._word_indexes:
+            index: dict[str, list[int]] = {}
+            for position, text in enumerate(self._normalised_sentences[normalisation]):
+                for word in set(text.split()):
+                    index.setdefault(word, []).append(position)
+            self._word_indexes[normalisation] = index
+        return self._word_indexes[normalisation]
