@@ -1,0 +1,157 @@
+"""Engine, transactions and schema upgrades shared by the run log and the approved-records module.
+
+SQLite is the default (one file in the working directory, WAL so readers never block the writer);
+PostgreSQL works through the same URL setting. The schema is always brought to the newest Alembic
+revision on open, so users never run a migration tool themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from extractor.contracts import data_dir
+
+DATABASE_URL_ENV = "EXTRACT_DATABASE_URL"
+DEFAULT_DATABASE_URL = "sqlite:///extract.db"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Any constant works; it only has to be the same in every process migrating the same PostgreSQL database.
+_PG_MIGRATION_LOCK = 0x65787472  # "extr"
+
+T = TypeVar("T")
+
+
+class StoreError(Exception):
+    """The database cannot be used as it is; ``str(error)`` is the one line the CLI prints."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def database_url(url: str | None = None) -> str:
+    """The explicit URL, else ``EXTRACT_DATABASE_URL``, else an SQLite file in the current directory."""
+    return url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+
+
+def safe_url(engine: Engine) -> str:
+    """The URL as it may appear in messages and logs: never with its password."""
+    return engine.url.render_as_string(hide_password=True)
+
+
+def scrub(engine: Engine, message: str) -> str:
+    """A driver message reduced to one line, with the password removed should a driver echo it."""
+    line = message.strip().splitlines()[0] if message.strip() else message
+    password = engine.url.password
+    return line.replace(str(password), "***") if password else line
+
+
+def create_store_engine(url: str | None = None) -> Engine:
+    """An engine configured for many short transactions from several processes.
+
+    On SQLite, SQLAlchemy emits BEGIN itself (the driver's implicit transactions would let a read
+    silently upgrade to a write and fail with "database is locked" under contention); sessions from
+    ``transaction(write=True)`` take the write lock up front with BEGIN IMMEDIATE, which waits for the
+    busy timeout instead of failing.
+    """
+    try:
+        engine = create_engine(database_url(url))
+    except ArgumentError:
+        # The message would echo the URL, password included.
+        raise StoreError(
+            "invalid database URL (expected e.g. sqlite:///extract.db or postgresql+psycopg://user@host/db)"
+        ) from None
+    except ImportError as error:
+        raise StoreError(
+            f"database driver missing ({error.name}): for PostgreSQL install extractor[postgres]"
+        ) from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _sqlite_on_begin(connection: Any) -> None:
+    immediate = connection.get_execution_options().get("store_write", False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def plain(cls: type[T], row: Any, **extra: Any) -> T:
+    """Copy a dataclass's fields from an ORM object, so query results outlive their session."""
+    names = [f.name for f in fields(cls) if f.name not in extra]  # type: ignore[arg-type]
+    return cls(**{name: getattr(row, name) for name in names}, **extra)
+
+
+@contextmanager
+def transaction(engine: Engine, *, write: bool = True) -> Iterator[Session]:
+    """One short transaction: committed on normal exit, rolled back on any exception."""
+    bind = engine.execution_options(store_write=True) if write else engine
+    with Session(bind, expire_on_commit=False) as session, session.begin():
+        yield session
+
+
+def alembic_config() -> Config:
+    """The Alembic configuration built in code: users need no alembic.ini."""
+    config = Config()
+    config.set_main_option("script_location", str(data_dir("migrations")))
+    return config
+
+
+def upgrade_schema(engine: Engine) -> str:
+    """Bring the database to the newest revision this code knows; returns that revision.
+
+    Refuses (``StoreError``) a database stamped with a revision this code does not know, which means a
+    newer extractor wrote it: downgrading silently would lose data the newer version relies on.
+    """
+    config = alembic_config()
+    script = ScriptDirectory.from_config(config)
+    head = script.get_current_head()
+    if head is None:
+        raise StoreError(f"no migrations found in {config.get_main_option('script_location')}")
+    known = {revision.revision for revision in script.walk_revisions()}
+    where = safe_url(engine)
+    try:
+        with engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_heads()
+        unknown = [revision for revision in current if revision not in known]
+        if unknown:
+            raise StoreError(
+                f"database at {where} is at revision {', '.join(unknown)}, newer than this extractor "
+                f"(head {head}); upgrade extractor"
+            )
+        if current == (head,):
+            return head
+        with transaction(engine) as session:
+            connection = session.connection()
+            if engine.dialect.name == "postgresql":
+                # Two processes opening a fresh database at once must not both create the tables.
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except (SQLAlchemyError, CommandError) as error:
+        raise StoreError(
+            f"cannot open or migrate database at {where}: {scrub(engine, str(error))}"
+        ) from error
+    return head

@@ -1,0 +1,291 @@
+"""The tables of the run log and of the approved records (SQLAlchemy 2 typed declarative models).
+
+These models describe the schema the migrations in ``migrations/versions`` build; a test compares the
+two on every backend, so a change here without a migration fails loudly. Allowed values of the state
+columns are listed once here and enforced by CHECK constraints as well, so a typo never becomes data.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+RunStatus = Literal["running", "finished", "interrupted", "crashed"]
+DocumentState = Literal["PROCESSING", "READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR", "INTERRUPTED", "SKIPPED"]
+AttemptKind = Literal["generate", "repair", "judge"]
+AttemptOutcome = Literal[
+    "passed", "failed", "unparseable", "transport_error", "interrupted", "protocol_error"
+]
+Decision = Literal["approved", "rejected"]
+
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "finished", "interrupted", "crashed")
+DOCUMENT_STATES: tuple[DocumentState, ...] = (
+    "PROCESSING",
+    "READY_FOR_REVIEW",
+    "MANUAL_REVIEW",
+    "ERROR",
+    "INTERRUPTED",
+    "SKIPPED",
+)
+FINAL_STATES: tuple[DocumentState, ...] = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
+"""A document in one of these states was processed for its configuration; later runs skip it unless forced."""
+ATTEMPT_KINDS: tuple[AttemptKind, ...] = ("generate", "repair", "judge")
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
+    "passed",
+    "failed",
+    "unparseable",
+    "transport_error",
+    "interrupted",
+    "protocol_error",
+)
+DECISIONS: tuple[Decision, ...] = ("approved", "rejected")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Deterministic constraint names, so later migrations can drop or alter them on every backend."""
+
+
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """SQL for a CHECK constraint limiting ``column`` to ``values``."""
+    return f"{column} IN ({', '.join(repr(value) for value in values)})"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on every backend.
+
+    PostgreSQL keeps the offset itself; SQLite keeps none, so values are stored as UTC and UTC is
+    re-attached on read. Naive datetimes are refused: their meaning depends on the machine's clock zone.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware value")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class NulFreeText(TypeDecorator[str]):
+    """Text that stores the same on every backend: PostgreSQL text cannot hold NUL, so NUL becomes U+FFFD.
+
+    Everything else (a model's broken output included) is kept exactly; a NUL in a model response is
+    garbage either way, and a visible replacement character says where it was.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else value.replace("\x00", "\ufffd")
+
+
+NullableJSON = JSON(none_as_null=True)
+"""JSON where Python ``None`` is SQL NULL (the default JSON type would store the JSON text ``null``)."""
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Run(Base):
+    """One invocation of ``extract run``: what decides its results, and whether it is still alive."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(one_of("status", RUN_STATUSES), name="status"),
+        Index("ix_runs_started_at", "started_at"),
+        Index("ix_runs_config_hash", "config_hash"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+    contract: Mapped[str] = mapped_column(String(100))
+    contract_version: Mapped[int] = mapped_column(Integer)
+    prompt_version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(500))
+    provider: Mapped[str] = mapped_column(String(100))
+    validator_version: Mapped[str] = mapped_column(String(100))
+    segmenter: Mapped[str] = mapped_column(String(500))
+    judge_model: Mapped[str | None] = mapped_column(String(500))
+    config_hash: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    command: Mapped[str] = mapped_column(NulFreeText)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Document(Base):
+    """A file's content as segmented once: the same bytes and segmenter always give the same sentence ids."""
+
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("sha256", "segmenter"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    segmenter: Mapped[str] = mapped_column(String(500))
+    path: Mapped[str] = mapped_column(NulFreeText)
+    format: Mapped[str] = mapped_column(String(20))
+    encoding: Mapped[str | None] = mapped_column(String(50))
+    char_count: Mapped[int] = mapped_column(Integer)
+    sentence_count: Mapped[int] = mapped_column(Integer)
+    sentences: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class DocumentRun(Base):
+    """One document processed by one run, and where it ended up."""
+
+    __tablename__ = "document_runs"
+    __table_args__ = (
+        UniqueConstraint("run_id", "document_id"),
+        CheckConstraint(one_of("state", DOCUMENT_STATES), name="state"),
+        Index("ix_document_runs_document_id", "document_id"),
+        Index("ix_document_runs_path", "path"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
+    path: Mapped[str] = mapped_column(NulFreeText)
+    config_hash: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(20))
+    cause: Mapped[str | None] = mapped_column(NulFreeText)
+    needs_person: Mapped[list[str]] = mapped_column(JSON, default=list)
+    final_attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", use_alter=True))
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Claim(Base):
+    """Who processes a document for one configuration: the unit of "processed exactly once"."""
+
+    __tablename__ = "claims"
+    __table_args__ = (
+        CheckConstraint(one_of("state", DOCUMENT_STATES), name="state"),
+        Index("ix_claims_run_id", "run_id"),
+        Index("ix_claims_document_run_id", "document_run_id"),
+    )
+
+    config_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"), primary_key=True)
+    document_run_id: Mapped[int] = mapped_column(ForeignKey("document_runs.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    state: Mapped[str] = mapped_column(String(20))
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Attempt(Base):
+    """One model call (generation, repair or judge) with everything needed to reproduce and audit it."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        UniqueConstraint("document_run_id", "kind", "number"),
+        CheckConstraint(one_of("kind", ATTEMPT_KINDS), name="kind"),
+        CheckConstraint(one_of("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+        Index("ix_attempts_run_id", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_run_id: Mapped[int] = mapped_column(ForeignKey("document_runs.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    prompt_version: Mapped[str] = mapped_column(String(100))
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    raw_response: Mapped[str | None] = mapped_column(NulFreeText)
+    parsed: Mapped[Any | None] = mapped_column(NullableJSON)
+    findings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    fields: Mapped[Any | None] = mapped_column(NullableJSON)
+    sentences: Mapped[Any | None] = mapped_column(NullableJSON)
+    evidence_spans: Mapped[Any | None] = mapped_column(NullableJSON)
+    passed: Mapped[bool | None] = mapped_column(Boolean)
+    outcome: Mapped[str] = mapped_column(String(20))
+    mode: Mapped[str | None] = mapped_column(String(50))
+    model: Mapped[str | None] = mapped_column(String(500))
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    transport: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(NulFreeText)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ApprovedRecord(Base):
+    """A record a person approved: the only data that is exported.
+
+    No foreign keys on purpose: this table may live in its own database, apart from the run log.
+    """
+
+    __tablename__ = "approved_records"
+    __table_args__ = (UniqueConstraint("document_sha256", "contract", "contract_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_sha256: Mapped[str] = mapped_column(String(64))
+    document_path: Mapped[str] = mapped_column(NulFreeText)
+    contract: Mapped[str] = mapped_column(String(100))
+    contract_version: Mapped[int] = mapped_column(Integer)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    evidence_spans: Mapped[Any | None] = mapped_column(NullableJSON)
+    attempt_id: Mapped[int | None] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    reviewer: Mapped[str] = mapped_column(String(200))
+    note: Mapped[str | None] = mapped_column(NulFreeText)
+    edited: Mapped[bool] = mapped_column(Boolean)
+    approved_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Review(Base):
+    """One human decision on one document run; the full history, never overwritten."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (
+        CheckConstraint(one_of("decision", DECISIONS), name="decision"),
+        Index("ix_reviews_document_run_id", "document_run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_run_id: Mapped[int] = mapped_column(ForeignKey("document_runs.id"))
+    decision: Mapped[str] = mapped_column(String(16))
+    reviewer: Mapped[str] = mapped_column(String(200))
+    note: Mapped[str | None] = mapped_column(NulFreeText)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,854 @@
+"""The run log: every run, document and model attempt, written as it happens.
+
+Every method is one short transaction, safe to call from several processes at once. Whether a
+document is processed is decided by ``claim``, atomically, per configuration (``config_hash``): a
+document is converted exactly once per configuration unless forced, and work held by a run that died
+is taken over. Queries return plain dataclasses, never ORM objects tied to a closed session.
+
+This module never writes ``approved_records`` or ``reviews`` (see ``extractor.store.approved``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Literal, NamedTuple
+
+from sqlalchemy import Engine, Select, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, aliased
+
+from extractor.document import Document as SourceDocument
+from extractor.store.db import (
+    StoreError,
+    create_store_engine,
+    plain,
+    safe_url,
+    transaction,
+    upgrade_schema,
+    utcnow,
+)
+from extractor.store.models import (
+    ATTEMPT_KINDS,
+    ATTEMPT_OUTCOMES,
+    DOCUMENT_STATES,
+    FINAL_STATES,
+    RUN_STATUSES,
+    Attempt,
+    AttemptKind,
+    AttemptOutcome,
+    Base,
+    Claim,
+    Document,
+    DocumentRun,
+    DocumentState,
+    Run,
+    RunStatus,
+)
+
+STALE_AFTER_S = 60.0
+"""A run whose heartbeat is older than this is considered dead and its documents may be taken over."""
+
+_CLAIM_ROUNDS = 8
+"""Each round either decides or saw another process change the claim; more rounds mean a livelock."""
+
+_SECRET_KEY = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|passwd|authorization)$", re.IGNORECASE)
+_SECRET_FLAG = re.compile(
+    r"(--?(?:[\w-]*[-_])?(?:api-?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
+)
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+_API_KEY_LITERAL = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
+
+AnySelect = Select[*tuple[Any, ...]]
+
+
+class _ClaimMoved(Exception):
+    """Raised inside a takeover transaction to roll it back: another process changed the claim first."""
+
+
+def _redact_text(text: str) -> str:
+    """Remove what looks like a secret (``--api-key X``, ``user:pass@`` in URLs, ``sk-...`` keys)."""
+    text = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _URL_PASSWORD.sub(r"\1***@", text)
+    return _API_KEY_LITERAL.sub("sk-***", text)
+
+
+def _redact_config(value: Any) -> Any:
+    """The config as it may be stored: values under secret-like keys and secrets inside strings removed."""
+    if isinstance(value, Mapping):
+        return {
+            str(key): "***" if _SECRET_KEY.search(str(key)) and item else _redact_config(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact_config(item) for item in value]
+    return _redact_text(value) if isinstance(value, str) else value
+
+
+def _require(value: str, allowed: Iterable[str], what: str) -> None:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def _pid_exists(pid: int) -> bool:
+    """Whether a process with this id exists on this machine (POSIX only: elsewhere rely on heartbeats)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run is started with; ``config_hash`` covers exactly the fields that decide its results."""
+
+    contract: str
+    contract_version: int
+    prompt_version: str
+    model: str
+    provider: str
+    validator_version: str
+    segmenter: str
+    judge_model: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+
+    RESULT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "contract",
+        "contract_version",
+        "prompt_version",
+        "model",
+        "provider",
+        "validator_version",
+        "segmenter",
+        "judge_model",
+    )
+
+    @property
+    def config_hash(self) -> str:
+        payload = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+class ClaimResult(NamedTuple):
+    """``("claimed", document_run_id)``, ``("done", earlier document_run_id)``, ``("busy", holder_run_id)``.
+
+    A named tuple: ``status, ref = store.claim(...)`` works.
+    """
+
+    status: Literal["claimed", "done", "busy"]
+    ref: int | str
+
+    @property
+    def document_run_id(self) -> int:
+        """The document run to work on (claimed) or the one that already finished it (done)."""
+        if not isinstance(self.ref, int):
+            raise ValueError("a busy claim names the run holding the document, not a document run")
+        return self.ref
+
+    @property
+    def detail(self) -> str:
+        """What the outcome refers to, for messages."""
+        if self.status == "busy":
+            return f"run {self.ref} is processing it"
+        return f"document run {self.ref}"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    contract: str
+    contract_version: int
+    prompt_version: str
+    model: str
+    provider: str
+    validator_version: str
+    segmenter: str
+    judge_model: str | None
+    config_hash: str
+    config: dict[str, Any]
+    command: str
+    host: str
+    pid: int
+    heartbeat_at: datetime
+    counts: dict[str, int]
+    """Document runs per state, e.g. ``{"READY_FOR_REVIEW": 12, "ERROR": 1}``."""
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: int
+    sha256: str
+    segmenter: str
+    path: str
+    format: str
+    encoding: str | None
+    char_count: int
+    sentence_count: int
+    sentences: list[dict[str, Any]]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DocumentRunInfo:
+    id: int
+    run_id: str
+    document_id: int
+    sha256: str
+    path: str
+    config_hash: str
+    state: str
+    cause: str | None
+    needs_person: list[str]
+    final_attempt_id: int | None
+    tags: list[str]
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    id: int
+    document_run_id: int
+    run_id: str
+    document_id: int
+    number: int
+    kind: str
+    prompt_version: str
+    request: dict[str, Any]
+    request_hash: str
+    raw_response: str | None
+    parsed: Any
+    findings: list[dict[str, Any]]
+    fields: Any
+    sentences: Any
+    evidence_spans: Any
+    passed: bool | None
+    outcome: str
+    mode: str | None
+    model: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: float | None
+    transport: list[dict[str, Any]]
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RuleRate:
+    """How many evaluated documents ended with this rule failing at error severity."""
+
+    rule_id: str
+    failed: int
+    evaluated: int
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.evaluated if self.evaluated else 0.0
+
+
+class Store:
+    """The run log on one database; create it with ``open_store``."""
+
+    def __init__(self, engine: Engine, *, stale_after_s: float = STALE_AFTER_S) -> None:
+        self.engine = engine
+        self.stale_after_s = stale_after_s
+
+    @property
+    def url(self) -> str:
+        """The database URL without its password, for messages."""
+        return safe_url(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- runs -------------------------------------------------------------------------------------------
+
+    def start_run(self, config: RunConfig) -> str:
+        """Record a new running run and return its id; secrets in the command and config are never stored."""
+        run_id = uuid.uuid4().hex
+        now = utcnow()
+        with transaction(self.engine) as session:
+            session.add(
+                Run(
+                    id=run_id,
+                    started_at=now,
+                    status="running",
+                    contract=config.contract,
+                    contract_version=config.contract_version,
+                    prompt_version=config.prompt_version,
+                    model=config.model,
+                    provider=config.provider,
+                    validator_version=config.validator_version,
+                    segmenter=config.segmenter,
+                    judge_model=config.judge_model,
+                    config_hash=config.config_hash,
+                    config=_redact_config(config.config),
+                    command=_redact_text(config.command),
+                    host=config.host,
+                    pid=config.pid,
+                    heartbeat_at=now,
+                )
+            )
+        return run_id
+
+    def heartbeat(self, run_id: str) -> None:
+        """Tell other processes this run is alive (call well within ``stale_after_s``)."""
+        with transaction(self.engine) as session:
+            session.connection().execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
+
+    def finish_run(self, run_id: str, status: RunStatus) -> None:
+        _require(status, (s for s in RUN_STATUSES if s != "running"), "run status")
+        now = utcnow()
+        with transaction(self.engine) as session:
+            session.connection().execute(
+                update(Run).where(Run.id == run_id).values(status=status, finished_at=now, heartbeat_at=now)
+            )
+
+    # -- documents and claims ---------------------------------------------------------------------------
+
+    def get_or_create_document(self, document: SourceDocument) -> int:
+        """The id of this content under this segmenter, inserting it if no process has yet."""
+        if not document.segmenter:
+            raise ValueError(f"{document.path}: document is not segmented; sentence ids would mean nothing")
+        key = (Document.sha256 == document.sha256, Document.segmenter == document.segmenter)
+        try:
+            with transaction(self.engine) as session:
+                row = Document(
+                    sha256=document.sha256,
+                    segmenter=document.segmenter,
+                    path=document.path,
+                    format=document.format,
+                    encoding=document.encoding,
+                    char_count=len(document.text),
+                    sentence_count=len(document.sentences),
+                    sentences=[sentence.to_json() for sentence in document.sentences],
+                    created_at=utcnow(),
+                )
+                session.add(row)
+                session.flush()
+                return row.id
+        except IntegrityError:
+            with transaction(self.engine, write=False) as session:
+                existing = session.scalar(select(Document.id).where(*key))
+            if existing is None:
+                raise
+            return existing
+
+    def get_document(self, document_id: int) -> DocumentInfo | None:
+        with transaction(self.engine, write=False) as session:
+            row = session.get(Document, document_id)
+            return None if row is None else plain(DocumentInfo, row)
+
+    def claim(
+        self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False
+    ) -> ClaimResult:
+        """Decide atomically whether this run processes the document for this configuration.
+
+        A fresh document is claimed by inserting its claim (the primary key lets one process win). An
+        existing claim is ``done`` when finished (unless ``force``), ``busy`` while a live run holds it,
+        and otherwise taken over by a conditional UPDATE that only one racing process can win.
+        """
+        for _ in range(_CLAIM_ROUNDS):
+            try:
+                return ClaimResult("claimed", self._claim_new(run_id, config_hash, document_id, path))
+            except IntegrityError as conflict:
+                error = conflict
+            decided = self._decide_existing(run_id, config_hash, document_id, path, force, error)
+            if decided is not None:
+                return decided
+        raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
+
+    def _claim_new(self, run_id: str, config_hash: str, document_id: int, path: str) -> int:
+        with transaction(self.engine) as session:
+            now = utcnow()
+            document_run = self._new_document_run(run_id, config_hash, document_id, path, now)
+            session.add(document_run)
+            session.flush()
+            session.add(
+                Claim(
+                    config_hash=config_hash,
+                    document_id=document_id,
+                    document_run_id=document_run.id,
+                    run_id=run_id,
+                    state="PROCESSING",
+                    claimed_at=now,
+                    updated_at=now,
+                )
+            )
+            session.flush()
+            return document_run.id
+
+    @staticmethod
+    def _new_document_run(
+        run_id: str, config_hash: str, document_id: int, path: str, now: datetime
+    ) -> DocumentRun:
+        return DocumentRun(
+            run_id=run_id,
+            document_id=document_id,
+            path=path,
+            config_hash=config_hash,
+            state="PROCESSING",
+            needs_person=[],
+            tags=[],
+            started_at=now,
+        )
+
+    def _decide_existing(
+        self,
+        run_id: str,
+        config_hash: str,
+        document_id: int,
+        path: str,
+        force: bool,
+        conflict: IntegrityError,
+    ) -> ClaimResult | None:
+        """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
+        with transaction(self.engine, write=False) as session:
+            own = session.execute(
+                select(DocumentRun.id, DocumentRun.state).where(
+                    DocumentRun.run_id == run_id, DocumentRun.document_id == document_id
+                )
+            ).first()
+            held = session.execute(
+                select(
+                    Claim.document_run_id,
+                    Claim.run_id,
+                    Claim.state,
+                    Run.status,
+                    Run.host,
+                    Run.pid,
+                    Run.heartbeat_at,
+                )
+                .join(Run, Run.id == Claim.run_id)
+                .where(Claim.config_hash == config_hash, Claim.document_id == document_id)
+            ).first()
+        if own is not None:  # a run processes a document at most once (e.g. the same file given twice)
+            return ClaimResult("busy", run_id) if own.state == "PROCESSING" else ClaimResult("done", own.id)
+        if held is None:  # the insert failed for another reason (unknown run or document id)
+            raise conflict
+        if held.state in FINAL_STATES and not force:
+            return ClaimResult("done", held.document_run_id)
+        if held.state == "PROCESSING" and self._alive(held.status, held.host, held.pid, held.heartbeat_at):
+            return ClaimResult("busy", held.run_id)
+        taken = self._take_over(
+            run_id, config_hash, document_id, path, held.run_id, held.document_run_id, held.state
+        )
+        return None if taken is None else ClaimResult("claimed", taken)
+
+    def _alive(self, status: str, host: str, pid: int, heartbeat_at: datetime) -> bool:
+        """Whether the run holding a claim may still be working on it."""
+        if status != "running":
+            return False
+        if utcnow() - heartbeat_at > timedelta(seconds=self.stale_after_s):
+            return False
+        return host != socket.gethostname() or _pid_exists(pid)
+
+    def _take_over(
+        self,
+        run_id: str,
+        config_hash: str,
+        document_id: int,
+        path: str,
+        old_run_id: str,
+        old_document_run_id: int,
+        old_state: str,
+    ) -> int | None:
+        """Move the claim to a new document run of this run, unless another process moved it first."""
+        try:
+            with transaction(self.engine) as session:
+                now = utcnow()
+                document_run = self._new_document_run(run_id, config_hash, document_id, path, now)
+                session.add(document_run)
+                session.flush()
+                connection = session.connection()
+                moved = connection.execute(
+                    update(Claim)
+                    .where(
+                        Claim.config_hash == config_hash,
+                        Claim.document_id == document_id,
+                        Claim.run_id == old_run_id,
+                        Claim.document_run_id == old_document_run_id,
+                        Claim.state == old_state,
+                    )
+                    .values(
+                        run_id=run_id,
+                        document_run_id=document_run.id,
+                        state="PROCESSING",
+                        claimed_at=now,
+                        updated_at=now,
+                    )
+                )
+                if moved.rowcount != 1:
+                    raise _ClaimMoved
+                connection.execute(
+                    update(DocumentRun)
+                    .where(DocumentRun.id == old_document_run_id, DocumentRun.state == "PROCESSING")
+                    .values(state="INTERRUPTED", cause=f"taken over by run {run_id}", finished_at=now)
+                )
+                return document_run.id
+        except (_ClaimMoved, IntegrityError):  # the claim moved, or this run got the document meanwhile
+            return None
+
+    def finish_document(
+        self,
+        document_run_id: int,
+        state: DocumentState,
+        cause: str | None = None,
+        needs_person: Iterable[str] = (),
+        final_attempt_id: int | None = None,
+    ) -> bool:
+        """Record where a document ended up; returns whether this run still held its claim.
+
+        The claim follows the document run in the same transaction, unless another run has taken it over
+        (then only this run's own record is updated).
+        """
+        _require(state, (s for s in DOCUMENT_STATES if s != "PROCESSING"), "document state")
+        now = utcnow()
+        with transaction(self.engine) as session:
+            connection = session.connection()
+            updated = connection.execute(
+                update(DocumentRun)
+                .where(DocumentRun.id == document_run_id)
+                .values(
+                    state=state,
+                    cause=cause,
+                    needs_person=list(needs_person),
+                    final_attempt_id=final_attempt_id,
+                    finished_at=now,
+                )
+            )
+            if updated.rowcount != 1:
+                raise StoreError(f"no document run {document_run_id}")
+            held = connection.execute(
+                update(Claim)
+                .where(Claim.document_run_id == document_run_id)
+                .values(state=state, updated_at=now)
+            )
+            return held.rowcount == 1
+
+    def mark_interrupted(self, run_id: str) -> int:
+        """Every document this run was still processing becomes INTERRUPTED (resumable); returns how many."""
+        now = utcnow()
+        with transaction(self.engine) as session:
+            connection = session.connection()
+            interrupted = connection.execute(
+                update(DocumentRun)
+                .where(DocumentRun.run_id == run_id, DocumentRun.state == "PROCESSING")
+                .values(state="INTERRUPTED", finished_at=now)
+            )
+            connection.execute(
+                update(Claim)
+                .where(Claim.run_id == run_id, Claim.state == "PROCESSING")
+                .values(state="INTERRUPTED", updated_at=now)
+            )
+            return interrupted.rowcount
+
+    # -- attempts ---------------------------------------------------------------------------------------
+
+    def record_attempt(
+        self,
+        document_run_id: int,
+        *,
+        number: int,
+        kind: AttemptKind,
+        prompt_version: str,
+        request: dict[str, Any],
+        request_hash: str,
+        outcome: AttemptOutcome,
+        raw_response: str | None = None,
+        run_id: str | None = None,
+        document_id: int | None = None,
+        parsed: Any = None,
+        findings: Iterable[dict[str, Any]] = (),
+        fields: Any = None,
+        sentences: Any = None,
+        evidence_spans: Any = None,
+        passed: bool | None = None,
+        mode: str | None = None,
+        model: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        latency_ms: float | None = None,
+        transport: Iterable[dict[str, Any]] = (),
+        error: str | None = None,
+        created_at: datetime | None = None,
+    ) -> int:
+        """Store one model call exactly as it happened (``raw_response`` verbatim, JSON or not).
+
+        ``run_id`` and ``document_id`` are taken from the document run (if given, they must agree with it).
+        ``created_at`` is when the call started (default: now); the row is finished when recorded. A second
+        attempt with the same (document run, kind, number) raises ``IntegrityError``.
+        """
+        _require(kind, ATTEMPT_KINDS, "attempt kind")
+        _require(outcome, ATTEMPT_OUTCOMES, "attempt outcome")
+        now = utcnow()
+        with transaction(self.engine) as session:
+            owner = session.execute(
+                select(DocumentRun.run_id, DocumentRun.document_id).where(DocumentRun.id == document_run_id)
+            ).first()
+            if owner is None:
+                raise StoreError(f"no document run {document_run_id}")
+            given = (
+                owner.run_id if run_id is None else run_id,
+                owner.document_id if document_id is None else document_id,
+            )
+            if given != (owner.run_id, owner.document_id):
+                raise ValueError(
+                    f"document run {document_run_id} is run {owner.run_id}, document {owner.document_id}"
+                )
+            attempt = Attempt(
+                document_run_id=document_run_id,
+                run_id=owner.run_id,
+                document_id=owner.document_id,
+                number=number,
+                kind=kind,
+                prompt_version=prompt_version,
+                request=request,
+                request_hash=request_hash,
+                raw_response=raw_response,
+                parsed=parsed,
+                findings=list(findings),
+                fields=fields,
+                sentences=sentences,
+                evidence_spans=evidence_spans,
+                passed=passed,
+                outcome=outcome,
+                mode=mode,
+                model=model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=latency_ms,
+                transport=list(transport),
+                error=error,
+                created_at=created_at or now,
+                finished_at=now,
+            )
+            session.add(attempt)
+            session.flush()
+            return attempt.id
+
+    # -- queries ----------------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        with transaction(self.engine, write=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return None
+            return plain(RunInfo, run, counts=self._state_counts(session, [run_id])[run_id])
+
+    def list_runs(
+        self,
+        limit: int = 20,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        contract: str | None = None,
+        since: datetime | None = None,
+    ) -> list[RunInfo]:
+        """The newest runs first, with how many documents ended in each state."""
+        query = select(Run).order_by(Run.started_at.desc(), Run.id).limit(limit)
+        if model is not None:
+            query = query.where(Run.model == model)
+        if prompt_version is not None:
+            query = query.where(Run.prompt_version == prompt_version)
+        if contract is not None:
+            query = query.where(Run.contract == contract)
+        if since is not None:
+            query = query.where(Run.started_at >= since)
+        with transaction(self.engine, write=False) as session:
+            runs = session.scalars(query).all()
+            counts = self._state_counts(session, [run.id for run in runs])
+            return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
+
+    @staticmethod
+    def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
+        counts: defaultdict[str, dict[str, int]] = defaultdict(dict)
+        if run_ids:
+            rows = session.execute(
+                select(DocumentRun.run_id, DocumentRun.state, func.count())
+                .where(DocumentRun.run_id.in_(run_ids))
+                .group_by(DocumentRun.run_id, DocumentRun.state)
+            )
+            for run_id, state, count in rows:
+                counts[run_id][state] = count
+        return counts
+
+    def document_runs_for(self, run_id: str) -> list[DocumentRunInfo]:
+        return self._document_runs(DocumentRun.run_id == run_id, order=(DocumentRun.id,))
+
+    def latest_document_run(self, ref: str | int) -> DocumentRunInfo | None:
+        """The newest document run for a document run id, a document's sha256, or a path as given to a run."""
+        if isinstance(ref, int) or ref.isdigit():
+            condition = DocumentRun.id == int(ref)
+        elif re.fullmatch(r"[0-9a-f]{64}", ref):
+            condition = Document.sha256 == ref
+        else:
+            condition = DocumentRun.path == ref
+        found = self._document_runs(
+            condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()), limit=1
+        )
+        return found[0] if found else None
+
+    def _document_runs(
+        self, condition: Any, order: tuple[Any, ...], limit: int | None = None
+    ) -> list[DocumentRunInfo]:
+        query = (
+            select(DocumentRun, Document.sha256)
+            .join(Document, Document.id == DocumentRun.document_id)
+            .where(condition)
+            .order_by(*order)
+            .limit(limit)
+        )
+        with transaction(self.engine, write=False) as session:
+            return [plain(DocumentRunInfo, row, sha256=sha256) for row, sha256 in session.execute(query)]
+
+    def attempts_for(self, document_run_id: int) -> list[AttemptInfo]:
+        """Attempts in the order they were made."""
+        query = (
+            select(Attempt)
+            .where(Attempt.document_run_id == document_run_id)
+            .order_by(Attempt.created_at, Attempt.id)
+        )
+        with transaction(self.engine, write=False) as session:
+            return [plain(AttemptInfo, row) for row in session.scalars(query)]
+
+    def rule_failure_rates(self, run_id: str) -> dict[str, RuleRate]:
+        """Per rule id: documents whose final attempt has it at error severity, out of documents evaluated.
+
+        Only document runs with a final attempt count as evaluated; rules that never failed are absent.
+        """
+        query = (
+            select(Attempt.findings)
+            .join(DocumentRun, DocumentRun.final_attempt_id == Attempt.id)
+            .where(DocumentRun.run_id == run_id)
+        )
+        with transaction(self.engine, write=False) as session:
+            finals = session.scalars(query).all()
+        failed: Counter[str] = Counter()
+        for findings in finals:
+            failed.update({f["rule_id"] for f in findings or () if f.get("severity") == "error"})
+        return {rule: RuleRate(rule, count, len(finals)) for rule, count in sorted(failed.items())}
+
+    def integrity_check(self) -> list[str]:
+        """Problems in the run log, one line each; an empty list means healthy."""
+        with transaction(self.engine, write=False) as session:
+            return [
+                message.format(**row._mapping)
+                for query, message in _integrity_queries()
+                for row in session.execute(query)
+            ]
+
+
+def _integrity_queries() -> list[tuple[AnySelect, str]]:
+    """One query per invariant, selecting the rows that break it, and the message naming each row."""
+    final = aliased(Attempt)
+    checks: list[tuple[AnySelect, str]] = [
+        (
+            select(
+                Claim.config_hash,
+                Claim.document_id,
+                Claim.state,
+                DocumentRun.id,
+                DocumentRun.state.label("dr"),
+            )
+            .join(DocumentRun, DocumentRun.id == Claim.document_run_id)
+            .where(
+                or_(
+                    DocumentRun.run_id != Claim.run_id,
+                    DocumentRun.document_id != Claim.document_id,
+                    DocumentRun.state != Claim.state,
+                )
+            ),
+            "claim ({config_hash:.12}, document {document_id}) in {state} disagrees with "
+            "document run {id} in {dr}",
+        ),
+        (
+            select(DocumentRun.id, DocumentRun.run_id, Run.status)
+            .join(Run, Run.id == DocumentRun.run_id)
+            .where(DocumentRun.state == "PROCESSING", Run.status != "running"),
+            "document run {id} is PROCESSING but its run {run_id} is {status}",
+        ),
+        (
+            select(DocumentRun.id, DocumentRun.final_attempt_id, final.document_run_id.label("owner"))
+            .join(final, final.id == DocumentRun.final_attempt_id)
+            .where(final.document_run_id != DocumentRun.id),
+            "document run {id}: final attempt {final_attempt_id} belongs to document run {owner}",
+        ),
+        (
+            select(DocumentRun.final_attempt_id, func.count().label("count"))
+            .where(DocumentRun.final_attempt_id.is_not(None))
+            .group_by(DocumentRun.final_attempt_id)
+            .having(func.count() > 1),
+            "attempt {final_attempt_id} is the final attempt of {count} document runs",
+        ),
+        (
+            select(DocumentRun.id).where(
+                DocumentRun.state == "READY_FOR_REVIEW", DocumentRun.final_attempt_id.is_(None)
+            ),
+            "document run {id} is READY_FOR_REVIEW without a final attempt",
+        ),
+        (
+            select(Attempt.id, Attempt.document_run_id)
+            .join(DocumentRun, DocumentRun.id == Attempt.document_run_id)
+            .where(or_(Attempt.run_id != DocumentRun.run_id, Attempt.document_id != DocumentRun.document_id)),
+            "attempt {id} disagrees with its document run {document_run_id} on run or document",
+        ),
+    ]
+    # Dangling references: impossible while foreign keys are enforced, so they reveal writes made without.
+    for table in Base.metadata.sorted_tables:
+        keys = [column.label(f"key{i}") for i, column in enumerate(table.primary_key.columns)]
+        row = "/".join(f"{{key{i}}}" for i in range(len(keys)))
+        for foreign in table.foreign_keys:
+            checks.append(
+                (
+                    select(*keys, foreign.parent.label("value"))
+                    .select_from(table.outerjoin(foreign.column.table, foreign.column == foreign.parent))
+                    .where(foreign.parent.is_not(None), foreign.column.is_(None)),
+                    f"{table.name} {row}: {foreign.parent.name} {{value}} refers to a missing "
+                    f"{foreign.column.table.name} row",
+                )
+            )
+    return checks
+
+
+def open_store(url: str | None = None, *, stale_after_s: float = STALE_AFTER_S) -> Store:
+    """Open the run log at ``url`` (else ``EXTRACT_DATABASE_URL``, else ./extract.db), upgrading its schema.
+
+    Raises ``StoreError`` (one line, password hidden) when the database cannot be reached or migrated,
+    or was written by a newer extractor.
+    """
+    engine = create_store_engine(url)
+    try:
+        upgrade_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine, stale_after_s=stale_after_s)

@@ -1,0 +1,696 @@
+"""The run-log store on real databases: SQLite always, PostgreSQL when EXTRACT_TEST_POSTGRES_URL is set.
+
+Every test gets a fresh database from the ``db_url`` fixture (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import event, inspect, make_url, text, update
+from sqlalchemy.exc import IntegrityError
+
+from extractor.document import Block, BlockKind, Sentence
+from extractor.document import Document as SourceDocument
+from extractor.store import DocumentState, RunConfig, Store, StoreError, open_store
+from extractor.store.approved import approve, approved_records, reject, reviews_for
+from extractor.store.db import alembic_config, create_store_engine
+from extractor.store.models import Base, Claim, Run
+
+HEAD = "0002"
+RACE_DOCUMENTS = 50
+RACE_TIMEOUT_S = 180
+
+
+def make_document(n: int, segmenter: str = "test-seg/1") -> SourceDocument:
+    """A small segmented document whose content (and so sha256) depends on ``n``."""
+    first, second = f"Document {n} starts here.", "The requester asks for a review."
+    text_ = f"{first} {second}"
+    return SourceDocument(
+        path=f"docs/{n}.txt",
+        text=text_,
+        blocks=[Block(0, BlockKind.PARAGRAPH, 0, len(text_), 0)],
+        sha256=hashlib.sha256(text_.encode()).hexdigest(),
+        format="txt",
+        encoding="utf-8",
+        sentences=[
+            Sentence("s1", first, 0, len(first), 0),
+            Sentence("s2", second, len(first) + 1, len(text_), 0),
+        ],
+        segmenter=segmenter,
+    )
+
+
+def run_config(**overrides: Any) -> RunConfig:
+    values: dict[str, Any] = {
+        "contract": "work_procedure",
+        "contract_version": 1,
+        "prompt_version": "v1",
+        "model": "gpt-test",
+        "provider": "openai",
+        "validator_version": "1",
+        "segmenter": "test-seg/1",
+    }
+    return RunConfig(**{**values, **overrides})
+
+
+def record(store: Store, document_run_id: int, number: int = 1, **overrides: Any) -> int:
+    """Record an attempt with plausible defaults; ``overrides`` replace any of them."""
+    values: dict[str, Any] = {
+        "number": number,
+        "kind": "generate" if number == 1 else "repair",
+        "prompt_version": "v1",
+        "request": {"messages": [{"role": "user", "content": "extract"}], "temperature": 0.0},
+        "request_hash": "f" * 64,
+        "raw_response": "{}",
+        "parsed": {},
+        "findings": [],
+        "passed": True,
+        "outcome": "passed",
+    }
+    return store.record_attempt(document_run_id, **{**values, **overrides})
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def plant(db_url: str, statements: list[str]) -> None:
+    """Write rows with foreign-key checks off, as a careless tool could."""
+    engine = create_store_engine(db_url)
+    try:
+        if engine.dialect.name == "sqlite":
+            raw = engine.raw_connection()  # PRAGMA foreign_keys only works outside a transaction
+            try:
+                driver = raw.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA foreign_keys = OFF")
+                for statement in statements:
+                    driver.execute(statement)
+            finally:
+                raw.close()
+        else:
+            with engine.begin() as connection:
+                connection.execute(text("SET LOCAL session_replication_role = replica"))
+                for statement in statements:
+                    connection.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with open_store(db_url) as opened:
+        yield opened
+
+
+# -- schema and migrations ---------------------------------------------------------------------------------
+
+
+def test_empty_database_is_migrated_to_head_and_matches_the_models(store: Store) -> None:
+    with store.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert context.get_current_heads() == (HEAD,)
+        assert compare_metadata(context, Base.metadata) == []
+    tables = set(inspect(store.engine).get_table_names())
+    assert {
+        "runs",
+        "documents",
+        "document_runs",
+        "claims",
+        "attempts",
+        "approved_records",
+        "reviews",
+    } <= tables
+
+
+def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(store: Store) -> None:
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite settings")
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+
+
+def test_database_at_revision_0001_is_upgraded_on_open(db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    assert "approved_records" not in inspect(engine).get_table_names()
+    run_id = Store(engine).start_run(run_config())  # the run log of 0001 is in use
+    engine.dispose()
+
+    with open_store(db_url) as store:
+        with store.engine.connect() as connection:
+            assert MigrationContext.configure(connection).get_current_heads() == (HEAD,)
+        assert {"approved_records", "reviews"} <= set(inspect(store.engine).get_table_names())
+        run = store.get_run(run_id)
+        assert run is not None and run.status == "running"
+
+
+def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:
+    open_store(db_url).close()
+    engine = create_store_engine(db_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "base")
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    engine.dispose()
+    with open_store(db_url) as store:
+        assert store.integrity_check() == []
+
+
+def test_database_from_a_newer_extractor_is_refused_with_one_line(db_url: str) -> None:
+    open_store(db_url).close()
+    engine = create_store_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    engine.dispose()
+
+    with pytest.raises(StoreError) as refused:
+        open_store(db_url)
+    message = str(refused.value)
+    assert "revision 0099, newer than this extractor (head 0002); upgrade extractor" in message
+    assert "\n" not in message
+    password = make_url(db_url).password
+    if password:
+        assert f":{password}@" not in message and ":***@" in message
+
+
+def test_unreachable_or_invalid_database_messages_never_show_the_password() -> None:
+    with pytest.raises(StoreError) as unreachable:
+        open_store("postgresql+psycopg://extract:s3cret-pw@127.0.0.1:9/extract")
+    assert "s3cret-pw" not in str(unreachable.value)
+    assert "postgresql+psycopg://extract:***@127.0.0.1:9/extract" in str(unreachable.value)
+    with pytest.raises(StoreError) as invalid:
+        open_store("not a url :s3cret-pw@")
+    assert "s3cret-pw" not in str(invalid.value)
+
+
+# -- runs ---------------------------------------------------------------------------------------------------
+
+
+def test_runs_store_config_without_secrets_and_timestamps_in_utc(store: Store) -> None:
+    config = run_config(
+        config={
+            "concurrency": 4,
+            "max_tokens": 800,
+            "api_key": "sk-live-abcdefghijkl",
+            "base_url": "http://u:pw@h/v1",
+        },
+        command="extract run docs --api-key sk-live-abcdefghijkl --max-tokens 800",
+    )
+    run_id = store.start_run(config)
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run.config == {
+        "concurrency": 4,
+        "max_tokens": 800,
+        "api_key": "***",
+        "base_url": "http://u:***@h/v1",
+    }
+    assert run.command == "extract run docs --api-key *** --max-tokens 800"
+    assert run.config_hash == config.config_hash
+    assert run.started_at.tzinfo is UTC and abs(run.started_at - datetime.now(UTC)) < timedelta(minutes=1)
+    assert run.finished_at is None and run.counts == {}
+
+    store.finish_run(run_id, "finished")
+    finished = store.get_run(run_id)
+    assert finished is not None and finished.status == "finished" and finished.finished_at is not None
+    with pytest.raises(ValueError):
+        store.finish_run(run_id, "running")
+
+
+def test_config_hash_covers_exactly_the_result_deciding_fields() -> None:
+    base = run_config()
+    assert run_config(config={"concurrency": 99}, command="other", pid=1).config_hash == base.config_hash
+    for changed in (
+        {"model": "other"},
+        {"prompt_version": "v2"},
+        {"judge_model": "judge"},
+        {"segmenter": "s2"},
+    ):
+        assert run_config(**changed).config_hash != base.config_hash
+
+
+# -- documents and claims -----------------------------------------------------------------------------------
+
+
+def test_document_is_stored_once_per_content_and_segmenter(store: Store) -> None:
+    first = store.get_or_create_document(make_document(1))
+    assert store.get_or_create_document(make_document(1)) == first
+    assert store.get_or_create_document(make_document(1, segmenter="test-seg/2")) != first
+    document = store.get_document(first)
+    assert document is not None
+    assert document.sentence_count == 2 and document.sentences[1]["id"] == "s2"
+    assert document.char_count == len(make_document(1).text)
+
+
+def test_claim_done_busy_and_force(store: Store) -> None:
+    config = run_config()
+    digest = config.config_hash
+    first = store.start_run(config)
+    document_id = store.get_or_create_document(make_document(1))
+    claimed = store.claim(first, digest, document_id, "docs/1.txt")
+    assert claimed.status == "claimed"
+
+    second = store.start_run(config)
+    assert store.claim(second, digest, document_id, "docs/1.txt") == ("busy", first)  # the holder is alive
+    assert store.claim(first, digest, document_id, "docs/1.txt") == ("busy", first)  # same file given twice
+
+    other = run_config(prompt_version="v2")
+    other_run = store.start_run(other)
+    assert store.claim(other_run, other.config_hash, document_id, "docs/1.txt").status == "claimed"
+
+    attempt_id = record(store, claimed.document_run_id)
+    assert store.finish_document(claimed.document_run_id, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+    assert store.claim(second, digest, document_id, "docs/1.txt") == ("done", claimed.document_run_id)
+
+    forced = store.claim(second, digest, document_id, "docs/1.txt", force=True)
+    assert forced.status == "claimed" and forced.document_run_id != claimed.document_run_id
+    earlier = store.latest_document_run(claimed.document_run_id)
+    assert earlier is not None and earlier.state == "READY_FOR_REVIEW"  # forcing keeps the earlier result
+    assert store.claim(first, digest, document_id, "docs/1.txt") == ("done", claimed.document_run_id)
+    assert store.integrity_check() == []
+
+
+@pytest.mark.parametrize("how", ["interrupted", "dead_pid", "stale_heartbeat", "crashed"])
+def test_claim_of_a_stopped_run_is_taken_over(store: Store, db_url: str, how: str) -> None:
+    config = run_config()
+    holder = store.start_run(run_config(pid=dead_pid()) if how == "dead_pid" else config)
+    document_id = store.get_or_create_document(make_document(1))
+    held = store.claim(holder, config.config_hash, document_id, "docs/1.txt")
+    newcomer = store.start_run(config)
+    if how != "dead_pid":  # still alive until stopped below
+        assert store.claim(newcomer, config.config_hash, document_id, "docs/1.txt") == ("busy", holder)
+
+    if how == "interrupted":
+        assert store.mark_interrupted(holder) == 1
+    elif how == "stale_heartbeat":
+        with store.engine.begin() as connection:
+            old = datetime.now(UTC) - timedelta(seconds=store.stale_after_s + 5)
+            connection.execute(update(Run).where(Run.id == holder).values(heartbeat_at=old))
+    elif how == "crashed":
+        store.finish_run(holder, "crashed")
+
+    taken = store.claim(newcomer, config.config_hash, document_id, "docs/1.txt")
+    assert taken.status == "claimed" and taken.document_run_id != held.document_run_id
+    previous = store.latest_document_run(held.document_run_id)
+    assert previous is not None and previous.state == "INTERRUPTED"
+    # The stopped run coming back to finish its copy records it, but no longer owns the claim.
+    assert store.finish_document(held.document_run_id, "MANUAL_REVIEW", cause="late") is False
+    with store.engine.connect() as connection:
+        owner = connection.execute(Claim.__table__.select()).one()
+    assert owner.run_id == newcomer and owner.document_run_id == taken.document_run_id
+
+
+def test_heartbeat_keeps_a_claim_on_another_host_alive(store: Store) -> None:
+    config = run_config()
+    elsewhere = store.start_run(run_config(host="another-host", pid=dead_pid()))
+    document_id = store.get_or_create_document(make_document(1))
+    store.claim(elsewhere, config.config_hash, document_id, "docs/1.txt")
+    newcomer = store.start_run(config)
+    # A pid is only meaningful on its own host: the heartbeat decides.
+    assert store.claim(newcomer, config.config_hash, document_id, "docs/1.txt") == ("busy", elsewhere)
+    with store.engine.begin() as connection:
+        old = datetime.now(UTC) - timedelta(hours=1)
+        connection.execute(update(Run).where(Run.id == elsewhere).values(heartbeat_at=old))
+    store.heartbeat(elsewhere)
+    assert store.claim(newcomer, config.config_hash, document_id, "docs/1.txt") == ("busy", elsewhere)
+
+
+def test_claim_of_an_unknown_document_fails_instead_of_looping(store: Store) -> None:
+    run_id = store.start_run(run_config())
+    with pytest.raises(IntegrityError):
+        store.claim(run_id, run_config().config_hash, 987654, "missing.txt")
+
+
+def _race(url: str, seed: int, start: Any, done: Any, results: Any, finish: bool) -> None:
+    """One OS process: a run claiming every race document as fast as it can (finishing them if asked).
+
+    Each process walks the documents in its own shuffled order, so the two collide all over the list
+    (in the same order, the leader would simply stay ahead).
+    """
+    store = open_store(url)
+    config = run_config()
+    run_id = store.start_run(config)
+    order = random.Random(seed).sample(range(RACE_DOCUMENTS), RACE_DOCUMENTS)
+    start.wait(RACE_TIMEOUT_S)
+    outcomes = []
+    for n in order:
+        document_id = store.get_or_create_document(make_document(n))
+        claim = store.claim(run_id, config.config_hash, document_id, f"docs/{n}.txt")
+        outcomes.append((document_id, claim.status, claim.ref))
+        if finish and claim.status == "claimed":
+            attempt_id = record(store, claim.document_run_id)
+            store.finish_document(claim.document_run_id, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+    results.put((run_id, outcomes))
+    done.wait(RACE_TIMEOUT_S)  # stay alive until the other process has decided every claim
+    store.close()
+
+
+def _race_round(url: str, finish: bool) -> dict[str, list[tuple[int, str, int | str]]]:
+    context = multiprocessing.get_context("spawn")
+    start, done, results = context.Barrier(2), context.Barrier(2), context.Queue()
+    workers = [
+        context.Process(target=_race, args=(url, seed, start, done, results, finish)) for seed in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    collected = dict(results.get(timeout=RACE_TIMEOUT_S) for _ in workers)
+    for worker in workers:
+        worker.join(RACE_TIMEOUT_S)
+        assert worker.exitcode == 0
+    return collected
+
+
+def test_two_processes_racing_claim_each_document_exactly_once(store: Store, db_url: str) -> None:
+    # Round 1: both claim, neither finishes, then both exit: their claims are left to dead processes.
+    first = _race_round(db_url, finish=False)
+    winners = _claimed_by(first)
+    assert sorted(winners) == sorted({d for outcomes in first.values() for d, _, _ in outcomes})
+    assert len(winners) == RACE_DOCUMENTS
+    for run_id, outcomes in first.items():
+        others = {ref for _, status, ref in outcomes if status != "claimed"}
+        assert others <= set(first) - {run_id}  # the loser saw the winner as busy
+
+    # Round 2: two new processes race to take over the dead claims, finishing what they take.
+    second = _race_round(db_url, finish=True)
+    assert len(_claimed_by(second)) == RACE_DOCUMENTS
+    for outcomes in second.values():
+        assert {status for _, status, _ in outcomes} <= {"claimed", "busy", "done"}
+
+    with store.engine.connect() as connection:
+        claims = connection.execute(Claim.__table__.select()).all()
+    assert len(claims) == RACE_DOCUMENTS
+    assert {claim.state for claim in claims} == {"READY_FOR_REVIEW"} and {c.run_id for c in claims} <= set(
+        second
+    )
+    assert sum(sum(run.counts.values()) for run in store.list_runs()) == 2 * RACE_DOCUMENTS  # no stray rows
+    assert store.integrity_check() == []
+
+
+def _claimed_by(round_: dict[str, list[tuple[int, str, int | str]]]) -> dict[int, str]:
+    """document id -> the one run that claimed it; fails if two runs claimed the same document."""
+    owners: dict[int, str] = {}
+    for run_id, outcomes in round_.items():
+        for document_id, status, _ in outcomes:
+            if status == "claimed":
+                assert document_id not in owners, f"document {document_id} claimed twice"
+                owners[document_id] = run_id
+    return owners
+
+
+# -- attempts -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def document_run(store: Store) -> int:
+    config = run_config()
+    run_id = store.start_run(config)
+    document_id = store.get_or_create_document(make_document(1))
+    return store.claim(run_id, config.config_hash, document_id, "docs/1.txt").document_run_id
+
+
+def test_attempt_keeps_raw_response_that_is_not_json(store: Store, document_run: int) -> None:
+    raw = 'Sure! Here is the JSON:\n```json\n{"participants": [\n' + "참여자 \x00 ✓"
+    attempt_id = record(
+        store,
+        document_run,
+        raw_response=raw,
+        parsed=None,
+        passed=False,
+        outcome="unparseable",
+        findings=[
+            {"rule_id": "OUTPUT_NOT_JSON", "severity": "error", "location": "$", "message": "not JSON"}
+        ],
+        transport=[{"number": 1, "outcome": "ok", "latency_ms": 12.5}],
+        prompt_tokens=10,
+        completion_tokens=20,
+        latency_ms=12.5,
+        mode="json_schema",
+        model="gpt-test-2025",
+    )
+    [attempt] = store.attempts_for(document_run)
+    assert attempt.id == attempt_id
+    assert attempt.raw_response == raw.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+    assert attempt.parsed is None and attempt.outcome == "unparseable" and attempt.passed is False
+    assert attempt.findings[0]["rule_id"] == "OUTPUT_NOT_JSON"
+    assert attempt.transport == [{"number": 1, "outcome": "ok", "latency_ms": 12.5}]
+    assert attempt.created_at.tzinfo is UTC and attempt.finished_at is not None
+    with store.engine.connect() as connection:  # SQL NULL, not the JSON text 'null'
+        assert connection.execute(text("SELECT COUNT(*) FROM attempts WHERE parsed IS NULL")).scalar() == 1
+
+    repaired = record(
+        store, document_run, number=2, raw_response='{"rules": ["a\\u0000b"]}', parsed={"rules": ["a\x00b"]}
+    )
+    assert store.attempts_for(document_run)[1].parsed == {"rules": ["a\x00b"]}  # JSON keeps it escaped
+    assert repaired > attempt_id
+
+
+def test_duplicate_or_inconsistent_attempt_is_rejected(store: Store, document_run: int) -> None:
+    record(store, document_run, number=1)
+    with pytest.raises(IntegrityError):
+        record(store, document_run, number=1)
+    record(store, document_run, number=1, kind="judge")  # a judge attempt has its own numbering
+    with pytest.raises(ValueError):
+        record(store, document_run, number=2, run_id="someone-else")
+    with pytest.raises(ValueError):
+        record(store, document_run, number=2, outcome="maybe")
+    with pytest.raises(StoreError):
+        record(store, 987654)
+    assert [(a.kind, a.number) for a in store.attempts_for(document_run)] == [("generate", 1), ("judge", 1)]
+
+
+def test_transport_error_attempt_needs_no_response(store: Store, document_run: int) -> None:
+    record(
+        store, document_run, raw_response=None, parsed=None, outcome="transport_error", error="HTTP 503 x3"
+    )
+    assert store.finish_document(document_run, "ERROR", cause="HTTP 503 x3")
+    [attempt] = store.attempts_for(document_run)
+    assert attempt.raw_response is None and attempt.error == "HTTP 503 x3"
+    assert store.integrity_check() == []
+
+
+# -- queries ------------------------------------------------------------------------------------------------
+
+
+def test_queries_for_the_cli(store: Store) -> None:
+    config = run_config()
+    run_id = store.start_run(config)
+    other_id = store.start_run(run_config(model="other-model"))
+    findings = [
+        [
+            {"rule_id": "ACTOR_UNKNOWN", "severity": "error"},
+            {"rule_id": "STEP_ORDER_INVERTED", "severity": "warning"},
+        ],
+        [
+            {"rule_id": "ACTOR_UNKNOWN", "severity": "error"},
+            {"rule_id": "ACTOR_UNKNOWN", "severity": "error"},
+            {"rule_id": "EVIDENCE_NOT_IN_SOURCE", "severity": "error"},
+        ],
+        [],
+    ]
+    document_runs = []
+    for n, found in enumerate(findings):
+        document_id = store.get_or_create_document(make_document(n))
+        document_run = store.claim(run_id, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
+        first = record(
+            store, document_run, findings=found, passed=not found, outcome="failed" if found else "passed"
+        )
+        state: DocumentState = "MANUAL_REVIEW" if found else "READY_FOR_REVIEW"
+        store.finish_document(
+            document_run, state, needs_person=[f["rule_id"] for f in found], final_attempt_id=first
+        )
+        document_runs.append(document_run)
+    errored = store.claim(
+        run_id, config.config_hash, store.get_or_create_document(make_document(9)), "docs/9.txt"
+    )
+    store.finish_document(errored.document_run_id, "ERROR", cause="timeout")
+
+    rates = store.rule_failure_rates(run_id)
+    assert {rule: (rate.failed, rate.evaluated) for rule, rate in rates.items()} == {
+        "ACTOR_UNKNOWN": (2, 3),
+        "EVIDENCE_NOT_IN_SOURCE": (1, 3),
+    }
+    assert rates["ACTOR_UNKNOWN"].rate == pytest.approx(2 / 3)
+
+    run = store.get_run(run_id)
+    assert run is not None and run.counts == {"MANUAL_REVIEW": 2, "READY_FOR_REVIEW": 1, "ERROR": 1}
+    assert [r.id for r in store.list_runs()] == [other_id, run_id]
+    assert [r.id for r in store.list_runs(model="gpt-test")] == [run_id]
+    assert [r.id for r in store.list_runs(limit=1)] == [other_id]
+    assert store.list_runs(prompt_version="v9") == [] and store.list_runs(contract="rag_answer") == []
+    assert store.list_runs(since=datetime.now(UTC) + timedelta(minutes=1)) == []
+    assert len(store.list_runs(since=datetime.now(UTC) - timedelta(minutes=1))) == 2
+
+    listed = store.document_runs_for(run_id)
+    assert [d.id for d in listed] == [*document_runs, errored.document_run_id]
+    assert listed[0].needs_person == ["ACTOR_UNKNOWN", "STEP_ORDER_INVERTED"] and listed[0].tags == []
+    sha = make_document(1).sha256
+    assert store.latest_document_run(sha) == listed[1]
+    assert store.latest_document_run("docs/1.txt") == listed[1]
+    assert store.latest_document_run(str(document_runs[1])) == listed[1]
+    assert store.latest_document_run("docs/unknown.txt") is None
+
+    forced = store.claim(other_id, config.config_hash, listed[1].document_id, "docs/1.txt", force=True)
+    latest = store.latest_document_run(sha)
+    assert latest is not None and latest.id == forced.document_run_id and latest.state == "PROCESSING"
+
+
+# -- integrity ----------------------------------------------------------------------------------------------
+
+
+def test_integrity_check_passes_a_clean_log_and_finds_planted_problems(store: Store, db_url: str) -> None:
+    config = run_config()
+    run_id = store.start_run(config)
+    ids = [store.get_or_create_document(make_document(n)) for n in range(3)]
+    runs = [
+        store.claim(run_id, config.config_hash, d, f"docs/{n}.txt").document_run_id for n, d in enumerate(ids)
+    ]
+    attempts = [record(store, document_run) for document_run in runs]
+    store.finish_document(runs[0], "READY_FOR_REVIEW", final_attempt_id=attempts[0])
+    store.finish_document(runs[1], "READY_FOR_REVIEW", final_attempt_id=attempts[1])
+    assert store.integrity_check() == []
+
+    store.finish_run(run_id, "finished")  # runs[2] is still PROCESSING
+    with store.engine.begin() as connection:  # runs[1] now points at another document run's attempt
+        connection.execute(
+            text(f"UPDATE document_runs SET final_attempt_id = {attempts[0]} WHERE id = {runs[1]}")
+        )
+    plant(
+        db_url,
+        [
+            "INSERT INTO attempts (id, document_run_id, run_id, document_id, number, kind, prompt_version, "
+            "request, request_hash, findings, transport, outcome, created_at) VALUES (900001, 777777, "
+            "'gone', 888888, 1, 'generate', 'v1', '{}', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
+            "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, "
+            f"updated_at) VALUES ('planted', {ids[0]}, 666666, '{run_id}', 'PROCESSING', "
+            "'2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+        ],
+    )
+    problems = "\n".join(store.integrity_check())
+    assert f"document run {runs[2]} is PROCESSING but its run {run_id} is finished" in problems
+    assert (
+        f"document run {runs[1]}: final attempt {attempts[0]} belongs to document run {runs[0]}" in problems
+    )
+    assert f"attempt {attempts[0]} is the final attempt of 2 document runs" in problems
+    assert "attempts 900001: document_run_id 777777 refers to a missing document_runs row" in problems
+    assert "attempts 900001: run_id gone refers to a missing runs row" in problems
+    assert "attempts 900001: document_id 888888 refers to a missing documents row" in problems
+    assert (
+        f"claims planted/{ids[0]}: document_run_id 666666 refers to a missing document_runs row" in problems
+    )
+
+
+def test_mark_interrupted_moves_processing_documents_and_their_claims(store: Store) -> None:
+    config = run_config()
+    run_id = store.start_run(config)
+    claims = [
+        store.claim(
+            run_id, config.config_hash, store.get_or_create_document(make_document(n)), f"docs/{n}.txt"
+        )
+        for n in range(3)
+    ]
+    store.finish_document(claims[0].document_run_id, "ERROR", cause="HTTP 500")
+    assert store.mark_interrupted(run_id) == 2
+    store.finish_run(run_id, "interrupted")
+    run = store.get_run(run_id)
+    assert run is not None and run.counts == {"ERROR": 1, "INTERRUPTED": 2}
+    assert store.integrity_check() == []
+
+
+# -- approved records ---------------------------------------------------------------------------------------
+
+
+def test_approve_and_reject_keep_the_decision_history(store: Store, document_run: int) -> None:
+    attempt_id = record(store, document_run, parsed={"rules": ["a"]})
+    store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+    reject(store, document_run, reviewer="kim", reason="wrong actor")
+    first = approve(store, document_run, {"rules": ["a"]}, reviewer="lee", attempt_id=attempt_id)
+    again = approve(store, document_run, {"rules": ["b"]}, reviewer="park", note="fixed", edited=True)
+    assert again == first  # one approved record per content and contract version: the newest decision
+
+    [approved] = approved_records(store, contract="work_procedure")
+    assert approved.record == {"rules": ["b"]} and approved.edited and approved.reviewer == "park"
+    assert approved.document_sha256 == make_document(1).sha256 and approved.contract_version == 1
+    assert approved.approved_at.tzinfo is UTC
+    history = reviews_for(store, document_run)
+    assert [(r.decision, r.reviewer) for r in history] == [
+        ("rejected", "kim"),
+        ("approved", "lee"),
+        ("approved", "park"),
+    ]
+    with pytest.raises(ValueError):
+        reject(store, document_run, reviewer="kim", reason="")
+    with pytest.raises(StoreError):
+        approve(store, 987654, {}, reviewer="kim")
+
+
+def test_run_log_functions_never_touch_approved_records(store: Store, document_run: int) -> None:
+    attempt_id = record(store, document_run)
+    store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+    approve(store, document_run, {"rules": ["a"]}, reviewer="lee", attempt_id=attempt_id)
+    before, reviews_before = approved_records(store), reviews_for(store, document_run)
+
+    statements: list[str] = []
+
+    def capture(_connection: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", capture)
+    _exercise_run_log(store)
+    event.remove(store.engine, "before_cursor_execute", capture)
+
+    writes = [s for s in statements if re.match(r"\s*(INSERT|UPDATE|DELETE)", s, re.IGNORECASE)]
+    assert writes and not [s for s in writes if re.search(r"approved_records|reviews", s)]
+    assert approved_records(store) == before and reviews_for(store, document_run) == reviews_before
+
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, extractor.store; print('extractor.store.approved' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout.strip() == "False"
+
+
+def _exercise_run_log(store: Store) -> None:
+    """Every writing run-log function, on the document that has an approved record."""
+    config = run_config()
+    run_id = store.start_run(config)
+    document_id = store.get_or_create_document(make_document(1))
+    forced = store.claim(run_id, config.config_hash, document_id, "docs/1.txt", force=True)
+    store.heartbeat(run_id)
+    attempt_id = record(
+        store, forced.document_run_id, raw_response="not json", parsed=None, outcome="unparseable"
+    )
+    store.finish_document(
+        forced.document_run_id, "MANUAL_REVIEW", cause="unparseable", final_attempt_id=attempt_id
+    )
+    store.mark_interrupted(run_id)
+    store.finish_run(run_id, "finished")
+    store.integrity_check()
