@@ -221,7 +221,9 @@ def run(
     except (ValueError, ImportError) as error:
         fail(str(error))
     if getattr(provider, "is_bundled", False):
-        typer.echo(f"note: {provider.BUNDLED_MODEL_NOTE}", err=True)
+        from extractor.providers.local import BUNDLED_MODEL_NOTE
+
+        typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
     try:
         store = open_store(database)
     except StoreError as error:

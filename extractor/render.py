@@ -104,7 +104,8 @@ class RunProgress(Progress):
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """Documents per state, the rules that fired most, tokens and time."""
     console = console or Console()
-    table = Table(title=f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
+    console.print(f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
+    table = Table()
     table.add_column("state")
     table.add_column("documents", justify="right")
     for state, count in sorted(summary.counts.items()):

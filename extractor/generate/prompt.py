@@ -49,7 +49,7 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
     """The first request for a document: rules, the contract schema, the IDed sentences."""
     user = prompt.user.substitute(
         contract_id=contract.id,
-        schema=json.dumps(contract.schema, ensure_ascii=False, indent=1),
+        schema=json.dumps(contract.schema, ensure_ascii=False),
         sentences=sentence_lines(document),
     )
     return GenerationRequest(

@@ -58,7 +58,10 @@ def _bomless_utf16(data: bytes) -> tuple[str, str] | None:
     """UTF-16 without BOM: NULs are mostly the high byte of ASCII characters, so their parity gives the byte order."""
     if len(data) % 2:
         return None
-    name = "utf-16-le" if data[1::2].count(0) >= data[0::2].count(0) else "utf-16-be"
+    odd, even = data[1::2].count(0), data[0::2].count(0)
+    name = "utf-16-le" if odd >= even else "utf-16-be"
+    if min(odd, even) > len(data) // 200:  # real UTF-16 text has NULs on one side only; binary has both
+        return None
     try:
         text = data.decode(name)
     except UnicodeDecodeError:

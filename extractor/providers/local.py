@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor.contracts import inline_refs
 from extractor.generate import GenerationRequest, GenerationResult, ProviderError, TransportAttempt
 from extractor.providers import ProviderSettings
 
@@ -28,6 +29,8 @@ BUNDLED_MODEL_NOTE = (
     "mostly fail validation. Set OPENAI_API_KEY/OPENAI_BASE_URL or EXTRACT_MODEL for real extraction."
 )
 DEFAULT_MAX_TOKENS = 1024
+BUNDLED_MAX_ITEMS = 4
+BUNDLED_MAX_LENGTH = 160
 
 
 class LocalProvider:
@@ -92,9 +95,10 @@ class LocalProvider:
             llm = self._llama or self._load()
             began = time.monotonic()
             messages = _merge_system(request.messages) if self._merge_system else request.messages
+            schema = bounded(request.schema) if self.is_bundled else request.schema
             response = llm.create_chat_completion(
                 messages=messages,  # type: ignore[arg-type]
-                response_format={"type": "json_object", "schema": request.schema},
+                response_format={"type": "json_object", "schema": schema},
                 temperature=request.temperature,
                 max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
             )
@@ -121,6 +125,29 @@ class LocalProvider:
             if self._llama is not None:
                 self._llama.close()
                 self._llama = None
+
+
+def bounded(schema: dict[str, Any]) -> dict[str, Any]:
+    """The grammar schema for the bundled demo model: every list and string gets an upper bound.
+
+    Left free, the 270M base model fills a list with ``user-1, user-2, ...`` until max_tokens and the
+    answer is cut off mid-JSON. The bounds only shape sampling; the answer is still validated against
+    the real, unbounded contract.
+    """
+
+    def bound(node: Any) -> Any:
+        if isinstance(node, list):
+            return [bound(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: bound(value) for key, value in node.items()}
+        if out.get("type") == "array":
+            out.setdefault("maxItems", BUNDLED_MAX_ITEMS)
+        if out.get("type") == "string" and "enum" not in out and "pattern" not in out:
+            out.setdefault("maxLength", BUNDLED_MAX_LENGTH)
+        return out
+
+    return bound(inline_refs(schema))
 
 
 def _bundled_model_path() -> Path:
