@@ -90,13 +90,13 @@ def main() -> None:
     for size in sizes:
         document = make_document(size, rng)
         source = Source(document)
-        index_s = best_of(1, lambda: (source.matcher("nfc_whitespace").find_all("warm up", 1),
-                                      source.nearest_sentence("warm up", "nfc_whitespace")))
+        index_s = best_of(1, lambda s=source: (s.matcher("nfc_whitespace").find_all("warm up", 1),
+                                               s.nearest_sentence("warm up", "nfc_whitespace")))
         empty = make_candidate(document, 0, rng)
         for count in counts:
             candidate = make_candidate(document, count, rng)
-            total = best_of(3, lambda: validate(candidate, source, CONTRACT))
-            fixed = best_of(3, lambda: validate(empty, source, CONTRACT))
+            total = best_of(3, lambda c=candidate, s=source: validate(c, s, CONTRACT))
+            fixed = best_of(3, lambda c=empty, s=source: validate(c, s, CONTRACT))
             per_excerpt = max(total - fixed, 0.0) / count
             baseline.setdefault(count, per_excerpt)
             print(f"{size:>9,} {index_s * 1e3:>9.1f} {count:>8,} {total * 1e3:>9.1f} {fixed * 1e3:>8.1f} "

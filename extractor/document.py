@@ -7,10 +7,10 @@ All offsets are Python string indices into ``Document.text`` (the canonical text
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class BlockKind(str, Enum):
+class BlockKind(StrEnum):
     """Structural role of a block; sentence units never cross a block boundary."""
 
     HEADING = "heading"

@@ -7,7 +7,7 @@ model is shown and the schema the validator enforces cannot drift apart.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,7 +42,7 @@ class Evidence(_Strict):
     sourceExcerpt: NonEmpty = Field(description="copied verbatim from the source text")
 
 
-class CoverageStatus(str, Enum):
+class CoverageStatus(StrEnum):
     MAPPED = "MAPPED"
     UNMAPPED = "UNMAPPED"
     EXCLUDED = "EXCLUDED"

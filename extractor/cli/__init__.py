@@ -1,0 +1,24 @@
+"""``extract``: a thin command line over the stages; one module per group of commands.
+
+Importing a command module registers its commands on ``app``; none of them imports a stage at module
+level, so ``extract --help`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from extractor.cli import documents, run  # noqa: F401  (registers the commands)
+from extractor.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,73 @@
+"""The typer app and what every command shares: formats, one-line failures, JSON output.
+
+Only typer and the standard library are imported here: ``extract --help`` must not pay for kss, the LLM
+clients or the database. Every command imports what it needs when it runs.
+Exit codes: 0 ok, 1 findings of severity error (or a gate decision), 2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+app = typer.Typer(
+    help="Turn business documents into evidence-checked structured records. The LLM proposes, "
+    "deterministic rules check, a person approves.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class ContractName(StrEnum):
+    work_procedure = "work_procedure"
+    rag_answer = "rag_answer"
+
+
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr, then a non-zero exit: the shape of every user-facing error."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def load_document(path: Path) -> Any:
+    from extractor.errors import InputError
+    from extractor.ingest import load
+    from extractor.segment import segment
+
+    try:
+        return segment(load(path))
+    except InputError as error:
+        fail(str(error))
+
+
+def read_candidate(path: Path) -> str:
+    from extractor.rules.structure import MAX_CANDIDATE_CHARS
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_CANDIDATE_CHARS * 4:
+            fail(f"{path}: candidate is {size / 1e6:.1f} MB, over the {MAX_CANDIDATE_CHARS * 4 / 1e6:.0f} MB limit")
+        data = path.read_bytes()
+    except OSError as error:
+        fail(f"{path}: cannot read candidate ({error.strerror or error})")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        fail(f"{path}: candidate is not UTF-8 text (byte {error.start})")

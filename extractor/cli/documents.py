@@ -1,0 +1,102 @@
+"""Commands on one document and the catalogue: ``split``, ``validate``, ``rules``, ``contracts``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail, load_document, read_candidate
+
+
+@app.command()
+def split(file: Path, format: FormatOption = Format.text) -> None:
+    """Ingest and segment FILE; print its sentence units with ids and offsets."""
+    document = load_document(file)
+    if format is Format.json:
+        emit_json([s.to_json() for s in document.sentences])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{file} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
+    for column in ("id", "block", "start", "end", "text"):
+        table.add_column(column, overflow="fold")
+    kinds = {block.index: block.kind.value for block in document.blocks}
+    for s in document.sentences:
+        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), s.text)
+    Console().print(table)
+
+
+@app.command()
+def validate(
+    candidate: Annotated[Path, typer.Argument(help="candidate JSON from any LLM")],
+    source: Annotated[Path, typer.Option("--source", "-s", help="the source document")],
+    contract: Annotated[ContractName, typer.Option(help="output contract")] = ContractName.work_procedure,
+    format: FormatOption = Format.json,
+) -> None:
+    """Check CANDIDATE against SOURCE. Exit 0 when no error finding, 1 when any, 2 for unusable input."""
+    from extractor.contracts import get_contract
+    from extractor.validate import validate as run_validation
+
+    document = load_document(source)
+    report = run_validation(read_candidate(candidate), document, get_contract(contract.value))
+    if format is Format.json:
+        emit_json(report.to_json())
+    else:
+        from extractor.render import print_report
+
+        print_report(report, document)
+    raise typer.Exit(0 if report.passed else 1)
+
+
+@app.command()
+def rules(
+    rule_id: Annotated[str | None, typer.Argument(help="print this rule's card")] = None,
+    contract: Annotated[ContractName | None, typer.Option(help="only rules of this contract")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """The rule catalogue, or the card of one rule."""
+    from extractor.rules import catalogue
+
+    cards = catalogue(contract.value if contract else None)
+    if rule_id is not None:
+        match = [card for card in cards if card.rule_id == rule_id.upper()]
+        if not match:
+            fail(f"unknown rule id {rule_id!r}; `extract rules` lists them")
+        card = match[0]
+        if format is Format.json:
+            emit_json(card.to_json())
+            return
+        for key, value in card.to_json().items():
+            typer.echo(f"{key.replace('_', ' '):>27}: {value}")
+        return
+    if format is Format.json:
+        emit_json([card.to_json() for card in cards])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="rule catalogue (extract rules RULE_ID for a card)")
+    for column in ("rule_id", "contract", "stage", "severity", "fires when"):
+        table.add_column(column, overflow="fold")
+    for card in cards:
+        table.add_row(card.rule_id, card.contract, card.stage, card.severity.value, card.fires_when)
+    Console().print(table)
+
+
+@app.command()
+def contracts(
+    write: Annotated[bool, typer.Option(help="regenerate contracts/*/v*/schema.json from the pydantic models")] = False,
+) -> None:
+    """List contracts; with --write, regenerate their schema files from the models."""
+    from extractor.contracts import LATEST, contract_dir, generate_schema
+
+    for name, version in LATEST.items():
+        path = contract_dir(name, version) / "schema.json"
+        if write:
+            path.write_text(json.dumps(generate_schema(name, version), ensure_ascii=False, indent=2) + "\n",
+                            encoding="utf-8")
+        typer.echo(f"{name} v{version}: {path}")

@@ -1,0 +1,91 @@
+"""``extract run``: the batch conversion."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail
+
+
+def resolve_model(model: str | None) -> str:
+    """--model, else EXTRACT_MODEL, else OpenAI when a key is set, else the bundled local demo model."""
+    import os
+
+    if model:
+        return model
+    if os.environ.get("EXTRACT_MODEL"):
+        return os.environ["EXTRACT_MODEL"]
+    if os.environ.get("OPENAI_API_KEY"):
+        return f"openai:{DEFAULT_OPENAI_MODEL}"
+    return "local"
+
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+
+@app.command()
+def run(
+    paths: Annotated[list[str], typer.Argument(help="files, folders (recursive) and globs")],
+    contract: Annotated[ContractName, typer.Option(help="output contract")] = ContractName.work_procedure,
+    model: Annotated[str | None, typer.Option(help="openai:<model>, local:<path.gguf> or local "
+                                              "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
+    prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = "v1",
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="documents in flight at once")] = 4,
+    force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,
+    retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
+    retry_budget: Annotated[float, typer.Option(help="total seconds of retrying per call")] = 300.0,
+    max_tokens: Annotated[int | None, typer.Option(help="cap on generated tokens per call")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
+                                                 "default sqlite:///extract.db]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
+
+    Exit 0 when every document reached a state, 1 when any ended in ERROR, 2 for unusable input files,
+    130 when interrupted (rerun the same command to finish).
+    """
+    import asyncio
+
+    from extractor.contracts import get_contract
+    from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
+    from extractor.providers import ProviderSettings, from_string
+    from extractor.render import RunProgress, print_summary
+    from extractor.store import StoreError, open_store
+
+    spec = resolve_model(model)
+    limit = AdaptiveLimit(concurrency)
+    try:
+        provider = from_string(spec, base_url=base_url, settings=ProviderSettings(
+            timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget), on_rate_limit=limit.on_rate_limit)
+    except (ValueError, ImportError) as error:
+        fail(str(error))
+    if getattr(provider, "is_bundled", False):
+        from extractor.providers.local import BUNDLED_MODEL_NOTE
+
+        typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
+    try:
+        store = open_store(database)
+    except StoreError as error:
+        fail(str(error))
+    settings = RunSettings(contract=get_contract(contract.value), prompt_version=prompt_version,
+                           concurrency=concurrency, force=force, max_tokens=max_tokens, tags=tuple(tag or ()),
+                           command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
+    progress = RunProgress(enabled=format is Format.text)
+    try:
+        pipeline = Pipeline(store, provider, settings, limit=limit, progress=progress)
+    except FileNotFoundError as error:
+        fail(str(error))
+    with progress:
+        summary = asyncio.run(pipeline.run(paths))
+    if format is Format.json:
+        emit_json(summary.to_json())
+    else:
+        print_summary(summary)
+    counts = summary.counts
+    raise typer.Exit(130 if summary.interrupted else 2 if counts["INPUT_ERROR"] else 1 if counts["ERROR"] else 0)
