@@ -260,7 +260,7 @@ class Pipeline:
         document = await asyncio.get_running_loop().run_in_executor(self._cpu, load_document, path)
         document_id = await self._db_call(self.store.get_or_create_document, document)
         claim = await self._db_call(self.store.claim, self.run_id, self.config_hash, document_id, str(path),
-                                    self.settings.force)
+                                    self.settings.force, self.settings.tags)
         if claim.status != "claimed":
             return DocumentOutcome(str(path), "SKIPPED", f"{claim.status} ({claim.detail})")
         job = Job(path, document, document_id, claim.document_run_id)

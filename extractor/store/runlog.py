@@ -17,7 +17,7 @@ import re
 import socket
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -369,28 +369,30 @@ class Store:
             return None if row is None else plain(DocumentInfo, row)
 
     def claim(
-        self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False
+        self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
+        tags: Sequence[str] = (),
     ) -> ClaimResult:
         """Decide atomically whether this run processes the document for this configuration.
 
         A fresh document is claimed by inserting its claim (the primary key lets one process win). An
         existing claim is ``done`` when finished (unless ``force``), ``busy`` while a live run holds it,
-        and otherwise taken over by a conditional UPDATE that only one racing process can win.
+        and otherwise taken over by a conditional UPDATE that only one racing process can win. ``tags``
+        (categories for ``extract compare``) are stored on the new document run.
         """
         for _ in range(_CLAIM_ROUNDS):
             try:
-                return ClaimResult("claimed", self._claim_new(run_id, config_hash, document_id, path))
+                return ClaimResult("claimed", self._claim_new(run_id, config_hash, document_id, path, tags))
             except IntegrityError as conflict:
                 error = conflict
-            decided = self._decide_existing(run_id, config_hash, document_id, path, force, error)
+            decided = self._decide_existing(run_id, config_hash, document_id, path, force, error, tags)
             if decided is not None:
                 return decided
         raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
 
-    def _claim_new(self, run_id: str, config_hash: str, document_id: int, path: str) -> int:
+    def _claim_new(self, run_id: str, config_hash: str, document_id: int, path: str, tags: Sequence[str]) -> int:
         with transaction(self.engine) as session:
             now = utcnow()
-            document_run = self._new_document_run(run_id, config_hash, document_id, path, now)
+            document_run = self._new_document_run(run_id, config_hash, document_id, path, now, tags)
             session.add(document_run)
             session.flush()
             session.add(
@@ -409,7 +411,7 @@ class Store:
 
     @staticmethod
     def _new_document_run(
-        run_id: str, config_hash: str, document_id: int, path: str, now: datetime
+        run_id: str, config_hash: str, document_id: int, path: str, now: datetime, tags: Sequence[str]
     ) -> DocumentRun:
         return DocumentRun(
             run_id=run_id,
@@ -418,7 +420,7 @@ class Store:
             config_hash=config_hash,
             state="PROCESSING",
             needs_person=[],
-            tags=[],
+            tags=list(tags),
             started_at=now,
         )
 
@@ -430,6 +432,7 @@ class Store:
         path: str,
         force: bool,
         conflict: IntegrityError,
+        tags: Sequence[str],
     ) -> ClaimResult | None:
         """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
         with transaction(self.engine, write=False) as session:
@@ -460,7 +463,7 @@ class Store:
         if held.state == "PROCESSING" and self._alive(held.status, held.host, held.pid, held.heartbeat_at):
             return ClaimResult("busy", held.run_id)
         taken = self._take_over(
-            run_id, config_hash, document_id, path, held.run_id, held.document_run_id, held.state
+            run_id, config_hash, document_id, path, held.run_id, held.document_run_id, held.state, tags
         )
         return None if taken is None else ClaimResult("claimed", taken)
 
@@ -481,12 +484,13 @@ class Store:
         old_run_id: str,
         old_document_run_id: int,
         old_state: str,
+        tags: Sequence[str],
     ) -> int | None:
         """Move the claim to a new document run of this run, unless another process moved it first."""
         try:
             with transaction(self.engine) as session:
                 now = utcnow()
-                document_run = self._new_document_run(run_id, config_hash, document_id, path, now)
+                document_run = self._new_document_run(run_id, config_hash, document_id, path, now, tags)
                 session.add(document_run)
                 session.flush()
                 connection = session.connection()
