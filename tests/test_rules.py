@@ -249,3 +249,75 @@ def test_schema_violation_nearest_input_passes_schema() -> None:
 def test_validation_is_repeatable() -> None:
     broken = edit(_set(["evidence", 5, "sourceExcerpt"], "검토자는 모든 요청을 결정합니다."))
     assert check(broken).to_json() == check(broken).to_json()
+
+
+# ---------------------------------------------------------------- rag_answer (seed 000)
+
+RAG = get_contract("rag_answer")
+RAG_SOURCE = Document(
+    "source.json", "Повторяющиеся структурные ошибки следует проверять до запуска модели-судьи.\n"
+    "Отчёт о проверке хранится вместе с версией контракта.", [], "0" * 64, "blocks",
+    sentences=[Sentence("s1", "Повторяющиеся структурные ошибки следует проверять до запуска модели-судьи.", 0, 75, 0),
+               Sentence("s2", "Отчёт о проверке хранится вместе с версией контракта.", 76, 129, 1)],
+    segmenter="source-blocks/1",
+)
+RAG_BASE: dict[str, Any] = {
+    "summary": "Структурные проверки выполняются раньше модельной оценки.",
+    "claims": [{"text": "Структурные ошибки проверяются до запуска модели-судьи.", "source_ids": ["s1"]}],
+    "citations": [{"source_id": "s1", "quote": "структурные ошибки следует проверять до запуска модели-судьи"}],
+}
+
+
+def rag_check(change: Callable[[dict[str, Any]], None]) -> set[str]:
+    candidate = copy.deepcopy(RAG_BASE)
+    change(candidate)
+    return rule_ids(validate(json.dumps(candidate, ensure_ascii=False), RAG_SOURCE, RAG))
+
+
+RAG_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]]] = {
+    "SOURCE_ID_UNKNOWN": (_set(["citations", 0, "source_id"], "s3"), _set(["citations", 0, "source_id"], "s1")),
+    "CLAIM_SOURCE_UNKNOWN": (_set(["claims", 0, "source_ids"], ["s1", "s9"]), _set(["claims", 0, "source_ids"], ["s1", "s2"])),
+    "CITATION_NOT_FOUND": (
+        _set(["citations", 0, "quote"], "структурные ошибки нужно проверять до запуска модели-судьи"),
+        _set(["citations", 0, "quote"], "СТРУКТУРНЫЕ   ошибки следует проверять до запуска модели-судьи"),
+    ),
+    "CLAIM_NOT_CHECKABLE": (_set(["claims", 0, "text"], "Да, это так."), _set(["claims", 0, "text"], "Да, это ошибки.")),
+    "CLAIM_LOW_LEXICAL_SUPPORT": (
+        _set(["claims", 0, "text"], "Модели-судьи часто ошибаются в оценке стиля ответов."),
+        _set(["claims", 0, "text"], "Структурные ошибки проверяются до запуска модели-судьи всегда."),
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(RAG_CASES))
+def test_rag_rule_fires_and_nearest_input_does_not(rule_id: str) -> None:
+    fire, near = RAG_CASES[rule_id]
+    assert rule_id in rag_check(fire)
+    assert rag_check(near) == set()
+
+
+def test_every_rag_rule_is_tested() -> None:
+    assert {card.rule_id for card in catalogue("rag_answer") if card.contract == "rag_answer"} == set(RAG_CASES)
+
+
+def test_rag_quote_must_be_in_the_named_block() -> None:
+    moved = rag_check(_set(["citations", 0, "quote"], "хранится вместе с версией контракта"))
+    assert moved == {"CITATION_NOT_FOUND"}
+    assert rag_check(lambda c: c["citations"][0].update(source_id="s2", quote="хранится вместе с версией контракта")) == set()
+
+
+def test_rag_judge_band_is_a_warning_not_an_error() -> None:
+    banded = copy.deepcopy(RAG)
+    object.__setattr__(banded, "settings", {**RAG.settings, "lexical_support": {
+        **RAG.settings["lexical_support"], "judge_band_lower": 0.3, "minimum_overlap": 0.9}})
+    candidate = copy.deepcopy(RAG_BASE)
+    candidate["claims"][0]["text"] = "Структурные ошибки проверяются раньше."  # 2 of 3 words supported
+    report = validate(json.dumps(candidate, ensure_ascii=False), RAG_SOURCE, banded)
+    [finding] = report.findings
+    assert finding.rule_id == "CLAIM_LOW_LEXICAL_SUPPORT" and finding.severity.value == "warning"
+    assert report.passed
+
+
+def test_output_not_json_nearest_input_parses() -> None:
+    assert rule_ids(check('{"documentPurpose": "x"')) == {"OUTPUT_NOT_JSON"}
+    assert "OUTPUT_NOT_JSON" not in rule_ids(check('{"documentPurpose": "x"}'))
