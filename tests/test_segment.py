@@ -20,30 +20,8 @@ from extractor.segment.align import align
 
 ROOT = Path(__file__).resolve().parents[1]
 
-KOREAN_SAMPLE = """작업 요청 검토 절차
- 
-배경
-현재 작업 요청을 메일과 메신저로 전달하고 있어 요청 상태와 처리 이력을
-일관되게 확인하기 어렵습니다.
- 
-목표
-요청자는 작업 내용을 등록하고 검토 결과를 확인할 수 있어야 합니다.
-검토자는 검토가 요청된 작업을 승인하거나 보완을 요청할 수 있어야 합니다.
- 
-담당자
-- 요청자는 작업 내용을 작성하고 검토를 요청합니다.
-- 검토자는 검토가 요청된 작업 내용을 확인합니다.
- 
-처리 절차
-1. 요청자가 작업 내용을 작성합니다.
-2. 요청자가 검토를 요청합니다.
-3. 검토자는 요청을 승인하거나 보완을 요청합니다.
-4. 검토자는 처리 결과와 검토 의견을 기록합니다.
- 
-업무 규칙
-- 검토를 요청한 작업만 검토할 수 있습니다.
-- 검토 결과에는 처리자와 처리 시각이 포함되어야 합니다.
-"""
+# The worked example from seed 003, as bundled (blank lines hold a single space, as in the article).
+KOREAN_SAMPLE = (Path(__file__).resolve().parents[1] / "samples" / "ko_work_request_review.txt").read_text(encoding="utf-8")
 
 KOREAN_SAMPLE_UNITS = [
     "작업 요청 검토 절차",
