@@ -6,16 +6,34 @@ only a person's decision (``approve`` / ``reject``) does. Export reads ``approve
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from extractor.store.db import StoreError, plain, transaction, utcnow
 from extractor.store.models import ApprovedRecord, Document, DocumentRun, Review, Run
-from extractor.store.runlog import Store
+from extractor.store.runlog import Store, open_store
+
+APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
+"""Where approved records live when they are kept apart from the run log (default: the run-log database)."""
+
+
+def open_approved(run_log: Store, url: str | None = None) -> Store:
+    """The store holding ``approved_records``: ``url``, else ``EXTRACT_APPROVED_DATABASE_URL``, else ``run_log``.
+
+    A separate database is migrated like any other (the run-log tables there stay empty). The review
+    history (``reviews``) always stays in the run log, beside the document runs it refers to.
+    """
+    url = url or os.environ.get(APPROVED_DATABASE_URL_ENV) or None
+    if url is None or url == run_log.engine.url.render_as_string(hide_password=False):
+        return run_log
+    return open_store(url)
 
 
 @dataclass(frozen=True)
@@ -55,18 +73,22 @@ def approve(
     attempt_id: int | None = None,
     note: str | None = None,
     edited: bool = False,
+    records: Store | None = None,
 ) -> int:
     """Make ``record`` the approved record of this document's content under the run's contract version.
 
     An earlier approval of the same content and contract version is replaced (the reviews table keeps
     every decision). Returns the approved record's id. Edited records must be re-validated by the caller.
+    ``records`` is the store holding approved records when it is not the run log (``open_approved``);
+    then the approved record is written first and the review history after it.
     """
     if not reviewer:
         raise ValueError("an approval needs a reviewer")
+    records = records or store
     for _ in range(2):  # a concurrent first approval of the same document wins the insert; then update it
         try:
             return _approve_once(
-                store, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited
+                store, records, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited
             )
         except IntegrityError:
             continue
@@ -75,6 +97,7 @@ def approve(
 
 def _approve_once(
     store: Store,
+    records: Store,
     document_run_id: int,
     record: dict[str, Any],
     reviewer: str,
@@ -84,49 +107,56 @@ def _approve_once(
     edited: bool,
 ) -> int:
     now = utcnow()
+    review = Review(document_run_id=document_run_id, decision="approved", reviewer=reviewer, note=note, created_at=now)
+    values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
+                  edited=edited, approved_at=now)
+    if records.engine is store.engine:
+        with transaction(store.engine) as session:
+            source = _source_of(session, document_run_id)
+            session.add(review)
+            return _upsert(session, source, values)
+    with transaction(store.engine, write=False) as session:
+        source = _source_of(session, document_run_id)
+    with transaction(records.engine) as session:
+        approved_id = _upsert(session, source, values)
     with transaction(store.engine) as session:
-        source = session.execute(
-            select(DocumentRun.run_id, DocumentRun.path, Document.sha256, Run.contract, Run.contract_version)
-            .join(Document, Document.id == DocumentRun.document_id)
-            .join(Run, Run.id == DocumentRun.run_id)
-            .where(DocumentRun.id == document_run_id)
-        ).first()
-        if source is None:
-            raise StoreError(f"no document run {document_run_id}")
-        session.add(
-            Review(
-                document_run_id=document_run_id,
-                decision="approved",
-                reviewer=reviewer,
-                note=note,
-                created_at=now,
-            )
+        session.add(review)
+    return approved_id
+
+
+def _source_of(session: Session, document_run_id: int) -> Any:
+    source = session.execute(
+        select(DocumentRun.run_id, DocumentRun.path, Document.sha256, Run.contract, Run.contract_version)
+        .join(Document, Document.id == DocumentRun.document_id)
+        .join(Run, Run.id == DocumentRun.run_id)
+        .where(DocumentRun.id == document_run_id)
+    ).first()
+    if source is None:
+        raise StoreError(f"no document run {document_run_id}")
+    return source
+
+
+def _upsert(session: Session, source: Any, values: dict[str, Any]) -> int:
+    approved = session.scalar(
+        select(ApprovedRecord).where(
+            ApprovedRecord.document_sha256 == source.sha256,
+            ApprovedRecord.contract == source.contract,
+            ApprovedRecord.contract_version == source.contract_version,
         )
-        approved = session.scalar(
-            select(ApprovedRecord).where(
-                ApprovedRecord.document_sha256 == source.sha256,
-                ApprovedRecord.contract == source.contract,
-                ApprovedRecord.contract_version == source.contract_version,
-            )
+    )
+    if approved is None:
+        approved = ApprovedRecord(
+            document_sha256=source.sha256,
+            contract=source.contract,
+            contract_version=source.contract_version,
         )
-        if approved is None:
-            approved = ApprovedRecord(
-                document_sha256=source.sha256,
-                contract=source.contract,
-                contract_version=source.contract_version,
-            )
-            session.add(approved)
-        approved.document_path = source.path
-        approved.record = record
-        approved.evidence_spans = evidence_spans
-        approved.attempt_id = attempt_id
-        approved.run_id = source.run_id
-        approved.reviewer = reviewer
-        approved.note = note
-        approved.edited = edited
-        approved.approved_at = now
-        session.flush()
-        return approved.id
+        session.add(approved)
+    approved.document_path = source.path
+    approved.run_id = source.run_id
+    for name, value in values.items():
+        setattr(approved, name, value)
+    session.flush()
+    return approved.id
 
 
 def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) -> int:
@@ -149,14 +179,16 @@ def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) ->
 
 
 def approved_records(
-    store: Store, contract: str | None = None, contract_version: int | None = None
+    store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
 ) -> list[ApprovedRecordInfo]:
-    """What export writes: approved records only, oldest approval first."""
+    """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
     query = select(ApprovedRecord).order_by(ApprovedRecord.approved_at, ApprovedRecord.id)
     if contract is not None:
         query = query.where(ApprovedRecord.contract == contract)
     if contract_version is not None:
         query = query.where(ApprovedRecord.contract_version == contract_version)
+    if since is not None:
+        query = query.where(ApprovedRecord.approved_at >= since)
     with transaction(store.engine, write=False) as session:
         return [plain(ApprovedRecordInfo, row) for row in session.scalars(query)]
 
@@ -168,3 +200,49 @@ def reviews_for(store: Store, document_run_id: int) -> list[ReviewInfo]:
     )
     with transaction(store.engine, write=False) as session:
         return [plain(ReviewInfo, row) for row in session.scalars(query)]
+
+
+def approved_record_for(records: Store, sha256: str, contract: str, contract_version: int) -> ApprovedRecordInfo | None:
+    """The approved record of this content under this contract version, if a person approved one."""
+    query = select(ApprovedRecord).where(
+        ApprovedRecord.document_sha256 == sha256,
+        ApprovedRecord.contract == contract,
+        ApprovedRecord.contract_version == contract_version,
+    )
+    with transaction(records.engine, write=False) as session:
+        row = session.scalar(query)
+        return None if row is None else plain(ApprovedRecordInfo, row)
+
+
+def approved_keys(records: Store) -> set[tuple[str, str, int]]:
+    """``(sha256, contract, contract_version)`` of every approved record (for the review queue)."""
+    query = select(ApprovedRecord.document_sha256, ApprovedRecord.contract, ApprovedRecord.contract_version)
+    with transaction(records.engine, write=False) as session:
+        return {(sha, contract, version) for sha, contract, version in session.execute(query)}
+
+
+def withdraw(records: Store, approved: ApprovedRecordInfo) -> bool:
+    """Delete this approved record if nobody changed it since it was read; returns whether it was deleted."""
+    with transaction(records.engine) as session:
+        deleted = session.connection().execute(
+            delete(ApprovedRecord).where(
+                ApprovedRecord.id == approved.id, ApprovedRecord.approved_at == approved.approved_at
+            )
+        )
+        return deleted.rowcount == 1
+
+
+def latest_reviews(store: Store, document_run_ids: Iterable[int]) -> dict[int, ReviewInfo]:
+    """The newest decision per document run, for those that have one."""
+    wanted = sorted(set(document_run_ids))
+    latest: dict[int, ReviewInfo] = {}
+    with transaction(store.engine, write=False) as session:
+        for start in range(0, len(wanted), 500):
+            query = (
+                select(Review)
+                .where(Review.document_run_id.in_(wanted[start : start + 500]))
+                .order_by(Review.created_at, Review.id)
+            )
+            for row in session.scalars(query):
+                latest[row.document_run_id] = plain(ReviewInfo, row)
+    return latest

@@ -770,6 +770,99 @@ class Store:
                 for row in session.execute(query)
             ]
 
+    # -- queries for review, export, stats and compare (extractor.review, extractor.compare) ----------------
+
+    def find_runs(
+        self,
+        *,
+        ids: Iterable[str] | None = None,
+        id_prefix: str | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        contract: str | None = None,
+        validator_version: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[RunInfo]:
+        """Runs matching every given filter, newest first, with their document counts per state."""
+        query = select(Run).order_by(Run.started_at.desc(), Run.id)
+        if ids is not None:
+            query = query.where(Run.id.in_(list(ids)))
+        if id_prefix is not None:
+            query = query.where(Run.id.startswith(id_prefix, autoescape=True))
+        for column, value in ((Run.model, model), (Run.prompt_version, prompt_version), (Run.contract, contract),
+                              (Run.validator_version, validator_version)):
+            if value is not None:
+                query = query.where(column == value)
+        if since is not None:
+            query = query.where(Run.started_at >= since)
+        if until is not None:
+            query = query.where(Run.started_at < until)
+        if limit is not None:
+            query = query.limit(limit)
+        with transaction(self.engine, write=False) as session:
+            runs = session.scalars(query).all()
+            counts = self._state_counts(session, [run.id for run in runs])
+            return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
+
+    def find_document_runs(
+        self,
+        *,
+        ids: Iterable[int] | None = None,
+        run_ids: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+        sha_prefix: str | None = None,
+        path_suffix: str | None = None,
+    ) -> list[DocumentRunInfo]:
+        """Document runs matching every given filter, newest first."""
+        conditions: list[Any] = []
+        if ids is not None:
+            conditions.append(DocumentRun.id.in_(list(ids)))
+        if run_ids is not None:
+            conditions.append(DocumentRun.run_id.in_(list(run_ids)))
+        if states is not None:
+            conditions.append(DocumentRun.state.in_(list(states)))
+        if sha_prefix is not None:
+            conditions.append(Document.sha256.startswith(sha_prefix.lower(), autoescape=True))
+        if path_suffix is not None:
+            conditions.append(DocumentRun.path.endswith(path_suffix, autoescape=True))
+        condition = DocumentRun.id.is_not(None)
+        for extra in conditions:
+            condition = condition & extra
+        return self._document_runs(condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
+
+    def get_attempt(self, attempt_id: int) -> AttemptInfo | None:
+        with transaction(self.engine, write=False) as session:
+            row = session.get(Attempt, attempt_id)
+            return None if row is None else plain(AttemptInfo, row)
+
+    def findings_of_attempts(self, attempt_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+        """Only the findings of these attempts (no requests or responses): cheap for thousands of documents."""
+        wanted = sorted(set(attempt_ids))
+        found: dict[int, list[dict[str, Any]]] = {}
+        with transaction(self.engine, write=False) as session:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                for attempt_id, findings in session.execute(
+                    select(Attempt.id, Attempt.findings).where(Attempt.id.in_(chunk))
+                ):
+                    found[attempt_id] = list(findings or ())
+        return found
+
+    def attempt_findings_for_runs(
+        self, run_ids: Iterable[str]
+    ) -> list[tuple[str, int, int, str, int, str, list[dict[str, Any]]]]:
+        """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)`` of every attempt of these runs."""
+        query = (
+            select(Attempt.run_id, Attempt.document_run_id, Attempt.id, Attempt.kind, Attempt.number, Attempt.outcome,
+                   Attempt.findings)
+            .where(Attempt.run_id.in_(list(run_ids)))
+            .order_by(Attempt.document_run_id, Attempt.created_at, Attempt.id)
+        )
+        with transaction(self.engine, write=False) as session:
+            return [(r, d, a, k, n, o, list(f or ())) for r, d, a, k, n, o, f in session.execute(query)]
+
 
 def _integrity_queries() -> list[tuple[AnySelect, str]]:
     """One query per invariant, selecting the rows that break it, and the message naming each row."""

@@ -1,0 +1,285 @@
+"""The human decision: ``review``, ``show``, ``approve``, ``reject`` and ``export`` of approved records.
+
+Only these commands write approved records (``extractor.store.approved``). Exit codes: 0 done (also
+"already approved"), 1 refused (errors in an edited candidate, changed source, wrong state), 2 bad usage
+or nothing found.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from extractor.cli.app import Format, FormatOption, app, emit_json, fail, read_candidate
+
+DatabaseOption = Annotated[str | None, typer.Option(
+    "--database", help="run-log database URL [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
+ApprovedDatabaseOption = Annotated[str | None, typer.Option(
+    "--approved-database", help="database of approved records [env EXTRACT_APPROVED_DATABASE_URL; "
+    "default: the run-log database]")]
+ReviewerOption = Annotated[str, typer.Option("--reviewer", envvar="EXTRACT_REVIEWER",
+                                             help="who decides [env EXTRACT_REVIEWER]")]
+DocArgument = Annotated[str, typer.Argument(
+    metavar="DOC", help="document run id, content sha256 (or unique prefix), or the path given to `extract run`")]
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+class QueueState(StrEnum):
+    ready = "ready"
+    manual = "manual"
+    all = "all"
+
+
+def open_run_log(database: str | None) -> Any:
+    """The run log, refusing to create an empty SQLite file for a command that only reads or reviews."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from extractor.store import StoreError, open_store
+    from extractor.store.db import database_url
+
+    url = database_url(database)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        parsed = None
+    if parsed is not None and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).exists():
+            fail(f"no run log at {parsed.database}: run `extract run` first, or point --database / "
+                 "EXTRACT_DATABASE_URL at one")
+    try:
+        return open_store(database)
+    except StoreError as error:
+        fail(str(error))
+
+
+def open_stores(database: str | None, approved_database: str | None) -> tuple[Any, Any]:
+    from extractor.store import StoreError
+    from extractor.store.approved import open_approved
+
+    store = open_run_log(database)
+    try:
+        return store, open_approved(store, approved_database)
+    except StoreError as error:
+        fail(str(error))
+
+
+def _resolve(store: Any, ref: str, for_decision: bool) -> Any:
+    from extractor.review import ReviewError, resolve
+
+    try:
+        return resolve(store, ref, for_decision=for_decision)
+    except ReviewError as error:
+        fail(str(error), error.code)
+
+
+@app.command()
+def review(
+    contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
+    run: Annotated[str | None, typer.Option(help="only this run (id or unique prefix)")] = None,
+    state: Annotated[QueueState, typer.Option(help="which states to list")] = QueueState.all,
+    limit: Annotated[int | None, typer.Option(min=1, help="list at most this many")] = None,
+    database: DatabaseOption = None,
+    approved_database: ApprovedDatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Documents waiting for a person: READY_FOR_REVIEW first, then MANUAL_REVIEW, with their findings."""
+    from extractor.review.queue import waiting
+    from extractor.runfilter import RunFilter
+
+    store, records = open_stores(database, approved_database)
+    run_ids = None
+    if run is not None:
+        try:
+            runs = RunFilter(run=run.lower()).select(store)
+        except ValueError as error:
+            fail(str(error))
+        if not runs:
+            fail(f"no run {run!r}")
+        run_ids = [r.id for r in runs]
+    states = {"ready": ("READY_FOR_REVIEW",), "manual": ("MANUAL_REVIEW",),
+              "all": ("READY_FOR_REVIEW", "MANUAL_REVIEW")}[state.value]
+    items = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=limit)
+    if format is Format.json:
+        emit_json([item.to_json() for item in items])
+        return
+    from extractor.render_review import print_queue
+
+    print_queue(items)
+
+
+@app.command()
+def show(
+    ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help="a run id (or prefix), or DOC: document run id, "
+                                       "content sha256 (or prefix), or path")],
+    database: DatabaseOption = None,
+    approved_database: ApprovedDatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """One document run (source with sentence states and evidence, candidate, fields, questions, findings), or one run.
+
+    For a document run: the source with every sentence marked MAPPED / UNMAPPED / EXCLUDED / UNACCOUNTED and
+    the evidence spans highlighted, the candidate, field states, the missingFields questions, every attempt's
+    findings and the decisions taken. For a run: its configuration and documents.
+    """
+    from extractor.review import ReviewError, resolve_run
+    from extractor.review.resolve import candidates
+    from extractor.review.view import document_view, run_view
+
+    store, records = open_stores(database, approved_database)
+    try:
+        run = resolve_run(store, ref)
+        documents = candidates(store, ref)
+        if run is not None and documents:
+            fail(f"{ref!r} is ambiguous: run {run.id} and document(s) "
+                 + ", ".join(sha[:12] for sha in documents) + "; give more characters")
+        if run is not None:
+            view = run_view(store, run)
+        else:
+            resolved = _resolve(store, ref, for_decision=False)
+            view = document_view(store, records, resolved.document_run, resolved.others)
+    except ReviewError as error:
+        fail(str(error), error.code)
+    if format is Format.json:
+        emit_json(view)
+        return
+    from extractor.render_review import print_document_view, print_run_view
+
+    (print_run_view if view["kind"] == "run" else print_document_view)(view)
+
+
+@app.command()
+def approve(
+    doc: DocArgument,
+    reviewer: ReviewerOption,
+    note: Annotated[str | None, typer.Option(help="why, or what was checked")] = None,
+    edited: Annotated[Path | None, typer.Option(help="a corrected candidate (JSON); re-validated against the "
+                                                "same source and refused while it has error findings")] = None,
+    source: Annotated[Path | None, typer.Option(help="the source file, if it moved since the run "
+                                                "(its sha256 must still match)")] = None,
+    replace: Annotated[bool, typer.Option(help="replace an approved record of this document that differs")] = False,
+    database: DatabaseOption = None,
+    approved_database: ApprovedDatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Approve a document's candidate (or an edited one); the reviewer and time are recorded."""
+    from extractor.review import ReviewError
+    from extractor.review.decide import Refused, approve_document
+
+    store, records = open_stores(database, approved_database)
+    resolved = _resolve(store, doc, for_decision=True)
+    text = read_candidate(edited) if edited is not None else None
+    try:
+        result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
+                                  source=source, replace=replace)
+    except Refused as refused:
+        if format is Format.json:
+            emit_json({"refused": str(refused),
+                       "findings": [] if refused.report is None else [f.to_json() for f in refused.report.findings]})
+            raise typer.Exit(1) from None
+        if refused.report is not None and refused.report.findings:
+            from rich.console import Console
+
+            from extractor.render import findings_table
+
+            Console(stderr=True).print(findings_table(refused.report, title="findings of the edited candidate"))
+        fail(f"refused: {refused}", 1)
+    except ReviewError as error:
+        fail(str(error), error.code)
+    if format is Format.json:
+        emit_json(result.to_json())
+        return
+    a, d = result.approved, result.document_run
+    when = f"{a.approved_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        typer.echo(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
+        return
+    what = "an edited record" if a.edited else "the candidate"
+    typer.echo(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
+               f"by {a.reviewer} at {when}")
+    if result.previous is not None:
+        typer.echo(f"replaced the approval by {result.previous.reviewer} at "
+                   f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
+    if result.report is not None and result.report.findings:
+        typer.echo(f"note: {len(result.report.findings)} warning(s): "
+                   + ", ".join(sorted({f.rule_id for f in result.report.findings})))
+
+
+@app.command()
+def reject(
+    doc: DocArgument,
+    reviewer: ReviewerOption,
+    reason: Annotated[str, typer.Option(help="what is wrong")],
+    database: DatabaseOption = None,
+    approved_database: ApprovedDatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Reject a document's candidate; withdraws an approval that came from the same document run."""
+    from extractor.review import ReviewError
+    from extractor.review.decide import reject_document
+
+    store, records = open_stores(database, approved_database)
+    resolved = _resolve(store, doc, for_decision=True)
+    try:
+        result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason)
+    except ReviewError as error:
+        fail(str(error), error.code)
+    if format is Format.json:
+        emit_json(result.to_json())
+        return
+    r, d = result.review, result.document_run
+    when = f"{r.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        typer.echo(f"already rejected by {r.reviewer} at {when} for the same reason; nothing written")
+        return
+    typer.echo(f"rejected document run {d.id} ({d.path}) by {r.reviewer} at {when}: {r.note}")
+    if result.withdrawn is not None:
+        typer.echo(f"withdrew the approval by {result.withdrawn.reviewer} at "
+                   f"{result.withdrawn.approved_at:%Y-%m-%d %H:%M:%S} UTC; it will not be exported")
+    elif result.kept is not None:
+        typer.echo(f"note: this content keeps its approved record from run {(result.kept.run_id or '?')[:12]} "
+                   f"(approved by {result.kept.reviewer})")
+
+
+@app.command()
+def export(
+    out: Annotated[Path, typer.Option("--out", "-o", help="file to write (atomically: temporary file, then rename)")],
+    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="jsonl or csv")] = ExportFormat.jsonl,
+    contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None,
+    contract_version: Annotated[int | None, typer.Option(help="only this contract version")] = None,
+    since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
+    database: DatabaseOption = None,
+    approved_database: ApprovedDatabaseOption = None,
+) -> None:
+    """Write approved records (only those) with provenance, atomically (temporary file, then rename).
+
+    Provenance: document path and sha256, contract and version, run and attempt (model, prompt, validator),
+    evidence spans, whether it was edited, reviewer, approval time and note.
+    """
+    from extractor.export import export as write_export
+    from extractor.runfilter import parse_when
+
+    try:
+        when = parse_when(since) if since else None
+    except ValueError as error:
+        fail(str(error))
+    if out.is_dir():
+        fail(f"{out} is a folder; give a file name")
+    if not out.parent.exists():
+        fail(f"folder {out.parent} does not exist")
+    store, records = open_stores(database, approved_database)
+    try:
+        result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,
+                              since=when, run_log=store)
+    except OSError as error:
+        fail(f"cannot write {out}: {error.strerror or error}")
+    typer.echo(f"wrote {result.records} approved record(s) to {out} ({format.value})")
+    if not result.records:
+        typer.echo("note: no approved record matched; approve with `extract approve DOC --reviewer NAME`", err=True)

@@ -1,0 +1,174 @@
+"""Run-log queries and the regression gate: ``runs``, ``stats``, ``compare``.
+
+``runs`` and ``stats`` exit 0. ``compare`` exits with its decision so CI can gate on it:
+0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE (2 stays bad usage).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.cli.review import DatabaseOption, open_run_log
+
+ModelOption = Annotated[str | None, typer.Option(help="only runs of this model id (as `extract runs` shows it)")]
+PromptOption = Annotated[str | None, typer.Option("--prompt-version", "--prompt", help="only this prompt version")]
+ContractOption = Annotated[str | None, typer.Option(help="only this contract")]
+ValidatorOption = Annotated[str | None, typer.Option("--validator", help="only this validator version")]
+SinceOption = Annotated[str | None, typer.Option(help="started at or after: 2026-05-01, 2026-05-01T12:00 (UTC), 7d, 12h")]
+UntilOption = Annotated[str | None, typer.Option(help="started before (same forms as --since)")]
+
+
+def _filter(model: str | None, prompt_version: str | None, contract: str | None, validator: str | None,
+            since: str | None, until: str | None) -> Any:
+    from extractor.runfilter import RunFilter, parse_when
+
+    try:
+        return RunFilter(model=model, prompt_version=prompt_version, contract=contract, validator_version=validator,
+                         since=parse_when(since) if since else None, until=parse_when(until) if until else None)
+    except ValueError as error:
+        fail(str(error))
+
+
+@app.command()
+def runs(
+    model: ModelOption = None,
+    prompt_version: PromptOption = None,
+    contract: ContractOption = None,
+    validator: ValidatorOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many runs")] = 20,
+    database: DatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Recent runs, newest first: configuration and documents per state."""
+    from extractor.review.view import run_summary
+
+    selection = _filter(model, prompt_version, contract, validator, since, until)
+    store = open_run_log(database)
+    found = [run_summary(run) for run in selection.select(store, limit=limit)]
+    if format is Format.json:
+        emit_json(found)
+        return
+    from extractor.render_review import print_runs
+
+    print_runs(found)
+
+
+@app.command()
+def stats(
+    selections: Annotated[list[str] | None, typer.Argument(
+        metavar="[RUN_OR_FILTER]...", help="run ids (or prefixes) or key=value filters (prompt=v2,model=x); "
+        "default: the newest runs matching the options")] = None,
+    model: ModelOption = None,
+    prompt_version: PromptOption = None,
+    contract: ContractOption = None,
+    validator: ValidatorOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    rule: Annotated[str | None, typer.Option(help="only this rule id")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many runs")] = 5,
+    database: DatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Failure rates per rule_id per run, oldest to newest: trace a regression to the rule that started failing.
+
+    Per rule: documents whose final attempt fails it (after the one repair), and in brackets whose first
+    generation failed it; warnings as wN.
+    """
+    from extractor.runfilter import RunFilter
+    from extractor.stats import rule_stats
+
+    options = _filter(model, prompt_version, contract, validator, since, until)
+    store = open_run_log(database)
+    chosen: dict[str, Any] = {}
+    try:
+        if selections:
+            for spec in selections:
+                parsed = RunFilter.parse(spec)
+                merged = parsed.merged(**{k: getattr(options, k) for k in vars(options)})
+                matched = merged.select(store, limit=limit)
+                if not matched:
+                    fail(f"{spec!r} selects no run")
+                for run in matched:
+                    chosen.setdefault(run.id, run)
+        else:
+            for run in options.select(store, limit=limit):
+                chosen[run.id] = run
+    except ValueError as error:
+        fail(str(error))
+    ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id), reverse=True)[:limit]
+    result = [entry.to_json() for entry in rule_stats(store, ordered)]
+    if rule is not None:
+        wanted = rule.upper()
+        for entry in result:
+            entry["rules"] = {k: v for k, v in entry["rules"].items() if k == wanted}
+    if format is Format.json:
+        emit_json(result)
+        return
+    from extractor.render_review import print_stats
+
+    print_stats(result)
+
+
+@app.command()
+def compare(
+    baseline: Annotated[str, typer.Argument(help="run id (or prefix), or key=value filters: prompt=, model=, "
+                                            "contract=, validator=, run=, since=, until=")],
+    candidate: Annotated[str, typer.Argument(help="the same forms as BASELINE")],
+    delta: Annotated[float, typer.Option(min=0.0, max=0.99, help="smallest drop in pass rate that matters")] = 0.03,
+    block: Annotated[float, typer.Option(min=0.0, max=1.0, help="BLOCK when rho >= this")] = 0.8,
+    review_at: Annotated[float, typer.Option("--review", min=0.0, max=1.0,
+                                             help="MANUAL_REVIEW when rho >= this")] = 0.5,
+    samples: Annotated[int, typer.Option(min=100, help="Monte Carlo samples")] = 10_000,
+    seed: Annotated[int, typer.Option(help="random seed (same counts + seed = same rho)")] = 42,
+    weights: Annotated[str | None, typer.Option(help="category traffic shares, e.g. hr=0.7,finance=0.3; implies "
+                                                "--by-tag (default: shares of the compared documents)")] = None,
+    by_tag: Annotated[bool, typer.Option(help="categories = document tags (extract run --tag)")] = False,
+    tag_prefix: Annotated[str | None, typer.Option(help="categories = the tag starting with this, e.g. domain:")] = None,
+    max_unevaluable: Annotated[float, typer.Option(min=0.0, max=1.0, help="share of matched documents that may be "
+                                                   "not evaluable (ERROR) before PROMOTE becomes MANUAL_REVIEW")] = 0.0,
+    plot: Annotated[Path | None, typer.Option(help="also write a PNG of the posteriors")] = None,
+    database: DatabaseOption = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """The regression gate: per-category Beta posteriors, rho = P(rate_B < rate_A - delta), a decision.
+
+    Exit 0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE, 2 bad usage.
+    """
+    from extractor.compare import compare as run_compare
+    from extractor.compare import parse_weights
+    from extractor.compare import plot as write_plot
+    from extractor.gate import GateSettings
+
+    try:
+        settings = GateSettings(delta=delta, block=block, review=review_at, samples=samples, seed=seed)
+        shares = parse_weights(weights) if weights else None
+    except ValueError as error:
+        fail(str(error))
+    store = open_run_log(database)
+    try:
+        result = run_compare(store, baseline, candidate, settings, weights=shares,
+                             by_tag=by_tag or weights is not None,
+                             tag_prefix=tag_prefix, max_unevaluable=max_unevaluable)
+    except ValueError as error:
+        fail(str(error))
+    data = result.to_json()
+    if plot is not None:
+        try:
+            data["plot"] = str(write_plot(result, plot))
+        except OSError as error:
+            fail(f"cannot write {plot}: {error.strerror or error}")
+    if format is Format.json:
+        emit_json(data)
+    else:
+        from extractor.render_review import print_comparison
+
+        print_comparison(data)
+        if plot is not None:
+            typer.echo(f"plot: {plot}")
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,314 @@
+"""``extract compare``: the regression gate between two groups of runs (prompt, model or validator versions).
+
+Each side is a run id or ``key=value`` filters over runs. Per document content (sha256) a side takes its
+newest document run that reached a final state in the matching runs. Documents are matched across sides by
+content hash; documents on one side only are listed, never silently dropped, and take no part in the
+rates (the two rates must be measured on the same documents).
+
+Per document: **pass** = READY_FOR_REVIEW with no error finding in the final attempt (after the one
+repair); **fail** = MANUAL_REVIEW, or any error finding left. A provider **ERROR** (transport failure,
+timeout, refused request) is **not evaluable**, not a fail: it says nothing about the prompt or model
+under test, and counting it as a fail would let a provider outage block a release while counting it as a
+pass would hide missing data. Following the AGO gate's conservative aggregation, missing data is reported
+as an explicit gap instead: a matched document not evaluable on either side is left out of both rates,
+listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
+PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.
+
+Categories are document tags (``extract run --tag``) when asked for, else one category; weights default
+to each category's share of the compared documents, or traffic shares given with ``--weights``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from extractor.gate import Category, Decision, GateResult, GateSettings, decide, default_weights, normalise_weights
+from extractor.runfilter import RunFilter
+from extractor.store import FINAL_STATES, RunInfo, Store
+
+PASS_STATE = "READY_FOR_REVIEW"
+EVALUABLE_STATES = ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+DEFAULT_CATEGORY = "all"
+UNTAGGED = "untagged"
+
+
+@dataclass(frozen=True)
+class SideDocument:
+    sha256: str
+    path: str
+    document_run_id: int
+    run_id: str
+    state: str
+    tags: list[str]
+    error_rules: frozenset[str]
+    rules: frozenset[str]
+
+    @property
+    def evaluable(self) -> bool:
+        return self.state in EVALUABLE_STATES
+
+    @property
+    def passed(self) -> bool | None:
+        """True/False for an evaluable document, None when it cannot be judged."""
+        if not self.evaluable:
+            return None
+        return self.state == PASS_STATE and not self.error_rules
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "path": self.path, "document_run_id": self.document_run_id,
+                "run_id": self.run_id, "state": self.state, "passed": self.passed,
+                "error_rule_ids": sorted(self.error_rules)}
+
+
+@dataclass(frozen=True)
+class Side:
+    spec: str
+    filter: RunFilter
+    runs: list[RunInfo]
+    documents: dict[str, SideDocument]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "selection": self.filter.describe(),
+            "runs": [{"id": r.id, "model": r.model, "prompt_version": r.prompt_version,
+                      "validator_version": r.validator_version, "contract": f"{r.contract}@v{r.contract_version}",
+                      "started_at": r.started_at.isoformat(timespec="seconds")} for r in self.runs],
+            "documents": len(self.documents),
+        }
+
+
+@dataclass
+class Comparison:
+    baseline: Side
+    candidate: Side
+    gate: GateResult
+    category_of: dict[str, str]
+    paired: list[str]
+    unevaluable: list[str]
+    only_baseline: list[str]
+    only_candidate: list[str]
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    improvements: list[dict[str, Any]] = field(default_factory=list)
+    rule_rates: list[dict[str, Any]] = field(default_factory=list)
+    max_unevaluable: float = 0.0
+
+    @property
+    def decision(self) -> Decision:
+        return self.gate.decision
+
+    @property
+    def exit_code(self) -> int:
+        return self.gate.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        a, b = self.baseline.documents, self.candidate.documents
+        return {
+            **self.gate.to_json(),
+            "baseline": self.baseline.to_json(),
+            "candidate": self.candidate.to_json(),
+            "matched": len(self.paired) + len(self.unevaluable),
+            "compared": len(self.paired),
+            "not_evaluable": [{"sha256": sha, "path": (a.get(sha) or b[sha]).path,
+                               "baseline_state": a[sha].state, "candidate_state": b[sha].state}
+                              for sha in self.unevaluable],
+            "max_unevaluable": self.max_unevaluable,
+            "unmatched": {
+                "baseline_only": [a[sha].to_json() for sha in self.only_baseline],
+                "candidate_only": [b[sha].to_json() for sha in self.only_candidate],
+            },
+            "regressions": self.regressions,
+            "improvements": self.improvements,
+            "rule_rates": self.rule_rates,
+        }
+
+
+def select_side(store: Store, spec: str) -> Side:
+    """The runs a side names and, per content hash, its newest document run in a final state."""
+    selection = RunFilter.parse(spec)
+    runs = selection.select(store)
+    if not runs:
+        raise ValueError(f"{spec!r} selects no run (see `extract runs`)")
+    contracts = sorted({(r.contract, r.contract_version) for r in runs})
+    if len(contracts) > 1:
+        raise ValueError(f"{spec!r} mixes contracts {', '.join(f'{c}@v{v}' for c, v in contracts)}; add contract=NAME")
+    document_runs = store.find_document_runs(run_ids=[r.id for r in runs])  # newest first
+    chosen: dict[str, Any] = {}
+    for document_run in document_runs:
+        current = chosen.get(document_run.sha256)
+        if current is None or (current.state not in FINAL_STATES and document_run.state in FINAL_STATES):
+            chosen[document_run.sha256] = document_run
+    findings = store.findings_of_attempts(d.final_attempt_id for d in chosen.values() if d.final_attempt_id)
+    documents = {}
+    for sha, d in chosen.items():
+        final = findings.get(d.final_attempt_id or -1, [])
+        documents[sha] = SideDocument(
+            sha256=sha, path=d.path, document_run_id=d.id, run_id=d.run_id, state=d.state, tags=list(d.tags or []),
+            error_rules=frozenset(f["rule_id"] for f in final if f.get("severity") == "error"),
+            rules=frozenset(f["rule_id"] for f in final),
+        )
+    return Side(spec, selection, runs, documents)
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """``hr=0.7,finance=0.3`` -> ``{"hr": 0.7, "finance": 0.3}``."""
+    weights: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or not name or number is None:
+            raise ValueError(f"--weights takes category=share[,category=share], not {text!r}")
+        weights[name] = number
+    return weights
+
+
+def _category(document: SideDocument, other: SideDocument, by_tag: bool, prefix: str | None) -> str:
+    if not by_tag:
+        return DEFAULT_CATEGORY
+    for tags in (document.tags, other.tags):
+        for tag in tags:
+            if prefix is None or tag.startswith(prefix):
+                return tag
+    return UNTAGGED
+
+
+def compare(store: Store, baseline: str, candidate: str, settings: GateSettings = GateSettings(), *,
+            weights: dict[str, float] | None = None, by_tag: bool = False, tag_prefix: str | None = None,
+            max_unevaluable: float = 0.0) -> Comparison:
+    """Both sides, their matching, the gate and the per-document and per-rule differences."""
+    if not 0.0 <= max_unevaluable <= 1.0:
+        raise ValueError(f"max_unevaluable must be a share in [0, 1], not {max_unevaluable}")
+    side_a, side_b = select_side(store, baseline), select_side(store, candidate)
+    if {r.id for r in side_a.runs} == {r.id for r in side_b.runs}:
+        raise ValueError("baseline and candidate select the same runs; nothing to compare")
+    contract_a = {(r.contract, r.contract_version) for r in side_a.runs}
+    contract_b = {(r.contract, r.contract_version) for r in side_b.runs}
+    if contract_a != contract_b:
+        raise ValueError("baseline and candidate use different contracts: "
+                         f"{' '.join(f'{c}@v{v}' for c, v in contract_a)} vs {' '.join(f'{c}@v{v}' for c, v in contract_b)}")
+    a, b = side_a.documents, side_b.documents
+    matched = sorted(set(a) & set(b), key=lambda sha: (a[sha].path, sha))
+    only_a = sorted(set(a) - set(b), key=lambda sha: (a[sha].path, sha))
+    only_b = sorted(set(b) - set(a), key=lambda sha: (b[sha].path, sha))
+    paired = [sha for sha in matched if a[sha].evaluable and b[sha].evaluable]
+    unevaluable = [sha for sha in matched if sha not in set(paired)]
+    category_of = {sha: _category(a[sha], b[sha], by_tag or tag_prefix is not None, tag_prefix) for sha in matched}
+
+    counts: Counter[str] = Counter(category_of[sha] for sha in paired)
+    names = sorted(counts)
+    shares = normalise_weights(weights, names) if weights else default_weights(counts)
+    categories = [
+        Category(
+            name=name,
+            passed_a=sum(1 for sha in paired if category_of[sha] == name and a[sha].passed),
+            n_a=counts[name],
+            passed_b=sum(1 for sha in paired if category_of[sha] == name and b[sha].passed),
+            n_b=counts[name],
+            weight=shares[name],
+        )
+        for name in names
+    ]
+    gate = decide(categories, settings)
+    if gate.decision is Decision.NOT_EVALUABLE and not matched:
+        gate = replace(gate, reason="no document is on both sides (matched by content sha256)")
+    elif gate.decision is Decision.NOT_EVALUABLE and not paired:
+        empty = [(name, side) for name, side in (("baseline", a), ("candidate", b))
+                 if not any(side[sha].evaluable for sha in matched)]
+        if empty:
+            gate = replace(gate, reason="; ".join(
+                f"no evaluable document on the {name} side ("
+                + ", ".join(f"{state} {n}" for state, n in sorted(Counter(side[sha].state for sha in matched).items()))
+                + ")" for name, side in empty))
+        else:
+            gate = replace(gate, reason=f"none of the {len(matched)} matched documents is evaluable on both sides")
+    share = len(unevaluable) / len(matched) if matched else 0.0
+    if gate.decision is Decision.PROMOTE and unevaluable and share > max_unevaluable:
+        gate = replace(gate, decision=Decision.MANUAL_REVIEW,
+                       reason=f"{gate.reason}, but {len(unevaluable)} of {len(matched)} matched documents are not "
+                              f"evaluable ({share:.0%} > {max_unevaluable:.0%} allowed by --max-unevaluable)")
+
+    regressions, improvements = [], []
+    for sha in paired:
+        before, after = a[sha], b[sha]
+        if before.passed and not after.passed:
+            regressions.append({
+                "sha256": sha, "path": after.path, "category": category_of[sha],
+                "baseline_document_run_id": before.document_run_id, "candidate_document_run_id": after.document_run_id,
+                "candidate_state": after.state, "new_rule_ids": sorted(after.rules - before.rules),
+                "error_rule_ids": sorted(after.error_rules),
+            })
+        elif not before.passed and after.passed:
+            improvements.append({"sha256": sha, "path": after.path, "category": category_of[sha],
+                                 "fixed_rule_ids": sorted(before.error_rules)})
+
+    failing_a = Counter(rule for sha in paired for rule in a[sha].error_rules)
+    failing_b = Counter(rule for sha in paired for rule in b[sha].error_rules)
+    n = len(paired)
+    rule_rates = [
+        {"rule_id": rule, "baseline_failed": failing_a[rule], "candidate_failed": failing_b[rule], "evaluated": n,
+         "baseline_rate": failing_a[rule] / n, "candidate_rate": failing_b[rule] / n,
+         "change": (failing_b[rule] - failing_a[rule]) / n}
+        for rule in set(failing_a) | set(failing_b)
+    ] if n else []
+    rule_rates.sort(key=lambda r: (-r["change"], r["rule_id"]))
+    return Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
+                      improvements, rule_rates, max_unevaluable)
+
+
+def plot(comparison: Comparison, path: Path) -> Path:
+    """A PNG of the two posterior densities per category and the distribution of rate_B - rate_A."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from extractor.gate import beta_pdf
+
+    gate = comparison.gate
+    panels = len(gate.categories) + (1 if gate.samples_a is not None else 0)
+    columns = min(3, max(panels, 1))
+    rows = max(1, -(-panels // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
+    grid = np.linspace(0.0, 1.0, 801)
+    flat = list(axes.flat)
+    for axis, category in zip(flat, gate.categories):
+        for posterior, label, colour in ((category.a, "baseline", "tab:blue"), (category.b, "candidate", "tab:orange")):
+            low, high = posterior.interval
+            density = beta_pdf(grid, posterior.a, posterior.b)
+            axis.plot(grid, density, color=colour,
+                      label=f"{label} {posterior.passed}/{posterior.n}  95% [{low:.2f}, {high:.2f}]")
+            axis.fill_between(grid, density, where=(grid >= low) & (grid <= high), color=colour, alpha=0.15)
+        axis.set_title(f"{category.name} (weight {category.weight:.2f})")
+        axis.set_xlabel("pass rate")
+        axis.set_xlim(0, 1)
+        axis.legend(fontsize=8, loc="upper left")
+    if gate.samples_a is not None and gate.samples_b is not None:
+        axis = flat[len(gate.categories)]
+        difference = gate.samples_b - gate.samples_a
+        edges = np.linspace(min(difference.min(), -gate.settings.delta) - 1e-9, max(difference.max(), 0.0) + 1e-9, 81)
+        worse = difference < -gate.settings.delta
+        axis.hist(difference[~worse], bins=edges, color="tab:gray", alpha=0.7, label="B not worse by delta")
+        axis.hist(difference[worse], bins=edges, color="tab:red", alpha=0.6, label="B worse by > delta (rho)")
+        axis.axvline(-gate.settings.delta, color="tab:red", linestyle="--", label=f"-delta = {-gate.settings.delta:g}")
+        axis.set_title(f"weighted rate B - A: rho = {gate.rho:.3f} -> {gate.decision.value}")
+        axis.set_xlabel("rate_B - rate_A")
+        axis.legend(fontsize=8)
+    for axis in flat[panels:]:
+        axis.axis("off")
+    if not gate.categories:
+        flat[0].text(0.5, 0.5, f"{gate.decision.value}\n{gate.reason}", ha="center", va="center", wrap=True)
+        flat[0].axis("off")
+    figure.suptitle(f"{comparison.baseline.spec}  vs  {comparison.candidate.spec}", fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

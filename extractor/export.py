@@ -1,0 +1,166 @@
+"""Export approved records (and nothing else) as JSONL or CSV, each with its provenance.
+
+Provenance per record: document path and sha256, contract and version, the run and attempt it came from
+(with the run's model, prompt and validator version when the run log still has that run), whether a
+person edited it, the validator's evidence spans (offsets into the canonical text, with the sentence ids
+they touch), reviewer, approval time and note.
+
+The file is written to a temporary file beside the target, flushed to disk and renamed over the target:
+a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from extractor.store import Store
+    from extractor.store.approved import ApprovedRecordInfo
+
+FORMATS = ("jsonl", "csv")
+PROVENANCE_COLUMNS = (
+    "document_path",
+    "document_sha256",
+    "contract",
+    "contract_version",
+    "run_id",
+    "attempt_id",
+    "model",
+    "prompt_version",
+    "validator_version",
+    "edited",
+    "reviewer",
+    "approved_at",
+    "note",
+    "evidence_spans",
+)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    format: str
+    records: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "format": self.format, "records": self.records}
+
+
+def provenance(record: ApprovedRecordInfo, run: Any | None) -> dict[str, Any]:
+    return {
+        "document_path": record.document_path,
+        "document_sha256": record.document_sha256,
+        "contract": record.contract,
+        "contract_version": record.contract_version,
+        "run_id": record.run_id,
+        "attempt_id": record.attempt_id,
+        "model": None if run is None else run.model,
+        "prompt_version": None if run is None else run.prompt_version,
+        "validator_version": None if run is None else run.validator_version,
+        "edited": record.edited,
+        "reviewer": record.reviewer,
+        "approved_at": record.approved_at.isoformat(timespec="microseconds"),
+        "note": record.note,
+        "evidence_spans": record.evidence_spans,
+    }
+
+
+def atomic_write(path: Path, write: Callable[[IO[str]], None], *, newline: str | None = None) -> None:
+    """Call ``write`` on a temporary file in ``path``'s folder, fsync it, then rename it to ``path``.
+
+    On any exception (KeyboardInterrupt included) the temporary file is removed and ``path`` is untouched.
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        os.chmod(temporary, _mode_for(path))
+        with os.fdopen(handle, "w", encoding="utf-8", newline=newline) as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+    if os.name == "posix":  # make the rename itself durable
+        directory = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def _mode_for(path: Path) -> int:
+    """The existing file's permissions, else what a plain ``open()`` would create (mkstemp makes 0600)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _jsonl(rows: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
+    def write(stream: IO[str]) -> None:
+        for record, origin in rows:
+            stream.write(json.dumps({"record": record, "provenance": origin}, ensure_ascii=False) + "\n")
+
+    return write
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
+    """One row per record: provenance columns, then one column per top-level record field (nested values
+    as JSON text); a record field named like a provenance column gets a ``record.`` prefix."""
+    fields: dict[str, None] = {}
+    for record, _ in rows:
+        fields.update(dict.fromkeys(record))
+    names = {key: f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in fields}
+
+    def write(stream: IO[str]) -> None:
+        writer = csv.writer(stream)
+        writer.writerow([*PROVENANCE_COLUMNS, *names.values()])
+        for record, origin in rows:
+            writer.writerow([_cell(origin[c]) for c in PROVENANCE_COLUMNS] + [_cell(record.get(k)) for k in names])
+
+    return write
+
+
+def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
+           since: datetime | None = None, run_log: Store | None = None) -> ExportResult:
+    """Write the approved records to ``out`` atomically; returns how many were written."""
+    from extractor.store.approved import approved_records
+
+    if fmt not in FORMATS:
+        raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    approved = approved_records(records, contract=contract, contract_version=contract_version, since=since)
+    runs: dict[str, Any] = {}
+    if run_log is not None:
+        wanted = {r.run_id for r in approved if r.run_id}
+        runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
+    rows = [(r.record, provenance(r, runs.get(r.run_id or ""))) for r in approved]
+    if fmt == "jsonl":
+        atomic_write(out, _jsonl(rows))
+    else:
+        atomic_write(out, _csv(rows), newline="")
+    return ExportResult(out, fmt, len(rows))

@@ -1,0 +1,398 @@
+"""Terminal rendering (rich) for review, show, runs, stats and compare.
+
+The data comes from ``extractor.review``, ``extractor.stats`` and ``extractor.compare``; ``--format json``
+prints the same data without this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from extractor.render import STATE_STYLE
+
+SENTENCE_STYLE = {
+    "MAPPED": "green",
+    "UNMAPPED": "yellow",
+    "EXCLUDED": "bright_black",
+    "UNACCOUNTED": "bold white on red",
+    "NOT_EVALUATED": "",
+}
+EVIDENCE_STYLE = "bold underline"
+DECISION_STYLE = {"PROMOTE": "bold green", "MANUAL_REVIEW": "bold yellow", "BLOCK": "bold red",
+                  "NOT_EVALUABLE": "bold magenta"}
+
+
+def _sentence_style(label: str) -> str:
+    return SENTENCE_STYLE.get(label, "red")  # UNVERIFIED:<rule> and anything unexpected stand out
+
+
+def display_path(path: str) -> str:
+    """A path relative to the current folder when it lies inside it (the run log keeps paths as given)."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def _short(sha: str | None, n: int = 12) -> str:
+    return (sha or "")[:n]
+
+
+def _when(iso: str | None) -> str:
+    return "-" if not iso else iso.replace("T", " ")[:16]
+
+
+def _rules(counts: dict[str, int]) -> str:
+    return ", ".join(f"{rule}x{n}" if n > 1 else rule for rule, n in counts.items())
+
+
+# -- review queue ------------------------------------------------------------------------------------------
+
+
+def print_queue(items: list[Any], console: Console | None = None) -> None:
+    console = console or Console()
+    if not items:
+        console.print("nothing waits for review")
+        return
+    table = Table(title=f"{len(items)} document(s) waiting for review (READY_FOR_REVIEW first)")
+    for column in ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "cause"):
+        table.add_column(column, overflow="fold")
+    for item in items:
+        table.add_row(
+            str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
+            _short(item.sha256), f"{item.model} / {item.prompt_version}",
+            Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"), item.cause or "",
+        )
+    console.print(table)
+    console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
+                  "extract reject DOC_RUN --reviewer NAME --reason TEXT")
+
+
+# -- show ---------------------------------------------------------------------------------------------------
+
+
+def source_text(view: dict[str, Any], plain: bool = False) -> Text:
+    """The source, each sentence tagged with its id and state and coloured by state, evidence underlined.
+
+    ``plain`` (no colours available) wraps evidence in ``[[ ]]`` so it stays visible in a pipe.
+    """
+    text = view.get("text")
+    out = Text()
+    previous_end, previous_block = 0, None
+    for position, sentence in enumerate(view["sentences"]):
+        start, end = sentence["start"], sentence["end"]
+        if text is not None:
+            out.append(text[previous_end:start])
+        elif position:
+            out.append("\n\n" if sentence["block"] != previous_block else " ")
+        label = sentence["label"]
+        style = _sentence_style(label)
+        out.append(f"⟨{sentence['id']} {label}⟩", style=f"{style} dim" if style else "dim")
+        body = Text(sentence["text"], style=style)
+        marks: list[tuple[int, int]] = []
+        for span in sentence["evidence"]:
+            relative = (span["start"] - start, span["end"] - start)
+            body.stylize(EVIDENCE_STYLE, *relative)
+            marks.append(relative)
+        if plain and marks:
+            merged: list[list[int]] = []
+            for s, e in sorted(marks):
+                if merged and s <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], e)
+                else:
+                    merged.append([s, e])
+            for s, e in reversed(merged):
+                body = body[:s] + Text("[[") + body[s:e] + Text("]]") + body[e:]
+        out.append_text(body)
+        previous_end, previous_block = end, sentence["block"]
+    if text is not None:
+        out.append(text[previous_end:])
+    return out
+
+
+def compact_json(value: Any) -> str:
+    """JSON with one line per top-level field and per array item: a candidate fits on a screen or two."""
+    if not isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    lines = ["{"]
+    for position, (key, item) in enumerate(value.items()):
+        comma = "," if position < len(value) - 1 else ""
+        name = json.dumps(key, ensure_ascii=False)
+        if isinstance(item, list) and item:
+            lines.append(f"  {name}: [")
+            lines += [f"    {json.dumps(e, ensure_ascii=False)}{',' if i < len(item) - 1 else ''}" for i, e in enumerate(item)]
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {name}: {json.dumps(item, ensure_ascii=False)}{comma}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _findings_table(findings: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("rule_id", "severity", "location", "message"):
+        table.add_column(column, overflow="fold")
+    for finding in findings:
+        style = "red" if finding.get("severity") == "error" else "yellow"
+        table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
+                      finding.get("message", ""))
+    return table
+
+
+def print_document_view(view: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    document_run, run, document = view["document_run"], view["run"], view["document"]
+    state = document_run["state"]
+    header = Text.assemble(
+        (f"document run {document_run['id']}  ", "bold"), (state, STATE_STYLE.get(state, "")),
+        f"  {display_path(document['path'])}  sha256 {_short(document['sha256'], 16)}\n",
+        f"run {_short(run['id'])}  {run['contract']} v{run['contract_version']}  prompt {run['prompt_version']}  "
+        f"model {run['model']} ({run['provider']})  validator {run['validator_version']}  "
+        f"finished {_when(document_run['finished_at'])}",
+    )
+    if document_run["cause"]:
+        header.append(f"\ncause: {document_run['cause']}", style="yellow")
+    if document_run["tags"]:
+        header.append(f"\ntags: {', '.join(document_run['tags'])}")
+    console.print(Panel(header, expand=False))
+
+    if document["source_status"] != "unchanged":
+        console.print(Text(f"source {document['source_status']}: {document['source_detail']}; "
+                           "showing the sentences as the run stored them", style="yellow"))
+    legend = Text("sentences: ")
+    for label in ("MAPPED", "UNMAPPED", "EXCLUDED", "UNACCOUNTED"):
+        legend.append(label, style=SENTENCE_STYLE[label])
+        legend.append("  ")
+    legend.append("UNVERIFIED:<rule>", style="red")
+    legend.append("   evidence: ")
+    legend.append("underlined" if console.color_system else "[[like this]]", style=EVIDENCE_STYLE)
+    counts = ", ".join(f"{label} {n}" for label, n in view["sentence_counts"].items())
+    console.print(legend)
+    console.print(Panel(source_text(view, plain=console.color_system is None),
+                        title=f"source ({document['sentence_count']} sentences: {counts})", title_align="left"))
+
+    if view["candidate"] is not None:
+        console.print(Panel(Syntax(compact_json(view["candidate"]), "json", word_wrap=True, background_color="default"),
+                            title=f"candidate (attempt {view['shown_attempt_id']})", title_align="left"))
+    if view["fields"]:
+        table = Table(title="fields", title_justify="left")
+        table.add_column("field")
+        table.add_column("state")
+        table.add_column("because")
+        for path, field_state in view["fields"].items():
+            value = field_state.get("state")
+            table.add_row(path, Text(value or "-", style=STATE_STYLE.get(value, "bold red")), field_state.get("rule_id") or "")
+        console.print(table)
+    if view["missing_fields"]:
+        console.print(Text("questions for a person (missingFields):", style="bold"))
+        for question in view["missing_fields"]:
+            if isinstance(question, dict):
+                console.print(f"  - {question.get('fieldPath')}: {question.get('question')}")
+    for attempt in view["attempts"]:
+        tokens = f"{attempt['prompt_tokens'] or 0}+{attempt['completion_tokens'] or 0} tokens"
+        latency = f"{attempt['latency_ms'] / 1000:.1f} s" if attempt["latency_ms"] else "-"
+        title = (f"attempt {attempt['number']} ({attempt['kind']}{', final' if attempt['final'] else ''}): "
+                 f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
+                 f"{tokens}, {latency}")
+        if attempt["findings"]:
+            console.print(_findings_table(attempt["findings"], title))
+        else:
+            console.print(Text(title, style="bold"))
+        if attempt["error"]:
+            console.print(Text(f"  error: {attempt['error']}", style="red"))
+        if attempt["raw_response"] is not None:
+            raw = attempt["raw_response"]
+            console.print(Text(f"  raw response ({len(raw)} chars): {raw[:500]!r}", style="bright_black"))
+    for review in view["reviews"]:
+        console.print(f"{review['decision']} by {review['reviewer']} at {_when(review['at'])}"
+                      + (f": {review['note']}" if review["note"] else ""))
+    approved = view["approved"]
+    if approved:
+        same = "this candidate" if approved["same_as_candidate"] else "a different record"
+        console.print(Text(f"approved record: {same}{' (edited)' if approved['edited'] else ''}, by "
+                           f"{approved['reviewer']} at {_when(approved['at'])}", style="green"))
+    if view["other_runs"]:
+        console.print("other runs of this document: " + ", ".join(
+            f"{o['document_run_id']} ({o['state']}, run {_short(o['run_id'])})" for o in view["other_runs"]))
+
+
+def print_run_view(view: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(runs_table([view["run"]], title=f"run {view['run']['id']}"))
+    console.print(f"command: {view['run']['command']}")
+    table = Table(title="documents")
+    for column in ("doc run", "state", "path", "sha256", "tags", "rule ids", "cause"):
+        table.add_column(column, overflow="fold")
+    for d in view["documents"]:
+        table.add_row(str(d["document_run_id"]), Text(d["state"], style=STATE_STYLE.get(d["state"], "")), display_path(d["path"]),
+                      _short(d["sha256"]), ", ".join(d["tags"]), ", ".join(d["rule_ids"]), d["cause"] or "")
+    console.print(table)
+
+
+# -- runs and stats -----------------------------------------------------------------------------------------
+
+
+STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
+
+
+def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)") -> Table:
+    table = Table(title=title)
+    for column in ("run", "started (UTC)", "status", "contract", "prompt", "model", "validator", "docs",
+                   "ready", "manual", "error", "other"):
+        table.add_column(column, overflow="fold", justify="right" if column in ("docs", "ready", "manual", "error",
+                                                                               "other") else "left")
+    for run in runs:
+        counts = run["counts"]
+        other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
+        table.add_row(
+            _short(run["id"]), _when(run["started_at"]), run["status"], f"{run['contract']} v{run['contract_version']}",
+            run["prompt_version"], run["model"], run["validator_version"], str(run["documents"]),
+            *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
+            str(other),
+        )
+    return table
+
+
+def print_runs(runs: list[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or Console()
+    if not runs:
+        console.print("no run matches")
+        return
+    console.print(runs_table(runs))
+
+
+def _pct(count: dict[str, Any]) -> str:
+    rate = count["rate"]
+    return "-" if rate is None else f"{count['failed']}/{count['evaluated']} {rate:.0%}"
+
+
+def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> None:
+    """Rows: rule ids; columns: runs oldest to newest. A final-attempt rate that rose since the previous
+    column is red, one that fell is green."""
+    console = console or Console()
+    if not stats:
+        console.print("no run matches")
+        return
+    ordered = list(reversed(stats))  # oldest first, so a regression reads left to right
+    table = Table(title="error findings per rule: final attempt (first attempt), documents failing / evaluated")
+    table.add_column("rule_id")
+    for entry in ordered:
+        table.add_column(f"{_short(entry['run_id'], 8)}\n{entry['model']}\n{entry['prompt_version']} "
+                         f"{entry['started_at'][:10]}", justify="right")
+    rules = sorted({rule for entry in ordered for rule in entry["rules"]})
+    for rule in rules:
+        cells: list[Text] = []
+        previous: float | None = None
+        for entry in ordered:
+            counts = entry["rules"].get(rule)
+            if counts is None:
+                final = {"failed": 0, "evaluated": entry["evaluated_final"],
+                         "rate": 0.0 if entry["evaluated_final"] else None}
+                first = {"failed": 0, "evaluated": entry["evaluated_first"],
+                         "rate": 0.0 if entry["evaluated_first"] else None}
+                warning = 0
+            else:
+                final, first, warning = counts["final"], counts["first"], counts["warning"]["failed"]
+            rate = final["rate"]
+            style = ""
+            if previous is not None and rate is not None:
+                style = "red" if rate > previous else "green" if rate < previous else ""
+            cell = Text(_pct(final), style=style)
+            cell.append(f" ({_pct(first)})", style="bright_black")
+            if warning:
+                cell.append(f" w{warning}", style="yellow")
+            cells.append(cell)
+            previous = rate if rate is not None else previous
+        table.add_row(rule, *cells)
+    table.add_row("documents evaluated", *(f"{e['evaluated_final']} of {e['documents']}" for e in ordered), style="bold")
+    console.print(table)
+
+
+# -- compare ------------------------------------------------------------------------------------------------
+
+
+def _interval(posterior: dict[str, Any]) -> str:
+    low, high = posterior["interval"]
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def print_comparison(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    for name in ("baseline", "candidate"):
+        side = result[name]
+        runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']})" for r in side["runs"][:4])
+        more = f" +{len(side['runs']) - 4} more" if len(side["runs"]) > 4 else ""
+        console.print(f"{name:>9}: {side['spec']}  ->  {len(side['runs'])} run(s): {runs}{more}; "
+                      f"{side['documents']} document(s)")
+    console.print(f"  matched: {result['matched']} by content sha256, compared (evaluable on both sides): "
+                  f"{result['compared']}")
+    settings = result["settings"]
+    if result["categories"]:
+        table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings['level']:.0%} intervals")
+        for column in ("category", "weight", "baseline k/n", "mean", "interval", "candidate k/n", "mean", "interval"):
+            table.add_column(column, justify="left" if column == "category" else "right")
+        for c in result["categories"]:
+            a, b = c["a"], c["b"]
+            table.add_row(c["name"], f"{c['weight']:.3f}", f"{a['passed']}/{a['n']}", f"{a['mean']:.3f}", _interval(a),
+                          f"{b['passed']}/{b['n']}", f"{b['mean']:.3f}", _interval(b))
+        if result["rate_a"]:
+            ra, rb = result["rate_a"], result["rate_b"]
+            table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra), "", f"{rb['mean']:.3f}",
+                          _interval(rb), style="bold")
+        console.print(table)
+    if result["rho"] is not None:
+        diff = result["difference_b_minus_a"]
+        console.print(f"rho = P(rate_B < rate_A - {settings['delta']:g}) = {result['rho']:.4f}   "
+                      f"(Monte Carlo {settings['samples']:,} samples, seed {settings['seed']}; "
+                      f"block >= {settings['block']:g}, review >= {settings['review']:g}); "
+                      f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
+    if result["regressions"]:
+        table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
+        for column in ("path", "sha256", "candidate doc run", "state", "new rule ids"):
+            table.add_column(column, overflow="fold")
+        for r in result["regressions"]:
+            table.add_row(display_path(r["path"]), _short(r["sha256"]), str(r["candidate_document_run_id"]),
+                          Text(r["candidate_state"], style=STATE_STYLE.get(r["candidate_state"], "")),
+                          Text(", ".join(r["new_rule_ids"]) or "(none new)", style="red"))
+        console.print(table)
+    if result["improvements"]:
+        console.print(Text(f"{len(result['improvements'])} improvement(s): failed in baseline, pass in candidate",
+                           style="green"))
+    changed = [r for r in result["rule_rates"] if r["change"] != 0]
+    if changed:
+        table = Table(title="error rule failure rates on the compared documents")
+        for column in ("rule_id", "baseline", "candidate", "change"):
+            table.add_column(column, justify="left" if column == "rule_id" else "right")
+        for r in changed:
+            table.add_row(r["rule_id"], f"{r['baseline_failed']}/{r['evaluated']}", f"{r['candidate_failed']}/{r['evaluated']}",
+                          Text(f"{r['change']:+.0%}", style="red" if r["change"] > 0 else "green"))
+        console.print(table)
+    unevaluable = result["not_evaluable"]
+    if unevaluable:
+        console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
+                           style="yellow"))
+        for d in unevaluable[:20]:
+            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline_state']}, "
+                          f"candidate {d['candidate_state']}")
+    unmatched = result["unmatched"]
+    for name, label in (("baseline_only", "baseline only"), ("candidate_only", "candidate only")):
+        if unmatched[name]:
+            console.print(Text(f"{len(unmatched[name])} document(s) {label} (not compared):", style="yellow"))
+            for d in unmatched[name][:50]:
+                console.print(f"  {_short(d['sha256'])} {display_path(d['path'])} ({d['state']})")
+            if len(unmatched[name]) > 50:
+                console.print(f"  ... {len(unmatched[name]) - 50} more (--format json lists all)")
+    console.print(Text.assemble(("decision: ", "bold"), (result["decision"], DECISION_STYLE[result["decision"]]),
+                                f"  ({result['reason']})"))

@@ -1,0 +1,218 @@
+"""A person's decision: approve (as produced, or an edited candidate) or reject, with who and when.
+
+Approval rules:
+
+- only READY_FOR_REVIEW and MANUAL_REVIEW document runs can be approved or rejected;
+- the source file is read again and must have the sha256 the run saw, else the approval is refused
+  (the record would describe a text that no longer exists);
+- without ``--edited`` the record is the final attempt's parsed candidate, refused when that attempt has
+  error findings or nothing parseable (a person must supply a corrected candidate);
+- an edited candidate is validated against the same source, re-segmented with the same segmenter (same
+  sentence ids), and refused while it has any error finding; warnings are the reviewer's call;
+- approving the same record again is idempotent (nothing is written); approving a different record over
+  an existing approval needs ``replace``.
+
+A rejection withdraws an approved record that came from the same document run (the newest decision wins;
+the reviews table keeps every decision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.review.resolve import REVIEWABLE, ReviewError
+from extractor.store import DocumentRunInfo, RunInfo, Store
+
+if TYPE_CHECKING:
+    from extractor.document import Document
+    from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
+    from extractor.validate import Report
+
+
+class Refused(ReviewError):
+    """The decision is refused; ``report`` holds the findings of a refused edited candidate."""
+
+    def __init__(self, message: str, report: Report | None = None) -> None:
+        super().__init__(message, code=1)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class Approval:
+    outcome: str  # "approved", "replaced" or "already"
+    approved: ApprovedRecordInfo
+    previous: ApprovedRecordInfo | None
+    document_run: DocumentRunInfo
+    report: Report | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.approved
+        return {
+            "outcome": self.outcome,
+            "document_run_id": self.document_run.id,
+            "approved_record_id": a.id,
+            "document_sha256": a.document_sha256,
+            "contract": a.contract,
+            "contract_version": a.contract_version,
+            "reviewer": a.reviewer,
+            "approved_at": a.approved_at.isoformat(timespec="seconds"),
+            "note": a.note,
+            "edited": a.edited,
+            "attempt_id": a.attempt_id,
+            "run_id": a.run_id,
+            "previous": None if self.previous is None else {
+                "reviewer": self.previous.reviewer,
+                "approved_at": self.previous.approved_at.isoformat(timespec="seconds"),
+            },
+            "warnings": [] if self.report is None else [f.to_json() for f in self.report.findings],
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    outcome: str  # "rejected" or "already"
+    review: ReviewInfo
+    document_run: DocumentRunInfo
+    withdrawn: ApprovedRecordInfo | None = None
+    kept: ApprovedRecordInfo | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "document_run_id": self.document_run.id,
+            "reviewer": self.review.reviewer,
+            "reason": self.review.note,
+            "rejected_at": self.review.created_at.isoformat(timespec="seconds"),
+            "withdrawn_approval": None if self.withdrawn is None else {
+                "reviewer": self.withdrawn.reviewer,
+                "approved_at": self.withdrawn.approved_at.isoformat(timespec="seconds"),
+            },
+            "approved_record_kept_from_run": None if self.kept is None else self.kept.run_id,
+        }
+
+
+def _run_of(store: Store, document_run: DocumentRunInfo) -> RunInfo:
+    run = store.get_run(document_run.run_id)
+    if run is None:
+        raise ReviewError(f"document run {document_run.id} refers to missing run {document_run.run_id}")
+    return run
+
+
+def _require_reviewable(document_run: DocumentRunInfo, verb: str) -> None:
+    if document_run.state not in REVIEWABLE:
+        cause = f" ({document_run.cause})" if document_run.cause else ""
+        raise Refused(f"document run {document_run.id} is {document_run.state}{cause}; only READY_FOR_REVIEW and "
+                      f"MANUAL_REVIEW results can be {verb}")
+
+
+def reingest(document_run: DocumentRunInfo, source: Path | None = None) -> Document:
+    """The source file read again; refused unless its bytes are exactly what the run read."""
+    from extractor.errors import InputError
+    from extractor.ingest import load
+
+    path = str(source) if source is not None else document_run.path
+    try:
+        document = load(path)
+    except InputError as error:
+        hint = "" if source is not None else "; if the file moved, pass --source FILE"
+        raise Refused(f"cannot re-read the source to check it: {error}{hint}") from None
+    if document.sha256 != document_run.sha256:
+        raise Refused(f"{path} changed since run {document_run.run_id[:12]} read it (sha256 {document.sha256[:12]} "
+                      f"now, {document_run.sha256[:12]} then); run it again before approving")
+    return document
+
+
+def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text: str,
+                 source: Path | None = None) -> Report:
+    """Validate an edited candidate against the document exactly as the run segmented it."""
+    from extractor.contracts import get_contract
+    from extractor.segment import segment
+    from extractor.validate import validate
+
+    document = segment(reingest(document_run, source))
+    stored = store.get_document(document_run.document_id)
+    if stored is None:
+        raise ReviewError(f"document run {document_run.id} refers to a missing document")
+    if document.segmenter != stored.segmenter:
+        raise Refused(f"the segmenter changed since the run ({document.segmenter!r} now, {stored.segmenter!r} then): "
+                      "sentence ids may differ; run the document again and review the new result")
+    if [s.to_json() for s in document.sentences] != stored.sentences:
+        raise Refused("re-segmenting the source gave different sentences than the run stored; "
+                      "run the document again and review the new result")
+    try:
+        contract = get_contract(run.contract, run.contract_version)
+    except KeyError as error:
+        raise ReviewError(str(error.args[0])) from None
+    report = validate(text, document, contract)
+    if not report.passed:
+        rules = sorted({f.rule_id for f in report.errors})
+        raise Refused(f"edited candidate has {len(report.errors)} error finding(s) ({', '.join(rules)}); "
+                      "fix them and approve again", report=report)
+    return report
+
+
+def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
+                     note: str | None = None, edited: str | None = None, source: Path | None = None,
+                     replace: bool = False) -> Approval:
+    """Approve the final candidate (or the edited one) of a document run; see the module docstring."""
+    from extractor.store.approved import approve, approved_record_for
+
+    if not reviewer.strip():
+        raise ReviewError("--reviewer must name a person")
+    _require_reviewable(document_run, "approved")
+    run = _run_of(store, document_run)
+    final = store.get_attempt(document_run.final_attempt_id) if document_run.final_attempt_id else None
+    report = None
+    if edited is not None:
+        report = check_edited(store, document_run, run, edited, source)
+        record, spans = report.candidate, report.to_json()["evidence_spans"]
+        is_edit = final is None or record != final.parsed
+    else:
+        if final is None or final.parsed is None:
+            raise Refused(f"document run {document_run.id} has no parseable candidate "
+                          f"({document_run.cause or 'no final attempt'}); supply a corrected one with --edited FILE")
+        errors = sorted({f["rule_id"] for f in final.findings or () if f.get("severity") == "error"})
+        if errors:
+            raise Refused(f"the final candidate of document run {document_run.id} has error findings "
+                          f"({', '.join(errors)}); a person must supply a corrected candidate with --edited FILE")
+        reingest(document_run, source)
+        record, spans, is_edit = final.parsed, final.evidence_spans, False
+    existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
+    if existing is not None and existing.record == record:
+        return Approval("already", existing, existing, document_run, report)
+    if existing is not None and not replace:
+        raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
+                      f"different record (from run {(existing.run_id or '?')[:12]}"
+                      f"{', edited' if existing.edited else ''}); pass --replace to replace it")
+    approve(store, document_run.id, record, reviewer=reviewer.strip(), evidence_spans=spans,
+            attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records)
+    approved = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
+    if approved is None:  # withdrawn by a concurrent rejection between the two statements
+        raise ReviewError("the approval was withdrawn concurrently; check `extract show` and retry")
+    return Approval("replaced" if existing is not None else "approved", approved, existing, document_run, report)
+
+
+def reject_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
+                    reason: str) -> Rejection:
+    """Record a rejection; withdraw the approved record if it came from this document run."""
+    from extractor.store.approved import approved_record_for, latest_reviews, reject, reviews_for, withdraw
+
+    if not reviewer.strip():
+        raise ReviewError("--reviewer must name a person")
+    if not reason.strip():
+        raise ReviewError("--reason must say why")
+    _require_reviewable(document_run, "rejected")
+    run = _run_of(store, document_run)
+    latest = latest_reviews(store, [document_run.id]).get(document_run.id)
+    existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
+    from_here = existing is not None and existing.run_id == document_run.run_id
+    if (latest is not None and latest.decision == "rejected" and latest.reviewer == reviewer.strip()
+            and latest.note == reason.strip() and not from_here):
+        return Rejection("already", latest, document_run, kept=existing)
+    review_id = reject(store, document_run.id, reviewer=reviewer.strip(), reason=reason.strip())
+    withdrawn = existing if from_here and existing is not None and withdraw(records, existing) else None
+    review = next(r for r in reviews_for(store, document_run.id) if r.id == review_id)
+    return Rejection("rejected", review, document_run, withdrawn=withdrawn,
+                     kept=existing if existing is not None and withdrawn is None else None)

@@ -1,0 +1,77 @@
+"""The review queue: candidates waiting for a person, READY_FOR_REVIEW first, then MANUAL_REVIEW.
+
+A document run waits when it ended in one of those states, is the newest run of its content under its
+configuration (a forced rerun supersedes the older result), has no decision yet, and its content has no
+approved record under the run's contract version. Within a state the oldest result comes first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from extractor.review.resolve import REVIEWABLE
+from extractor.store import Store
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    document_run_id: int
+    state: str
+    path: str
+    sha256: str
+    run_id: str
+    contract: str
+    contract_version: int
+    model: str
+    prompt_version: str
+    cause: str | None
+    needs_person: list[str]
+    tags: list[str]
+    finished_at: datetime | None
+    errors: dict[str, int] = field(default_factory=dict)
+    warnings: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(vars(self))
+        out["finished_at"] = None if self.finished_at is None else self.finished_at.isoformat(timespec="seconds")
+        return out
+
+
+def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
+            states: tuple[str, ...] = REVIEWABLE, limit: int | None = None) -> list[QueueItem]:
+    from extractor.store.approved import approved_keys, latest_reviews
+
+    document_runs = store.find_document_runs(states=states, run_ids=run_ids)
+    runs = {run.id: run for run in store.find_runs(ids={d.run_id for d in document_runs})}
+    latest: dict[tuple[str, str], Any] = {}
+    for document_run in document_runs:  # newest first
+        latest.setdefault((document_run.sha256, document_run.config_hash), document_run)
+    candidates = [d for d in latest.values() if contract is None or runs[d.run_id].contract == contract]
+    decided = latest_reviews(store, [d.id for d in candidates])
+    approved = approved_keys(records)
+    candidates = [
+        d for d in candidates
+        if d.id not in decided
+        and (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved
+    ]
+    order = {state: position for position, state in enumerate(REVIEWABLE)}
+    candidates.sort(key=lambda d: (order.get(d.state, len(order)), d.finished_at or d.started_at, d.id))
+    if limit is not None:
+        candidates = candidates[:limit]
+    findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
+    items = []
+    for d in candidates:
+        run = runs[d.run_id]
+        final = findings.get(d.final_attempt_id or -1, [])
+        errors = Counter(f["rule_id"] for f in final if f.get("severity") == "error")
+        warnings = Counter(f["rule_id"] for f in final if f.get("severity") == "warning")
+        items.append(QueueItem(
+            document_run_id=d.id, state=d.state, path=d.path, sha256=d.sha256, run_id=d.run_id,
+            contract=run.contract, contract_version=run.contract_version, model=run.model,
+            prompt_version=run.prompt_version, cause=d.cause, needs_person=d.needs_person, tags=d.tags,
+            finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
+        ))
+    return items

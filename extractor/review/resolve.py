@@ -1,0 +1,142 @@
+"""What a person means by DOC: a document run id, a content sha256 (or a unique prefix), or a file path.
+
+Ambiguity is an error listing the candidates, never a silent pick: approving the wrong candidate would
+put a wrong record into the approved data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from extractor.store import FINAL_STATES, DocumentRunInfo, RunInfo, Store
+
+REVIEWABLE = ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+_HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
+_MIN_SHA_PREFIX_FOR_DIGITS = 6
+"""Digits are a document run id; they are also tried as a sha256 prefix only from this length on."""
+
+
+class ReviewError(Exception):
+    """A one-line reason the command cannot do what was asked; ``code`` is the exit code (2 usage, 1 refusal)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The chosen document run and the other runs of the same content (newest first)."""
+
+    document_run: DocumentRunInfo
+    others: list[DocumentRunInfo]
+
+
+def _describe(document_run: DocumentRunInfo) -> str:
+    return (f"{document_run.sha256[:12]} (document run {document_run.id}, {document_run.state}, "
+            f"{document_run.path}, {document_run.started_at:%Y-%m-%d %H:%M})")
+
+
+def _file_sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _same_path(stored: str, given: str, cwd: Path) -> bool:
+    if stored == given:
+        return True
+    try:
+        return (cwd / stored).resolve() == (cwd / given).resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def candidates(store: Store, ref: str, cwd: Path | None = None) -> dict[str, list[DocumentRunInfo]]:
+    """Document runs ``ref`` can mean, grouped by document sha256 (newest run first in each group)."""
+    cwd = cwd or Path.cwd()
+    ref = ref.strip()
+    found: dict[int, DocumentRunInfo] = {}
+    if ref.isdigit():
+        for document_run in store.find_document_runs(ids=[int(ref)]):
+            found[document_run.id] = document_run
+    if _HEX.match(ref) and (not ref.isdigit() or len(ref) >= _MIN_SHA_PREFIX_FOR_DIGITS):
+        for document_run in store.find_document_runs(sha_prefix=ref.lower()):
+            found[document_run.id] = document_run
+    if not found or os.sep in ref or "/" in ref or "." in ref:
+        name = Path(ref).name
+        if name:
+            for document_run in store.find_document_runs(path_suffix=name):
+                if _same_path(document_run.path, ref, cwd):
+                    found[document_run.id] = document_run
+    groups: dict[str, list[DocumentRunInfo]] = {}
+    for document_run in sorted(found.values(), key=lambda d: (d.started_at, d.id), reverse=True):
+        groups.setdefault(document_run.sha256, []).append(document_run)
+    return groups
+
+
+def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | None = None) -> Resolved:
+    """The document run ``ref`` means.
+
+    A document run id names exactly one. A sha256 prefix or path naming several contents is ambiguous,
+    unless it is a path and the file's current content is one of them. Among the runs of one content,
+    ``show`` takes the newest that reached a final state; a decision (``for_decision``) takes the newest
+    reviewable one per configuration and refuses to choose between configurations.
+    """
+    cwd = cwd or Path.cwd()
+    groups = candidates(store, ref, cwd)
+    if not groups:
+        raise ReviewError(f"no document run matches {ref!r} (give a document run id from `extract review`, "
+                          "a content sha256 or prefix, or the path given to `extract run`)")
+    exact = [d for runs in groups.values() for d in runs if ref.strip().isdigit() and d.id == int(ref)]
+    if exact and len(groups) > 1:
+        listed = "; ".join(_describe(runs[0]) for runs in groups.values())
+        raise ReviewError(f"{ref!r} is ambiguous (a document run id and a sha256 prefix): {listed}")
+    if exact:
+        chosen = exact[0]
+        others = [d for d in groups[chosen.sha256] if d.id != chosen.id]
+        return Resolved(chosen, others)
+    if len(groups) > 1:
+        current = _file_sha256(str(cwd / ref)) if (cwd / ref).is_file() else None
+        if current in groups:
+            groups = {current: groups[current]}
+        else:
+            listed = "; ".join(_describe(runs[0]) for runs in groups.values())
+            raise ReviewError(f"{ref!r} matches {len(groups)} documents: {listed}")
+    [runs] = groups.values()
+    if for_decision:
+        reviewable: dict[str, DocumentRunInfo] = {}
+        for document_run in runs:
+            if document_run.state in REVIEWABLE:
+                reviewable.setdefault(document_run.config_hash, document_run)
+        if len(reviewable) > 1:
+            listed = "; ".join(f"document run {d.id} ({d.state}, run {d.run_id[:12]}, {d.started_at:%Y-%m-%d %H:%M})"
+                               for d in reviewable.values())
+            raise ReviewError(f"{ref!r} has candidates from {len(reviewable)} configurations; give one document run "
+                              f"id: {listed}")
+        if reviewable:
+            chosen = next(iter(reviewable.values()))
+            return Resolved(chosen, [d for d in runs if d.id != chosen.id])
+    final = [d for d in runs if d.state in FINAL_STATES]
+    chosen = (final or runs)[0]
+    return Resolved(chosen, [d for d in runs if d.id != chosen.id])
+
+
+def resolve_run(store: Store, ref: str) -> RunInfo | None:
+    """The run ``ref`` names (full id or a unique prefix of at least 6 characters), if it names one."""
+    text = ref.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{6,32}", text):
+        return None
+    runs = store.find_runs(id_prefix=text, limit=10)
+    exact = [run for run in runs if run.id == text]
+    if exact:
+        return exact[0]
+    if len(runs) > 1:
+        raise ReviewError(f"run id prefix {ref!r} matches {len(runs)} runs: " + ", ".join(r.id[:12] for r in runs))
+    return runs[0] if runs else None

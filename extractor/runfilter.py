@@ -1,0 +1,126 @@
+"""Selecting runs from the run log: ``key=value`` filters and dates as people type them.
+
+Used by ``extract runs``, ``stats``, ``export --since`` and both sides of ``extract compare``. Parsing
+errors are ``ValueError`` with a message that can be printed as is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from extractor.store import RunInfo, Store
+
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w)$", re.IGNORECASE)
+_UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_RUN_ID = re.compile(r"^[0-9a-f]{4,32}$")
+
+FILTER_KEYS = {
+    "prompt": "prompt_version",
+    "prompt_version": "prompt_version",
+    "model": "model",
+    "contract": "contract",
+    "validator": "validator_version",
+    "validator_version": "validator_version",
+    "run": "run",
+    "since": "since",
+    "until": "until",
+}
+
+
+def parse_when(value: str, *, now: datetime | None = None) -> datetime:
+    """``2026-05-01``, ``2026-05-01T12:30``, ``2026-05-01 12:30+02:00`` or relative ``90m``, ``12h``, ``7d``, ``2w``.
+
+    Dates and times without an offset are UTC (the run log stores UTC), so the same command means the same
+    thing on every machine.
+    """
+    text = value.strip()
+    match = _RELATIVE.match(text)
+    if match:
+        amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+        return (now or datetime.now(UTC)) - timedelta(**{unit: amount})
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"cannot read {value!r} as a time: use 2026-05-01, 2026-05-01T12:30 (UTC unless an offset is given) "
+            "or a relative age such as 90m, 12h, 7d, 2w"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs to take: every set field must match (``run`` is a run id or a unique prefix of one)."""
+
+    run: str | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    contract: str | None = None
+    validator_version: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> RunFilter:
+        """A run id (or unique prefix), or ``key=value[,key=value]`` with keys
+        prompt, model, contract, validator, run, since, until."""
+        text = spec.strip()
+        if not text:
+            raise ValueError("empty run selection: give a run id or key=value filters")
+        if "=" not in text:
+            if not _RUN_ID.match(text.lower()):
+                raise ValueError(f"{spec!r} is neither a run id nor key=value filters "
+                                 f"(keys: {', '.join(sorted(set(FILTER_KEYS) - {'prompt_version', 'validator_version'}))})")
+            return cls(run=text.lower())
+        values: dict[str, Any] = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key, value = key.strip().lower(), value.strip()
+            if not sep or not value:
+                raise ValueError(f"{part!r} in {spec!r} is not key=value")
+            if key not in FILTER_KEYS:
+                raise ValueError(f"unknown filter {key!r} in {spec!r} (keys: prompt, model, contract, validator, "
+                                 "run, since, until)")
+            name = FILTER_KEYS[key]
+            if name in values:
+                raise ValueError(f"filter {key!r} given twice in {spec!r}")
+            values[name] = parse_when(value) if name in ("since", "until") else value
+        if "run" in values:
+            values["run"] = values["run"].lower()
+        return cls(**values)
+
+    def merged(self, **overrides: Any) -> RunFilter:
+        """This filter with the non-None ``overrides`` set."""
+        return replace(self, **{key: value for key, value in overrides.items() if value is not None})
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def describe(self) -> str:
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                shown = value.isoformat(timespec="seconds") if isinstance(value, datetime) else value
+                parts.append(f"{f.name}={shown}")
+        return ",".join(parts) or "all runs"
+
+    def select(self, store: Store, limit: int | None = None) -> list[RunInfo]:
+        """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``."""
+        runs = store.find_runs(
+            id_prefix=self.run, model=self.model, prompt_version=self.prompt_version, contract=self.contract,
+            validator_version=self.validator_version, since=self.since, until=self.until, limit=limit,
+        )
+        if self.run is not None and len(self.run) < 32:
+            exact = [run for run in runs if run.id == self.run]
+            if exact:
+                return exact
+            if len(runs) > 1:
+                raise ValueError(f"run id prefix {self.run!r} matches {len(runs)} runs: "
+                                 + ", ".join(run.id[:12] for run in runs[:10]))
+        return runs
