@@ -67,13 +67,14 @@ def print_queue(items: list[Any], console: Console | None = None) -> None:
         console.print("nothing waits for review")
         return
     table = Table(title=f"{len(items)} document(s) waiting for review (READY_FOR_REVIEW first)")
-    for column in ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "cause"):
+    for column in ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others", "cause"):
         table.add_column(column, overflow="fold")
     for item in items:
         table.add_row(
             str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
             _short(item.sha256), f"{item.model} / {item.prompt_version}",
-            Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"), item.cause or "",
+            Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"),
+            ", ".join(str(i) for i in item.alternatives), item.cause or "",
         )
     console.print(table)
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "

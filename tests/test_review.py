@@ -112,7 +112,12 @@ def test_review_lists_ready_first_then_manual_with_findings(corpus: Corpus) -> N
     newer = {o.path: o.document_run_id for o in other.outcomes}
     queue = corpus.json("review")
     assert queue[0]["document_run_id"] == newer[str(corpus.paths[1])]  # READY first; doc 0 is approved already
-    assert newer[str(corpus.paths[0])] not in {item["document_run_id"] for item in queue}
+    assert queue[0]["alternatives"] == [corpus.ids[1]]  # one line per document, its other result named
+    assert len(queue) == 3 and newer[str(corpus.paths[0])] not in {item["document_run_id"] for item in queue}
+    every = {item["document_run_id"] for item in corpus.json("review", "--every-result")}
+    assert every == {newer[str(corpus.paths[1])], corpus.ids[1], corpus.ids[2], corpus.ids[5]}
+    assert [item["document_run_id"] for item in corpus.json("review", "--model", "base")] == [
+        corpus.ids[1], corpus.ids[2], corpus.ids[5]]
 
 
 def test_show_marks_every_sentence_and_highlights_evidence(corpus: Corpus) -> None:

@@ -84,29 +84,40 @@ def _resolve(store: Any, ref: str, for_decision: bool) -> Any:
 def review(
     contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
     run: Annotated[str | None, typer.Option(help="only this run (id or unique prefix)")] = None,
+    model: Annotated[str | None, typer.Option(help="only results of this model id")] = None,
+    prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
+                                                       help="only results of this prompt version")] = None,
     state: Annotated[QueueState, typer.Option(help="which states to list")] = QueueState.all,
+    every_result: Annotated[bool, typer.Option(help="list every configuration's result of a document, "
+                                               "not one per document")] = False,
     limit: Annotated[int | None, typer.Option(min=1, help="list at most this many")] = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Documents waiting for a person: READY_FOR_REVIEW first, then MANUAL_REVIEW, with their findings."""
+    """Documents waiting for a person: READY_FOR_REVIEW first, then MANUAL_REVIEW, with their findings.
+
+    One line per document (its READY_FOR_REVIEW result if any configuration produced one, else the newest);
+    other waiting results of the same document are counted under "others" (--every-result lists them).
+    """
     from extractor.review.queue import waiting
     from extractor.runfilter import RunFilter
 
     store, records = open_stores(database, approved_database)
     run_ids = None
-    if run is not None:
+    if run is not None or model is not None or prompt_version is not None:
+        selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
         try:
-            runs = RunFilter(run=run.lower()).select(store)
+            runs = selection.select(store)
         except ValueError as error:
             fail(str(error))
         if not runs:
-            fail(f"no run {run!r}")
+            fail(f"no run matches {selection.describe()}")
         run_ids = [r.id for r in runs]
     states = {"ready": ("READY_FOR_REVIEW",), "manual": ("MANUAL_REVIEW",),
               "all": ("READY_FOR_REVIEW", "MANUAL_REVIEW")}[state.value]
-    items = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=limit)
+    items = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=limit,
+                    every_result=every_result)
     if format is Format.json:
         emit_json([item.to_json() for item in items])
         return

@@ -2,7 +2,12 @@
 
 A document run waits when it ended in one of those states, is the newest run of its content under its
 configuration (a forced rerun supersedes the older result), has no decision yet, and its content has no
-approved record under the run's contract version. Within a state the oldest result comes first.
+approved record under the run's contract version.
+
+The unit of approval is the content (one approved record per sha256 and contract version), so by default
+each content is listed once: its READY_FOR_REVIEW result if any configuration produced one, else its
+newest MANUAL_REVIEW result; the other waiting results of the same content are named in ``alternatives``
+(``every_result`` lists them all). Order: state, then oldest run first, then path.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class QueueItem:
     finished_at: datetime | None
     errors: dict[str, int] = field(default_factory=dict)
     warnings: dict[str, int] = field(default_factory=dict)
+    alternatives: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = dict(vars(self))
@@ -41,7 +47,8 @@ class QueueItem:
 
 
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
-            states: tuple[str, ...] = REVIEWABLE, limit: int | None = None) -> list[QueueItem]:
+            states: tuple[str, ...] = REVIEWABLE, limit: int | None = None,
+            every_result: bool = False) -> list[QueueItem]:
     from extractor.store.approved import approved_keys, latest_reviews
 
     document_runs = store.find_document_runs(states=states, run_ids=run_ids)
@@ -58,7 +65,18 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
         and (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved
     ]
     order = {state: position for position, state in enumerate(REVIEWABLE)}
-    candidates.sort(key=lambda d: (order.get(d.state, len(order)), d.finished_at or d.started_at, d.id))
+    candidates.sort(key=lambda d: (order.get(d.state, len(order)), runs[d.run_id].started_at, d.path, d.id))
+    alternatives: dict[int, list[int]] = {d.id: [] for d in candidates}
+    if not every_result:
+        first: dict[tuple[str, str, int], Any] = {}
+        for d in sorted(candidates, key=lambda d: (order.get(d.state, len(order)), -runs[d.run_id].started_at.timestamp())):
+            key = (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)
+            if key in first:
+                alternatives[first[key].id].append(d.id)
+            else:
+                first[key] = d
+        chosen = {d.id for d in first.values()}
+        candidates = [d for d in candidates if d.id in chosen]
     if limit is not None:
         candidates = candidates[:limit]
     findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
@@ -73,5 +91,6 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
             contract=run.contract, contract_version=run.contract_version, model=run.model,
             prompt_version=run.prompt_version, cause=d.cause, needs_person=d.needs_person, tags=d.tags,
             finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
+            alternatives=alternatives[d.id],
         ))
     return items
