@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,7 @@ from extractor.repair import render_repair
 from extractor.validate import VALIDATOR_VERSION, Report, Source, validate
 
 if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
+    from extractor.judge.modes import Judge, JudgeDecision
     from extractor.store import RunConfig, Store
 
 READY = "READY_FOR_REVIEW"
@@ -175,9 +177,12 @@ class Job:
 
 class Pipeline:
     def __init__(self, store: Store, provider: Provider, settings: RunSettings,
-                 limit: AdaptiveLimit | None = None, progress: Progress | None = None) -> None:
+                 limit: AdaptiveLimit | None = None, progress: Progress | None = None,
+                 judge: Judge | None = None) -> None:
+        """``judge`` (optional) checks candidates that passed every rule; its provider is the caller's to close."""
         self.store = store
         self.provider = provider
+        self.judge = judge
         self.settings = settings
         self.limit = limit or AdaptiveLimit(settings.concurrency)
         self.progress = progress or Progress()
@@ -193,9 +198,10 @@ class Pipeline:
         return RunConfig(
             contract=s.contract.name, contract_version=s.contract.version, prompt_version=s.prompt_version,
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
-            segmenter=segmenter, judge_model=None,
+            segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
-                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force},
+                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force}
+            | ({"judge": self.judge.config()} if self.judge else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )
 
@@ -291,12 +297,47 @@ class Pipeline:
                                   tokens=tokens)
 
     async def _route(self, job: Job, report: Report, attempt_id: int, tokens: int) -> DocumentOutcome:
-        """No error findings: ready for a person, unless a warning the contract marks needs a person first."""
+        """No error findings: ready for a person, unless a warning the contract marks needs a person first.
+
+        With a judge, it runs here and only here: after every deterministic rule passed. Its call is
+        recorded as an attempt of kind ``judge``; what it may change depends on its mode (``extractor.judge``).
+        The final attempt stays the candidate's generation attempt.
+        """
         needing = sorted({f.rule_id for f in report.warnings_needing_person})
-        if needing:
-            return await self._finish(job, MANUAL, f"warning needs a person: {', '.join(needing)}", _rule_ids(report),
-                                      needs_person=needing, final_attempt_id=attempt_id, tokens=tokens)
+        causes = [f"warning needs a person: {', '.join(needing)}"] if needing else []
+        marks = list(needing)
+        if self.judge is not None:
+            decision, spent = await self._judge(job, report)
+            tokens += spent
+            if decision.to_person:
+                causes.append(decision.cause or f"judge {decision.result}")
+                marks += decision.marks
+        if causes:
+            return await self._finish(job, MANUAL, "; ".join(causes), _rule_ids(report), needs_person=marks,
+                                      final_attempt_id=attempt_id, tokens=tokens)
         return await self._finish(job, READY, None, _rule_ids(report), final_attempt_id=attempt_id, tokens=tokens)
+
+    async def _judge(self, job: Job, report: Report) -> tuple[JudgeDecision, int]:
+        """One judge call for a candidate that passed the rules, recorded as it happened (raw answer always)."""
+        from extractor.judge.modes import attempt_fields
+
+        assert self.judge is not None
+        base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=1,
+                    kind="judge", prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
+        try:
+            outcome, decision = await self.judge.evaluate(report)
+        except asyncio.CancelledError:
+            request = self.judge.request_for(report)
+            if request is not None:  # shielded: the record of an interrupted call survives the interruption
+                await asyncio.shield(self._db_call(
+                    self.store.record_attempt, **base, request=request.to_json(), request_hash=request.fingerprint,
+                    outcome="interrupted", error="run interrupted while waiting for the judge; rerun to redo this document"))
+            raise
+        if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
+            await asyncio.shield(self._db_call(
+                self.store.record_attempt, **base, request=outcome.request.to_json(),
+                request_hash=outcome.request.fingerprint, **attempt_fields(outcome, decision, self.judge.policy)))
+        return decision, outcome.tokens
 
     async def _finish(self, job: Job, state: str, cause: str | None, rule_ids: tuple[str, ...],
                       needs_person: Iterable[str] = (), final_attempt_id: int | None = None,

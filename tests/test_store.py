@@ -29,7 +29,7 @@ from extractor.store.approved import approve, approved_records, reject, reviews_
 from extractor.store.db import alembic_config, create_store_engine
 from extractor.store.models import Base, Claim, Run
 
-HEAD = "0002"
+HEAD = "0003"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -189,7 +189,7 @@ def test_database_from_a_newer_extractor_is_refused_with_one_line(db_url: str) -
     with pytest.raises(StoreError) as refused:
         open_store(db_url)
     message = str(refused.value)
-    assert "revision 0099, newer than this extractor (head 0002); upgrade extractor" in message
+    assert f"revision 0099, newer than this extractor (head {HEAD}); upgrade extractor" in message
     assert "\n" not in message
     password = make_url(db_url).password
     if password:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail
+from extractor.cli.judge import DEFAULT_RUBRIC, DEFAULT_THRESHOLD, JudgeModeName
 
 
 def resolve_model(model: str | None) -> str:
@@ -43,6 +44,14 @@ def run(
     tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
                                                  "default sqlite:///extract.db]")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="judge candidates that passed every rule with this "
+                                              "model (openai:<model>, local:<path.gguf>, local); off by default")] = None,
+    judge_mode: Annotated[JudgeModeName | None, typer.Option(help="observe: report only; review: a failure goes to "
+                                                             "MANUAL_REVIEW; block: also marks it BLOCK (needs an "
+                                                             "admit-block calibration) [default: review]")] = None,
+    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_THRESHOLD,
+    judge_rubric: Annotated[str, typer.Option(help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
+    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [default: --base-url]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
@@ -76,16 +85,30 @@ def run(
     settings = RunSettings(contract=get_contract(contract.value), prompt_version=prompt_version,
                            concurrency=concurrency, force=force, max_tokens=max_tokens, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
+    run_judge = None
+    if judge is not None:
+        from extractor.cli.judge import build_run_judge
+
+        run_judge = build_run_judge(
+            judge, generator=provider, store=store, mode=judge_mode, threshold=judge_threshold,
+            rubric_version=judge_rubric, base_url=judge_base_url or base_url, on_rate_limit=limit.on_rate_limit,
+            settings=ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget))
+    elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_THRESHOLD:
+        fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)
     try:
-        pipeline = Pipeline(store, provider, settings, limit=limit, progress=progress)
+        pipeline = Pipeline(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
     except FileNotFoundError as error:
         fail(str(error))
+    from extractor.cli.judge import judge_summary, print_judge_summary, run_with_judge
+
     with progress:
-        summary = asyncio.run(pipeline.run(paths))
+        summary = asyncio.run(run_with_judge(pipeline, paths))
     if format is Format.json:
-        emit_json(summary.to_json())
+        emit_json(summary.to_json() | ({"judge": judge_summary(run_judge)} if run_judge else {}))
     else:
         print_summary(summary)
+        if run_judge is not None:
+            print_judge_summary(run_judge)
     counts = summary.counts
     raise typer.Exit(130 if summary.interrupted else 2 if counts["INPUT_ERROR"] else 1 if counts["ERROR"] else 0)

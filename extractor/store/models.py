@@ -289,3 +289,31 @@ class Review(Base):
     reviewer: Mapped[str] = mapped_column(String(200))
     note: Mapped[str | None] = mapped_column(NulFreeText)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+CalibrationVerdict = Literal["admit-block", "admit-review", "reject"]
+CALIBRATION_VERDICTS: tuple[CalibrationVerdict, ...] = ("admit-block", "admit-review", "reject")
+
+
+class JudgeCalibration(Base):
+    """One calibration report of a judge against human labels (``extract judge calibrate``).
+
+    Tied to exactly what it measured: the judge model, the rubric version and the threshold. A judge may
+    run in block mode only while the latest report for that triple admits it.
+    """
+
+    __tablename__ = "judge_calibrations"
+    __table_args__ = (
+        CheckConstraint(one_of("verdict", CALIBRATION_VERDICTS), name="verdict"),
+        Index("ix_judge_calibrations_key", "judge_model", "rubric_version", "threshold", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    judge_model: Mapped[str] = mapped_column(String(500))
+    rubric_version: Mapped[str] = mapped_column(String(100))
+    threshold: Mapped[float] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(16))
+    labels_sha256: Mapped[str] = mapped_column(String(64))
+    n_cases: Mapped[int] = mapped_column(Integer)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)

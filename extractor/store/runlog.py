@@ -770,6 +770,84 @@ class Store:
                 for row in session.execute(query)
             ]
 
+    # -- judge calibrations (extractor.judge) -------------------------------------------------------------
+
+    def save_calibration(
+        self,
+        *,
+        judge_model: str,
+        rubric_version: str,
+        threshold: float,
+        verdict: str,
+        labels_sha256: str,
+        n_cases: int,
+        report: dict[str, Any],
+    ) -> int:
+        """Store one calibration report; returns its id. Reports are never updated, only superseded."""
+        from extractor.store.models import CALIBRATION_VERDICTS, JudgeCalibration
+
+        _require(verdict, CALIBRATION_VERDICTS, "calibration verdict")
+        with transaction(self.engine) as session:
+            row = JudgeCalibration(
+                created_at=utcnow(), judge_model=judge_model, rubric_version=rubric_version,
+                threshold=float(threshold), verdict=verdict, labels_sha256=labels_sha256, n_cases=n_cases,
+                report=report,
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def calibrations(
+        self, *, judge_model: str | None = None, rubric_version: str | None = None, limit: int | None = 50
+    ) -> list[CalibrationInfo]:
+        """Stored calibration reports, newest first."""
+        from extractor.store.models import JudgeCalibration
+
+        query = select(JudgeCalibration).order_by(JudgeCalibration.created_at.desc(), JudgeCalibration.id.desc())
+        if judge_model is not None:
+            query = query.where(JudgeCalibration.judge_model == judge_model)
+        if rubric_version is not None:
+            query = query.where(JudgeCalibration.rubric_version == rubric_version)
+        if limit is not None:
+            query = query.limit(limit)
+        with transaction(self.engine, write=False) as session:
+            return [plain(CalibrationInfo, row) for row in session.scalars(query)]
+
+    def get_calibration(self, calibration_id: int) -> CalibrationInfo | None:
+        from extractor.store.models import JudgeCalibration
+
+        with transaction(self.engine, write=False) as session:
+            row = session.get(JudgeCalibration, calibration_id)
+            return None if row is None else plain(CalibrationInfo, row)
+
+    def latest_calibration(self, judge_model: str, rubric_version: str, threshold: float) -> CalibrationInfo | None:
+        """The newest report for exactly this judge model, rubric version and threshold (any verdict)."""
+        from extractor.store.models import JudgeCalibration
+
+        query = (
+            select(JudgeCalibration)
+            .where(
+                JudgeCalibration.judge_model == judge_model,
+                JudgeCalibration.rubric_version == rubric_version,
+                func.abs(JudgeCalibration.threshold - float(threshold)) < 1e-9,
+            )
+            .order_by(JudgeCalibration.created_at.desc(), JudgeCalibration.id.desc())
+            .limit(1)
+        )
+        with transaction(self.engine, write=False) as session:
+            row = session.scalars(query).first()
+            return None if row is None else plain(CalibrationInfo, row)
+
+    def latest_admitting_calibration(
+        self, judge_model: str, rubric_version: str, threshold: float, admitting: Iterable[str] = ("admit-block",)
+    ) -> CalibrationInfo | None:
+        """The newest report for this triple if it admits (``admit-block`` by default), else None.
+
+        Only the newest report counts: a later ``reject`` withdraws an earlier admission.
+        """
+        latest = self.latest_calibration(judge_model, rubric_version, threshold)
+        return latest if latest is not None and latest.verdict in tuple(admitting) else None
+
     # -- queries for review, export, stats and compare (extractor.review, extractor.compare) ----------------
 
     def find_runs(
@@ -949,3 +1027,23 @@ def open_store(url: str | None = None, *, stale_after_s: float = STALE_AFTER_S) 
         engine.dispose()
         raise
     return Store(engine, stale_after_s=stale_after_s)
+
+
+@dataclass(frozen=True)
+class CalibrationInfo:
+    """A stored judge calibration report (see ``extractor.judge.calibration`` for ``report``)."""
+
+    id: int
+    created_at: datetime
+    judge_model: str
+    rubric_version: str
+    threshold: float
+    verdict: str
+    labels_sha256: str
+    n_cases: int
+    report: dict[str, Any]
+
+    @property
+    def summary(self) -> str:
+        """One line: the headline numbers the verdict rests on."""
+        return str(self.report.get("summary") or "")

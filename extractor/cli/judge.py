@@ -1,0 +1,307 @@
+"""``extract judge ...``: calibrate a judge against human labels, list stored reports; the run's judge options.
+
+Only typer and the standard library at module level (``extract --help`` stays cheap); numpy, matplotlib,
+the providers and the database are imported by the command that needs them.
+Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input (one line naming the file).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+
+if TYPE_CHECKING:
+    from extractor.generate import Provider
+    from extractor.judge.modes import Judge
+    from extractor.pipeline import Pipeline, RunSummary
+    from extractor.providers import ProviderSettings
+    from extractor.store import Store
+
+judge_app = typer.Typer(help="The optional judge stage: calibrate a judge against human labels, list reports.",
+                        no_args_is_help=True)
+app.add_typer(judge_app, name="judge")
+
+DEFAULT_THRESHOLD = 0.8
+DEFAULT_RUBRIC = "v1"
+
+
+class JudgeModeName(StrEnum):
+    observe = "observe"
+    review = "review"
+    block = "block"
+
+
+# ---------------------------------------------------------------- used by ``extract run``
+
+
+def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeModeName | None, threshold: float,
+                    rubric_version: str, base_url: str | None, settings: ProviderSettings,
+                    on_rate_limit: Any = None) -> Judge:
+    """The judge of a run, with its policy resolved against the calibrations on record.
+
+    Prints (stderr) why block was downgraded, and a warning when judge and generator are the same model.
+    """
+    from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
+    from extractor.judge.stage import load_rubric, model_id
+    from extractor.providers import from_string
+
+    if not 0.0 < threshold < 1.0:
+        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {threshold:g}")
+    try:
+        rubric = load_rubric(rubric_version)
+    except FileNotFoundError as error:
+        fail(str(error))
+    try:
+        provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit)
+    except (ValueError, ImportError) as error:
+        fail(f"--judge: {error}")
+    requested = JudgeMode((mode or JudgeModeName.review).value)
+    policy = resolve_policy(store, model_id(provider), rubric.version, threshold, requested)
+    if policy.reason:
+        typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
+    same = same_model(generator, provider)
+    if same:
+        typer.echo(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
+                   "generator's blind spots. Use a different model for the judge (recorded in the run config).",
+                   err=True)
+    return Judge(provider, policy, rubric, same_model_as_generator=same)
+
+
+async def run_with_judge(pipeline: Pipeline, paths: list[str]) -> RunSummary:
+    """``pipeline.run`` and then close the judge's provider (the pipeline closes only the generator's)."""
+    try:
+        return await pipeline.run(paths)
+    finally:
+        if pipeline.judge is not None:
+            await pipeline.judge.aclose()
+
+
+def judge_summary(judge: Judge) -> dict[str, Any]:
+    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items()))}
+
+
+def print_judge_summary(judge: Judge) -> None:
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
+    policy = judge.policy
+    typer.echo(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
+               f"{policy.rubric_version}): {counts}")
+
+
+# ---------------------------------------------------------------- extract judge calibrate
+
+
+@judge_app.command()
+def calibrate(
+    labels: Annotated[Path, typer.Argument(help="CSV: case_id, human_label_1, human_label_2 (1 = supported), and a "
+                                           "score column or value + excerpt columns")],
+    judge: Annotated[str | None, typer.Option("--judge", help="run this judge on the value/excerpt columns "
+                                              "(openai:<model>, local:<path.gguf>, local)")] = None,
+    scores_column: Annotated[str | None, typer.Option(help="take the judge's scores (0..1) from this column")] = None,
+    model_id: Annotated[str | None, typer.Option(help="with --scores-column: the judge model that produced the scores, "
+                                                 "e.g. openai:gpt-4o-mini [default: the CSV's judge_model column]")] = None,
+    rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>) the scores come from")] = DEFAULT_RUBRIC,
+    threshold: Annotated[float, typer.Option(help="operating threshold the report is tied to")] = DEFAULT_THRESHOLD,
+    plot: Annotated[Path | None, typer.Option(help="sweep plot PNG [default: <labels>.sweep.png next to the CSV]")] = None,
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42,
+    reject_below: Annotated[float, typer.Option(help="reject when the AUROC CI lower bound is below this")] = 0.6,
+    block_auroc: Annotated[float, typer.Option(help="admit-block needs the AUROC CI lower bound >= this")] = 0.75,
+    block_mcc: Annotated[float, typer.Option(help="admit-block needs the MCC CI lower bound >= this")] = 0.4,
+    block_min_cases: Annotated[int, typer.Option(help="admit-block needs at least this many usable cases")] = 100,
+    base_url: Annotated[str | None, typer.Option(help="with --judge: OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
+    timeout: Annotated[float, typer.Option(help="with --judge: seconds per call")] = 120.0,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="with --judge: calls in flight")] = 4,
+    store: Annotated[bool, typer.Option("--store/--no-store", help="store the report in the database")] = True,
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
+                                                 "default sqlite:///extract.db]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Measure a judge against two human annotators: agreement, kappa, balance, AUROC, MCC, sweep, bootstrap CIs.
+
+    The verdict (admit-block / admit-review / reject) is stored for the judge model + rubric version +
+    threshold; only an admit-block report lets `extract run --judge-mode block` block. Exit 0 admitted,
+    1 rejected, 2 bad input.
+    """
+    if (judge is None) == (scores_column is None):
+        fail("give exactly one of --judge MODEL (run the judge) or --scores-column NAME (scores in the CSV)")
+    if not 0.0 < threshold < 1.0:
+        fail(f"--threshold must be between 0 and 1 (exclusive), not {threshold:g}")
+
+    from extractor.judge.calibration import CalibrationInput, VerdictPolicy, sha256_of
+    from extractor.judge.calibration import calibrate as compute
+    from extractor.judge.labels import LabelsError, read_labels
+
+    try:
+        cases, csv_model = read_labels(labels, scores_column, need_texts=judge is not None)
+    except LabelsError as error:
+        fail(str(error))
+    notes: list[str] = []
+    if judge is not None:
+        cases, judge_model = _score_with_judge(cases, judge, rubric, base_url, timeout, concurrency, format)
+        source = f"judge run ({judge_model}, rubric {rubric})"
+    else:
+        judge_model = (model_id or csv_model or "unspecified").strip()
+        source = f"column {scores_column}"
+        if judge_model == "unspecified":
+            notes.append("the scores' model is unspecified (--model-id or a judge_model column): this report can "
+                         "admit no model into block mode")
+        elif ":" not in judge_model:
+            notes.append(f"model id {judge_model!r} has no provider prefix; runs look judges up as "
+                         "<provider>:<model> (e.g. openai:gpt-4o-mini)")
+    try:
+        policy = VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed, reject_auroc_lower=reject_below,
+                               block_auroc_lower=block_auroc, block_mcc_lower=block_mcc, block_min_cases=block_min_cases)
+    except ValueError as error:
+        fail(str(error))
+    report = compute(CalibrationInput(cases, judge_model, rubric, str(labels), sha256_of(str(labels)), source, notes),
+                     policy)
+
+    from extractor.judge.render import print_calibration, write_sweep_plot
+
+    plot_path: Path | None = plot or labels.with_name(f"{labels.stem}.sweep.png")
+    try:
+        write_sweep_plot(report, plot_path)
+    except ImportError:
+        typer.echo("warning: sweep plot skipped: matplotlib is not installed (pip install matplotlib)", err=True)
+        plot_path = None
+    except OSError as error:
+        fail(f"{plot_path}: cannot write the sweep plot ({error.strerror or error})")
+    calibration_id = None
+    if store:
+        calibration_id = _store_report(report, database)
+    if format is Format.json:
+        emit_json({"id": calibration_id, "plot": str(plot_path) if plot_path else None, **report})
+    else:
+        from rich.console import Console
+
+        print_calibration(report, Console(), calibration_id=calibration_id, plot=plot_path)
+    raise typer.Exit(1 if report["verdict"] == "reject" else 0)
+
+
+def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url: str | None, timeout: float,
+                      concurrency: int, format: Format) -> tuple[list[Any], str]:
+    import asyncio
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from extractor.judge.labels import JudgeUnavailable, score_cases
+    from extractor.judge.stage import load_rubric, model_id
+    from extractor.providers import ProviderSettings, from_string
+
+    try:
+        rubric = load_rubric(rubric_version)
+    except FileNotFoundError as error:
+        fail(str(error))
+    try:
+        provider = from_string(spec, base_url=base_url, settings=ProviderSettings(timeout_s=timeout))
+    except (ValueError, ImportError) as error:
+        fail(f"--judge: {error}")
+
+    async def scored() -> list[Any]:
+        try:
+            with Progress(console=Console(stderr=True), disable=format is Format.json, transient=True) as progress:
+                task = progress.add_task(f"judging with {model_id(provider)}", total=len(cases))
+                return await score_cases(cases, provider, rubric, concurrency=concurrency,
+                                         on_case=lambda _case: progress.advance(task))
+        finally:
+            await provider.aclose()
+
+    try:
+        return asyncio.run(scored()), model_id(provider)
+    except JudgeUnavailable as error:
+        fail(f"judge call failed, nothing stored: {error}")
+
+
+def _store_report(report: dict[str, Any], database: str | None) -> int:
+    from extractor.store import StoreError, open_store
+
+    try:
+        with open_store(database) as opened:
+            return opened.save_calibration(
+                judge_model=report["judge_model"], rubric_version=report["rubric_version"],
+                threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
+                n_cases=report["cases"]["used"], report=report,
+            )
+    except StoreError as error:
+        fail(str(error))
+
+
+# ---------------------------------------------------------------- extract judge reports / show
+
+
+@judge_app.command()
+def reports(
+    model: Annotated[str | None, typer.Option(help="only this judge model (e.g. openai:gpt-4o-mini)")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="newest N")] = 20,
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Stored calibration reports, newest first: which judge, rubric and threshold may review or block."""
+    from extractor.store import StoreError, open_store
+
+    try:
+        with open_store(database) as opened:
+            found = opened.calibrations(judge_model=model, limit=limit)
+    except StoreError as error:
+        fail(str(error))
+    if format is Format.json:
+        emit_json([_listing(info) for info in found])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from extractor.judge.render import VERDICT_STYLE, fmt
+
+    if not found:
+        typer.echo("no calibration reports" + (f" for {model}" if model else ""))
+        return
+    table = Table(title="judge calibrations (only the newest per model + rubric + threshold counts)")
+    for column in ("id", "created (UTC)", "judge model", "rubric", "threshold", "verdict", "cases", "AUROC [95% CI]",
+                   "MCC [95% CI]", "labels sha256"):
+        table.add_column(column, overflow="fold")
+    for info in found:
+        judge = info.report.get("judge", {})
+        table.add_row(str(info.id), f"{info.created_at:%Y-%m-%d %H:%M}", info.judge_model, info.rubric_version,
+                      f"{info.threshold:g}", f"[{VERDICT_STYLE.get(info.verdict, '')}]{info.verdict}[/]", str(info.n_cases),
+                      fmt(judge.get("auroc")), fmt(judge.get("mcc")), info.labels_sha256[:12])
+    Console().print(table)
+
+
+@judge_app.command()
+def show(
+    calibration_id: Annotated[int, typer.Argument(help="report id from `extract judge reports`")],
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """One stored calibration report in full."""
+    from extractor.store import StoreError, open_store
+
+    try:
+        with open_store(database) as opened:
+            info = opened.get_calibration(calibration_id)
+    except StoreError as error:
+        fail(str(error))
+    if info is None:
+        fail(f"no calibration report #{calibration_id}")
+    if format is Format.json:
+        emit_json({**_listing(info), "report": info.report})
+        return
+    from rich.console import Console
+
+    from extractor.judge.render import print_calibration
+
+    print_calibration(info.report, Console(), calibration_id=info.id)
+
+
+def _listing(info: Any) -> dict[str, Any]:
+    judge = info.report.get("judge", {})
+    return {"id": info.id, "created_at": info.created_at.isoformat(), "judge_model": info.judge_model,
+            "rubric_version": info.rubric_version, "threshold": info.threshold, "verdict": info.verdict,
+            "n_cases": info.n_cases, "labels_sha256": info.labels_sha256, "auroc": judge.get("auroc"),
+            "mcc": judge.get("mcc"), "summary": info.summary}

@@ -1,0 +1,228 @@
+"""What a judge's answer is allowed to do: modes, the block admission rule, and the routing decision.
+
+Modes (seed 001): ``observe`` reports only; ``review`` sends a failure to a person; ``block`` rejects
+the candidate to a person with a BLOCK mark. A judge is an unverified instrument until it is measured
+against human labels, so ``block`` is granted only when the latest calibration on record for exactly
+this model + rubric version + threshold admits it (``admit-block``); otherwise the judge runs in
+``review`` and the caller is told why. A newer calibration supersedes an older one: a judge that was
+admitted once and rejected later is no longer admitted.
+
+Why a missing verdict always goes to a person, in every mode: modes decide what a *measured* failure
+does. A protocol error, a failed call or a ``not_evaluable`` answer is no measurement at all, and the seed
+is explicit that it must never pass as a score or as "passed" (NOT_EVALUABLE and broken answers -> review).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from extractor.generate import GenerationRequest, Provider
+from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
+from extractor.validate.report import Report
+
+if TYPE_CHECKING:
+    from extractor.store import Store
+
+DEFAULT_THRESHOLD = 0.8
+"""The operating threshold of the article: a link scoring below it is unsupported."""
+
+Result = Literal["pass", "warn", "fail", "not_evaluable", "protocol_error", "transport_error"]
+
+MARK_BLOCK = "BLOCK"
+MARKS: dict[str, str] = {
+    "warn": "JUDGE_WARN",
+    "fail": "JUDGE_FAIL",
+    "not_evaluable": "JUDGE_NOT_EVALUABLE",
+    "protocol_error": "JUDGE_PROTOCOL_ERROR",
+    "transport_error": "JUDGE_NOT_JUDGED",
+}
+"""Marks added to a document run's ``needs_person`` so a reviewer sees why the judge sent it."""
+
+
+class JudgeMode(StrEnum):
+    observe = "observe"
+    review = "review"
+    block = "block"
+
+
+@dataclass(frozen=True)
+class JudgePolicy:
+    """The judge as a run uses it; ``reason`` says why ``mode`` is lower than ``requested``."""
+
+    model: str
+    rubric_version: str
+    threshold: float
+    mode: JudgeMode
+    requested: JudgeMode
+    reason: str | None = None
+    calibration_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "rubric_version": self.rubric_version, "threshold": self.threshold,
+                "mode": self.mode.value, "requested_mode": self.requested.value, "downgrade_reason": self.reason,
+                "calibration_id": self.calibration_id}
+
+
+def resolve_policy(store: Store, model: str, rubric_version: str, threshold: float,
+                   requested: JudgeMode) -> JudgePolicy:
+    """``requested`` if allowed; ``block`` without an admitting calibration on record becomes ``review``."""
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"judge threshold must be between 0 and 1 (exclusive), not {threshold}")
+    latest = store.latest_calibration(model, rubric_version, threshold)
+    calibration_id = latest.id if latest is not None else None
+    if requested is not JudgeMode.block:
+        return JudgePolicy(model, rubric_version, threshold, requested, requested, calibration_id=calibration_id)
+    key = f"{model} + rubric {rubric_version} + threshold {threshold:g}"
+    if latest is None:
+        reason = (f"block mode needs an admit-block calibration for {key}; none is on record "
+                  "(run: extract judge calibrate LABELS.csv --judge ...)")
+    elif latest.verdict != "admit-block":
+        reason = (f"block mode needs an admit-block calibration for {key}; the latest (#{latest.id}, "
+                  f"{latest.created_at:%Y-%m-%d}) says {latest.verdict}" + (f": {latest.summary}" if latest.summary else ""))
+    else:
+        return JudgePolicy(model, rubric_version, threshold, JudgeMode.block, requested, calibration_id=latest.id)
+    return JudgePolicy(model, rubric_version, threshold, JudgeMode.review, requested, reason, calibration_id)
+
+
+@dataclass(frozen=True)
+class JudgeDecision:
+    """What one judge outcome does to a document that passed every rule."""
+
+    result: Result
+    to_person: bool
+    block: bool
+    cause: str | None
+    marks: tuple[str, ...]
+    failing: tuple[int, ...] = ()  # link indices scoring below the threshold
+    unevaluated: tuple[int, ...] = ()  # link indices the judge scored null
+
+    def to_json(self) -> dict[str, Any]:
+        return {"result": self.result, "to_person": self.to_person, "block": self.block, "cause": self.cause,
+                "marks": list(self.marks), "failing_links": list(self.failing),
+                "unevaluated_links": list(self.unevaluated)}
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def decide(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
+    """The judge's result for one document and, with the mode, whether it goes to a person.
+
+    A link fails when its score is below the threshold; the document fails when any link fails or the
+    (overridden) verdict is ``fail``; ``warn`` is the judge's own partial-support verdict.
+    """
+    mode = policy.mode
+    if outcome.kind == "transport_error":
+        cause = f"judge call failed: {outcome.error}; the candidate passed the rules but was not judged"
+        return JudgeDecision("transport_error", True, False, cause, (MARKS["transport_error"],))
+    if outcome.kind == "protocol_error":
+        return JudgeDecision("protocol_error", True, False, f"judge protocol error: {outcome.error}",
+                             (MARKS["protocol_error"],))
+    if outcome.kind == "not_evaluable" or outcome.verdict is None:
+        return JudgeDecision("not_evaluable", True, False, f"judge not evaluable: {outcome.error}",
+                             (MARKS["not_evaluable"],))
+    verdict = outcome.verdict
+    by_index = {link.index: link for link in outcome.links}
+    failing = tuple(s.index for s in verdict.links if s.supported is not None and s.supported < policy.threshold)
+    unevaluated = tuple(s.index for s in verdict.links if s.supported is None)
+    details = [f"{by_index[i].field_path} supported {verdict.score(i):.2f} < {policy.threshold:g}" for i in failing]
+    if verdict.unsupported_values:
+        details.append("unsupported: " + ", ".join(_quote(v) for v in verdict.unsupported_values[:5]))
+    if verdict.overridden:
+        details.append(f"verdict {verdict.model_verdict} overridden to {verdict.verdict} (unsupported values listed)")
+    if verdict.verdict == "fail" or failing:
+        result: Result = "fail"
+    elif unevaluated:
+        paths = ", ".join(by_index[i].field_path for i in unevaluated)
+        return JudgeDecision("not_evaluable", True, False, f"judge not evaluable: it could not score {paths}",
+                             (MARKS["not_evaluable"],), failing, unevaluated)
+    elif verdict.verdict == "warn":
+        result = "warn"
+        details.append(f"comment: {_quote(verdict.comment, 160)}" if verdict.comment else "partly supported")
+    else:
+        return JudgeDecision("pass", False, False, None, (), failing, unevaluated)
+    if mode is JudgeMode.observe:
+        return JudgeDecision(result, False, False, None, (), failing, unevaluated)
+    block = mode is JudgeMode.block and result == "fail"
+    where = f"{mode.value} mode, threshold {policy.threshold:g}"
+    if block and policy.calibration_id is not None:
+        where += f", calibration #{policy.calibration_id}"
+    cause = f"judge {result} ({where}): " + "; ".join(details)
+    marks = (MARK_BLOCK, MARKS[result]) if block else (MARKS[result],)
+    return JudgeDecision(result, True, block, ("BLOCK: " + cause) if block else cause, marks, failing, unevaluated)
+
+
+ATTEMPT_OUTCOME = {"pass": "passed", "warn": "failed", "fail": "failed", "not_evaluable": "failed",
+                   "protocol_error": "protocol_error", "transport_error": "transport_error"}
+
+
+def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: JudgePolicy) -> dict[str, Any]:
+    """The run-log attempt of one judge call (kind ``judge``): raw answer always, parsed verdict only if valid.
+
+    ``passed`` is True/False for a judged document and None when there is no valid verdict; a protocol error
+    keeps ``parsed`` empty on purpose, so nothing downstream can read a score out of a broken answer.
+    """
+    result = outcome.result
+    parsed = None
+    if outcome.verdict is not None:
+        parsed = {"verdict": outcome.verdict.to_json(), "decision": decision.to_json(), "policy": policy.to_json(),
+                  "links": [link.to_json() for link in outcome.links]}
+    passed = {"pass": True, "warn": False, "fail": False}.get(decision.result)
+    fields: dict[str, Any] = dict(
+        outcome=ATTEMPT_OUTCOME[decision.result], parsed=parsed, passed=passed, error=outcome.error,
+        transport=outcome.transport,
+    )
+    if result is not None:
+        fields.update(raw_response=result.text, mode=result.mode, model=result.model, latency_ms=result.latency_ms,
+                      prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+    return fields
+
+
+class Judge:
+    """The judge a run uses: its provider, rubric and policy, plus per-run counts for the summary.
+
+    The caller owns the provider: close it with ``aclose`` (the CLI does, after the run).
+    """
+
+    def __init__(self, provider: Provider, policy: JudgePolicy, rubric: Rubric, *,
+                 same_model_as_generator: bool = False) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.rubric = rubric
+        self.same_model_as_generator = same_model_as_generator
+        self.counts: Counter[str] = Counter()
+        self._closed = False
+
+    @property
+    def model(self) -> str:
+        return model_id(self.provider)
+
+    def config(self) -> dict[str, Any]:
+        """What the run config records under ``judge`` (the model itself is ``RunConfig.judge_model``)."""
+        return {**self.policy.to_json(), "same_model_as_generator": self.same_model_as_generator}
+
+    def request_for(self, report: Report) -> GenerationRequest | None:
+        """The request ``evaluate`` sends for this report (None: nothing to judge, no call)."""
+        links = links_for(report)
+        return render_judge_request(self.rubric, report.contract, links) if links else None
+
+    async def evaluate(self, report: Report) -> tuple[JudgeOutcome, JudgeDecision]:
+        outcome = await run_judge(self.provider, self.rubric, report.contract, links_for(report))
+        decision = decide(outcome, self.policy)
+        self.counts[decision.result] += 1
+        return outcome, decision
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.provider.aclose()
+
+
+def same_model(generator: Provider, judge: Provider) -> bool:
+    """Seed 004: a judge of the same model shares the generator's blind spots."""
+    return model_id(generator) == model_id(judge)

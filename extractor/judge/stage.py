@@ -1,0 +1,195 @@
+"""The judge stage: one call per document asking whether each evidence excerpt supports its value.
+
+Why only excerpts and values (not the whole document): exact match already proved every excerpt exists
+in the source; what rules cannot prove is that the excerpt *says* the value (seed 003, stage 3). A short,
+fixed rubric over short links keeps the judge cheap and its answers comparable with the calibration set,
+which has the same shape (one value, one excerpt, one human label).
+
+Why no call for an empty context: with no link there is nothing to judge, and the answer would be an
+invented number; the outcome is ``not_evaluable``, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from string import Template
+from typing import Any, Literal
+
+from extractor.contracts import data_dir
+from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
+from extractor.judge.verdict import VERDICT_SCHEMA, JudgeVerdict, ProtocolError, parse_verdict
+from extractor.validate import fieldpath
+from extractor.validate.report import Report
+
+DEFAULT_RUBRIC = "v1"
+MAX_TEXT_CHARS = 2000
+"""A value or excerpt longer than this is cut in the request (and the cut is marked): the judge compares
+statements, and one runaway value must not blow the context window."""
+
+OutcomeKind = Literal["judged", "not_evaluable", "protocol_error", "transport_error"]
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """``prompts/judge/<version>/``: the version is the folder name and is recorded with every call."""
+
+    version: str
+    system: Template
+    user: Template
+
+    @property
+    def prompt_version(self) -> str:
+        """What a judge attempt records as its prompt version."""
+        return f"judge/{self.version}"
+
+
+@cache
+def load_rubric(version: str = DEFAULT_RUBRIC) -> Rubric:
+    """Read one rubric version; ``FileNotFoundError`` names the versions that exist."""
+    folder = data_dir("prompts") / "judge" / version
+    if not (folder / "system.txt").is_file() or not (folder / "user.txt").is_file():
+        known = sorted(p.name for p in (data_dir("prompts") / "judge").glob("v*") if p.is_dir()) or ["none"]
+        raise FileNotFoundError(f"no judge rubric judge/{version} (have: {', '.join(known)})")
+    read = lambda part: Template((folder / f"{part}.txt").read_text(encoding="utf-8"))  # noqa: E731
+    return Rubric(version, read("system"), read("user"))
+
+
+def model_id(provider: Provider) -> str:
+    """How a judge model is named in run configs and calibration reports: ``<provider>:<model>``."""
+    return f"{provider.name}:{provider.model}"
+
+
+@dataclass(frozen=True)
+class JudgeLink:
+    """One thing the judge is asked about: does ``excerpt`` support ``value``?"""
+
+    index: int  # position in the judge request, 0..n-1
+    field_path: str  # the candidate's field the value lives at
+    value: str
+    excerpt: str
+    origin: str  # where the link came from: "evidence[5]" or "claims[2]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "fieldPath": self.field_path, "value": self.value, "excerpt": self.excerpt,
+                "origin": self.origin}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _describe(candidate: dict[str, Any], value: Any) -> str:
+    """A value as a person would state it: a step as ``actor: action``, a participant by name.
+
+    Internal ids (``requester``) are not claims of the document; showing them would invite the judge to
+    call them unsupported.
+    """
+    if isinstance(value, dict) and isinstance(value.get("action"), str):
+        names = {p.get("id"): p.get("name") for p in candidate.get("participants", []) if isinstance(p, dict)}
+        actor = names.get(value.get("actorId")) or value.get("actorId")
+        return f"{actor}: {value['action']}" if actor else value["action"]
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"]
+    return _text(value)
+
+
+def links_for(report: Report) -> list[JudgeLink]:
+    """The links of a candidate that passed the rules: only excerpts that were found in the source.
+
+    ``work_procedure``: every evidence entry with a found span, its value at ``fieldPath``.
+    ``rag_answer``: every claim with its found citation quotes (the claim's own source ids) as the excerpt.
+    """
+    candidate = report.candidate
+    if not isinstance(candidate, dict):
+        return []
+    links: list[JudgeLink] = []
+    if report.contract == "rag_answer":
+        quotes: dict[str, list[str]] = {}
+        for span in report.evidence_spans:
+            if span.found and span.source_id is not None:
+                quotes.setdefault(span.source_id, []).append(candidate["citations"][span.index]["quote"])
+        for number, claim in enumerate(candidate.get("claims", [])):
+            found = [quote for source_id in claim.get("source_ids", []) for quote in quotes.get(source_id, [])]
+            if found and claim.get("text", "").strip():
+                links.append(JudgeLink(len(links), f"claims[{number}]", claim["text"], " … ".join(found),
+                                       f"claims[{number}]"))
+        return links
+    evidence = candidate.get("evidence", [])
+    for span in report.evidence_spans:
+        if not span.found or span.index >= len(evidence):
+            continue
+        steps = fieldpath.parse(span.field_path)
+        value = fieldpath.MISSING if steps is None else fieldpath.resolve(candidate, steps)
+        excerpt = evidence[span.index].get("sourceExcerpt", "")
+        if value is fieldpath.MISSING or value is None or not excerpt.strip():
+            continue
+        links.append(JudgeLink(len(links), span.field_path, _describe(candidate, value), excerpt,
+                               f"evidence[{span.index}]"))
+    return links
+
+
+def _cut(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_TEXT_CHARS else flat[:MAX_TEXT_CHARS] + " [… cut]"
+
+
+def render_judge_request(rubric: Rubric, contract: str, links: list[JudgeLink]) -> GenerationRequest:
+    """The one judge request: fixed rubric, the links numbered 0..n-1, temperature 0."""
+    lines = "\n\n".join(
+        f"[{link.index}] field: {link.field_path}\nvalue: {_cut(link.value)}\nexcerpt: {_cut(link.excerpt)}"
+        for link in links
+    )
+    user = rubric.user.substitute(contract=contract, count=len(links), links=lines)
+    return GenerationRequest(
+        messages=[{"role": "system", "content": rubric.system.substitute()}, {"role": "user", "content": user}],
+        schema=VERDICT_SCHEMA,
+        schema_name=f"judge_verdict_{rubric.version}",
+        temperature=0.0,
+    )
+
+
+@dataclass
+class JudgeOutcome:
+    """What one judge stage produced for one document, whatever happened."""
+
+    kind: OutcomeKind
+    links: list[JudgeLink]
+    request: GenerationRequest | None = None  # None: no call was made (empty context)
+    result: GenerationResult | None = None
+    verdict: JudgeVerdict | None = None
+    error: str | None = None  # protocol error reason, transport cause, or why not evaluable
+    transport: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        if self.result is None:
+            return 0
+        return (self.result.prompt_tokens or 0) + (self.result.completion_tokens or 0)
+
+
+async def run_judge(provider: Provider, rubric: Rubric, contract: str, links: list[JudgeLink]) -> JudgeOutcome:
+    """Judge ``links`` with one call; never raises for what the model or the network did."""
+    if not links:
+        return JudgeOutcome("not_evaluable", links, error="no evidence link with a found excerpt: nothing to judge "
+                            "(no call made)")
+    request = render_judge_request(rubric, contract, links)
+    try:
+        result = await provider.generate(request)
+    except ProviderError as error:
+        return JudgeOutcome("transport_error", links, request, error=error.cause,
+                            transport=[t.to_json() for t in error.transport])
+    transport = [t.to_json() for t in result.transport]
+    try:
+        verdict = parse_verdict(result.text, [link.index for link in links])
+    except ProtocolError as error:
+        reason = error.reason
+        if result.finish_reason == "length":
+            reason += " (the answer was cut off at the token limit)"
+        return JudgeOutcome("protocol_error", links, request, result, error=reason, transport=transport)
+    if verdict.status == "not_evaluable":
+        return JudgeOutcome("not_evaluable", links, request, result, verdict,
+                            error=f"the judge answered not_evaluable: {verdict.comment or 'no comment'}",
+                            transport=transport)
+    return JudgeOutcome("judged", links, request, result, verdict, transport=transport)
