@@ -11,9 +11,7 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import integrate, stats
-from sqlalchemy import create_engine, make_url, text
 from typer.testing import CliRunner
 
 from extractor.cli import app
@@ -40,6 +37,7 @@ from extractor.gate import (
 from extractor.runfilter import RunFilter, parse_when
 from extractor.store import open_store
 from tests.support.corpus import run, script, write_documents
+from tests.support.databases import fresh_database
 from tests.support.llm_server import ScriptedLLMServer
 
 # ---------------------------------------------------------------- gate math against scipy
@@ -177,27 +175,6 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             chosen = paths[:11] if model == "worse" else paths[:10]
             ids[model] = [run(db_url, server, chosen, model).run_id]
         yield Runs(db_url, folder, ids)
-
-
-@contextmanager
-def fresh_database(backend: str, folder: Path) -> Iterator[str]:
-    """An SQLite file, or a uniquely named PostgreSQL database dropped afterwards (as tests/conftest.py)."""
-    if backend == "sqlite":
-        yield f"sqlite:///{folder}/runs.db"
-        return
-    admin_url = os.environ.get("EXTRACT_TEST_POSTGRES_URL")
-    if not admin_url:
-        pytest.skip("EXTRACT_TEST_POSTGRES_URL is not set (see .ci/postgres.sh)")
-    name = f"extract_test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def test_runs_lists_and_filters(runs: Runs) -> None:
