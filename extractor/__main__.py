@@ -1,3 +1,4 @@
 from extractor.cli import main
 
-main()
+if __name__ == "__main__":  # a worker process (spawn) imports this module too
+    main()

@@ -13,3 +13,7 @@ class InputError(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
+        """Pickled by its two parts (it crosses from the ingest worker process)."""
+        return type(self), (self.path, self.problem)

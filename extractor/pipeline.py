@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import hashlib
 import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +28,10 @@ from extractor.errors import InputError
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.generate.prompt import load_prompt, render_request
 from extractor.repair import render_repair
-from extractor.validate import VALIDATOR_VERSION, Report, Source, validate
+from extractor.validate import VALIDATOR_VERSION, Report, Source
+from extractor.workers import load_document as load_document  # re-exported: ingest + segment one file
+from extractor.workers import prepare
+from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
     from extractor.judge.modes import Judge, JudgeDecision
@@ -72,6 +76,8 @@ class RunSummary:
     outcomes: list[DocumentOutcome] = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    rate_limits: int = 0  # 429 answers seen; each one halved the concurrency
+    lowest_concurrency: int | None = None  # the lowest the concurrency went (None: never lowered)
 
     @property
     def counts(self) -> Counter[str]:
@@ -90,6 +96,8 @@ class RunSummary:
             "run_id": self.run_id,
             "interrupted": self.interrupted,
             "seconds": round(self.seconds, 3),
+            "rate_limits": self.rate_limits,
+            "lowest_concurrency": self.lowest_concurrency,
             "documents": len(self.outcomes),
             "counts": dict(sorted(self.counts.items())),
             "top_rule_ids": dict(self.top_rules),
@@ -123,17 +131,26 @@ def expand_paths(paths: Iterable[str]) -> tuple[list[Path], list[DocumentOutcome
 
 
 class AdaptiveLimit:
-    """Concurrency that halves on every 429 and grows back by one after a run of successes."""
+    """Concurrency that halves on every 429 and grows back by one after a run of successes.
+
+    It bounds model calls (generation, repair, judge), not documents. Calls already under way keep their
+    slots (their retries wait out ``Retry-After``); the lower limit holds back the calls not yet started.
+    ``rate_limits`` and ``lowest`` say how hard the run was throttled.
+    """
 
     def __init__(self, maximum: int) -> None:
         self.maximum = max(1, maximum)
         self.limit = self.maximum
+        self.lowest = self.maximum
+        self.rate_limits = 0
         self._active = 0
         self._successes = 0
         self._changed = asyncio.Condition()
 
     def on_rate_limit(self, retry_after_s: float | None = None) -> None:
         self.limit = max(1, self.limit // 2)
+        self.lowest = min(self.lowest, self.limit)
+        self.rate_limits += 1
         self._successes = 0
 
     async def __aenter__(self) -> None:
@@ -149,7 +166,7 @@ class AdaptiveLimit:
                 if self.limit < self.maximum and self._successes >= self.limit:
                     self.limit += 1
                     self._successes = 0
-            self._changed.notify_all()
+            self._changed.notify(max(0, self.limit - self._active))  # wake as many as may enter, not all waiting
 
 
 class Progress:
@@ -176,6 +193,8 @@ class Job:
 
 
 class Pipeline:
+    _resuming = False  # set by run(): whether this configuration finished documents before (then look per file)
+
     def __init__(self, store: Store, provider: Provider, settings: RunSettings,
                  limit: AdaptiveLimit | None = None, progress: Progress | None = None,
                  judge: Judge | None = None) -> None:
@@ -206,45 +225,93 @@ class Pipeline:
         )
 
     async def _db_call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._db, lambda: function(*args, **kwargs))
+        def timed() -> T:
+            began = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu_seconds["database"] += time.thread_time() - began
+
+        return await asyncio.get_running_loop().run_in_executor(self._db, timed)
+
+    async def _write(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A run-log write that is carried out even when the run is interrupted while it waits its turn:
+        a model answer that was paid for is never dropped."""
+        return await asyncio.shield(self._db_call(function, *args, **kwargs))
 
     async def run(self, paths: Iterable[str]) -> RunSummary:
-        """Process every document; one bad file never stops the batch; Ctrl-C marks in-flight work interrupted."""
+        """Process every document; one bad file never stops the batch.
+
+        A fixed pool of workers takes files in order: at most ``2 x concurrency`` documents are read and
+        held at once (the ones waiting for a model slot are ready the moment one frees), so memory does
+        not grow with the batch; a rerun skips what this configuration finished before reading it.
+        Cancellation (Ctrl-C under ``asyncio.run``) stops the workers, records the in-flight model calls
+        as ``interrupted`` attempts, marks their documents INTERRUPTED and returns a summary that lists
+        what is left; rerunning the same command finishes it.
+        """
         from extractor.segment import SEGMENTER_ID
 
         started = time.monotonic()
+        self.cpu_seconds: Counter[str] = Counter({"ingest+segment": 0.0, "validate": 0.0, "database": 0.0})
         files, problems = expand_paths(paths)
         config = self.run_config(SEGMENTER_ID)
+        await self._db_call(self.store.reap_dead_runs)  # a killed run's documents are free at once
         self.run_id = await self._db_call(self.store.start_run, config)
         self.config_hash = config.config_hash
+        self._resuming = not self.settings.force and await self._db_call(self.store.has_finished, self.config_hash)
         summary = RunSummary(self.run_id, outcomes=list(problems))
         self.progress.started(len(files) + len(problems))
         for outcome in problems:
             self.progress.finished(outcome)
         heartbeat = asyncio.create_task(self._heartbeat())
-        tasks = [asyncio.create_task(self._guarded(path)) for path in files]
+        pending = iter(files)
+        workers = [asyncio.create_task(self._worker(pending, summary))
+                   for _ in range(min(len(files), 2 * self.limit.maximum))]
         try:
-            for task in asyncio.as_completed(tasks):
-                outcome = await task
-                summary.outcomes.append(outcome)
-                self.progress.finished(outcome)
+            await asyncio.gather(*workers)
         except (asyncio.CancelledError, KeyboardInterrupt):
             summary.interrupted = True
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            for worker in workers:
+                if not worker.cancelling():  # already cancelled with the gather: once is enough
+                    worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             await self._db_call(self.store.mark_interrupted, self.run_id)
-            done = {o.path for o in summary.outcomes}
-            summary.outcomes += [DocumentOutcome(str(p), "INTERRUPTED") for p in files if str(p) not in done]
+            summary.outcomes += await self._left_over(files, summary)
         finally:
             heartbeat.cancel()
             status = "interrupted" if summary.interrupted else "finished"
             await self._db_call(self.store.finish_run, self.run_id, status)
             summary.seconds = time.monotonic() - started
+            summary.rate_limits = self.limit.rate_limits
+            summary.lowest_concurrency = self.limit.lowest if self.limit.rate_limits else None
             await self.provider.aclose()
             self._db.shutdown(wait=True)
             self._cpu.shutdown(wait=False, cancel_futures=True)
         return summary
+
+    async def _worker(self, pending: Iterator[Path], summary: RunSummary) -> None:
+        """Take the next file until none is left (the shared iterator hands each file to one worker)."""
+        for path in pending:
+            outcome = await self._guarded(path)
+            summary.outcomes.append(outcome)
+            self.progress.finished(outcome)
+
+    async def _left_over(self, files: list[Path], summary: RunSummary) -> list[DocumentOutcome]:
+        """After an interruption: the files without an outcome, as the run log has them (a write that was
+        already under way when the run stopped may still have finished its document)."""
+        done = {outcome.path for outcome in summary.outcomes}
+        recorded = {run.path: run for run in await self._db_call(self.store.document_runs_for, self.run_id)}
+        left = []
+        for path in map(str, files):
+            if path in done:
+                continue
+            run = recorded.get(path)
+            if run is not None and run.state in FINAL_STATES:
+                left.append(DocumentOutcome(path, run.state, run.cause, document_run_id=run.id))
+            else:
+                left.append(DocumentOutcome(path, "INTERRUPTED", None if run is None else run.cause,
+                                            document_run_id=None if run is None else run.id))
+        return left
 
     async def _heartbeat(self) -> None:
         while True:
@@ -263,15 +330,19 @@ class Pipeline:
             return DocumentOutcome(str(path), ERROR, f"{path}: internal error {type(error).__name__}: {error}")
 
     async def process(self, path: Path) -> DocumentOutcome:
-        document = await asyncio.get_running_loop().run_in_executor(self._cpu, load_document, path)
-        document_id = await self._db_call(self.store.get_or_create_document, document)
-        claim = await self._db_call(self.store.claim, self.run_id, self.config_hash, document_id, str(path),
-                                    self.settings.force, self.settings.tags)
+        loop = asyncio.get_running_loop()
+        if self._resuming:  # what this configuration already finished is skipped before ingest and segmentation
+            digest = await loop.run_in_executor(self._cpu, file_sha256, path)
+            finished = digest and await self._db_call(self.store.finished_run_of, self.config_hash, digest)
+            if finished:
+                return DocumentOutcome(str(path), "SKIPPED", f"done (document run {finished})")
+        document, seconds = await prepare(path)
+        self.cpu_seconds["ingest+segment"] += seconds
+        document_id, claim = await self._db_call(self.store.claim_document, self.run_id, self.config_hash, document,
+                                                 str(path), self.settings.force, self.settings.tags)
         if claim.status != "claimed":
             return DocumentOutcome(str(path), "SKIPPED", f"{claim.status} ({claim.detail})")
-        job = Job(path, document, document_id, claim.document_run_id)
-        async with self.limit:
-            return await self._convert(job)
+        return await self._convert(Job(path, document, document_id, claim.document_run_id))
 
     async def _convert(self, job: Job) -> DocumentOutcome:
         request = render_request(self.prompt, self.settings.contract, job.document,
@@ -325,7 +396,8 @@ class Pipeline:
         base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=1,
                     kind="judge", prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
         try:
-            outcome, decision = await self.judge.evaluate(report)
+            async with self.limit:  # a judge call is a model call: it takes a slot like generation and repair
+                outcome, decision = await self.judge.evaluate(report)
         except asyncio.CancelledError:
             request = self.judge.request_for(report)
             if request is not None:  # shielded: the record of an interrupted call survives the interruption
@@ -352,17 +424,26 @@ class Pipeline:
         base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=number,
                     kind=kind, prompt_version=self.settings.prompt_version, request=request.to_json(),
                     request_hash=request.fingerprint)
+        called_at, calling = datetime.now(UTC), False
         try:
-            result = await self.provider.generate(request)
+            async with self.limit:  # bounds model calls, not documents: validation and writes hold no slot
+                called_at, calling = datetime.now(UTC), True
+                result = await self.provider.generate(request)
         except ProviderError as error:
-            await self._db_call(self.store.record_attempt, **base, outcome="transport_error", error=error.cause,
-                                transport=[t.to_json() for t in error.transport])
+            await self._write(self.store.record_attempt, **base, outcome="transport_error", error=error.cause,
+                              transport=[t.to_json() for t in error.transport], created_at=called_at)
             return error
-        report = validate(result.text, job.source, self.settings.contract)
+        except asyncio.CancelledError:
+            if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
+                await self._write(self.store.record_attempt, **base, outcome="interrupted", created_at=called_at,
+                                  error="run interrupted while waiting for the model; rerun to redo this document")
+            raise
+        report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
+        self.cpu_seconds["validate"] += seconds
         outcome = "passed" if report.passed else ("unparseable" if not report.parsed else "failed")
         record = report.to_json()
-        attempt_id = await self._db_call(
-            self.store.record_attempt, **base, raw_response=result.text, parsed=report.candidate,
+        attempt_id = await self._write(
+            self.store.record_attempt, **base, created_at=called_at, raw_response=result.text, parsed=report.candidate,
             findings=record["findings"], fields=record["fields"], sentences=record["sentences"],
             evidence_spans=record["evidence_spans"], passed=report.passed, outcome=outcome, mode=result.mode,
             model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
@@ -376,9 +457,16 @@ def _rule_ids(report: Report) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f.rule_id for f in report.findings))
 
 
-def load_document(path: Path) -> Document:
-    """Ingest and segment one file (CPU work, run off the event loop)."""
-    from extractor.ingest import load
-    from extractor.segment import segment
-
-    return segment(load(path))
+def file_sha256(path: Path, largest: int = 64 << 20) -> str | None:
+    """The content hash ingest gives the file; None when it cannot be read or is over ``largest`` bytes
+    (ingest then says why, or reads it anyway: the claim still finds a finished document)."""
+    digest = hashlib.sha256()
+    try:
+        if os.stat(path).st_size > largest:
+            return None
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()

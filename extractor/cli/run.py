@@ -34,7 +34,8 @@ def run(
     model: Annotated[str | None, typer.Option(help="openai:<model>, local:<path.gguf> or local "
                                               "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
     prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = "v1",
-    concurrency: Annotated[int, typer.Option(min=1, max=256, help="documents in flight at once")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
+                                             "429, then grown back)")] = 4,
     force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -24,12 +25,33 @@ class GenerationRequest:
     max_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The request as stored; messages are copied, the (large, read-only) schema is shared, not copied."""
+        return {"messages": [dict(message) for message in self.messages], "schema": self.schema,
+                "schema_name": self.schema_name, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        payload = json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        """sha256 of ``to_json()`` as canonical JSON (sorted keys, no spaces); the schema is encoded once."""
+        members = (f"{_canonical(key)}:{_schema_json(value) if key == 'schema' else _canonical(value)}"
+                   for key, value in sorted(self.to_json().items()))
+        return hashlib.sha256(f"{{{','.join(members)}}}".encode()).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+_SCHEMA_JSON: dict[int, tuple[Any, str]] = {}
+
+
+def _schema_json(schema: Any) -> str:
+    """Canonical JSON of a schema, cached per schema object (contracts keep theirs for the process's life)."""
+    cached = _SCHEMA_JSON.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_SCHEMA_JSON) >= 64:
+            _SCHEMA_JSON.clear()
+        cached = _SCHEMA_JSON[id(schema)] = (schema, _canonical(schema))
+    return cached[1]
 
 
 @dataclass(frozen=True)

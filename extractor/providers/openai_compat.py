@@ -107,10 +107,9 @@ class OpenAICompatProvider:
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=self._settings.timeout_s, max_retries=0
         )
-        # Bound now: the client imports its resource modules lazily (~0.4 s), which must not eat a deadline.
-        self._create = self._client.chat.completions.with_raw_response.create
         self.base_url = _without_userinfo(str(self._client.base_url).rstrip("/"))
         self._mode_index = 0
+        self._formats: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
@@ -161,8 +160,14 @@ class OpenAICompatProvider:
                 transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
                 raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry), transport) from None
             transport.append(TransportAttempt(len(transport) + 1, "ok", _ms_since(began)))
+            text = answer.text
+            if self._secret != NO_KEY_PLACEHOLDER and len(self._secret) >= 8 and self._secret in text:
+                # a server (or an injected document) made the model repeat the key: the run log must not keep it
+                text = text.replace(self._secret, "***")
+                transport[-1] = TransportAttempt(len(transport), "ok", transport[-1].latency_ms,
+                                                 detail="the API key appeared in the answer and was replaced by ***")
             return GenerationResult(
-                text=answer.text,
+                text=text,
                 mode=mode,
                 model=answer.model or self.model,
                 latency_ms=_ms_since(started),
@@ -180,27 +185,38 @@ class OpenAICompatProvider:
         kwargs = self._create_kwargs(request, mode)  # outside the deadline: instructor's first use is slow
         try:
             async with asyncio.timeout(timeout_s):
-                raw = await self._create(**kwargs)
+                # The client's documented raw request: the body goes out as built (the typed create() walks
+                # every message and the whole schema through its type annotations, milliseconds a call).
+                body = await self._client.post("/chat/completions", cast_to=str, body=kwargs)
         except (TimeoutError, openai.APITimeoutError):
             raise _Failure("timeout", f"no answer within {timeout_s:g} s", retryable=True) from None
         except openai.APIConnectionError as err:
             raise _Failure("connection_error", _describe(err.__cause__ or err), retryable=True) from None
         except openai.APIStatusError as err:
             raise _status_failure(err) from None
-        return _parse_completion(raw.http_response.content)
+        return _parse_completion(body.encode("utf-8"))
 
     def _create_kwargs(self, request: GenerationRequest, mode: str) -> dict[str, Any]:
-        """``chat.completions.create`` arguments; the json_schema mode is instructor's, with our schema."""
+        """The chat completion request body; the json_schema mode is instructor's, with our schema."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages, "temperature": request.temperature}
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         if mode == "json_schema":
-            contract = _schema_model(request.schema_name, request.schema)
-            _, kwargs = handle_response_model(contract, mode=instructor.Mode.JSON_SCHEMA, **kwargs)
-            kwargs["response_format"]["json_schema"]["strict"] = False  # the validator enforces; servers vary
+            kwargs["response_format"] = self._schema_format(request.schema_name, request.schema)
         elif mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}  # the prompt already shows the schema
         return kwargs
+
+    def _schema_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """instructor's json_schema ``response_format`` for this schema, built once per schema object."""
+        cached = self._formats.get((name, id(schema)))
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        _, built = handle_response_model(_schema_model(name, schema), mode=instructor.Mode.JSON_SCHEMA)
+        response_format = built["response_format"]
+        response_format["json_schema"]["strict"] = False  # the validator enforces; servers vary
+        self._formats[(name, id(schema))] = (schema, response_format)  # holding the schema keeps its id unique
+        return response_format
 
     def _wait(self, failure: _Failure, retry: int) -> float:
         """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""

@@ -17,12 +17,13 @@ import re
 import socket
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from sqlalchemy import Engine, Select, func, or_, select, update
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -269,6 +270,33 @@ class RuleRate:
         return self.failed / self.evaluated if self.evaluated else 0.0
 
 
+# Built once: statements whose values come as parameters are compiled once and found in the cache cheaply.
+_DOCUMENT_ID = select(Document.id).where(
+    Document.sha256 == bindparam("sha256"), Document.segmenter == bindparam("segmenter")
+)
+_INSERT_DOCUMENT = insert(Document.__table__)
+_INSERT_DOCUMENT_RUN = insert(DocumentRun.__table__)
+_INSERT_CLAIM = insert(Claim.__table__)
+_INSERT_ATTEMPT = insert(Attempt.__table__)
+_DOCUMENT_RUN_OWNER = select(DocumentRun.run_id, DocumentRun.document_id).where(DocumentRun.id == bindparam("run"))
+_FINISH_DOCUMENT_RUN = (
+    update(DocumentRun.__table__)
+    .where(DocumentRun.id == bindparam("run"))
+    .values(
+        state=bindparam("state"),
+        cause=bindparam("cause"),
+        needs_person=bindparam("needs_person"),
+        final_attempt_id=bindparam("final_attempt_id"),
+        finished_at=bindparam("finished_at"),
+    )
+)
+_FINISH_CLAIM = (
+    update(Claim.__table__)
+    .where(Claim.document_run_id == bindparam("run"))
+    .values(state=bindparam("state"), updated_at=bindparam("updated_at"))
+)
+
+
 class Store:
     """The run log on one database; create it with ``open_store``."""
 
@@ -289,6 +317,15 @@ class Store:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """One short write transaction on a plain connection (the hot paths: no ORM session around it).
+
+        Same locking as ``transaction(write=True)``: SQLite takes its write lock up front.
+        """
+        with self.engine.execution_options(store_write=True).begin() as connection:
+            yield connection
 
     # -- runs -------------------------------------------------------------------------------------------
 
@@ -388,6 +425,51 @@ class Store:
             if decided is not None:
                 return decided
         raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
+
+    def claim_document(
+        self, run_id: str, config_hash: str, document: SourceDocument, path: str, force: bool = False,
+        tags: Sequence[str] = (),
+    ) -> tuple[int, ClaimResult]:
+        """``get_or_create_document`` and ``claim`` together: ``(document_id, claim result)``.
+
+        When the claim is new (a first run: the common case) it is one short transaction of Core
+        statements; any conflict (the document or its claim exists, another process raced) rolls it back
+        and the general path decides, exactly as the two calls would.
+        """
+        if not document.segmenter:
+            raise ValueError(f"{document.path}: document is not segmented; sentence ids would mean nothing")
+        try:
+            with self._write() as connection:
+                now = utcnow()
+                document_id = connection.execute(
+                    _DOCUMENT_ID, {"sha256": document.sha256, "segmenter": document.segmenter}
+                ).scalar()
+                if document_id is None:
+                    document_id = connection.execute(_INSERT_DOCUMENT, {
+                        "sha256": document.sha256, "segmenter": document.segmenter, "path": document.path,
+                        "format": document.format, "encoding": document.encoding, "char_count": len(document.text),
+                        "sentence_count": len(document.sentences),
+                        "sentences": [s.to_json() for s in document.sentences], "created_at": now,
+                    }).inserted_primary_key[0]
+                document_run_id = connection.execute(_INSERT_DOCUMENT_RUN, {
+                    "run_id": run_id, "document_id": document_id, "path": path, "config_hash": config_hash,
+                    "state": "PROCESSING", "needs_person": [], "tags": list(tags), "started_at": now,
+                }).inserted_primary_key[0]
+                connection.execute(_INSERT_CLAIM, {
+                    "config_hash": config_hash, "document_id": document_id, "document_run_id": document_run_id,
+                    "run_id": run_id, "state": "PROCESSING", "claimed_at": now, "updated_at": now,
+                })
+                return document_id, ClaimResult("claimed", document_run_id)
+        except IntegrityError:
+            pass
+        document_id = self.get_or_create_document(document)
+        return document_id, self.claim(run_id, config_hash, document_id, path, force, tags)
+
+    def has_finished(self, config_hash: str) -> bool:
+        """Whether any document is finished for this configuration (if none, a run need not look per file)."""
+        query = select(Claim.document_id).where(Claim.config_hash == config_hash, Claim.state.in_(FINAL_STATES))
+        with transaction(self.engine, write=False) as session:
+            return session.execute(query.limit(1)).first() is not None
 
     def _claim_new(self, run_id: str, config_hash: str, document_id: int, path: str, tags: Sequence[str]) -> int:
         with transaction(self.engine) as session:
@@ -537,26 +619,14 @@ class Store:
         """
         _require(state, (s for s in DOCUMENT_STATES if s != "PROCESSING"), "document state")
         now = utcnow()
-        with transaction(self.engine) as session:
-            connection = session.connection()
-            updated = connection.execute(
-                update(DocumentRun)
-                .where(DocumentRun.id == document_run_id)
-                .values(
-                    state=state,
-                    cause=cause,
-                    needs_person=list(needs_person),
-                    final_attempt_id=final_attempt_id,
-                    finished_at=now,
-                )
-            )
+        with self._write() as connection:
+            updated = connection.execute(_FINISH_DOCUMENT_RUN, {
+                "run": document_run_id, "state": state, "cause": cause, "needs_person": list(needs_person),
+                "final_attempt_id": final_attempt_id, "finished_at": now,
+            })
             if updated.rowcount != 1:
                 raise StoreError(f"no document run {document_run_id}")
-            held = connection.execute(
-                update(Claim)
-                .where(Claim.document_run_id == document_run_id)
-                .values(state=state, updated_at=now)
-            )
+            held = connection.execute(_FINISH_CLAIM, {"run": document_run_id, "state": state, "updated_at": now})
             return held.rowcount == 1
 
     def mark_interrupted(self, run_id: str) -> int:
@@ -575,6 +645,50 @@ class Store:
                 .values(state="INTERRUPTED", updated_at=now)
             )
             return interrupted.rowcount
+
+    def reap_dead_runs(self) -> list[str]:
+        """Runs of this machine still marked running whose process is gone (killed, crashed) become
+        ``crashed``, their unfinished documents INTERRUPTED; returns their ids.
+
+        Only a missing process counts as dead here (a stale heartbeat may be a suspended laptop); claims
+        of runs on other machines are still taken over once their heartbeat is stale (see ``claim``).
+        """
+        with transaction(self.engine, write=False) as session:
+            running = session.execute(
+                select(Run.id, Run.pid).where(Run.status == "running", Run.host == socket.gethostname())
+            ).all()
+        dead = [run_id for run_id, pid in running if pid != os.getpid() and not _pid_exists(pid)]
+        for run_id in dead:
+            now = utcnow()
+            cause = "its run ended without finishing (process killed or crashed)"
+            with transaction(self.engine) as session:
+                connection = session.connection()
+                connection.execute(
+                    update(DocumentRun)
+                    .where(DocumentRun.run_id == run_id, DocumentRun.state == "PROCESSING")
+                    .values(state="INTERRUPTED", cause=cause, finished_at=now)
+                )
+                connection.execute(
+                    update(Claim)
+                    .where(Claim.run_id == run_id, Claim.state == "PROCESSING")
+                    .values(state="INTERRUPTED", updated_at=now)
+                )
+                connection.execute(
+                    update(Run).where(Run.id == run_id, Run.status == "running").values(status="crashed", finished_at=now)
+                )
+        return dead
+
+    def finished_run_of(self, config_hash: str, sha256: str) -> int | None:
+        """The document run that finished this content for this configuration, if any (a cheap look-up
+        before ingest, so a rerun does not read and segment what is done; ``claim`` still decides)."""
+        query = (
+            select(Claim.document_run_id)
+            .join(Document, Document.id == Claim.document_id)
+            .where(Claim.config_hash == config_hash, Document.sha256 == sha256, Claim.state.in_(FINAL_STATES))
+            .limit(1)
+        )
+        with transaction(self.engine, write=False) as session:
+            return session.scalar(query)
 
     # -- attempts ---------------------------------------------------------------------------------------
 
@@ -615,10 +729,8 @@ class Store:
         _require(kind, ATTEMPT_KINDS, "attempt kind")
         _require(outcome, ATTEMPT_OUTCOMES, "attempt outcome")
         now = utcnow()
-        with transaction(self.engine) as session:
-            owner = session.execute(
-                select(DocumentRun.run_id, DocumentRun.document_id).where(DocumentRun.id == document_run_id)
-            ).first()
+        with self._write() as connection:
+            owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": document_run_id}).first()
             if owner is None:
                 raise StoreError(f"no document run {document_run_id}")
             given = (
@@ -629,7 +741,7 @@ class Store:
                 raise ValueError(
                     f"document run {document_run_id} is run {owner.run_id}, document {owner.document_id}"
                 )
-            attempt = Attempt(
+            row = dict(
                 document_run_id=document_run_id,
                 run_id=owner.run_id,
                 document_id=owner.document_id,
@@ -656,9 +768,7 @@ class Store:
                 created_at=created_at or now,
                 finished_at=now,
             )
-            session.add(attempt)
-            session.flush()
-            return attempt.id
+            return connection.execute(_INSERT_ATTEMPT, row).inserted_primary_key[0]
 
     # -- queries ----------------------------------------------------------------------------------------
 

@@ -1,0 +1,176 @@
+"""The run's CPU-heavy steps in worker processes: ingest + segment, and validation.
+
+Segmentation (kss, pysbd) and validation (jsonschema, the rules) are pure Python. In the run's own
+process they would hold the interpreter lock for milliseconds per document, stalling the event loop
+(every model call in flight) and the run-log writer. Each step gets one worker process of its own, so a
+slow document in one never holds up the other; they start on first use and are reused by every run of
+the Python process. ``EXTRACT_WORKER_PROCESSES=0`` runs both in threads of the run's process instead.
+
+A worker that dies (killed, out of memory) is replaced and the work tried once more; an ingest that
+kills it twice reports the file as unusable, a validation falls back to the run's own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.document import Document
+from extractor.errors import InputError
+
+if TYPE_CHECKING:
+    from extractor.contracts import Contract
+    from extractor.validate import Report
+
+log = logging.getLogger(__name__)
+
+PROCESSES_ENV = "EXTRACT_WORKER_PROCESSES"
+PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES",)
+"""Settings ingest reads from the environment, sent with every file: a worker started earlier must not
+use stale values."""
+
+
+def load_document(path: Path) -> Document:
+    """Ingest and segment one file."""
+    from extractor.ingest import load
+    from extractor.segment import segment
+
+    return segment(load(path))
+
+
+def _load_measured(path: Path, environment: dict[str, str | None]) -> tuple[Document, float]:
+    """``load_document`` with the caller's settings, and the CPU seconds it took."""
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    started = time.thread_time()
+    document = load_document(path)
+    return document, time.thread_time() - started
+
+
+def _validate_measured(raw: str, document: Document, contract: tuple[str, int]) -> tuple[Report, float]:
+    """The validator's report on one answer (the contract named, as this code defines it) and its CPU seconds."""
+    from extractor.contracts import get_contract
+    from extractor.validate import validate
+
+    started = time.thread_time()
+    found = get_contract(contract[0])
+    if found.version != contract[1]:
+        raise ValueError(f"contract {contract[0]} is version {found.version} here, not {contract[1]}")
+    report = validate(raw, document, found)
+    return report, time.thread_time() - started
+
+
+def _start_worker() -> None:
+    """Ctrl-C reaches the whole process group: the run stops its workers itself. A run killed outright
+    (SIGKILL) cannot, so a worker leaves as soon as it is orphaned instead of waiting for work forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+class _Worker:
+    """One lazily started worker process (or thread), replaced if it dies."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._executor: Executor | None = None
+        self._in_thread = False  # set when no worker process can be started on this machine
+
+    def executor(self) -> Executor:
+        with self._lock:
+            if self._executor is None:
+                raw = os.environ.get(PROCESSES_ENV, "1").strip()
+                if raw == "0" or self._in_thread:
+                    self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+                else:
+                    import multiprocessing
+
+                    # spawn: a worker must not inherit the run's threads, locks or database connections
+                    self._executor = ProcessPoolExecutor(max_workers=1, initializer=_start_worker,
+                                                         mp_context=multiprocessing.get_context("spawn"))
+            return self._executor
+
+    async def call(self, function: Any, *args: Any) -> Any:
+        """``function(*args)`` in the worker; ``BrokenProcessPool`` after the worker died on it twice."""
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            executor = self.executor()
+            try:
+                future = loop.run_in_executor(executor, function, *args)
+            except OSError as error:  # no process could be started (no /dev/shm, a process limit): use a thread
+                log.warning("%s worker process cannot start (%s); working in a thread instead", self.name, error)
+                self._in_thread = True
+                self._replace(executor)
+                future = loop.run_in_executor(self.executor(), function, *args)
+            try:
+                return await future
+            except BrokenProcessPool:
+                self._replace(executor)
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _replace(self, broken: Executor) -> None:
+        with self._lock:
+            if self._executor is broken:
+                self._executor = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+_INGEST = _Worker("ingest")
+_VALIDATION = _Worker("validate")
+
+
+async def prepare(path: Path) -> tuple[Document, float]:
+    """Ingest and segment ``path`` in the ingest worker: ``(document, CPU seconds spent on it)``.
+
+    ``InputError`` comes back as raised; a file the worker dies on twice is reported as unusable.
+    """
+    environment = {name: os.environ.get(name) for name in PASSED_ENV}
+    try:
+        return await _INGEST.call(_load_measured, path, environment)
+    except BrokenProcessPool:
+        raise InputError(str(path), "the ingest worker process died while reading this file (out of memory? "
+                                    "a script that starts runs must guard them with if __name__ == '__main__')"
+                         ) from None
+
+
+async def validate(raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
+    """The validator's report on one model answer, computed in the validation worker, and its CPU seconds."""
+    try:
+        return await _VALIDATION.call(_validate_measured, raw, document, (contract.name, contract.version))
+    except BrokenProcessPool:  # the answer is still judged, here: a verdict never goes missing
+        from extractor.validate import validate as validate_here
+
+        started = time.thread_time()
+        return validate_here(raw, document, contract), time.thread_time() - started
+
+
+def shutdown() -> None:
+    """Stop the workers (tests and benchmarks; a normal exit stops them by itself)."""
+    _INGEST.shutdown()
+    _VALIDATION.shutdown()
