@@ -111,6 +111,8 @@ class ScriptedLLMServer:
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._calls = 0
+        self.in_flight = 0  # chat calls being answered right now (read it from a script to see concurrency)
+        self.peak_in_flight = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = _HTTPServer(self)
@@ -258,8 +260,15 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"response_format type '{rejected}' is not supported by this server"
             self._send_json(400, error_body(message, param="response_format"))
             return
-        action, number = owner._next_action(body)
-        self._perform(action, body, number)
+        with owner._lock:
+            owner.in_flight += 1
+            owner.peak_in_flight = max(owner.peak_in_flight, owner.in_flight)
+        try:
+            action, number = owner._next_action(body)
+            self._perform(action, body, number)
+        finally:
+            with owner._lock:
+                owner.in_flight -= 1
 
     def _perform(self, action: Action, body: dict[str, Any] | None, number: int) -> None:
         owner = self.server.owner

@@ -1,0 +1,227 @@
+"""Throughput of ``extract run`` against a model that always takes the same time to answer.
+
+A scripted OpenAI-compatible server (``tests/support/llm_server.py``, in its own process so its CPU is
+not the pipeline's) answers every call after a fixed delay (1 s) with a candidate that passes validation,
+so every document costs exactly one call. 500 documents (the three samples, each copy with its own title
+line so content hashes differ) are run at concurrency 1, 8, 32 and 64, each level in a fresh process on a
+fresh database. Printed per level: documents per second next to the ideal (concurrency / latency); the
+pipeline's own CPU time per document as the run measures it (``Pipeline.cpu_seconds``: ingest +
+segmentation and validation in their worker processes, run-log writes in the run's writer thread; per
+thread, ``time.thread_time``); the run process's whole CPU per document (HTTP client, event loop,
+run-log writes; the workers' CPU is not in it); peak memory (max RSS) of the run process and of the
+larger of its two workers (the ingest worker, with kss loaded).
+
+    python bench/bench_throughput.py [--documents 500] [--latency 1.0] [--concurrency 1 8 32 64]
+                                     [--postgres ADMIN_URL] [--quick]
+
+``--quick`` runs 100 documents at concurrency 1 and 8 and 500 at 32 and 64. ``--postgres`` runs each level
+on a fresh PostgreSQL database created through the admin URL (e.g. the one ``.ci/postgres.sh`` prints)
+instead of an SQLite file. Imports (kss, the clients) are warmed up before the clock starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path[:1]:
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+
+SAMPLES = (
+    ("en_purchase_approval.md", "en_purchase_approval", "Purchase Request"),
+    ("ko_work_request_review.txt", "ko_work_request_review", "작업 요청"),
+    ("ru_vacation_approval.txt", "ru_vacation_approval", "отпуска"),
+)
+TARGET_SHARE = 0.90
+TARGET_CPU_MS = 20.0
+
+
+def write_corpus(folder: Path, count: int) -> list[Path]:
+    """``count`` small documents: the samples in turn, each with a numbered title (the title is EXCLUDED
+    in the samples' candidates, so every copy still passes with the same candidate)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number in range(count):
+        name, _, _ = SAMPLES[number % len(SAMPLES)]
+        lines = (ROOT / "samples" / name).read_text(encoding="utf-8").split("\n")
+        lines[0] = f"{lines[0]} {number + 1}"
+        path = folder / f"{number:05d}_{name}"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------- the model server (its own process)
+
+
+def serve(latency_s: float) -> None:
+    """Answer every call after ``latency_s`` with the sample candidate for the document's language."""
+    from tests.support.llm_server import Reply, ScriptedLLMServer
+
+    answers = [
+        (marker, Reply((ROOT / "samples/expected" / f"{stem}.candidate.json").read_text(encoding="utf-8"),
+                       delay_s=latency_s))
+        for _, stem, marker in SAMPLES
+    ]
+
+    def script(request: dict[str, Any] | None, number: int) -> Reply:
+        text = (request or {}).get("messages", [{}])[-1].get("content", "")
+        return next((reply for marker, reply in answers if marker in text), answers[0][1])
+
+    with ScriptedLLMServer(script) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin
+
+
+# ---------------------------------------------------------------- one concurrency level (its own process)
+
+
+def own_peak_kib() -> int:
+    """This process's peak resident memory (VmHWM; ru_maxrss would count the parent's at spawn)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def level(base_url: str, database_url: str, folder: Path, concurrency: int) -> dict[str, Any]:
+    from extractor import workers
+    from extractor.contracts import get_contract
+    from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
+    from extractor.providers import ProviderSettings, from_string
+    from extractor.store import open_store
+
+    async def warm_up() -> None:  # start both workers and import the segmenters before the clock starts
+        for name, _, _ in SAMPLES:
+            document, _ = await workers.prepare(ROOT / "samples" / name)
+            await workers.validate("{}", document, get_contract("work_procedure"))
+
+    asyncio.run(warm_up())
+    store = open_store(database_url)
+    limit = AdaptiveLimit(concurrency)
+    provider = from_string("openai:bench", base_url=base_url, on_rate_limit=limit.on_rate_limit,
+                           settings=ProviderSettings(timeout_s=30, max_transport_retries=0))
+    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=concurrency),
+                        limit=limit)
+    cpu_before = time.process_time()
+    summary = asyncio.run(pipeline.run([str(folder)]))
+    process_cpu = time.process_time() - cpu_before
+    workers.shutdown()  # the workers' peak memory is counted once they have exited
+    documents = len(summary.outcomes)
+    return {
+        "concurrency": concurrency,
+        "documents": documents,
+        "counts": dict(summary.counts),
+        "seconds": summary.seconds,
+        "stage_ms": {stage: seconds * 1000 / documents for stage, seconds in pipeline.cpu_seconds.items()},
+        "process_cpu_ms": process_cpu * 1000 / documents,
+        "peak_rss_mb": own_peak_kib() / 1024,
+        "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "integrity": store.integrity_check(),
+    }
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def fresh_database(workdir: Path, postgres_admin: str | None, concurrency: int) -> tuple[str, Any]:
+    if not postgres_admin:
+        return f"sqlite:///{workdir}/bench_c{concurrency}.db", lambda: None
+    from sqlalchemy import create_engine, make_url, text
+
+    name = f"extract_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_admin, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return make_url(postgres_admin).set(database=name).render_as_string(hide_password=False), drop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, default=500)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--postgres", metavar="ADMIN_URL", help="run on fresh PostgreSQL databases")
+    parser.add_argument("--quick", action="store_true", help="100 documents at concurrency below 32")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--level", nargs=4, metavar=("BASE_URL", "DB_URL", "FOLDER", "C"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.latency)
+        return
+    if args.level:
+        base_url, database_url, folder, concurrency = args.level
+        print(json.dumps(level(base_url, database_url, Path(folder), int(concurrency))))
+        return
+
+    server = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory(prefix="extract-bench-") as temp:
+            workdir = Path(temp)
+            print(f"model latency {args.latency:g} s; database {'PostgreSQL' if args.postgres else 'SQLite (WAL)'}; "
+                  f"{os.cpu_count()} CPUs; server in its own process")
+            print(f"{'conc':>4} {'docs':>5} {'seconds':>8} {'docs/s':>7} {'ideal':>7} {'share':>6}  "
+                  f"{'pipeline CPU ms/doc = segment + validate + db':<45} {'run process':>11} "
+                  f"{'peak RSS run + largest worker':>29}")
+            verdicts = []
+            for concurrency in args.concurrency:
+                count = min(args.documents, 100) if args.quick and concurrency < 32 else args.documents
+                folder = workdir / f"docs_{count}"
+                if not folder.exists():
+                    write_corpus(folder, count)
+                database_url, drop = fresh_database(workdir, args.postgres, concurrency)
+                try:
+                    child = subprocess.run(
+                        [sys.executable, __file__, "--level", base_url, database_url, str(folder), str(concurrency)],
+                        capture_output=True, text=True, check=False, env={**os.environ, "OPENAI_API_KEY": ""})
+                finally:
+                    drop()
+                if child.returncode != 0:
+                    sys.exit(f"concurrency {concurrency} failed:\n{child.stderr}")
+                result = json.loads(child.stdout.strip().splitlines()[-1])
+                rate = result["documents"] / result["seconds"]
+                ideal = min(concurrency, result["documents"]) / args.latency
+                stages = result["stage_ms"]
+                pipeline_ms = sum(stages.values())
+                parts = " + ".join(f"{stages.get(s, 0):.1f}" for s in ("ingest+segment", "validate", "database"))
+                print(f"{concurrency:>4} {result['documents']:>5} {result['seconds']:>8.1f} {rate:>7.2f} {ideal:>7.2f} "
+                      f"{rate / ideal:>6.0%}  {pipeline_ms:>6.1f} = {parts:<36} {result['process_cpu_ms']:>8.1f} ms "
+                      f"{result['peak_rss_mb']:>9.0f} MB + {result['worker_peak_rss_mb']:>6.0f} MB")
+                if result["counts"] != {"READY_FOR_REVIEW": result["documents"]} or result["integrity"]:
+                    print(f"     unexpected outcome: {result['counts']} {result['integrity'][:3]}")
+                verdicts.append((concurrency, rate / ideal, pipeline_ms))
+            for concurrency, share, _ in verdicts:
+                if concurrency >= 32:
+                    ok = share >= TARGET_SHARE
+                    print(f"concurrency {concurrency}: {share:.0%} of ideal ({'OK' if ok else 'BELOW'} target "
+                          f"{TARGET_SHARE:.0%})")
+            worst = max(ms for _, _, ms in verdicts)
+            print(f"pipeline CPU per document: at most {worst:.1f} ms ({'OK' if worst < TARGET_CPU_MS else 'OVER'} "
+                  f"target {TARGET_CPU_MS:.0f} ms)")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
