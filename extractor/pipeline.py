@@ -198,7 +198,7 @@ class Pipeline:
     def __init__(self, store: Store, provider: Provider, settings: RunSettings,
                  limit: AdaptiveLimit | None = None, progress: Progress | None = None,
                  judge: Judge | None = None) -> None:
-        """``judge`` (optional) checks candidates that passed every rule; its provider is the caller's to close."""
+        """``judge`` (optional) checks candidates that passed every rule; the run closes both providers."""
         self.store = store
         self.provider = provider
         self.judge = judge
@@ -285,6 +285,8 @@ class Pipeline:
             summary.rate_limits = self.limit.rate_limits
             summary.lowest_concurrency = self.limit.lowest if self.limit.rate_limits else None
             await self.provider.aclose()
+            if self.judge is not None:
+                await self.judge.aclose()
             self._db.shutdown(wait=True)
             self._cpu.shutdown(wait=False, cancel_futures=True)
         return summary

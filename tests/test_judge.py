@@ -208,13 +208,7 @@ def judged_run(paths: list[Path], generator: ScriptedLLMServer, judge: ScriptedL
     pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
                         limit=limit, judge=run_judge_)
 
-    async def go() -> RunSummary:
-        try:
-            return await pipeline.run([str(p) for p in paths])
-        finally:
-            await run_judge_.aclose()
-
-    return asyncio.run(go()), store, run_judge_
+    return asyncio.run(pipeline.run([str(p) for p in paths])), store, run_judge_
 
 
 def single(summary: RunSummary) -> Any:

@@ -694,3 +694,19 @@ def _exercise_run_log(store: Store) -> None:
     store.mark_interrupted(run_id)
     store.finish_run(run_id, "finished")
     store.integrity_check()
+
+
+def test_judge_mode_threshold_and_rubric_are_part_of_the_configuration() -> None:
+    """Changing how a judge routes must redo documents, just as changing the judge model does."""
+    base = dict(contract="work_procedure", contract_version=1, prompt_version="v1", model="m", provider="openai",
+                validator_version="1.0.0", segmenter="seg", judge_model="openai:judge")
+    judge = {"rubric_version": "v1", "threshold": 0.8, "mode": "review", "downgrade_reason": None}
+    hashes = {
+        RunConfig(**base, config={"judge": judge}).config_hash,
+        RunConfig(**base, config={"judge": {**judge, "mode": "block"}}).config_hash,
+        RunConfig(**base, config={"judge": {**judge, "threshold": 0.7}}).config_hash,
+        RunConfig(**base, config={"judge": {**judge, "rubric_version": "v2"}}).config_hash,
+    }
+    assert len(hashes) == 4
+    unrelated = RunConfig(**base, config={"judge": {**judge, "downgrade_reason": "x"}, "concurrency": 64})
+    assert unrelated.config_hash == RunConfig(**base, config={"judge": judge}).config_hash

@@ -18,7 +18,6 @@ from extractor.cli.app import Format, FormatOption, app, emit_json, fail
 if TYPE_CHECKING:
     from extractor.generate import Provider
     from extractor.judge.modes import Judge
-    from extractor.pipeline import Pipeline, RunSummary
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
@@ -70,15 +69,6 @@ def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: Judge
                    "generator's blind spots. Use a different model for the judge (recorded in the run config).",
                    err=True)
     return Judge(provider, policy, rubric, same_model_as_generator=same)
-
-
-async def run_with_judge(pipeline: Pipeline, paths: list[str]) -> RunSummary:
-    """``pipeline.run`` and then close the judge's provider (the pipeline closes only the generator's)."""
-    try:
-        return await pipeline.run(paths)
-    finally:
-        if pipeline.judge is not None:
-            await pipeline.judge.aclose()
 
 
 def judge_summary(judge: Judge) -> dict[str, Any]:

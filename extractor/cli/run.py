@@ -101,10 +101,10 @@ def run(
         pipeline = Pipeline(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
     except FileNotFoundError as error:
         fail(str(error))
-    from extractor.cli.judge import judge_summary, print_judge_summary, run_with_judge
+    from extractor.cli.judge import judge_summary, print_judge_summary
 
     with progress:
-        summary = asyncio.run(run_with_judge(pipeline, paths))
+        summary = asyncio.run(pipeline.run(paths))
     if format is Format.json:
         emit_json(summary.to_json() | ({"judge": judge_summary(run_judge)} if run_judge else {}))
     else:

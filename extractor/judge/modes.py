@@ -186,7 +186,7 @@ def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: Judge
 class Judge:
     """The judge a run uses: its provider, rubric and policy, plus per-run counts for the summary.
 
-    The caller owns the provider: close it with ``aclose`` (the CLI does, after the run).
+    ``aclose`` closes its provider (the pipeline does, at the end of a run).
     """
 
     def __init__(self, provider: Provider, policy: JudgePolicy, rubric: Rubric, *,

@@ -141,9 +141,15 @@ class RunConfig:
         "judge_model",
     )
 
+    JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode")
+    """A judge's rubric, threshold and mode change routing as much as its model does."""
+
     @property
     def config_hash(self) -> str:
-        payload = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        judge = self.config.get("judge")
+        if judge:
+            payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
         encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
