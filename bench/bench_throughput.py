@@ -38,46 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
 
-SAMPLES = (
-    ("en_purchase_approval.md", "en_purchase_approval", "Purchase Request"),
-    ("ko_work_request_review.txt", "ko_work_request_review", "작업 요청"),
-    ("ru_vacation_approval.txt", "ru_vacation_approval", "отпуска"),
-)
+from tests.support.batch import SAMPLES, answer_for, write_batch  # noqa: E402  (after the sys.path fix)
+
 TARGET_SHARE = 0.90
 TARGET_CPU_MS = 20.0
-
-
-def write_corpus(folder: Path, count: int) -> list[Path]:
-    """``count`` small documents: the samples in turn, each with a numbered title (the title is EXCLUDED
-    in the samples' candidates, so every copy still passes with the same candidate)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for number in range(count):
-        name, _, _ = SAMPLES[number % len(SAMPLES)]
-        lines = (ROOT / "samples" / name).read_text(encoding="utf-8").split("\n")
-        lines[0] = f"{lines[0]} {number + 1}"
-        path = folder / f"{number:05d}_{name}"
-        path.write_text("\n".join(lines), encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-# ---------------------------------------------------------------- the model server (its own process)
 
 
 def serve(latency_s: float) -> None:
     """Answer every call after ``latency_s`` with the sample candidate for the document's language."""
     from tests.support.llm_server import Reply, ScriptedLLMServer
 
-    answers = [
-        (marker, Reply((ROOT / "samples/expected" / f"{stem}.candidate.json").read_text(encoding="utf-8"),
-                       delay_s=latency_s))
-        for _, stem, marker in SAMPLES
-    ]
-
     def script(request: dict[str, Any] | None, number: int) -> Reply:
-        text = (request or {}).get("messages", [{}])[-1].get("content", "")
-        return next((reply for marker, reply in answers if marker in text), answers[0][1])
+        return Reply(answer_for(request), delay_s=latency_s)
 
     with ScriptedLLMServer(script) as server:
         print(server.base_url, flush=True)
@@ -188,7 +160,7 @@ def main() -> None:
                 count = min(args.documents, 100) if args.quick and concurrency < 32 else args.documents
                 folder = workdir / f"docs_{count}"
                 if not folder.exists():
-                    write_corpus(folder, count)
+                    write_batch(folder, count)
                 database_url, drop = fresh_database(workdir, args.postgres, concurrency)
                 try:
                     child = subprocess.run(
