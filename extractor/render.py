@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -30,13 +32,15 @@ STATE_STYLE = {
 }
 
 
-def findings_table(report: Report, title: str = "findings") -> Table:
-    table = Table(title=title, show_lines=False)
+def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") -> Table:
+    """Findings as stored and reported (``Finding.to_json()``): errors red, warnings yellow."""
+    table = Table(title=title, title_justify="left")
     for column in ("rule_id", "severity", "location", "message"):
         table.add_column(column, overflow="fold")
-    for finding in report.findings:
-        style = "red" if finding.severity.value == "error" else "yellow"
-        table.add_row(Text(finding.rule_id, style=style), finding.severity.value, finding.location, finding.message)
+    for finding in findings:
+        style = "red" if finding.get("severity") == "error" else "yellow"
+        table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
+                      finding.get("message", ""))
     return table
 
 
@@ -49,7 +53,7 @@ def print_report(report: Report, document: Document, console: Console | None = N
     console.print(Text.assemble(verdict, f"  {report.contract} v{report.contract_version}  validator "
                                 f"{report.validator_version}  {errors} error(s), {warnings} warning(s)"))
     if report.findings:
-        console.print(findings_table(report))
+        console.print(findings_table(f.to_json() for f in report.findings))
     if report.fields:
         table = Table(title="fields")
         table.add_column("field")

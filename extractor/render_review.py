@@ -17,7 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from extractor.render import STATE_STYLE
+from extractor.render import STATE_STYLE, findings_table
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -141,17 +141,6 @@ def compact_json(value: Any) -> str:
     return "\n".join(lines)
 
 
-def _findings_table(findings: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("rule_id", "severity", "location", "message"):
-        table.add_column(column, overflow="fold")
-    for finding in findings:
-        style = "red" if finding.get("severity") == "error" else "yellow"
-        table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
-                      finding.get("message", ""))
-    return table
-
-
 def print_document_view(view: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     document_run, run, document = view["document_run"], view["run"], view["document"]
@@ -208,7 +197,7 @@ def print_document_view(view: dict[str, Any], console: Console | None = None) ->
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
         if attempt["findings"]:
-            console.print(_findings_table(attempt["findings"], title))
+            console.print(findings_table(attempt["findings"], title))
         else:
             console.print(Text(title, style="bold"))
         if attempt["error"]:

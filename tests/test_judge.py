@@ -329,7 +329,7 @@ def test_block_needs_an_admitting_calibration_for_exactly_this_model_rubric_and_
         policy = resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block)
         assert policy.mode is JudgeMode.block and policy.reason is None and policy.calibration_id == admitted
         assert resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.block).mode is JudgeMode.review
-        assert store.latest_admitting_calibration("openai:judge", "v1", 0.8).id == admitted
+        assert store.latest_calibration("openai:judge", "v1", 0.8).id == admitted
 
     generator = llm_server([Reply(GOOD_EN)])
     judge = llm_server(lambda request, number: Reply(verdict_for(request, low={5: 0.2}, verdict="fail")))
@@ -341,7 +341,7 @@ def test_block_needs_an_admitting_calibration_for_exactly_this_model_rubric_and_
 
     save(store, "reject")  # a newer report withdraws the admission
     assert resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block).mode is JudgeMode.review
-    assert store.latest_admitting_calibration("openai:judge", "v1", 0.8) is None
+    assert store.latest_calibration("openai:judge", "v1", 0.8).verdict == "reject"
 
 
 def test_judge_transport_failure_goes_to_a_person_not_to_error(

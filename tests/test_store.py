@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
+from extractor.stats import rule_stats
 from extractor.store import DocumentState, RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import alembic_config, create_store_engine
@@ -405,7 +406,7 @@ def test_two_processes_racing_claim_each_document_exactly_once(store: Store, db_
     assert {claim.state for claim in claims} == {"READY_FOR_REVIEW"} and {c.run_id for c in claims} <= set(
         second
     )
-    assert sum(sum(run.counts.values()) for run in store.list_runs()) == 2 * RACE_DOCUMENTS  # no stray rows
+    assert sum(sum(run.counts.values()) for run in store.find_runs()) == 2 * RACE_DOCUMENTS  # no stray rows
     assert store.integrity_check() == []
 
 
@@ -527,21 +528,22 @@ def test_queries_for_the_cli(store: Store) -> None:
     )
     store.finish_document(errored.document_run_id, "ERROR", cause="timeout")
 
-    rates = store.rule_failure_rates(run_id)
-    assert {rule: (rate.failed, rate.evaluated) for rule, rate in rates.items()} == {
+    run = store.get_run(run_id)
+    assert run is not None
+    [rates] = rule_stats(store, [run])
+    assert {rule: (rates.rule(rule)["final"].failed, rates.rule(rule)["final"].evaluated) for rule in rates.final} == {
         "ACTOR_UNKNOWN": (2, 3),
         "EVIDENCE_NOT_IN_SOURCE": (1, 3),
     }
-    assert rates["ACTOR_UNKNOWN"].rate == pytest.approx(2 / 3)
+    assert rates.rule("ACTOR_UNKNOWN")["final"].rate == pytest.approx(2 / 3)
 
-    run = store.get_run(run_id)
     assert run is not None and run.counts == {"MANUAL_REVIEW": 2, "READY_FOR_REVIEW": 1, "ERROR": 1}
-    assert [r.id for r in store.list_runs()] == [other_id, run_id]
-    assert [r.id for r in store.list_runs(model="gpt-test")] == [run_id]
-    assert [r.id for r in store.list_runs(limit=1)] == [other_id]
-    assert store.list_runs(prompt_version="v9") == [] and store.list_runs(contract="rag_answer") == []
-    assert store.list_runs(since=datetime.now(UTC) + timedelta(minutes=1)) == []
-    assert len(store.list_runs(since=datetime.now(UTC) - timedelta(minutes=1))) == 2
+    assert [r.id for r in store.find_runs()] == [other_id, run_id]
+    assert [r.id for r in store.find_runs(model="gpt-test")] == [run_id]
+    assert [r.id for r in store.find_runs(limit=1)] == [other_id]
+    assert store.find_runs(prompt_version="v9") == [] and store.find_runs(contract="rag_answer") == []
+    assert store.find_runs(since=datetime.now(UTC) + timedelta(minutes=1)) == []
+    assert len(store.find_runs(since=datetime.now(UTC) - timedelta(minutes=1))) == 2
 
     listed = store.document_runs_for(run_id)
     assert [d.id for d in listed] == [*document_runs, errored.document_run_id]

@@ -200,7 +200,8 @@ def approve(
 
             from extractor.render import findings_table
 
-            Console(stderr=True).print(findings_table(refused.report, title="findings of the edited candidate"))
+            Console(stderr=True).print(findings_table((f.to_json() for f in refused.report.findings),
+                                                      title="findings of the edited candidate"))
         fail(f"refused: {refused}", 1)
     except ReviewError as error:
         fail(str(error), error.code)

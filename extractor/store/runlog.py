@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -261,19 +261,6 @@ class AttemptInfo:
     error: str | None
     created_at: datetime
     finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class RuleRate:
-    """How many evaluated documents ended with this rule failing at error severity."""
-
-    rule_id: str
-    failed: int
-    evaluated: int
-
-    @property
-    def rate(self) -> float:
-        return self.failed / self.evaluated if self.evaluated else 0.0
 
 
 # Built once: statements whose values come as parameters are compiled once and found in the cache cheaply.
@@ -785,29 +772,6 @@ class Store:
                 return None
             return plain(RunInfo, run, counts=self._state_counts(session, [run_id])[run_id])
 
-    def list_runs(
-        self,
-        limit: int = 20,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        contract: str | None = None,
-        since: datetime | None = None,
-    ) -> list[RunInfo]:
-        """The newest runs first, with how many documents ended in each state."""
-        query = select(Run).order_by(Run.started_at.desc(), Run.id).limit(limit)
-        if model is not None:
-            query = query.where(Run.model == model)
-        if prompt_version is not None:
-            query = query.where(Run.prompt_version == prompt_version)
-        if contract is not None:
-            query = query.where(Run.contract == contract)
-        if since is not None:
-            query = query.where(Run.started_at >= since)
-        with transaction(self.engine, write=False) as session:
-            runs = session.scalars(query).all()
-            counts = self._state_counts(session, [run.id for run in runs])
-            return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
-
     @staticmethod
     def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
         counts: defaultdict[str, dict[str, int]] = defaultdict(dict)
@@ -859,23 +823,6 @@ class Store:
         )
         with transaction(self.engine, write=False) as session:
             return [plain(AttemptInfo, row) for row in session.scalars(query)]
-
-    def rule_failure_rates(self, run_id: str) -> dict[str, RuleRate]:
-        """Per rule id: documents whose final attempt has it at error severity, out of documents evaluated.
-
-        Only document runs with a final attempt count as evaluated; rules that never failed are absent.
-        """
-        query = (
-            select(Attempt.findings)
-            .join(DocumentRun, DocumentRun.final_attempt_id == Attempt.id)
-            .where(DocumentRun.run_id == run_id)
-        )
-        with transaction(self.engine, write=False) as session:
-            finals = session.scalars(query).all()
-        failed: Counter[str] = Counter()
-        for findings in finals:
-            failed.update({f["rule_id"] for f in findings or () if f.get("severity") == "error"})
-        return {rule: RuleRate(rule, count, len(finals)) for rule, count in sorted(failed.items())}
 
     def integrity_check(self) -> list[str]:
         """Problems in the run log, one line each; an empty list means healthy."""
@@ -953,16 +900,6 @@ class Store:
         with transaction(self.engine, write=False) as session:
             row = session.scalars(query).first()
             return None if row is None else plain(CalibrationInfo, row)
-
-    def latest_admitting_calibration(
-        self, judge_model: str, rubric_version: str, threshold: float, admitting: Iterable[str] = ("admit-block",)
-    ) -> CalibrationInfo | None:
-        """The newest report for this triple if it admits (``admit-block`` by default), else None.
-
-        Only the newest report counts: a later ``reject`` withdraws an earlier admission.
-        """
-        latest = self.latest_calibration(judge_model, rubric_version, threshold)
-        return latest if latest is not None and latest.verdict in tuple(admitting) else None
 
     # -- queries for review, export, stats and compare (extractor.review, extractor.compare) ----------------
 
