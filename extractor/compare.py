@@ -25,12 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from extractor.gate import Category, Decision, GateResult, GateSettings, decide, default_weights, normalise_weights
+from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
-from extractor.store import FINAL_STATES, RunInfo, Store
+from extractor.store import RunInfo, Store
+from extractor.vocab import FINAL_STATES, REVIEWABLE, DocumentState, GateDecision
 
-PASS_STATE = "READY_FOR_REVIEW"
-EVALUABLE_STATES = ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+PASS_STATE = DocumentState.READY_FOR_REVIEW
+EVALUABLE_STATES = REVIEWABLE
 DEFAULT_CATEGORY = "all"
 UNTAGGED = "untagged"
 
@@ -97,7 +98,7 @@ class Comparison:
     max_unevaluable: float = 0.0
 
     @property
-    def decision(self) -> Decision:
+    def decision(self) -> GateDecision:
         return self.gate.decision
 
     @property
@@ -215,10 +216,10 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
         )
         for name in names
     ]
-    gate = decide(categories, settings)
-    if gate.decision is Decision.NOT_EVALUABLE and not matched:
+    gate = decide_release(categories, settings)
+    if gate.decision is GateDecision.NOT_EVALUABLE and not matched:
         gate = replace(gate, reason="no document is on both sides (matched by content sha256)")
-    elif gate.decision is Decision.NOT_EVALUABLE and not paired:
+    elif gate.decision is GateDecision.NOT_EVALUABLE and not paired:
         empty = [(name, side) for name, side in (("baseline", a), ("candidate", b))
                  if not any(side[sha].evaluable for sha in matched)]
         if empty:
@@ -229,8 +230,8 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
         else:
             gate = replace(gate, reason=f"none of the {len(matched)} matched documents is evaluable on both sides")
     share = len(unevaluable) / len(matched) if matched else 0.0
-    if gate.decision is Decision.PROMOTE and unevaluable and share > max_unevaluable:
-        gate = replace(gate, decision=Decision.MANUAL_REVIEW,
+    if gate.decision is GateDecision.PROMOTE and unevaluable and share > max_unevaluable:
+        gate = replace(gate, decision=GateDecision.MANUAL_REVIEW,
                        reason=f"{gate.reason}, but {len(unevaluable)} of {len(matched)} matched documents are not "
                               f"evaluable ({share:.0%} > {max_unevaluable:.0%} allowed by --max-unevaluable)")
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
+
+from extractor.vocab import GATE_EXIT_CODES, GateDecision
 
 DEFAULT_SAMPLES = 10_000
 DEFAULT_SEED = 42
@@ -34,22 +35,6 @@ DEFAULT_DELTA = 0.03
 DEFAULT_BLOCK = 0.8
 DEFAULT_REVIEW = 0.5
 DEFAULT_LEVEL = 0.95
-
-
-class Decision(StrEnum):
-    PROMOTE = "PROMOTE"
-    MANUAL_REVIEW = "MANUAL_REVIEW"
-    BLOCK = "BLOCK"
-    NOT_EVALUABLE = "NOT_EVALUABLE"
-
-
-EXIT_CODES: dict[Decision, int] = {
-    Decision.PROMOTE: 0,
-    Decision.BLOCK: 1,
-    Decision.MANUAL_REVIEW: 3,
-    Decision.NOT_EVALUABLE: 4,
-}
-"""What ``extract compare`` exits with, so a CI job can gate on it (2 stays "bad usage")."""
 
 
 # -- the Beta distribution without scipy ----------------------------------------------------------------
@@ -213,7 +198,7 @@ class GateSettings:
 
 @dataclass(frozen=True)
 class GateResult:
-    decision: Decision
+    decision: GateDecision
     rho: float | None
     categories: list[Category]
     settings: GateSettings
@@ -226,7 +211,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.decision]
+        return int(GATE_EXIT_CODES[self.decision])
 
     def to_json(self) -> dict[str, Any]:
         s = self.settings
@@ -308,18 +293,18 @@ def rho(categories: Sequence[Category], settings: GateSettings = GateSettings())
     return float(np.mean(rate_b < rate_a - settings.delta))
 
 
-def decide(categories: Sequence[Category], settings: GateSettings = GateSettings()) -> GateResult:
+def decide_release(categories: Sequence[Category], settings: GateSettings = GateSettings()) -> GateResult:
     """The gate: NOT_EVALUABLE without evaluable documents on a side, else rho against the thresholds."""
     categories = list(categories)
     total_a = sum(c.n_a for c in categories)
     total_b = sum(c.n_b for c in categories)
     if total_a == 0 or total_b == 0:
         empty = [side for side, total in (("baseline", total_a), ("candidate", total_b)) if total == 0]
-        return GateResult(Decision.NOT_EVALUABLE, None, categories, settings,
+        return GateResult(GateDecision.NOT_EVALUABLE, None, categories, settings,
                           f"no evaluable document on the {' and '.join(empty)} side")
     empty_categories = [c.name for c in categories if c.weight > 0 and (c.n_a == 0 or c.n_b == 0)]
     if empty_categories:
-        return GateResult(Decision.NOT_EVALUABLE, None, categories, settings,
+        return GateResult(GateDecision.NOT_EVALUABLE, None, categories, settings,
                           f"weighted categor{'y' if len(empty_categories) == 1 else 'ies'} "
                           f"{', '.join(empty_categories)} without evaluable documents on a side")
     weight = sum(c.weight for c in categories)
@@ -328,11 +313,11 @@ def decide(categories: Sequence[Category], settings: GateSettings = GateSettings
     rate_a, rate_b = sample_rates(categories, settings)
     value = float(np.mean(rate_b < rate_a - settings.delta))
     if value >= settings.block:
-        decision, reason = Decision.BLOCK, f"rho {value:.3f} >= block threshold {settings.block:g}"
+        decision, reason = GateDecision.BLOCK, f"rho {value:.3f} >= block threshold {settings.block:g}"
     elif value >= settings.review:
-        decision, reason = Decision.MANUAL_REVIEW, f"rho {value:.3f} >= review threshold {settings.review:g}"
+        decision, reason = GateDecision.MANUAL_REVIEW, f"rho {value:.3f} >= review threshold {settings.review:g}"
     else:
-        decision, reason = Decision.PROMOTE, f"rho {value:.3f} < review threshold {settings.review:g}"
+        decision, reason = GateDecision.PROMOTE, f"rho {value:.3f} < review threshold {settings.review:g}"
     return GateResult(decision, value, categories, settings, reason,
                       rate_a=_summary(rate_a, settings.level), rate_b=_summary(rate_b, settings.level),
                       difference=_summary(rate_b - rate_a, settings.level), samples_a=rate_a, samples_b=rate_b)

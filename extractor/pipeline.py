@@ -29,6 +29,16 @@ from extractor.generate import GenerationRequest, GenerationResult, Provider, Pr
 from extractor.generate.prompt import load_prompt, render_request
 from extractor.repair import render_repair
 from extractor.validate import VALIDATOR_VERSION, Report, Source
+from extractor.vocab import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_PROMPT_VERSION,
+    FINAL_STATES,
+    AttemptKind,
+    AttemptOutcome,
+    DocumentState,
+    Outcome,
+    RunStatus,
+)
 from extractor.workers import load_document as load_document  # re-exported: ingest + segment one file
 from extractor.workers import prepare
 from extractor.workers import validate as validate_in_worker
@@ -37,10 +47,6 @@ if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modu
     from extractor.judge.modes import Judge, JudgeDecision
     from extractor.store import RunConfig, Store
 
-READY = "READY_FOR_REVIEW"
-MANUAL = "MANUAL_REVIEW"
-ERROR = "ERROR"
-FINAL_STATES = (READY, MANUAL, ERROR)
 DOCUMENT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".docx", ".html", ".htm", ".pdf")
 T = TypeVar("T")
 
@@ -50,8 +56,8 @@ class RunSettings:
     """What decides results (contract, prompt, model) plus how the batch is run."""
 
     contract: Contract
-    prompt_version: str = "v1"
-    concurrency: int = 4
+    prompt_version: str = DEFAULT_PROMPT_VERSION
+    concurrency: int = DEFAULT_CONCURRENCY
     force: bool = False
     max_tokens: int | None = None
     temperature: float = 0.0
@@ -63,7 +69,7 @@ class RunSettings:
 @dataclass
 class DocumentOutcome:
     path: str
-    state: str  # a final state, "SKIPPED", "INPUT_ERROR" or "INTERRUPTED"
+    state: Outcome
     cause: str | None = None
     rule_ids: tuple[str, ...] = ()
     tokens: int = 0
@@ -117,7 +123,7 @@ def expand_paths(paths: Iterable[str]) -> tuple[list[Path], list[DocumentOutcome
     for raw in paths:
         matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
         if not matches or not any(os.path.exists(m) for m in matches):
-            problems.append(DocumentOutcome(raw, "INPUT_ERROR", f"{raw}: no such file, folder or glob match"))
+            problems.append(DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match"))
             continue
         for match in matches:
             path = Path(match)
@@ -279,7 +285,7 @@ class Pipeline:
             summary.outcomes += await self._left_over(files, summary)
         finally:
             heartbeat.cancel()
-            status = "interrupted" if summary.interrupted else "finished"
+            status = RunStatus.interrupted if summary.interrupted else RunStatus.finished
             await self._db_call(self.store.finish_run, self.run_id, status)
             summary.seconds = time.monotonic() - started
             summary.rate_limits = self.limit.rate_limits
@@ -309,9 +315,9 @@ class Pipeline:
                 continue
             run = recorded.get(path)
             if run is not None and run.state in FINAL_STATES:
-                left.append(DocumentOutcome(path, run.state, run.cause, document_run_id=run.id))
+                left.append(DocumentOutcome(path, Outcome(run.state), run.cause, document_run_id=run.id))
             else:
-                left.append(DocumentOutcome(path, "INTERRUPTED", None if run is None else run.cause,
+                left.append(DocumentOutcome(path, Outcome.INTERRUPTED, None if run is None else run.cause,
                                             document_run_id=None if run is None else run.id))
         return left
 
@@ -327,9 +333,9 @@ class Pipeline:
         except asyncio.CancelledError:
             raise
         except InputError as error:
-            return DocumentOutcome(str(path), "INPUT_ERROR", str(error))
+            return DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error))
         except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
-            return DocumentOutcome(str(path), ERROR, f"{path}: internal error {type(error).__name__}: {error}")
+            return DocumentOutcome(str(path), Outcome.ERROR, f"{path}: internal error {type(error).__name__}: {error}")
 
     async def process(self, path: Path) -> DocumentOutcome:
         loop = asyncio.get_running_loop()
@@ -337,28 +343,28 @@ class Pipeline:
             digest = await loop.run_in_executor(self._cpu, file_sha256, path)
             finished = digest and await self._db_call(self.store.finished_run_of, self.config_hash, digest)
             if finished:
-                return DocumentOutcome(str(path), "SKIPPED", f"done (document run {finished})")
+                return DocumentOutcome(str(path), Outcome.SKIPPED, f"done (document run {finished})")
         document, seconds = await prepare(path)
         self.cpu_seconds["ingest+segment"] += seconds
         document_id, claim = await self._db_call(self.store.claim_document, self.run_id, self.config_hash, document,
                                                  str(path), self.settings.force, self.settings.tags)
         if claim.status != "claimed":
-            return DocumentOutcome(str(path), "SKIPPED", f"{claim.status} ({claim.detail})")
+            return DocumentOutcome(str(path), Outcome.SKIPPED, f"{claim.status} ({claim.detail})")
         return await self._convert(Job(path, document, document_id, claim.document_run_id))
 
     async def _convert(self, job: Job) -> DocumentOutcome:
         request = render_request(self.prompt, self.settings.contract, job.document,
                                  temperature=self.settings.temperature, max_tokens=self.settings.max_tokens)
-        first = await self._attempt(job, request, number=1, kind="generate")
+        first = await self._attempt(job, request, number=1, kind=AttemptKind.generate)
         if isinstance(first, ProviderError):
-            return await self._finish(job, ERROR, first.cause, ())
+            return await self._finish(job, DocumentState.ERROR, first.cause, ())
         first_result, first_report, first_id, tokens = first
         if first_report.passed:
             return await self._route(job, first_report, first_id, tokens)
         repair = render_repair(self.prompt, request, first_result.text, first_report, job.document)
-        second = await self._attempt(job, repair, number=2, kind="repair")
+        second = await self._attempt(job, repair, number=2, kind=AttemptKind.repair)
         if isinstance(second, ProviderError):
-            return await self._finish(job, ERROR, f"repair call failed: {second.cause}", _rule_ids(first_report),
+            return await self._finish(job, DocumentState.ERROR, f"repair call failed: {second.cause}", _rule_ids(first_report),
                                       final_attempt_id=first_id, tokens=tokens)
         _, second_report, second_id, more = second
         tokens += more
@@ -366,7 +372,7 @@ class Pipeline:
             return await self._route(job, second_report, second_id, tokens)
         cause = ("unparseable twice" if not first_report.parsed and not second_report.parsed
                  else f"failed validation after repair: {len(second_report.errors)} error(s)")
-        return await self._finish(job, MANUAL, cause, _rule_ids(second_report), final_attempt_id=second_id,
+        return await self._finish(job, DocumentState.MANUAL_REVIEW, cause, _rule_ids(second_report), final_attempt_id=second_id,
                                   tokens=tokens)
 
     async def _route(self, job: Job, report: Report, attempt_id: int, tokens: int) -> DocumentOutcome:
@@ -386,9 +392,10 @@ class Pipeline:
                 causes.append(decision.cause or f"judge {decision.result}")
                 marks += decision.marks
         if causes:
-            return await self._finish(job, MANUAL, "; ".join(causes), _rule_ids(report), needs_person=marks,
-                                      final_attempt_id=attempt_id, tokens=tokens)
-        return await self._finish(job, READY, None, _rule_ids(report), final_attempt_id=attempt_id, tokens=tokens)
+            return await self._finish(job, DocumentState.MANUAL_REVIEW, "; ".join(causes), _rule_ids(report),
+                                      needs_person=marks, final_attempt_id=attempt_id, tokens=tokens)
+        return await self._finish(job, DocumentState.READY_FOR_REVIEW, None, _rule_ids(report),
+                                  final_attempt_id=attempt_id, tokens=tokens)
 
     async def _judge(self, job: Job, report: Report) -> tuple[JudgeDecision, int]:
         """One judge call for a candidate that passed the rules, recorded as it happened (raw answer always)."""
@@ -396,7 +403,7 @@ class Pipeline:
 
         assert self.judge is not None
         base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=1,
-                    kind="judge", prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
+                    kind=AttemptKind.judge, prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
         try:
             async with self.limit:  # a judge call is a model call: it takes a slot like generation and repair
                 outcome, decision = await self.judge.evaluate(report)
@@ -405,7 +412,8 @@ class Pipeline:
             if request is not None:  # shielded: the record of an interrupted call survives the interruption
                 await asyncio.shield(self._db_call(
                     self.store.record_attempt, **base, request=request.to_json(), request_hash=request.fingerprint,
-                    outcome="interrupted", error="run interrupted while waiting for the judge; rerun to redo this document"))
+                    outcome=AttemptOutcome.interrupted,
+                    error="run interrupted while waiting for the judge; rerun to redo this document"))
             raise
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
             await asyncio.shield(self._db_call(
@@ -413,15 +421,15 @@ class Pipeline:
                 request_hash=outcome.request.fingerprint, **attempt_fields(outcome, decision, self.judge.policy)))
         return decision, outcome.tokens
 
-    async def _finish(self, job: Job, state: str, cause: str | None, rule_ids: tuple[str, ...],
+    async def _finish(self, job: Job, state: DocumentState, cause: str | None, rule_ids: tuple[str, ...],
                       needs_person: Iterable[str] = (), final_attempt_id: int | None = None,
                       tokens: int = 0) -> DocumentOutcome:
         await self._db_call(self.store.finish_document, job.document_run_id, state, cause=cause,
                             needs_person=list(needs_person), final_attempt_id=final_attempt_id)
-        return DocumentOutcome(str(job.path), state, cause, rule_ids, tokens, job.document_run_id)
+        return DocumentOutcome(str(job.path), Outcome(state.value), cause, rule_ids, tokens, job.document_run_id)
 
     async def _attempt(self, job: Job, request: GenerationRequest, number: int,
-                       kind: str) -> tuple[GenerationResult, Report, int, int] | ProviderError:
+                       kind: AttemptKind) -> tuple[GenerationResult, Report, int, int] | ProviderError:
         """One generation call, validated and recorded; a provider failure is recorded and returned."""
         base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=number,
                     kind=kind, prompt_version=self.settings.prompt_version, request=request.to_json(),
@@ -432,17 +440,18 @@ class Pipeline:
                 called_at, calling = datetime.now(UTC), True
                 result = await self.provider.generate(request)
         except ProviderError as error:
-            await self._write(self.store.record_attempt, **base, outcome="transport_error", error=error.cause,
+            await self._write(self.store.record_attempt, **base, outcome=AttemptOutcome.transport_error, error=error.cause,
                               transport=[t.to_json() for t in error.transport], created_at=called_at)
             return error
         except asyncio.CancelledError:
             if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
-                await self._write(self.store.record_attempt, **base, outcome="interrupted", created_at=called_at,
+                await self._write(self.store.record_attempt, **base, outcome=AttemptOutcome.interrupted, created_at=called_at,
                                   error="run interrupted while waiting for the model; rerun to redo this document")
             raise
         report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
         self.cpu_seconds["validate"] += seconds
-        outcome = "passed" if report.passed else ("unparseable" if not report.parsed else "failed")
+        outcome = (AttemptOutcome.passed if report.passed else
+                   AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
         record = report.to_json()
         attempt_id = await self._write(
             self.store.record_attempt, **base, created_at=called_at, raw_response=result.text, parsed=report.candidate,

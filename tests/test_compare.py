@@ -25,17 +25,17 @@ from extractor.cli import app
 from extractor.compare import compare
 from extractor.gate import (
     Category,
-    Decision,
     GateSettings,
     Posterior,
     beta_cdf,
     beta_ppf,
-    decide,
+    decide_release,
     normalise_weights,
     rho,
 )
 from extractor.runfilter import RunFilter, parse_when
 from extractor.store import open_store
+from extractor.vocab import GateDecision
 from tests.support.corpus import run, script, write_documents
 from tests.support.databases import fresh_database
 from tests.support.llm_server import ScriptedLLMServer
@@ -91,23 +91,23 @@ def test_weighted_rho_matches_an_independent_monte_carlo() -> None:
 
 def test_same_inputs_and_seed_give_the_same_rho() -> None:
     categories = [Category("a", 30, 40, 25, 40, 0.5), Category("b", 8, 10, 6, 10, 0.5)]
-    first = decide(categories, GateSettings(seed=42))
-    again = decide(categories, GateSettings(seed=42))
+    first = decide_release(categories, GateSettings(seed=42))
+    again = decide_release(categories, GateSettings(seed=42))
     assert first.rho == again.rho and first.to_json() == again.to_json()
-    other = decide(categories, GateSettings(seed=43))
+    other = decide_release(categories, GateSettings(seed=43))
     assert other.rho != first.rho and other.rho == pytest.approx(first.rho, abs=0.03)
-    assert decide(categories, GateSettings(seed=42, samples=2_000)).rho != first.rho
+    assert decide_release(categories, GateSettings(seed=42, samples=2_000)).rho != first.rho
 
 
 def test_decision_thresholds_and_not_evaluable() -> None:
     one = [Category("all", 10, 10, 9, 10, 1.0)]  # rho ~ 0.67
-    assert decide(one).decision is Decision.MANUAL_REVIEW
-    assert decide(one, GateSettings(block=0.6)).decision is Decision.BLOCK
-    assert decide(one, GateSettings(review=0.7, block=0.9)).decision is Decision.PROMOTE
-    assert decide([Category("all", 10, 10, 10, 10, 1.0)]).decision is Decision.PROMOTE
-    assert decide([Category("all", 10, 10, 2, 10, 1.0)]).decision is Decision.BLOCK
-    empty = decide([])
-    assert empty.decision is Decision.NOT_EVALUABLE and empty.rho is None and empty.exit_code == 4
+    assert decide_release(one).decision is GateDecision.MANUAL_REVIEW
+    assert decide_release(one, GateSettings(block=0.6)).decision is GateDecision.BLOCK
+    assert decide_release(one, GateSettings(review=0.7, block=0.9)).decision is GateDecision.PROMOTE
+    assert decide_release([Category("all", 10, 10, 10, 10, 1.0)]).decision is GateDecision.PROMOTE
+    assert decide_release([Category("all", 10, 10, 2, 10, 1.0)]).decision is GateDecision.BLOCK
+    empty = decide_release([])
+    assert empty.decision is GateDecision.NOT_EVALUABLE and empty.rho is None and empty.exit_code == 4
     assert "no evaluable document" in empty.reason
     with pytest.raises(ValueError):
         GateSettings(review=0.9, block=0.8)
@@ -290,4 +290,4 @@ def test_compare_details(runs: Runs) -> None:
     assert drawn.exit_code == 1 and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with open_store(runs.db_url) as store:
         result = compare(store, "model=base", "model=down", GateSettings())
-    assert result.decision is Decision.NOT_EVALUABLE and result.exit_code == 4
+    assert result.decision is GateDecision.NOT_EVALUABLE and result.exit_code == 4

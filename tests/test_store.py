@@ -25,10 +25,11 @@ from sqlalchemy.exc import IntegrityError
 from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
 from extractor.stats import rule_stats
-from extractor.store import DocumentState, RunConfig, Store, StoreError, open_store
+from extractor.store import RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import alembic_config, create_store_engine
 from extractor.store.models import Base, Claim, Run
+from extractor.vocab import DocumentState
 
 HEAD = "0003"
 RACE_DOCUMENTS = 50

@@ -28,12 +28,18 @@ class Format(StrEnum):
     json = "json"
 
 
-class ContractName(StrEnum):
-    work_procedure = "work_procedure"
-    rag_answer = "rag_answer"
-
-
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines")]
+ContractOption = Annotated[str, typer.Option("--contract", help="output contract (`extract contracts` lists them)")]
+
+
+def contract_named(name: str) -> Any:
+    """The contract called ``name``, or a one-line failure naming the contracts that exist."""
+    from extractor.contracts import get_contract
+
+    try:
+        return get_contract(name)
+    except KeyError as error:
+        fail(str(error.args[0]))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

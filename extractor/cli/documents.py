@@ -8,7 +8,18 @@ from typing import Annotated
 
 import typer
 
-from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail, load_document, read_candidate
+from extractor.cli.app import (
+    ContractOption,
+    Format,
+    FormatOption,
+    app,
+    contract_named,
+    emit_json,
+    fail,
+    load_document,
+    read_candidate,
+)
+from extractor.vocab import DEFAULT_CONTRACT
 
 
 @app.command()
@@ -34,15 +45,15 @@ def split(file: Path, format: FormatOption = Format.text) -> None:
 def validate(
     candidate: Annotated[Path, typer.Argument(help="candidate JSON from any LLM")],
     source: Annotated[Path, typer.Option("--source", "-s", help="the source document")],
-    contract: Annotated[ContractName, typer.Option(help="output contract")] = ContractName.work_procedure,
+    contract: ContractOption = DEFAULT_CONTRACT,
     format: FormatOption = Format.json,
 ) -> None:
     """Check CANDIDATE against SOURCE. Exit 0 when no error finding, 1 when any, 2 for unusable input."""
-    from extractor.contracts import get_contract
     from extractor.validate import validate as run_validation
 
+    chosen = contract_named(contract)
     document = load_document(source)
-    report = run_validation(read_candidate(candidate), document, get_contract(contract.value))
+    report = run_validation(read_candidate(candidate), document, chosen)
     if format is Format.json:
         emit_json(report.to_json())
     else:
@@ -55,13 +66,13 @@ def validate(
 @app.command()
 def rules(
     rule_id: Annotated[str | None, typer.Argument(help="print this rule's card")] = None,
-    contract: Annotated[ContractName | None, typer.Option(help="only rules of this contract")] = None,
+    contract: Annotated[str | None, typer.Option(help="only rules of this contract")] = None,
     format: FormatOption = Format.text,
 ) -> None:
     """The rule catalogue, or the card of one rule."""
     from extractor.rules import catalogue
 
-    cards = catalogue(contract.value if contract else None)
+    cards = catalogue(contract_named(contract).name if contract else None)
     if rule_id is not None:
         match = [card for card in cards if card.rule_id == rule_id.upper()]
         if not match:

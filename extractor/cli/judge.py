@@ -7,13 +7,13 @@ Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
 
 if TYPE_CHECKING:
     from extractor.generate import Provider
@@ -25,27 +25,17 @@ judge_app = typer.Typer(help="The optional judge stage: calibrate a judge agains
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
 
-DEFAULT_THRESHOLD = 0.8
-DEFAULT_RUBRIC = "v1"
-
-
-class JudgeModeName(StrEnum):
-    observe = "observe"
-    review = "review"
-    block = "block"
-
-
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeModeName | None, threshold: float,
+def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeMode | None, threshold: float,
                     rubric_version: str, base_url: str | None, settings: ProviderSettings,
                     on_rate_limit: Any = None) -> Judge:
     """The judge of a run, with its policy resolved against the calibrations on record.
 
     Prints (stderr) why block was downgraded, and a warning when judge and generator are the same model.
     """
-    from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
+    from extractor.judge.modes import Judge, resolve_policy, same_model
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import from_string
 
@@ -59,7 +49,7 @@ def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: Judge
         provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit)
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
-    requested = JudgeMode((mode or JudgeModeName.review).value)
+    requested = mode or JudgeMode.review
     policy = resolve_policy(store, model_id(provider), rubric.version, threshold, requested)
     if policy.reason:
         typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
@@ -95,7 +85,7 @@ def calibrate(
     model_id: Annotated[str | None, typer.Option(help="with --scores-column: the judge model that produced the scores, "
                                                  "e.g. openai:gpt-4o-mini [default: the CSV's judge_model column]")] = None,
     rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>) the scores come from")] = DEFAULT_RUBRIC,
-    threshold: Annotated[float, typer.Option(help="operating threshold the report is tied to")] = DEFAULT_THRESHOLD,
+    threshold: Annotated[float, typer.Option(help="operating threshold the report is tied to")] = DEFAULT_JUDGE_THRESHOLD,
     plot: Annotated[Path | None, typer.Option(help="sweep plot PNG [default: <labels>.sweep.png next to the CSV]")] = None,
     resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000,
     seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42,
@@ -170,7 +160,7 @@ def calibrate(
         from rich.console import Console
 
         print_calibration(report, Console(), calibration_id=calibration_id, plot=plot_path)
-    raise typer.Exit(1 if report["verdict"] == "reject" else 0)
+    raise typer.Exit(1 if report["verdict"] == CalibrationVerdict.reject else 0)
 
 
 def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url: str | None, timeout: float,

@@ -114,8 +114,10 @@ def review(
         if not runs:
             fail(f"no run matches {selection.describe()}")
         run_ids = [r.id for r in runs]
-    states = {"ready": ("READY_FOR_REVIEW",), "manual": ("MANUAL_REVIEW",),
-              "all": ("READY_FOR_REVIEW", "MANUAL_REVIEW")}[state.value]
+    from extractor.vocab import REVIEWABLE, DocumentState
+
+    states = {QueueState.ready: (DocumentState.READY_FOR_REVIEW,), QueueState.manual: (DocumentState.MANUAL_REVIEW,),
+              QueueState.all: REVIEWABLE}[state]
     items = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=limit,
                     every_result=every_result)
     if format is Format.json:

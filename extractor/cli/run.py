@@ -7,8 +7,15 @@ from typing import Annotated
 
 import typer
 
-from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail
-from extractor.cli.judge import DEFAULT_RUBRIC, DEFAULT_THRESHOLD, JudgeModeName
+from extractor.cli.app import ContractOption, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.vocab import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_CONTRACT,
+    DEFAULT_JUDGE_THRESHOLD,
+    DEFAULT_PROMPT_VERSION,
+    DEFAULT_RUBRIC,
+    JudgeMode,
+)
 
 
 def resolve_model(model: str | None) -> str:
@@ -30,12 +37,12 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 @app.command()
 def run(
     paths: Annotated[list[str], typer.Argument(help="files, folders (recursive) and globs")],
-    contract: Annotated[ContractName, typer.Option(help="output contract")] = ContractName.work_procedure,
+    contract: ContractOption = DEFAULT_CONTRACT,
     model: Annotated[str | None, typer.Option(help="openai:<model>, local:<path.gguf> or local "
                                               "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
-    prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = "v1",
+    prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
-                                             "429, then grown back)")] = 4,
+                                             "429, then grown back)")] = DEFAULT_CONCURRENCY,
     force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,
@@ -47,10 +54,10 @@ def run(
                                                  "default sqlite:///extract.db]")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="judge candidates that passed every rule with this "
                                               "model (openai:<model>, local:<path.gguf>, local); off by default")] = None,
-    judge_mode: Annotated[JudgeModeName | None, typer.Option(help="observe: report only; review: a failure goes to "
+    judge_mode: Annotated[JudgeMode | None, typer.Option(help="observe: report only; review: a failure goes to "
                                                              "MANUAL_REVIEW; block: also marks it BLOCK (needs an "
                                                              "admit-block calibration) [default: review]")] = None,
-    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_THRESHOLD,
+    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
     judge_rubric: Annotated[str, typer.Option(help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
     judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [default: --base-url]")] = None,
     format: FormatOption = Format.text,
@@ -62,7 +69,6 @@ def run(
     """
     import asyncio
 
-    from extractor.contracts import get_contract
     from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
     from extractor.providers import ProviderSettings, from_string
     from extractor.render import RunProgress, print_summary
@@ -83,7 +89,7 @@ def run(
         store = open_store(database)
     except StoreError as error:
         fail(str(error))
-    settings = RunSettings(contract=get_contract(contract.value), prompt_version=prompt_version,
+    settings = RunSettings(contract=contract_named(contract), prompt_version=prompt_version,
                            concurrency=concurrency, force=force, max_tokens=max_tokens, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
     run_judge = None
@@ -94,7 +100,7 @@ def run(
             judge, generator=provider, store=store, mode=judge_mode, threshold=judge_threshold,
             rubric_version=judge_rubric, base_url=judge_base_url or base_url, on_rate_limit=limit.on_rate_limit,
             settings=ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget))
-    elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_THRESHOLD:
+    elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_JUDGE_THRESHOLD:
         fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)
     try:
@@ -111,5 +117,8 @@ def run(
         print_summary(summary)
         if run_judge is not None:
             print_judge_summary(run_judge)
+    from extractor.vocab import ExitCode, Outcome
+
     counts = summary.counts
-    raise typer.Exit(130 if summary.interrupted else 2 if counts["INPUT_ERROR"] else 1 if counts["ERROR"] else 0)
+    raise typer.Exit(ExitCode.INTERRUPTED if summary.interrupted else ExitCode.USAGE if counts[Outcome.INPUT_ERROR]
+                     else ExitCode.FAILED if counts[Outcome.ERROR] else ExitCode.OK)

@@ -14,8 +14,8 @@ from string import Template
 from extractor.contracts import Contract, data_dir
 from extractor.document import Document
 from extractor.generate import GenerationRequest
+from extractor.vocab import DEFAULT_PROMPT_VERSION
 
-DEFAULT_VERSION = "v1"
 PARTS = ("system", "user", "repair")
 
 
@@ -29,7 +29,7 @@ class PromptTemplate:
 
 
 @cache
-def load_prompt(contract: str, version: str = DEFAULT_VERSION) -> PromptTemplate:
+def load_prompt(contract: str, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
     """Read one prompt version; ``FileNotFoundError`` names the folder and the versions that exist."""
     folder = data_dir("prompts") / contract / version
     if not folder.is_dir():

@@ -29,7 +29,6 @@ import numpy as np
 
 SWEEP = tuple(round(0.1 * step, 1) for step in range(1, 10))
 REPORT_SCHEMA = "judge-calibration/1"
-VERDICTS = ("admit-block", "admit-review", "reject")
 
 
 @dataclass(frozen=True)
@@ -207,7 +206,7 @@ def sha256_of(path: str) -> str:
 
 
 def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> dict[str, Any]:
-    """The full report as plain JSON-ready data; ``report["verdict"]`` is one of ``VERDICTS``."""
+    """The full report as plain JSON-ready data; ``report["verdict"]`` is a ``CalibrationVerdict``."""
     policy = policy or VerdictPolicy()
     cases = data.cases
     if not cases:

@@ -16,36 +16,25 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from extractor.generate import GenerationRequest, Provider
 from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
 from extractor.validate.report import Report
+from extractor.vocab import AttemptOutcome, CalibrationVerdict, JudgeMode, JudgeResult, JudgeVerdict
 
 if TYPE_CHECKING:
     from extractor.store import Store
 
-DEFAULT_THRESHOLD = 0.8
-"""The operating threshold of the article: a link scoring below it is unsupported."""
-
-Result = Literal["pass", "warn", "fail", "not_evaluable", "protocol_error", "transport_error"]
-
 MARK_BLOCK = "BLOCK"
-MARKS: dict[str, str] = {
-    "warn": "JUDGE_WARN",
-    "fail": "JUDGE_FAIL",
-    "not_evaluable": "JUDGE_NOT_EVALUABLE",
-    "protocol_error": "JUDGE_PROTOCOL_ERROR",
-    "transport_error": "JUDGE_NOT_JUDGED",
+MARKS: dict[JudgeResult, str] = {
+    JudgeResult.warn: "JUDGE_WARN",
+    JudgeResult.fail: "JUDGE_FAIL",
+    JudgeResult.not_evaluable: "JUDGE_NOT_EVALUABLE",
+    JudgeResult.protocol_error: "JUDGE_PROTOCOL_ERROR",
+    JudgeResult.transport_error: "JUDGE_NOT_JUDGED",
 }
 """Marks added to a document run's ``needs_person`` so a reviewer sees why the judge sent it."""
-
-
-class JudgeMode(StrEnum):
-    observe = "observe"
-    review = "review"
-    block = "block"
 
 
 @dataclass(frozen=True)
@@ -79,7 +68,7 @@ def resolve_policy(store: Store, model: str, rubric_version: str, threshold: flo
     if latest is None:
         reason = (f"block mode needs an admit-block calibration for {key}; none is on record "
                   "(run: extract judge calibrate LABELS.csv --judge ...)")
-    elif latest.verdict != "admit-block":
+    elif latest.verdict != CalibrationVerdict.admit_block:
         reason = (f"block mode needs an admit-block calibration for {key}; the latest (#{latest.id}, "
                   f"{latest.created_at:%Y-%m-%d}) says {latest.verdict}" + (f": {latest.summary}" if latest.summary else ""))
     else:
@@ -91,7 +80,7 @@ def resolve_policy(store: Store, model: str, rubric_version: str, threshold: flo
 class JudgeDecision:
     """What one judge outcome does to a document that passed every rule."""
 
-    result: Result
+    result: JudgeResult
     to_person: bool
     block: bool
     cause: str | None
@@ -110,7 +99,7 @@ def _quote(text: str, limit: int = 80) -> str:
     return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
-def decide(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
+def judge_decision(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
     """The judge's result for one document and, with the mode, whether it goes to a person.
 
     A link fails when its score is below the threshold; the document fails when any link fails or the
@@ -119,13 +108,13 @@ def decide(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
     mode = policy.mode
     if outcome.kind == "transport_error":
         cause = f"judge call failed: {outcome.error}; the candidate passed the rules but was not judged"
-        return JudgeDecision("transport_error", True, False, cause, (MARKS["transport_error"],))
+        return JudgeDecision(JudgeResult.transport_error, True, False, cause, (MARKS[JudgeResult.transport_error],))
     if outcome.kind == "protocol_error":
-        return JudgeDecision("protocol_error", True, False, f"judge protocol error: {outcome.error}",
-                             (MARKS["protocol_error"],))
+        return JudgeDecision(JudgeResult.protocol_error, True, False, f"judge protocol error: {outcome.error}",
+                             (MARKS[JudgeResult.protocol_error],))
     if outcome.kind == "not_evaluable" or outcome.verdict is None:
-        return JudgeDecision("not_evaluable", True, False, f"judge not evaluable: {outcome.error}",
-                             (MARKS["not_evaluable"],))
+        return JudgeDecision(JudgeResult.not_evaluable, True, False, f"judge not evaluable: {outcome.error}",
+                             (MARKS[JudgeResult.not_evaluable],))
     verdict = outcome.verdict
     by_index = {link.index: link for link in outcome.links}
     failing = tuple(s.index for s in verdict.links if s.supported is not None and s.supported < policy.threshold)
@@ -135,20 +124,20 @@ def decide(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
         details.append("unsupported: " + ", ".join(_quote(v) for v in verdict.unsupported_values[:5]))
     if verdict.overridden:
         details.append(f"verdict {verdict.model_verdict} overridden to {verdict.verdict} (unsupported values listed)")
-    if verdict.verdict == "fail" or failing:
-        result: Result = "fail"
+    if verdict.verdict is JudgeVerdict.fail or failing:
+        result = JudgeResult.fail
     elif unevaluated:
         paths = ", ".join(by_index[i].field_path for i in unevaluated)
-        return JudgeDecision("not_evaluable", True, False, f"judge not evaluable: it could not score {paths}",
-                             (MARKS["not_evaluable"],), failing, unevaluated)
-    elif verdict.verdict == "warn":
-        result = "warn"
+        return JudgeDecision(JudgeResult.not_evaluable, True, False, f"judge not evaluable: it could not score {paths}",
+                             (MARKS[JudgeResult.not_evaluable],), failing, unevaluated)
+    elif verdict.verdict is JudgeVerdict.warn:
+        result = JudgeResult.warn
         details.append(f"comment: {_quote(verdict.comment, 160)}" if verdict.comment else "partly supported")
     else:
-        return JudgeDecision("pass", False, False, None, (), failing, unevaluated)
+        return JudgeDecision(JudgeResult.passed, False, False, None, (), failing, unevaluated)
     if mode is JudgeMode.observe:
         return JudgeDecision(result, False, False, None, (), failing, unevaluated)
-    block = mode is JudgeMode.block and result == "fail"
+    block = mode is JudgeMode.block and result is JudgeResult.fail
     where = f"{mode.value} mode, threshold {policy.threshold:g}"
     if block and policy.calibration_id is not None:
         where += f", calibration #{policy.calibration_id}"
@@ -157,8 +146,11 @@ def decide(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
     return JudgeDecision(result, True, block, ("BLOCK: " + cause) if block else cause, marks, failing, unevaluated)
 
 
-ATTEMPT_OUTCOME = {"pass": "passed", "warn": "failed", "fail": "failed", "not_evaluable": "failed",
-                   "protocol_error": "protocol_error", "transport_error": "transport_error"}
+ATTEMPT_OUTCOME: dict[JudgeResult, AttemptOutcome] = {
+    JudgeResult.passed: AttemptOutcome.passed, JudgeResult.warn: AttemptOutcome.failed,
+    JudgeResult.fail: AttemptOutcome.failed, JudgeResult.not_evaluable: AttemptOutcome.failed,
+    JudgeResult.protocol_error: AttemptOutcome.protocol_error, JudgeResult.transport_error: AttemptOutcome.transport_error,
+}
 
 
 def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: JudgePolicy) -> dict[str, Any]:
@@ -172,7 +164,7 @@ def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: Judge
     if outcome.verdict is not None:
         parsed = {"verdict": outcome.verdict.to_json(), "decision": decision.to_json(), "policy": policy.to_json(),
                   "links": [link.to_json() for link in outcome.links]}
-    passed = {"pass": True, "warn": False, "fail": False}.get(decision.result)
+    passed = {JudgeResult.passed: True, JudgeResult.warn: False, JudgeResult.fail: False}.get(decision.result)
     fields: dict[str, Any] = dict(
         outcome=ATTEMPT_OUTCOME[decision.result], parsed=parsed, passed=passed, error=outcome.error,
         transport=outcome.transport,
@@ -213,7 +205,7 @@ class Judge:
 
     async def evaluate(self, report: Report) -> tuple[JudgeOutcome, JudgeDecision]:
         outcome = await run_judge(self.provider, self.rubric, report.contract, links_for(report))
-        decision = decide(outcome, self.policy)
+        decision = judge_decision(outcome, self.policy)
         self.counts[decision.result] += 1
         return outcome, decision
 

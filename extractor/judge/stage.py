@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 from extractor.contracts import data_dir
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
-from extractor.judge.verdict import VERDICT_SCHEMA, JudgeVerdict, ProtocolError, parse_verdict
+from extractor.judge.verdict import VERDICT_SCHEMA, ParsedVerdict, ProtocolError, parse_verdict
 from extractor.validate import fieldpath
 from extractor.validate.report import Report
+from extractor.vocab import DEFAULT_RUBRIC
 
-DEFAULT_RUBRIC = "v1"
 MAX_TEXT_CHARS = 2000
 """A value or excerpt longer than this is cut in the request (and the cut is marked): the judge compares
 statements, and one runaway value must not blow the context window."""
@@ -158,7 +158,7 @@ class JudgeOutcome:
     links: list[JudgeLink]
     request: GenerationRequest | None = None  # None: no call was made (empty context)
     result: GenerationResult | None = None
-    verdict: JudgeVerdict | None = None
+    verdict: ParsedVerdict | None = None
     error: str | None = None  # protocol error reason, transport cause, or why not evaluable
     transport: list[dict[str, Any]] = field(default_factory=list)
 

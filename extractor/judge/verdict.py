@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from extractor.vocab import JudgeVerdict, values_of
+
 Status = Literal["ok", "not_evaluable"]
-VerdictValue = Literal["pass", "warn", "fail"]
 
 STATUSES: tuple[Status, ...] = ("ok", "not_evaluable")
-VERDICTS: tuple[VerdictValue, ...] = ("pass", "warn", "fail")
 TOP_KEYS = ("status", "links", "unsupported_values", "verdict", "comment")
 LINK_KEYS = ("index", "supported")
 MAX_COMMENT_CHARS = 2000
@@ -45,7 +45,7 @@ VERDICT_SCHEMA: dict[str, Any] = {
             },
         },
         "unsupported_values": {"type": "array", "items": {"type": "string"}},
-        "verdict": {"type": ["string", "null"], "enum": [*VERDICTS, None]},
+        "verdict": {"type": ["string", "null"], "enum": [*values_of(JudgeVerdict), None]},
         "comment": {"type": "string"},
     },
 }
@@ -69,14 +69,14 @@ class LinkScore:
 
 
 @dataclass(frozen=True)
-class JudgeVerdict:
+class ParsedVerdict:
     status: Status
     links: tuple[LinkScore, ...]
     unsupported_values: tuple[str, ...]
-    verdict: VerdictValue | None
+    verdict: JudgeVerdict | None
     """After the override; ``None`` only with status ``not_evaluable``."""
     comment: str
-    model_verdict: VerdictValue | None
+    model_verdict: JudgeVerdict | None
     """What the judge itself said, kept when the override changed it."""
 
     @property
@@ -136,7 +136,7 @@ def _score(value: Any, where: str) -> float | None:
     return float(value)
 
 
-def parse_verdict(raw: str, expected_indices: Iterable[int]) -> JudgeVerdict:
+def parse_verdict(raw: str, expected_indices: Iterable[int]) -> ParsedVerdict:
     """The verdict in ``raw`` for a request that asked about exactly ``expected_indices``; else ``ProtocolError``."""
     expected = list(expected_indices)
     if not raw.strip():
@@ -176,7 +176,7 @@ def parse_verdict(raw: str, expected_indices: Iterable[int]) -> JudgeVerdict:
         raise ProtocolError("unsupported_values is not a list of non-empty strings")
 
     verdict = data["verdict"]
-    if status == "ok" and verdict not in VERDICTS:
+    if status == "ok" and verdict not in values_of(JudgeVerdict):
         raise ProtocolError(f"verdict is {json.dumps(verdict, ensure_ascii=False)[:40]}, expected pass, warn or fail")
     if status == "not_evaluable":
         if verdict is not None:
@@ -191,13 +191,13 @@ def parse_verdict(raw: str, expected_indices: Iterable[int]) -> JudgeVerdict:
     if len(comment) > MAX_COMMENT_CHARS:
         raise ProtocolError(f"comment is {len(comment)} characters (limit {MAX_COMMENT_CHARS})")
 
-    final = override(verdict, unsupported)
-    return JudgeVerdict(status, tuple(sorted(links, key=lambda link: link.index)), tuple(unsupported),
-                        final, comment, verdict)
+    final = override(None if verdict is None else JudgeVerdict(verdict), unsupported)
+    return ParsedVerdict(status, tuple(sorted(links, key=lambda link: link.index)), tuple(unsupported),
+                        final, comment, None if verdict is None else JudgeVerdict(verdict))
 
 
-def override(verdict: VerdictValue | None, unsupported_values: list[str] | tuple[str, ...]) -> VerdictValue | None:
+def override(verdict: JudgeVerdict | None, unsupported_values: list[str] | tuple[str, ...]) -> JudgeVerdict | None:
     """Rules above the model's opinion: ``pass`` with listed unsupported values is a ``fail``."""
-    if verdict == "pass" and unsupported_values:
-        return "fail"
+    if verdict is JudgeVerdict.passed and unsupported_values:
+        return JudgeVerdict.fail
     return verdict

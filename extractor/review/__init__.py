@@ -8,6 +8,6 @@
 Only these modules and the review commands import ``extractor.store.approved``.
 """
 
-from extractor.review.resolve import REVIEWABLE, Resolved, ReviewError, resolve, resolve_run
+from extractor.review.resolve import Resolved, ReviewError, resolve, resolve_run
 
-__all__ = ["REVIEWABLE", "Resolved", "ReviewError", "resolve", "resolve_run"]
+__all__ = ["Resolved", "ReviewError", "resolve", "resolve_run"]

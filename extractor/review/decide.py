@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from extractor.review.resolve import REVIEWABLE, ReviewError
+from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
+from extractor.vocab import REVIEWABLE
 
 if TYPE_CHECKING:
     from extractor.document import Document

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from extractor.review.resolve import REVIEWABLE
 from extractor.store import Store
+from extractor.vocab import REVIEWABLE
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from extractor.store import FINAL_STATES, DocumentRunInfo, RunInfo, Store
+from extractor.store import DocumentRunInfo, RunInfo, Store
+from extractor.vocab import FINAL_STATES, REVIEWABLE
 
-REVIEWABLE = ("READY_FOR_REVIEW", "MANUAL_REVIEW")
 _HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
 _MIN_SHA_PREFIX_FOR_DIGITS = 6
 """Digits are a document run id; they are also tried as a sha256 prefix only from this length on."""

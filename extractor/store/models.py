@@ -2,13 +2,13 @@
 
 These models describe the schema the migrations in ``migrations/versions`` build; a test compares the
 two on every backend, so a change here without a migration fails loudly. Allowed values of the state
-columns are listed once here and enforced by CHECK constraints as well, so a typo never becomes data.
+columns come from ``extractor.vocab`` and are enforced by CHECK constraints as well, so a typo never becomes data.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -28,35 +28,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-RunStatus = Literal["running", "finished", "interrupted", "crashed"]
-DocumentState = Literal["PROCESSING", "READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR", "INTERRUPTED", "SKIPPED"]
-AttemptKind = Literal["generate", "repair", "judge"]
-AttemptOutcome = Literal[
-    "passed", "failed", "unparseable", "transport_error", "interrupted", "protocol_error"
-]
-Decision = Literal["approved", "rejected"]
-
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "finished", "interrupted", "crashed")
-DOCUMENT_STATES: tuple[DocumentState, ...] = (
-    "PROCESSING",
-    "READY_FOR_REVIEW",
-    "MANUAL_REVIEW",
-    "ERROR",
-    "INTERRUPTED",
-    "SKIPPED",
+from extractor.vocab import (
+    AttemptKind,
+    AttemptOutcome,
+    CalibrationVerdict,
+    DocumentState,
+    ReviewDecision,
+    RunStatus,
+    values_of,
 )
-FINAL_STATES: tuple[DocumentState, ...] = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
-"""A document in one of these states was processed for its configuration; later runs skip it unless forced."""
-ATTEMPT_KINDS: tuple[AttemptKind, ...] = ("generate", "repair", "judge")
-ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
-    "passed",
-    "failed",
-    "unparseable",
-    "transport_error",
-    "interrupted",
-    "protocol_error",
-)
-DECISIONS: tuple[Decision, ...] = ("approved", "rejected")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -69,7 +49,7 @@ NAMING_CONVENTION = {
 
 
 def one_of(column: str, values: tuple[str, ...]) -> str:
-    """SQL for a CHECK constraint limiting ``column`` to ``values``."""
+    """SQL for a CHECK constraint limiting ``column`` to ``values`` (from ``extractor.vocab``)."""
     return f"{column} IN ({', '.join(repr(value) for value in values)})"
 
 
@@ -124,7 +104,7 @@ class Run(Base):
 
     __tablename__ = "runs"
     __table_args__ = (
-        CheckConstraint(one_of("status", RUN_STATUSES), name="status"),
+        CheckConstraint(one_of("status", values_of(RunStatus)), name="status"),
         Index("ix_runs_started_at", "started_at"),
         Index("ix_runs_config_hash", "config_hash"),
     )
@@ -173,7 +153,7 @@ class DocumentRun(Base):
     __tablename__ = "document_runs"
     __table_args__ = (
         UniqueConstraint("run_id", "document_id"),
-        CheckConstraint(one_of("state", DOCUMENT_STATES), name="state"),
+        CheckConstraint(one_of("state", values_of(DocumentState)), name="state"),
         Index("ix_document_runs_document_id", "document_id"),
         Index("ix_document_runs_path", "path"),
     )
@@ -197,7 +177,7 @@ class Claim(Base):
 
     __tablename__ = "claims"
     __table_args__ = (
-        CheckConstraint(one_of("state", DOCUMENT_STATES), name="state"),
+        CheckConstraint(one_of("state", values_of(DocumentState)), name="state"),
         Index("ix_claims_run_id", "run_id"),
         Index("ix_claims_document_run_id", "document_run_id"),
     )
@@ -217,8 +197,8 @@ class Attempt(Base):
     __tablename__ = "attempts"
     __table_args__ = (
         UniqueConstraint("document_run_id", "kind", "number"),
-        CheckConstraint(one_of("kind", ATTEMPT_KINDS), name="kind"),
-        CheckConstraint(one_of("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+        CheckConstraint(one_of("kind", values_of(AttemptKind)), name="kind"),
+        CheckConstraint(one_of("outcome", values_of(AttemptOutcome)), name="outcome"),
         Index("ix_attempts_run_id", "run_id"),
     )
 
@@ -279,7 +259,7 @@ class Review(Base):
 
     __tablename__ = "reviews"
     __table_args__ = (
-        CheckConstraint(one_of("decision", DECISIONS), name="decision"),
+        CheckConstraint(one_of("decision", values_of(ReviewDecision)), name="decision"),
         Index("ix_reviews_document_run_id", "document_run_id"),
     )
 
@@ -291,10 +271,6 @@ class Review(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-CalibrationVerdict = Literal["admit-block", "admit-review", "reject"]
-CALIBRATION_VERDICTS: tuple[CalibrationVerdict, ...] = ("admit-block", "admit-review", "reject")
-
-
 class JudgeCalibration(Base):
     """One calibration report of a judge against human labels (``extract judge calibrate``).
 
@@ -304,7 +280,7 @@ class JudgeCalibration(Base):
 
     __tablename__ = "judge_calibrations"
     __table_args__ = (
-        CheckConstraint(one_of("verdict", CALIBRATION_VERDICTS), name="verdict"),
+        CheckConstraint(one_of("verdict", values_of(CalibrationVerdict)), name="verdict"),
         Index("ix_judge_calibrations_key", "judge_model", "rubric_version", "threshold", "created_at"),
     )
 

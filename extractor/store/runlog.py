@@ -37,22 +37,15 @@ from extractor.store.db import (
     upgrade_schema,
     utcnow,
 )
-from extractor.store.models import (
-    ATTEMPT_KINDS,
-    ATTEMPT_OUTCOMES,
-    DOCUMENT_STATES,
+from extractor.store.models import Attempt, Base, Claim, Document, DocumentRun, Run
+from extractor.vocab import (
     FINAL_STATES,
-    RUN_STATUSES,
-    Attempt,
     AttemptKind,
     AttemptOutcome,
-    Base,
-    Claim,
-    Document,
-    DocumentRun,
+    CalibrationVerdict,
     DocumentState,
-    Run,
     RunStatus,
+    values_of,
 )
 
 STALE_AFTER_S = 60.0
@@ -331,7 +324,7 @@ class Store:
                 Run(
                     id=run_id,
                     started_at=now,
-                    status="running",
+                    status=RunStatus.running,
                     contract=config.contract,
                     contract_version=config.contract_version,
                     prompt_version=config.prompt_version,
@@ -356,7 +349,7 @@ class Store:
             session.connection().execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
 
     def finish_run(self, run_id: str, status: RunStatus) -> None:
-        _require(status, (s for s in RUN_STATUSES if s != "running"), "run status")
+        _require(status, (s for s in values_of(RunStatus) if s != RunStatus.running), "run status")
         now = utcnow()
         with transaction(self.engine) as session:
             session.connection().execute(
@@ -446,11 +439,11 @@ class Store:
                     }).inserted_primary_key[0]
                 document_run_id = connection.execute(_INSERT_DOCUMENT_RUN, {
                     "run_id": run_id, "document_id": document_id, "path": path, "config_hash": config_hash,
-                    "state": "PROCESSING", "needs_person": [], "tags": list(tags), "started_at": now,
+                    "state": DocumentState.PROCESSING, "needs_person": [], "tags": list(tags), "started_at": now,
                 }).inserted_primary_key[0]
                 connection.execute(_INSERT_CLAIM, {
                     "config_hash": config_hash, "document_id": document_id, "document_run_id": document_run_id,
-                    "run_id": run_id, "state": "PROCESSING", "claimed_at": now, "updated_at": now,
+                    "run_id": run_id, "state": DocumentState.PROCESSING, "claimed_at": now, "updated_at": now,
                 })
                 return document_id, ClaimResult("claimed", document_run_id)
         except IntegrityError:
@@ -476,7 +469,7 @@ class Store:
                     document_id=document_id,
                     document_run_id=document_run.id,
                     run_id=run_id,
-                    state="PROCESSING",
+                    state=DocumentState.PROCESSING,
                     claimed_at=now,
                     updated_at=now,
                 )
@@ -493,7 +486,7 @@ class Store:
             document_id=document_id,
             path=path,
             config_hash=config_hash,
-            state="PROCESSING",
+            state=DocumentState.PROCESSING,
             needs_person=[],
             tags=list(tags),
             started_at=now,
@@ -530,12 +523,12 @@ class Store:
                 .where(Claim.config_hash == config_hash, Claim.document_id == document_id)
             ).first()
         if own is not None:  # a run processes a document at most once (e.g. the same file given twice)
-            return ClaimResult("busy", run_id) if own.state == "PROCESSING" else ClaimResult("done", own.id)
+            return ClaimResult("busy", run_id) if own.state == DocumentState.PROCESSING else ClaimResult("done", own.id)
         if held is None:  # the insert failed for another reason (unknown run or document id)
             raise conflict
         if held.state in FINAL_STATES and not force:
             return ClaimResult("done", held.document_run_id)
-        if held.state == "PROCESSING" and self._alive(held.status, held.host, held.pid, held.heartbeat_at):
+        if held.state == DocumentState.PROCESSING and self._alive(held.status, held.host, held.pid, held.heartbeat_at):
             return ClaimResult("busy", held.run_id)
         taken = self._take_over(
             run_id, config_hash, document_id, path, held.run_id, held.document_run_id, held.state, tags
@@ -544,7 +537,7 @@ class Store:
 
     def _alive(self, status: str, host: str, pid: int, heartbeat_at: datetime) -> bool:
         """Whether the run holding a claim may still be working on it."""
-        if status != "running":
+        if status != RunStatus.running:
             return False
         if utcnow() - heartbeat_at > timedelta(seconds=self.stale_after_s):
             return False
@@ -581,7 +574,7 @@ class Store:
                     .values(
                         run_id=run_id,
                         document_run_id=document_run.id,
-                        state="PROCESSING",
+                        state=DocumentState.PROCESSING,
                         claimed_at=now,
                         updated_at=now,
                     )
@@ -590,8 +583,8 @@ class Store:
                     raise _ClaimMoved
                 connection.execute(
                     update(DocumentRun)
-                    .where(DocumentRun.id == old_document_run_id, DocumentRun.state == "PROCESSING")
-                    .values(state="INTERRUPTED", cause=f"taken over by run {run_id}", finished_at=now)
+                    .where(DocumentRun.id == old_document_run_id, DocumentRun.state == DocumentState.PROCESSING)
+                    .values(state=DocumentState.INTERRUPTED, cause=f"taken over by run {run_id}", finished_at=now)
                 )
                 return document_run.id
         except (_ClaimMoved, IntegrityError):  # the claim moved, or this run got the document meanwhile
@@ -610,7 +603,7 @@ class Store:
         The claim follows the document run in the same transaction, unless another run has taken it over
         (then only this run's own record is updated).
         """
-        _require(state, (s for s in DOCUMENT_STATES if s != "PROCESSING"), "document state")
+        _require(state, (s for s in values_of(DocumentState) if s != DocumentState.PROCESSING), "document state")
         now = utcnow()
         with self._write() as connection:
             updated = connection.execute(_FINISH_DOCUMENT_RUN, {
@@ -629,13 +622,13 @@ class Store:
             connection = session.connection()
             interrupted = connection.execute(
                 update(DocumentRun)
-                .where(DocumentRun.run_id == run_id, DocumentRun.state == "PROCESSING")
-                .values(state="INTERRUPTED", finished_at=now)
+                .where(DocumentRun.run_id == run_id, DocumentRun.state == DocumentState.PROCESSING)
+                .values(state=DocumentState.INTERRUPTED, finished_at=now)
             )
             connection.execute(
                 update(Claim)
-                .where(Claim.run_id == run_id, Claim.state == "PROCESSING")
-                .values(state="INTERRUPTED", updated_at=now)
+                .where(Claim.run_id == run_id, Claim.state == DocumentState.PROCESSING)
+                .values(state=DocumentState.INTERRUPTED, updated_at=now)
             )
             return interrupted.rowcount
 
@@ -648,7 +641,7 @@ class Store:
         """
         with transaction(self.engine, write=False) as session:
             running = session.execute(
-                select(Run.id, Run.pid).where(Run.status == "running", Run.host == socket.gethostname())
+                select(Run.id, Run.pid).where(Run.status == RunStatus.running, Run.host == socket.gethostname())
             ).all()
         dead = [run_id for run_id, pid in running if pid != os.getpid() and not _pid_exists(pid)]
         for run_id in dead:
@@ -658,16 +651,18 @@ class Store:
                 connection = session.connection()
                 connection.execute(
                     update(DocumentRun)
-                    .where(DocumentRun.run_id == run_id, DocumentRun.state == "PROCESSING")
-                    .values(state="INTERRUPTED", cause=cause, finished_at=now)
+                    .where(DocumentRun.run_id == run_id, DocumentRun.state == DocumentState.PROCESSING)
+                    .values(state=DocumentState.INTERRUPTED, cause=cause, finished_at=now)
                 )
                 connection.execute(
                     update(Claim)
-                    .where(Claim.run_id == run_id, Claim.state == "PROCESSING")
-                    .values(state="INTERRUPTED", updated_at=now)
+                    .where(Claim.run_id == run_id, Claim.state == DocumentState.PROCESSING)
+                    .values(state=DocumentState.INTERRUPTED, updated_at=now)
                 )
                 connection.execute(
-                    update(Run).where(Run.id == run_id, Run.status == "running").values(status="crashed", finished_at=now)
+                    update(Run)
+                    .where(Run.id == run_id, Run.status == RunStatus.running)
+                    .values(status=RunStatus.crashed, finished_at=now)
                 )
         return dead
 
@@ -719,8 +714,8 @@ class Store:
         ``created_at`` is when the call started (default: now); the row is finished when recorded. A second
         attempt with the same (document run, kind, number) raises ``IntegrityError``.
         """
-        _require(kind, ATTEMPT_KINDS, "attempt kind")
-        _require(outcome, ATTEMPT_OUTCOMES, "attempt outcome")
+        _require(kind, values_of(AttemptKind), "attempt kind")
+        _require(outcome, values_of(AttemptOutcome), "attempt outcome")
         now = utcnow()
         with self._write() as connection:
             owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": document_run_id}).first()
@@ -847,9 +842,9 @@ class Store:
         report: dict[str, Any],
     ) -> int:
         """Store one calibration report; returns its id. Reports are never updated, only superseded."""
-        from extractor.store.models import CALIBRATION_VERDICTS, JudgeCalibration
+        from extractor.store.models import JudgeCalibration
 
-        _require(verdict, CALIBRATION_VERDICTS, "calibration verdict")
+        _require(verdict, values_of(CalibrationVerdict), "calibration verdict")
         with transaction(self.engine) as session:
             row = JudgeCalibration(
                 created_at=utcnow(), judge_model=judge_model, rubric_version=rubric_version,
@@ -1021,7 +1016,7 @@ def _integrity_queries() -> list[tuple[AnySelect, str]]:
         (
             select(DocumentRun.id, DocumentRun.run_id, Run.status)
             .join(Run, Run.id == DocumentRun.run_id)
-            .where(DocumentRun.state == "PROCESSING", Run.status != "running"),
+            .where(DocumentRun.state == DocumentState.PROCESSING, Run.status != RunStatus.running),
             "document run {id} is PROCESSING but its run {run_id} is {status}",
         ),
         (
@@ -1039,7 +1034,7 @@ def _integrity_queries() -> list[tuple[AnySelect, str]]:
         ),
         (
             select(DocumentRun.id).where(
-                DocumentRun.state == "READY_FOR_REVIEW", DocumentRun.final_attempt_id.is_(None)
+                DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)
             ),
             "document run {id} is READY_FOR_REVIEW without a final attempt",
         ),

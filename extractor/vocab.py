@@ -1,0 +1,157 @@
+"""The product's vocabulary: every state, decision, mode and shared default, named once.
+
+Why one module: a state spelled as a literal in twenty places drifts (a typo becomes data, a new state is
+missed by one query). Everything here is a ``StrEnum`` (members compare equal to their string values, so
+stored rows and JSON stay plain strings) or a constant; the database CHECK constraints are built from
+these enums too. Only the standard library is imported: ``extract --help`` imports this module.
+
+Names that mean two things are kept apart: a document *state* ``MANUAL_REVIEW`` (``DocumentState``) is
+not the gate *decision* ``MANUAL_REVIEW`` (``GateDecision``); a judge's *verdict* (pass/warn/fail) is not
+a calibration's *verdict* (admit-block/admit-review/reject).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+
+class DocumentState(StrEnum):
+    """Where one document run is. Only the final states mean "this configuration processed it"."""
+
+    PROCESSING = "PROCESSING"
+    READY_FOR_REVIEW = "READY_FOR_REVIEW"  # passed every rule; a person approves or rejects
+    MANUAL_REVIEW = "MANUAL_REVIEW"  # failed twice, unparseable, or a warning that needs a person
+    ERROR = "ERROR"  # the model was never heard (transport): nothing was decided
+    INTERRUPTED = "INTERRUPTED"  # the run stopped before it finished the document; a rerun redoes it
+    SKIPPED = "SKIPPED"
+
+
+FINAL_STATES: tuple[DocumentState, ...] = (
+    DocumentState.READY_FOR_REVIEW,
+    DocumentState.MANUAL_REVIEW,
+    DocumentState.ERROR,
+)
+"""A document in one of these states was processed for its configuration; later runs skip it unless forced."""
+
+REVIEWABLE: tuple[DocumentState, ...] = (DocumentState.READY_FOR_REVIEW, DocumentState.MANUAL_REVIEW)
+"""States a person can approve or reject, in queue order."""
+
+
+class Outcome(StrEnum):
+    """What a batch reports per input: a final document state, or why there is none."""
+
+    READY_FOR_REVIEW = DocumentState.READY_FOR_REVIEW.value
+    MANUAL_REVIEW = DocumentState.MANUAL_REVIEW.value
+    ERROR = DocumentState.ERROR.value
+    INTERRUPTED = DocumentState.INTERRUPTED.value
+    SKIPPED = DocumentState.SKIPPED.value
+    INPUT_ERROR = "INPUT_ERROR"  # the file could not be used (unreadable, empty, binary, too large)
+
+
+class RunStatus(StrEnum):
+    running = "running"
+    finished = "finished"
+    interrupted = "interrupted"
+    crashed = "crashed"
+
+
+class AttemptKind(StrEnum):
+    """Which model call an attempt is."""
+
+    generate = "generate"
+    repair = "repair"
+    judge = "judge"
+
+
+class AttemptOutcome(StrEnum):
+    passed = "passed"
+    failed = "failed"
+    unparseable = "unparseable"
+    transport_error = "transport_error"
+    interrupted = "interrupted"
+    protocol_error = "protocol_error"
+
+
+class ReviewDecision(StrEnum):
+    """A person's decision on one document run."""
+
+    approved = "approved"
+    rejected = "rejected"
+
+
+class GateDecision(StrEnum):
+    """The outcome of the regression gate (seed 001): what a release decision may be."""
+
+    PROMOTE = "PROMOTE"
+    MANUAL_REVIEW = "MANUAL_REVIEW"
+    BLOCK = "BLOCK"
+    NOT_EVALUABLE = "NOT_EVALUABLE"
+
+
+class ExitCode(IntEnum):
+    """Exit codes of every command. Gate decisions map onto them (``GATE_EXIT_CODES``)."""
+
+    OK = 0
+    FAILED = 1  # error findings, a refused decision, a BLOCK
+    USAGE = 2  # bad usage or unusable input
+    MANUAL_REVIEW = 3
+    NOT_EVALUABLE = 4
+    INTERRUPTED = 130
+
+
+GATE_EXIT_CODES: dict[GateDecision, ExitCode] = {
+    GateDecision.PROMOTE: ExitCode.OK,
+    GateDecision.BLOCK: ExitCode.FAILED,
+    GateDecision.MANUAL_REVIEW: ExitCode.MANUAL_REVIEW,
+    GateDecision.NOT_EVALUABLE: ExitCode.NOT_EVALUABLE,
+}
+
+
+class JudgeMode(StrEnum):
+    """What a measured judge failure may do (seed 001): report only, send to a person, or block."""
+
+    observe = "observe"
+    review = "review"
+    block = "block"
+
+
+class JudgeVerdict(StrEnum):
+    """The verdict a judge writes in its answer."""
+
+    passed = "pass"
+    warn = "warn"
+    fail = "fail"
+
+
+class JudgeResult(StrEnum):
+    """What one judge call came to for a document: a verdict, or why there is none."""
+
+    passed = "pass"
+    warn = "warn"
+    fail = "fail"
+    not_evaluable = "not_evaluable"
+    protocol_error = "protocol_error"
+    transport_error = "transport_error"
+
+
+class CalibrationVerdict(StrEnum):
+    """What a calibration against human labels admits a judge to do."""
+
+    admit_block = "admit-block"
+    admit_review = "admit-review"
+    reject = "reject"
+
+
+# -- shared defaults ---------------------------------------------------------------------------------------
+
+DEFAULT_CONTRACT = "work_procedure"
+DEFAULT_PROMPT_VERSION = "v1"
+DEFAULT_RUBRIC = "v1"
+DEFAULT_JUDGE_THRESHOLD = 0.8
+"""The article's operating threshold: a judge link scoring below it is unsupported."""
+DEFAULT_CONCURRENCY = 4
+
+
+def values_of(values: type[StrEnum] | tuple[StrEnum, ...]) -> tuple[str, ...]:
+    """The plain string values of an enum (or of some of its members), e.g. for a CHECK constraint."""
+    return tuple(member.value for member in values)
