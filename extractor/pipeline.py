@@ -400,25 +400,24 @@ class Pipeline:
     async def _judge(self, job: Job, report: Report) -> tuple[JudgeDecision, int]:
         """One judge call for a candidate that passed the rules, recorded as it happened (raw answer always)."""
         from extractor.judge.modes import attempt_fields
+        from extractor.store import AttemptRecord
 
         assert self.judge is not None
-        base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=1,
-                    kind=AttemptKind.judge, prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
+        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=1, kind=AttemptKind.judge,
+                    prompt_version=self.judge.rubric.prompt_version, created_at=datetime.now(UTC))
         try:
             async with self.limit:  # a judge call is a model call: it takes a slot like generation and repair
                 outcome, decision = await self.judge.evaluate(report)
         except asyncio.CancelledError:
             request = self.judge.request_for(report)
             if request is not None:  # shielded: the record of an interrupted call survives the interruption
-                await asyncio.shield(self._db_call(
-                    self.store.record_attempt, **base, request=request.to_json(), request_hash=request.fingerprint,
-                    outcome=AttemptOutcome.interrupted,
-                    error="run interrupted while waiting for the judge; rerun to redo this document"))
+                await asyncio.shield(self._db_call(self.store.record_attempt, AttemptRecord(
+                    **base, request=request, outcome=AttemptOutcome.interrupted,
+                    error="run interrupted while waiting for the judge; rerun to redo this document")))
             raise
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
-            await asyncio.shield(self._db_call(
-                self.store.record_attempt, **base, request=outcome.request.to_json(),
-                request_hash=outcome.request.fingerprint, **attempt_fields(outcome, decision, self.judge.policy)))
+            await asyncio.shield(self._db_call(self.store.record_attempt, AttemptRecord(
+                **base, request=outcome.request, **attempt_fields(outcome, decision, self.judge.policy))))
         return decision, outcome.tokens
 
     async def _finish(self, job: Job, state: DocumentState, cause: str | None, rule_ids: tuple[str, ...],
@@ -431,35 +430,38 @@ class Pipeline:
     async def _attempt(self, job: Job, request: GenerationRequest, number: int,
                        kind: AttemptKind) -> tuple[GenerationResult, Report, int, int] | ProviderError:
         """One generation call, validated and recorded; a provider failure is recorded and returned."""
-        base = dict(document_run_id=job.document_run_id, run_id=self.run_id, document_id=job.document_id, number=number,
-                    kind=kind, prompt_version=self.settings.prompt_version, request=request.to_json(),
-                    request_hash=request.fingerprint)
+        from extractor.store import AttemptRecord
+
+        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=number, kind=kind,
+                    prompt_version=self.settings.prompt_version, request=request)
         called_at, calling = datetime.now(UTC), False
         try:
             async with self.limit:  # bounds model calls, not documents: validation and writes hold no slot
                 called_at, calling = datetime.now(UTC), True
                 result = await self.provider.generate(request)
         except ProviderError as error:
-            await self._write(self.store.record_attempt, **base, outcome=AttemptOutcome.transport_error, error=error.cause,
-                              transport=[t.to_json() for t in error.transport], created_at=called_at)
+            await self._write(self.store.record_attempt, AttemptRecord(
+                **base, outcome=AttemptOutcome.transport_error, error=error.cause,
+                transport=[t.to_json() for t in error.transport], created_at=called_at))
             return error
         except asyncio.CancelledError:
             if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
-                await self._write(self.store.record_attempt, **base, outcome=AttemptOutcome.interrupted, created_at=called_at,
-                                  error="run interrupted while waiting for the model; rerun to redo this document")
+                await self._write(self.store.record_attempt, AttemptRecord(
+                    **base, outcome=AttemptOutcome.interrupted, created_at=called_at,
+                    error="run interrupted while waiting for the model; rerun to redo this document"))
             raise
         report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
         self.cpu_seconds["validate"] += seconds
         outcome = (AttemptOutcome.passed if report.passed else
                    AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
         record = report.to_json()
-        attempt_id = await self._write(
-            self.store.record_attempt, **base, created_at=called_at, raw_response=result.text, parsed=report.candidate,
+        attempt_id = await self._write(self.store.record_attempt, AttemptRecord(
+            **base, created_at=called_at, raw_response=result.text, parsed=report.candidate,
             findings=record["findings"], fields=record["fields"], sentences=record["sentences"],
             evidence_spans=record["evidence_spans"], passed=report.passed, outcome=outcome, mode=result.mode,
             model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
             latency_ms=result.latency_ms, transport=[t.to_json() for t in result.transport],
-        )
+        ))
         tokens = (result.prompt_tokens or 0) + (result.completion_tokens or 0)
         return result, report, attempt_id, tokens
 
