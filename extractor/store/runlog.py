@@ -15,7 +15,7 @@ import re
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import datetime, timedelta
@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from extractor.document import Document as SourceDocument
+from extractor.redact import redact_config, redact_text
 from extractor.store.db import (
     StoreError,
     create_store_engine,
@@ -63,37 +64,11 @@ STALE_AFTER_S = 60.0
 _CLAIM_ROUNDS = 8
 """Each round either decides or saw another process change the claim; more rounds mean a livelock."""
 
-_SECRET_KEY = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|passwd|authorization)$", re.IGNORECASE)
-_SECRET_FLAG = re.compile(
-    r"(--?(?:[\w-]*[-_])?(?:api-?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
-)
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
-_API_KEY_LITERAL = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
-
 AnySelect = Select[*tuple[Any, ...]]
 
 
 class _ClaimMoved(Exception):
     """Raised inside a takeover transaction to roll it back: another process changed the claim first."""
-
-
-def _redact_text(text: str) -> str:
-    """Remove what looks like a secret (``--api-key X``, ``user:pass@`` in URLs, ``sk-...`` keys)."""
-    text = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    text = _URL_PASSWORD.sub(r"\1***@", text)
-    return _API_KEY_LITERAL.sub("sk-***", text)
-
-
-def _redact_config(value: Any) -> Any:
-    """The config as it may be stored: values under secret-like keys and secrets inside strings removed."""
-    if isinstance(value, Mapping):
-        return {
-            str(key): "***" if _SECRET_KEY.search(str(key)) and item else _redact_config(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact_config(item) for item in value]
-    return _redact_text(value) if isinstance(value, str) else value
 
 
 def _require(value: str, allowed: Iterable[str], what: str) -> None:
@@ -193,8 +168,8 @@ class Store:
                     segmenter=config.segmenter,
                     judge_model=config.judge_model,
                     config_hash=config.config_hash,
-                    config=_redact_config(config.config),
-                    command=_redact_text(config.command),
+                    config=redact_config(config.config),
+                    command=redact_text(config.command),
                     host=config.host,
                     pid=config.pid,
                     heartbeat_at=now,
