@@ -412,6 +412,7 @@ def test_two_processes_racing_claim_each_document_exactly_once(store: Store, db_
         second
     )
     assert sum(sum(run.counts.values()) for run in store.find_runs()) == 2 * RACE_DOCUMENTS  # no stray rows
+    assert len(store.reap_dead_runs()) == 4  # the racing processes exited without finishing their runs
     assert store.integrity_check() == []
 
 

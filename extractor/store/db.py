@@ -8,7 +8,7 @@ revision on open, so users never run a migration tool themselves.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -19,7 +19,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -113,6 +113,23 @@ def transaction(engine: Engine, *, write: bool = True) -> Iterator[Session]:
     bind = engine.execution_options(store_write=True) if write else engine
     with Session(bind, expire_on_commit=False) as session, session.begin():
         yield session
+
+
+@contextmanager
+def write_connection(engine: Engine) -> Iterator[Connection]:
+    """One short write transaction on a plain connection (the hot paths: no ORM session around it).
+
+    Same locking as ``transaction(write=True)``: SQLite takes its write lock up front.
+    """
+    with engine.execution_options(store_write=True).begin() as connection:
+        yield connection
+
+
+def require_one_of(value: str, allowed: Iterable[str], what: str) -> None:
+    """Refuse a value outside its vocabulary before it reaches a CHECK constraint (a clearer message)."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
 
 
 def alembic_config() -> Config:

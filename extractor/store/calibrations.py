@@ -1,0 +1,67 @@
+"""Judge calibration reports: written once by ``extract judge calibrate``, read by the judge policy.
+
+Reports are never updated, only superseded: the newest report for a judge model, rubric version and
+threshold is the one that counts (``latest_calibration``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from extractor.store.db import plain, require_one_of, transaction, utcnow
+from extractor.store.info import CalibrationInfo
+from extractor.store.models import JudgeCalibration
+from extractor.vocab import CalibrationVerdict, values_of
+
+
+def save_calibration(engine: Engine, *, judge_model: str, rubric_version: str, threshold: float, verdict: str,
+                     labels_sha256: str, n_cases: int, report: dict[str, Any]) -> int:
+    """Store one calibration report; returns its id."""
+    require_one_of(verdict, values_of(CalibrationVerdict), "calibration verdict")
+    with transaction(engine) as session:
+        row = JudgeCalibration(
+            created_at=utcnow(), judge_model=judge_model, rubric_version=rubric_version, threshold=float(threshold),
+            verdict=verdict, labels_sha256=labels_sha256, n_cases=n_cases, report=report,
+        )
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def calibrations(engine: Engine, *, judge_model: str | None = None, rubric_version: str | None = None,
+                 limit: int | None = 50) -> list[CalibrationInfo]:
+    """Stored calibration reports, newest first."""
+    query = select(JudgeCalibration).order_by(JudgeCalibration.created_at.desc(), JudgeCalibration.id.desc())
+    if judge_model is not None:
+        query = query.where(JudgeCalibration.judge_model == judge_model)
+    if rubric_version is not None:
+        query = query.where(JudgeCalibration.rubric_version == rubric_version)
+    if limit is not None:
+        query = query.limit(limit)
+    with transaction(engine, write=False) as session:
+        return [plain(CalibrationInfo, row) for row in session.scalars(query)]
+
+
+def get_calibration(engine: Engine, calibration_id: int) -> CalibrationInfo | None:
+    with transaction(engine, write=False) as session:
+        row = session.get(JudgeCalibration, calibration_id)
+        return None if row is None else plain(CalibrationInfo, row)
+
+
+def latest_calibration(engine: Engine, judge_model: str, rubric_version: str, threshold: float) -> CalibrationInfo | None:
+    """The newest report for exactly this judge model, rubric version and threshold (any verdict)."""
+    query = (
+        select(JudgeCalibration)
+        .where(
+            JudgeCalibration.judge_model == judge_model,
+            JudgeCalibration.rubric_version == rubric_version,
+            func.abs(JudgeCalibration.threshold - float(threshold)) < 1e-9,
+        )
+        .order_by(JudgeCalibration.created_at.desc(), JudgeCalibration.id.desc())
+        .limit(1)
+    )
+    with transaction(engine, write=False) as session:
+        row = session.scalars(query).first()
+        return None if row is None else plain(CalibrationInfo, row)

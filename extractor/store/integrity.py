@@ -1,0 +1,162 @@
+"""Invariants of the run log, checked by ``extract doctor``: one query (or probe) per invariant, one line per problem.
+
+A healthy log has none. The checks find what the store's own transactions never produce but a crash
+during a foreign tool's write, a manual edit, writes with foreign keys off or a damaged file could:
+claims that disagree with their document runs, dangling references, runs that died without saying so,
+requests that no longer reassemble to what was sent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Select, func, or_, select
+from sqlalchemy.orm import aliased
+
+from extractor.store.db import utcnow
+from extractor.store.models import Attempt, Base, Claim, DocumentRun, Run
+from extractor.store.runs import STALE_AFTER_S, pid_exists
+from extractor.vocab import DocumentState, RunStatus
+
+AnySelect = Select[*tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken invariant: which check found it and the line that names the rows."""
+
+    check: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    description: str
+    run: Callable[[Connection], Iterator[str]]
+
+
+def _rows(query: AnySelect, message: str) -> Callable[[Connection], Iterator[str]]:
+    """A check made of one query selecting the rows that break the invariant, and the message naming each."""
+
+    def run(connection: Connection) -> Iterator[str]:
+        for row in connection.execute(query):
+            yield message.format(**row._mapping)
+
+    return run
+
+
+def _claims_agree() -> AnySelect:
+    return (
+        select(Claim.config_hash, Claim.document_id, Claim.state, DocumentRun.id, DocumentRun.state.label("dr"))
+        .join(DocumentRun, DocumentRun.id == Claim.document_run_id)
+        .where(or_(DocumentRun.run_id != Claim.run_id, DocumentRun.document_id != Claim.document_id,
+                   DocumentRun.config_hash != Claim.config_hash, DocumentRun.state != Claim.state))
+    )
+
+
+def _final_attempt_owned() -> AnySelect:
+    final = aliased(Attempt)
+    return (
+        select(DocumentRun.id, DocumentRun.final_attempt_id, final.document_run_id.label("owner"))
+        .join(final, final.id == DocumentRun.final_attempt_id)
+        .where(final.document_run_id != DocumentRun.id)
+    )
+
+
+def _dead_runs(connection: Connection) -> Iterator[str]:
+    """Runs still marked running whose process is gone (this machine) or that stopped sending heartbeats."""
+    stale = utcnow() - timedelta(seconds=STALE_AFTER_S)
+    here = socket.gethostname()
+    rows = connection.execute(
+        select(Run.id, Run.host, Run.pid, Run.heartbeat_at).where(Run.status == RunStatus.running).order_by(Run.id)
+    )
+    for run_id, host, pid, heartbeat_at in rows:
+        if host == here and pid != os.getpid() and not pid_exists(pid):
+            yield (f"run {run_id} is marked running but its process {pid} is gone "
+                   "(the next `extract run` marks it crashed and redoes its documents)")
+        elif heartbeat_at < stale:
+            yield (f"run {run_id} on {host} is marked running but sent no heartbeat since "
+                   f"{heartbeat_at:%Y-%m-%d %H:%M:%S} UTC (its documents are taken over by the next run)")
+
+
+def _sqlite_file(connection: Connection) -> Iterator[str]:
+    """SQLite's own check of the file: pages, indexes, constraints (``PRAGMA quick_check``)."""
+    if connection.dialect.name != "sqlite":
+        return
+    for (line,) in connection.exec_driver_sql("PRAGMA quick_check"):
+        if line != "ok":
+            yield f"database file: {line}"
+
+
+def _dangling_references() -> list[Check]:
+    """One check per foreign key: impossible while keys are enforced, so a hit reveals a write made without."""
+    checks = []
+    for table in Base.metadata.sorted_tables:
+        keys = [column.label(f"key{i}") for i, column in enumerate(table.primary_key.columns)]
+        row = "/".join(f"{{key{i}}}" for i in range(len(keys)))
+        for foreign in sorted(table.foreign_keys, key=lambda f: f.parent.name):
+            target = foreign.column.table.name
+            query = (
+                select(*keys, foreign.parent.label("value"))
+                .select_from(table.outerjoin(foreign.column.table, foreign.column == foreign.parent))
+                .where(foreign.parent.is_not(None), foreign.column.is_(None))
+            )
+            checks.append(Check(
+                f"{table.name}.{foreign.parent.name}", f"every {table.name}.{foreign.parent.name} names an existing "
+                f"{target} row",
+                _rows(query, f"{table.name} {row}: {foreign.parent.name} {{value}} refers to a missing {target} row"),
+            ))
+    return checks
+
+
+def checks() -> list[Check]:
+    """Every check, in the order ``extract doctor`` runs them."""
+    return [
+        Check("database_file", "the SQLite file passes SQLite's own quick check", _sqlite_file),
+        Check("claim_matches_document_run", "a claim names a document run of the same run, document, "
+              "configuration and state", _rows(_claims_agree(), "claim ({config_hash:.12}, document {document_id}) in "
+                                               "{state} disagrees with document run {id} in {dr}")),
+        Check("processing_run_is_running", "a PROCESSING document run belongs to a running run", _rows(
+            select(DocumentRun.id, DocumentRun.run_id, Run.status)
+            .join(Run, Run.id == DocumentRun.run_id)
+            .where(DocumentRun.state == DocumentState.PROCESSING, Run.status != RunStatus.running),
+            "document run {id} is PROCESSING but its run {run_id} is {status}")),
+        Check("running_run_is_alive", "a run marked running has a process or recent heartbeats", _dead_runs),
+        Check("final_attempt_owned", "a document run's final attempt is one of its own attempts", _rows(
+            _final_attempt_owned(),
+            "document run {id}: final attempt {final_attempt_id} belongs to document run {owner}")),
+        Check("final_attempt_unique", "an attempt is the final attempt of at most one document run", _rows(
+            select(DocumentRun.final_attempt_id, func.count().label("count"))
+            .where(DocumentRun.final_attempt_id.is_not(None))
+            .group_by(DocumentRun.final_attempt_id)
+            .having(func.count() > 1),
+            "attempt {final_attempt_id} is the final attempt of {count} document runs")),
+        Check("ready_has_final_attempt", "a READY_FOR_REVIEW document run has a final attempt", _rows(
+            select(DocumentRun.id).where(
+                DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)),
+            "document run {id} is READY_FOR_REVIEW without a final attempt")),
+        Check("attempt_matches_document_run", "an attempt has its document run's run and document", _rows(
+            select(Attempt.id, Attempt.document_run_id)
+            .join(DocumentRun, DocumentRun.id == Attempt.document_run_id)
+            .where(or_(Attempt.run_id != DocumentRun.run_id, Attempt.document_id != DocumentRun.document_id)),
+            "attempt {id} disagrees with its document run {document_run_id} on run or document")),
+        *_dangling_references(),
+    ]
+
+
+def problems(engine: Engine) -> list[Problem]:
+    """Every problem found, in check order; an empty list means healthy."""
+    found: list[Problem] = []
+    with engine.connect() as connection:
+        for check in checks():
+            found.extend(Problem(check.name, message) for message in check.run(connection))
+    return found

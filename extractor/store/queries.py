@@ -1,0 +1,158 @@
+"""Read-only queries for ``extract show``, ``review``, ``runs``, ``stats`` and ``compare``.
+
+They select only the columns they need (never requests or responses in bulk) and are scoped to the runs
+a command selected, so they stay as fast with a large run log as with a small one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from extractor.store.db import plain, transaction
+from extractor.store.info import DocumentRunInfo, RunInfo
+from extractor.store.models import Attempt, Document, DocumentRun, Run
+
+AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
+"""``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)``."""
+
+
+def get_run(engine: Engine, run_id: str) -> RunInfo | None:
+    with transaction(engine, write=False) as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            return None
+        return plain(RunInfo, run, counts=_state_counts(session, [run_id])[run_id])
+
+
+def find_runs(
+    engine: Engine,
+    *,
+    ids: Iterable[str] | None = None,
+    id_prefix: str | None = None,
+    model: str | None = None,
+    prompt_version: str | None = None,
+    contract: str | None = None,
+    validator_version: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+) -> list[RunInfo]:
+    """Runs matching every given filter, newest first, with their document counts per state."""
+    query = select(Run).order_by(Run.started_at.desc(), Run.id)
+    if ids is not None:
+        query = query.where(Run.id.in_(list(ids)))
+    if id_prefix is not None:
+        query = query.where(Run.id.startswith(id_prefix, autoescape=True))
+    for column, value in ((Run.model, model), (Run.prompt_version, prompt_version), (Run.contract, contract),
+                          (Run.validator_version, validator_version)):
+        if value is not None:
+            query = query.where(column == value)
+    if since is not None:
+        query = query.where(Run.started_at >= since)
+    if until is not None:
+        query = query.where(Run.started_at < until)
+    if limit is not None:
+        query = query.limit(limit)
+    with transaction(engine, write=False) as session:
+        runs = session.scalars(query).all()
+        counts = _state_counts(session, [run.id for run in runs])
+        return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
+
+
+def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
+    counts: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    if run_ids:
+        rows = session.execute(
+            select(DocumentRun.run_id, DocumentRun.state, func.count())
+            .where(DocumentRun.run_id.in_(run_ids))
+            .group_by(DocumentRun.run_id, DocumentRun.state)
+        )
+        for run_id, state, count in rows:
+            counts[run_id][state] = count
+    return counts
+
+
+def document_runs_for(engine: Engine, run_id: str) -> list[DocumentRunInfo]:
+    return _document_runs(engine, DocumentRun.run_id == run_id, order=(DocumentRun.id,))
+
+
+def latest_document_run(engine: Engine, ref: str | int) -> DocumentRunInfo | None:
+    """The newest document run for a document run id, a document's sha256, or a path as given to a run."""
+    if isinstance(ref, int) or ref.isdigit():
+        condition = DocumentRun.id == int(ref)
+    elif re.fullmatch(r"[0-9a-f]{64}", ref):
+        condition = Document.sha256 == ref
+    else:
+        condition = DocumentRun.path == ref
+    found = _document_runs(engine, condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()), limit=1)
+    return found[0] if found else None
+
+
+def find_document_runs(
+    engine: Engine,
+    *,
+    ids: Iterable[int] | None = None,
+    run_ids: Iterable[str] | None = None,
+    states: Iterable[str] | None = None,
+    sha_prefix: str | None = None,
+    path_suffix: str | None = None,
+) -> list[DocumentRunInfo]:
+    """Document runs matching every given filter, newest first."""
+    conditions: list[Any] = []
+    if ids is not None:
+        conditions.append(DocumentRun.id.in_(list(ids)))
+    if run_ids is not None:
+        conditions.append(DocumentRun.run_id.in_(list(run_ids)))
+    if states is not None:
+        conditions.append(DocumentRun.state.in_(list(states)))
+    if sha_prefix is not None:
+        conditions.append(Document.sha256.startswith(sha_prefix.lower(), autoescape=True))
+    if path_suffix is not None:
+        conditions.append(DocumentRun.path.endswith(path_suffix, autoescape=True))
+    condition = DocumentRun.id.is_not(None)
+    for extra in conditions:
+        condition = condition & extra
+    return _document_runs(engine, condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
+
+
+def _document_runs(engine: Engine, condition: Any, order: tuple[Any, ...], limit: int | None = None) -> list[DocumentRunInfo]:
+    query = (
+        select(DocumentRun, Document.sha256)
+        .join(Document, Document.id == DocumentRun.document_id)
+        .where(condition)
+        .order_by(*order)
+        .limit(limit)
+    )
+    with transaction(engine, write=False) as session:
+        return [plain(DocumentRunInfo, row, sha256=sha256) for row, sha256 in session.execute(query)]
+
+
+def findings_of_attempts(engine: Engine, attempt_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """Only the findings of these attempts (no requests or responses): cheap for thousands of documents."""
+    wanted = sorted(set(attempt_ids))
+    found: dict[int, list[dict[str, Any]]] = {}
+    with transaction(engine, write=False) as session:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            for attempt_id, findings in session.execute(select(Attempt.id, Attempt.findings).where(Attempt.id.in_(chunk))):
+                found[attempt_id] = list(findings or ())
+    return found
+
+
+def attempt_findings_for_runs(engine: Engine, run_ids: Iterable[str]) -> list[AttemptFindings]:
+    """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)`` of every attempt of these runs."""
+    query = (
+        select(Attempt.run_id, Attempt.document_run_id, Attempt.id, Attempt.kind, Attempt.number, Attempt.outcome,
+               Attempt.findings)
+        .where(Attempt.run_id.in_(list(run_ids)))
+        .order_by(Attempt.document_run_id, Attempt.created_at, Attempt.id)
+    )
+    with transaction(engine, write=False) as session:
+        return [(r, d, a, k, n, o, list(f or ())) for r, d, a, k, n, o, f in session.execute(query)]
