@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from extractor.errors import UsageError
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
 from extractor.store import RunInfo, Store
@@ -132,10 +133,10 @@ def select_side(store: Store, spec: str) -> Side:
     selection = RunFilter.parse(spec)
     runs = selection.select(store)
     if not runs:
-        raise ValueError(f"{spec!r} selects no run (see `extract runs`)")
+        raise UsageError(f"{spec!r} selects no run (see `extract runs`)")
     contracts = sorted({(r.contract, r.contract_version) for r in runs})
     if len(contracts) > 1:
-        raise ValueError(f"{spec!r} mixes contracts {', '.join(f'{c}@v{v}' for c, v in contracts)}; add contract=NAME")
+        raise UsageError(f"{spec!r} mixes contracts {', '.join(f'{c}@v{v}' for c, v in contracts)}; add contract=NAME")
     document_runs = store.find_document_runs(run_ids=[r.id for r in runs])  # newest first
     chosen: dict[str, Any] = {}
     for document_run in document_runs:
@@ -165,7 +166,7 @@ def parse_weights(text: str) -> dict[str, float]:
         except ValueError:
             number = None
         if not sep or not name or number is None:
-            raise ValueError(f"--weights takes category=share[,category=share], not {text!r}")
+            raise UsageError(f"--weights takes category=share[,category=share], not {text!r}")
         weights[name] = number
     return weights
 
@@ -185,14 +186,14 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
             max_unevaluable: float = 0.0) -> Comparison:
     """Both sides, their matching, the gate and the per-document and per-rule differences."""
     if not 0.0 <= max_unevaluable <= 1.0:
-        raise ValueError(f"max_unevaluable must be a share in [0, 1], not {max_unevaluable}")
+        raise UsageError(f"max_unevaluable must be a share in [0, 1], not {max_unevaluable}")
     side_a, side_b = select_side(store, baseline), select_side(store, candidate)
     if {r.id for r in side_a.runs} == {r.id for r in side_b.runs}:
-        raise ValueError("baseline and candidate select the same runs; nothing to compare")
+        raise UsageError("baseline and candidate select the same runs; nothing to compare")
     contract_a = {(r.contract, r.contract_version) for r in side_a.runs}
     contract_b = {(r.contract, r.contract_version) for r in side_b.runs}
     if contract_a != contract_b:
-        raise ValueError("baseline and candidate use different contracts: "
+        raise UsageError("baseline and candidate use different contracts: "
                          f"{' '.join(f'{c}@v{v}' for c, v in contract_a)} vs {' '.join(f'{c}@v{v}' for c, v in contract_b)}")
     a, b = side_a.documents, side_b.documents
     matched = sorted(set(a) & set(b), key=lambda sha: (a[sha].path, sha))

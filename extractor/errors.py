@@ -1,13 +1,40 @@
-"""Errors a user can act on: one line, naming the file and the problem."""
+"""Errors a user can act on: one line naming the file or the problem, and the exit code it ends the command with.
+
+Every such error derives from ``ExtractorError``; the CLI turns any of them into ``error: <message>`` on
+stderr and its ``exit_code`` (``extractor.vocab.ExitCode``), so commands carry no try/except ladders.
+Anything else escaping a command is a bug and keeps its traceback. Only the standard library and the
+vocabulary are imported: the CLI imports this module for ``--help``.
+"""
 
 from __future__ import annotations
 
+from extractor.vocab import ExitCode
 
-class InputError(Exception):
+
+class ExtractorError(Exception):
+    """An error the user can act on; ``str(error)`` is the one line the CLI prints."""
+
+    exit_code: ExitCode = ExitCode.FAILED
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(ExtractorError, ValueError):
+    """Options or arguments that make no sense together (also a ``ValueError`` for library callers)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputError(ExtractorError):
     """A file that cannot be used as given (unreadable, binary, empty, too large, wrong format).
 
-    ``str(error)`` is the one-line message the CLI prints: ``<path>: <problem>``.
+    ``str(error)`` is ``<path>: <problem>``.
     """
+
+    exit_code = ExitCode.USAGE
 
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
@@ -17,3 +44,9 @@ class InputError(Exception):
     def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
         """Pickled by its two parts (it crosses from the ingest worker process)."""
         return type(self), (self.path, self.problem)
+
+
+class StoreError(ExtractorError):
+    """The database cannot be used as it is (unreachable, newer than this extractor, damaged)."""
+
+    exit_code = ExitCode.USAGE

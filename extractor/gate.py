@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from extractor.errors import UsageError
 from extractor.vocab import GATE_EXIT_CODES, GateDecision
 
 DEFAULT_SAMPLES = 10_000
@@ -187,13 +188,13 @@ class GateSettings:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1), not {self.delta}")
+            raise UsageError(f"delta must be in [0, 1), not {self.delta}")
         if not 0.0 <= self.review <= self.block <= 1.0:
-            raise ValueError(f"need 0 <= review <= block <= 1, not review={self.review}, block={self.block}")
+            raise UsageError(f"need 0 <= review <= block <= 1, not review={self.review}, block={self.block}")
         if self.samples < 1:
-            raise ValueError(f"samples must be positive, not {self.samples}")
+            raise UsageError(f"samples must be positive, not {self.samples}")
         if not 0.0 < self.level < 1.0:
-            raise ValueError(f"interval level must be in (0, 1), not {self.level}")
+            raise UsageError(f"interval level must be in (0, 1), not {self.level}")
 
 
 @dataclass(frozen=True)
@@ -249,17 +250,17 @@ def normalise_weights(weights: Mapping[str, float], categories: Sequence[str]) -
     """
     unknown = sorted(set(weights) - set(categories))
     if unknown:
-        raise ValueError(f"weights name categories with no evaluable document: {', '.join(unknown)} "
+        raise UsageError(f"weights name categories with no evaluable document: {', '.join(unknown)} "
                          f"(categories: {', '.join(categories)})")
     missing = [name for name in categories if name not in weights]
     if missing:
-        raise ValueError(f"no weight for categor{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}")
+        raise UsageError(f"no weight for categor{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}")
     negative = [name for name, value in weights.items() if value < 0 or not math.isfinite(value)]
     if negative:
-        raise ValueError(f"weights must be finite and >= 0: {', '.join(negative)}")
+        raise UsageError(f"weights must be finite and >= 0: {', '.join(negative)}")
     total = sum(weights.values())
     if total <= 0:
-        raise ValueError("weights sum to zero")
+        raise UsageError("weights sum to zero")
     return {name: weights[name] / total for name in categories}
 
 

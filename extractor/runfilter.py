@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from extractor.errors import UsageError
+
 if TYPE_CHECKING:
     from extractor.store import RunInfo, Store
 
@@ -45,7 +47,7 @@ def parse_when(value: str, *, now: datetime | None = None) -> datetime:
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(
+        raise UsageError(
             f"cannot read {value!r} as a time: use 2026-05-01, 2026-05-01T12:30 (UTC unless an offset is given) "
             "or a relative age such as 90m, 12h, 7d, 2w"
         ) from None
@@ -70,10 +72,10 @@ class RunFilter:
         prompt, model, contract, validator, run, since, until."""
         text = spec.strip()
         if not text:
-            raise ValueError("empty run selection: give a run id or key=value filters")
+            raise UsageError("empty run selection: give a run id or key=value filters")
         if "=" not in text:
             if not _RUN_ID.match(text.lower()):
-                raise ValueError(f"{spec!r} is neither a run id nor key=value filters "
+                raise UsageError(f"{spec!r} is neither a run id nor key=value filters "
                                  f"(keys: {', '.join(sorted(set(FILTER_KEYS) - {'prompt_version', 'validator_version'}))})")
             return cls(run=text.lower())
         values: dict[str, Any] = {}
@@ -81,13 +83,13 @@ class RunFilter:
             key, sep, value = part.partition("=")
             key, value = key.strip().lower(), value.strip()
             if not sep or not value:
-                raise ValueError(f"{part!r} in {spec!r} is not key=value")
+                raise UsageError(f"{part!r} in {spec!r} is not key=value")
             if key not in FILTER_KEYS:
-                raise ValueError(f"unknown filter {key!r} in {spec!r} (keys: prompt, model, contract, validator, "
+                raise UsageError(f"unknown filter {key!r} in {spec!r} (keys: prompt, model, contract, validator, "
                                  "run, since, until)")
             name = FILTER_KEYS[key]
             if name in values:
-                raise ValueError(f"filter {key!r} given twice in {spec!r}")
+                raise UsageError(f"filter {key!r} given twice in {spec!r}")
             values[name] = parse_when(value) if name in ("since", "until") else value
         if "run" in values:
             values["run"] = values["run"].lower()
@@ -121,6 +123,6 @@ class RunFilter:
             if exact:
                 return exact
             if len(runs) > 1:
-                raise ValueError(f"run id prefix {self.run!r} matches {len(runs)} runs: "
+                raise UsageError(f"run id prefix {self.run!r} matches {len(runs)} runs: "
                                  + ", ".join(run.id[:12] for run in runs[:10]))
         return runs

@@ -12,6 +12,7 @@ import typer
 
 from extractor.cli import documents, judge, review, run, runs  # noqa: F401  (registers the commands)
 from extractor.cli.app import app
+from extractor.vocab import ExitCode
 
 __all__ = ["app", "main"]
 
@@ -21,4 +22,4 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)

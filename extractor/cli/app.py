@@ -1,8 +1,10 @@
 """The typer app and what every command shares: formats, one-line failures, JSON output.
 
-Only typer and the standard library are imported here: ``extract --help`` must not pay for kss, the LLM
-clients or the database. Every command imports what it needs when it runs.
-Exit codes: 0 ok, 1 findings of severity error (or a gate decision), 2 bad usage or unreadable input.
+Only typer, the standard library and the light ``extractor.errors`` are imported here: ``extract --help``
+must not pay for kss, the LLM clients or the database. Every command imports what it needs when it runs.
+Exit codes (``extractor.vocab.ExitCode``): 0 ok, 1 findings of severity error (or a gate decision, a
+refusal), 2 bad usage, unreadable input or an unusable database. An ``ExtractorError`` raised anywhere
+under a command becomes its one-line ``error: ...`` and its exit code here, in ``Commands.invoke``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,25 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+from extractor.errors import ExtractorError, UsageError
+from extractor.vocab import ExitCode
+
+
+class Commands(TyperGroup):
+    """The command group: any ``ExtractorError`` a command raises ends it with one line and its exit code."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer may vendor click: its own class)
+        try:
+            return super().invoke(ctx)
+        except ExtractorError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(error.exit_code) from None
+
 
 app = typer.Typer(
+    cls=Commands,
     help="Turn business documents into evidence-checked structured records. The LLM proposes, "
     "deterministic rules check, a person approves.",
     no_args_is_help=True,
@@ -42,10 +61,9 @@ def contract_named(name: str) -> Any:
         fail(str(error.args[0]))
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr, then a non-zero exit: the shape of every user-facing error."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
+    """End the command with ``error: <message>`` on stderr and ``code`` (see ``Commands``)."""
+    raise UsageError(message, code)
 
 
 def emit_json(value: Any) -> None:
@@ -53,14 +71,10 @@ def emit_json(value: Any) -> None:
 
 
 def load_document(path: Path) -> Any:
-    from extractor.errors import InputError
     from extractor.ingest import load
     from extractor.segment import segment
 
-    try:
-        return segment(load(path))
-    except InputError as error:
-        fail(str(error))
+    return segment(load(path))
 
 
 def read_candidate(path: Path) -> str:

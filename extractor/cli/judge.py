@@ -114,12 +114,9 @@ def calibrate(
 
     from extractor.judge.calibration import CalibrationInput, VerdictPolicy, sha256_of
     from extractor.judge.calibration import calibrate as compute
-    from extractor.judge.labels import LabelsError, read_labels
+    from extractor.judge.labels import read_labels
 
-    try:
-        cases, csv_model = read_labels(labels, scores_column, need_texts=judge is not None)
-    except LabelsError as error:
-        fail(str(error))
+    cases, csv_model = read_labels(labels, scores_column, need_texts=judge is not None)
     notes: list[str] = []
     if judge is not None:
         cases, judge_model = _score_with_judge(cases, judge, rubric, base_url, timeout, concurrency, format)
@@ -133,11 +130,8 @@ def calibrate(
         elif ":" not in judge_model:
             notes.append(f"model id {judge_model!r} has no provider prefix; runs look judges up as "
                          "<provider>:<model> (e.g. openai:gpt-4o-mini)")
-    try:
-        policy = VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed, reject_auroc_lower=reject_below,
-                               block_auroc_lower=block_auroc, block_mcc_lower=block_mcc, block_min_cases=block_min_cases)
-    except ValueError as error:
-        fail(str(error))
+    policy = VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed, reject_auroc_lower=reject_below,
+                           block_auroc_lower=block_auroc, block_mcc_lower=block_mcc, block_min_cases=block_min_cases)
     report = compute(CalibrationInput(cases, judge_model, rubric, str(labels), sha256_of(str(labels)), source, notes),
                      policy)
 
@@ -170,7 +164,7 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
     from rich.console import Console
     from rich.progress import Progress
 
-    from extractor.judge.labels import JudgeUnavailable, score_cases
+    from extractor.judge.labels import score_cases
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import ProviderSettings, from_string
 
@@ -192,24 +186,18 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
         finally:
             await provider.aclose()
 
-    try:
-        return asyncio.run(scored()), model_id(provider)
-    except JudgeUnavailable as error:
-        fail(f"judge call failed, nothing stored: {error}")
+    return asyncio.run(scored()), model_id(provider)
 
 
 def _store_report(report: dict[str, Any], database: str | None) -> int:
-    from extractor.store import StoreError, open_store
+    from extractor.store import open_store
 
-    try:
-        with open_store(database) as opened:
-            return opened.save_calibration(
-                judge_model=report["judge_model"], rubric_version=report["rubric_version"],
-                threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
-                n_cases=report["cases"]["used"], report=report,
-            )
-    except StoreError as error:
-        fail(str(error))
+    with open_store(database) as opened:
+        return opened.save_calibration(
+            judge_model=report["judge_model"], rubric_version=report["rubric_version"],
+            threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
+            n_cases=report["cases"]["used"], report=report,
+        )
 
 
 # ---------------------------------------------------------------- extract judge reports / show
@@ -223,13 +211,10 @@ def reports(
     format: FormatOption = Format.text,
 ) -> None:
     """Stored calibration reports, newest first: which judge, rubric and threshold may review or block."""
-    from extractor.store import StoreError, open_store
+    from extractor.store import open_store
 
-    try:
-        with open_store(database) as opened:
-            found = opened.calibrations(judge_model=model, limit=limit)
-    except StoreError as error:
-        fail(str(error))
+    with open_store(database) as opened:
+        found = opened.calibrations(judge_model=model, limit=limit)
     if format is Format.json:
         emit_json([_listing(info) for info in found])
         return
@@ -260,13 +245,10 @@ def show(
     format: FormatOption = Format.text,
 ) -> None:
     """One stored calibration report in full."""
-    from extractor.store import StoreError, open_store
+    from extractor.store import open_store
 
-    try:
-        with open_store(database) as opened:
-            info = opened.get_calibration(calibration_id)
-    except StoreError as error:
-        fail(str(error))
+    with open_store(database) as opened:
+        info = opened.get_calibration(calibration_id)
     if info is None:
         fail(f"no calibration report #{calibration_id}")
     if format is Format.json:

@@ -39,45 +39,16 @@ class QueueState(StrEnum):
 
 def open_run_log(database: str | None) -> Any:
     """The run log, refusing to create an empty SQLite file for a command that only reads or reviews."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from extractor.store import open_store
 
-    from extractor.store import StoreError, open_store
-    from extractor.store.db import database_url
-
-    url = database_url(database)
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        parsed = None
-    if parsed is not None and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        if not Path(parsed.database).exists():
-            fail(f"no run log at {parsed.database}: run `extract run` first, or point --database / "
-                 "EXTRACT_DATABASE_URL at one")
-    try:
-        return open_store(database)
-    except StoreError as error:
-        fail(str(error))
+    return open_store(database, create=False)
 
 
 def open_stores(database: str | None, approved_database: str | None) -> tuple[Any, Any]:
-    from extractor.store import StoreError
     from extractor.store.approved import open_approved
 
     store = open_run_log(database)
-    try:
-        return store, open_approved(store, approved_database)
-    except StoreError as error:
-        fail(str(error))
-
-
-def _resolve(store: Any, ref: str, for_decision: bool) -> Any:
-    from extractor.review import ReviewError, resolve
-
-    try:
-        return resolve(store, ref, for_decision=for_decision)
-    except ReviewError as error:
-        fail(str(error), error.code)
+    return store, open_approved(store, approved_database)
 
 
 @app.command()
@@ -107,10 +78,7 @@ def review(
     run_ids = None
     if run is not None or model is not None or prompt_version is not None:
         selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
-        try:
-            runs = selection.select(store)
-        except ValueError as error:
-            fail(str(error))
+        runs = selection.select(store)
         if not runs:
             fail(f"no run matches {selection.describe()}")
         run_ids = [r.id for r in runs]
@@ -142,24 +110,21 @@ def show(
     the evidence spans highlighted, the candidate, field states, the missingFields questions, every attempt's
     findings and the decisions taken. For a run: its configuration and documents.
     """
-    from extractor.review import ReviewError, resolve_run
+    from extractor.review import resolve, resolve_run
     from extractor.review.resolve import candidates
     from extractor.review.view import document_view, run_view
 
     store, records = open_stores(database, approved_database)
-    try:
-        run = resolve_run(store, ref)
-        documents = candidates(store, ref)
-        if run is not None and documents:
-            fail(f"{ref!r} is ambiguous: run {run.id} and document(s) "
-                 + ", ".join(sha[:12] for sha in documents) + "; give more characters")
-        if run is not None:
-            view = run_view(store, run)
-        else:
-            resolved = _resolve(store, ref, for_decision=False)
-            view = document_view(store, records, resolved.document_run, resolved.others)
-    except ReviewError as error:
-        fail(str(error), error.code)
+    run = resolve_run(store, ref)
+    documents = candidates(store, ref)
+    if run is not None and documents:
+        fail(f"{ref!r} is ambiguous: run {run.id} and document(s) "
+             + ", ".join(sha[:12] for sha in documents) + "; give more characters")
+    if run is not None:
+        view = run_view(store, run)
+    else:
+        resolved = resolve(store, ref)
+        view = document_view(store, records, resolved.document_run, resolved.others)
     if format is Format.json:
         emit_json(view)
         return
@@ -183,20 +148,20 @@ def approve(
     format: FormatOption = Format.text,
 ) -> None:
     """Approve a document's candidate (or an edited one); the reviewer and time are recorded."""
-    from extractor.review import ReviewError
+    from extractor.review import resolve
     from extractor.review.decide import Refused, approve_document
 
     store, records = open_stores(database, approved_database)
-    resolved = _resolve(store, doc, for_decision=True)
+    resolved = resolve(store, doc, for_decision=True)
     text = read_candidate(edited) if edited is not None else None
     try:
         result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
                                   source=source, replace=replace)
-    except Refused as refused:
+    except Refused as refused:  # the findings of a refused edit are shown before the one-line error
         if format is Format.json:
-            emit_json({"refused": str(refused),
+            emit_json({"refused": refused.reason,
                        "findings": [] if refused.report is None else [f.to_json() for f in refused.report.findings]})
-            raise typer.Exit(1) from None
+            raise typer.Exit(refused.exit_code) from None
         if refused.report is not None and refused.report.findings:
             from rich.console import Console
 
@@ -204,9 +169,7 @@ def approve(
 
             Console(stderr=True).print(findings_table((f.to_json() for f in refused.report.findings),
                                                       title="findings of the edited candidate"))
-        fail(f"refused: {refused}", 1)
-    except ReviewError as error:
-        fail(str(error), error.code)
+        raise
     if format is Format.json:
         emit_json(result.to_json())
         return
@@ -236,15 +199,12 @@ def reject(
     format: FormatOption = Format.text,
 ) -> None:
     """Reject a document's candidate; withdraws an approval that came from the same document run."""
-    from extractor.review import ReviewError
+    from extractor.review import resolve
     from extractor.review.decide import reject_document
 
     store, records = open_stores(database, approved_database)
-    resolved = _resolve(store, doc, for_decision=True)
-    try:
-        result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason)
-    except ReviewError as error:
-        fail(str(error), error.code)
+    resolved = resolve(store, doc, for_decision=True)
+    result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason)
     if format is Format.json:
         emit_json(result.to_json())
         return
@@ -280,10 +240,7 @@ def export(
     from extractor.export import export as write_export
     from extractor.runfilter import parse_when
 
-    try:
-        when = parse_when(since) if since else None
-    except ValueError as error:
-        fail(str(error))
+    when = parse_when(since) if since else None
     if out.is_dir():
         fail(f"{out} is a folder; give a file name")
     if not out.parent.exists():

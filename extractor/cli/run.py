@@ -72,7 +72,7 @@ def run(
     from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
     from extractor.providers import ProviderSettings, from_string
     from extractor.render import RunProgress, print_summary
-    from extractor.store import StoreError, open_store
+    from extractor.store import open_store
 
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
@@ -85,10 +85,7 @@ def run(
         from extractor.providers.local import BUNDLED_MODEL_NOTE
 
         typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
-    try:
-        store = open_store(database)
-    except StoreError as error:
-        fail(str(error))
+    store = open_store(database)
     settings = RunSettings(contract=contract_named(contract), prompt_version=prompt_version,
                            concurrency=concurrency, force=force, max_tokens=max_tokens, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)

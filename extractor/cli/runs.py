@@ -26,11 +26,8 @@ def _filter(model: str | None, prompt_version: str | None, contract: str | None,
             since: str | None, until: str | None) -> Any:
     from extractor.runfilter import RunFilter, parse_when
 
-    try:
-        return RunFilter(model=model, prompt_version=prompt_version, contract=contract, validator_version=validator,
-                         since=parse_when(since) if since else None, until=parse_when(until) if until else None)
-    except ValueError as error:
-        fail(str(error))
+    return RunFilter(model=model, prompt_version=prompt_version, contract=contract, validator_version=validator,
+                     since=parse_when(since) if since else None, until=parse_when(until) if until else None)
 
 
 @app.command()
@@ -86,21 +83,18 @@ def stats(
     options = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
     chosen: dict[str, Any] = {}
-    try:
-        if selections:
-            for spec in selections:
-                parsed = RunFilter.parse(spec)
-                merged = parsed.merged(**{k: getattr(options, k) for k in vars(options)})
-                matched = merged.select(store, limit=limit)
-                if not matched:
-                    fail(f"{spec!r} selects no run")
-                for run in matched:
-                    chosen.setdefault(run.id, run)
-        else:
-            for run in options.select(store, limit=limit):
-                chosen[run.id] = run
-    except ValueError as error:
-        fail(str(error))
+    if selections:
+        for spec in selections:
+            parsed = RunFilter.parse(spec)
+            merged = parsed.merged(**{k: getattr(options, k) for k in vars(options)})
+            matched = merged.select(store, limit=limit)
+            if not matched:
+                fail(f"{spec!r} selects no run")
+            for run in matched:
+                chosen.setdefault(run.id, run)
+    else:
+        for run in options.select(store, limit=limit):
+            chosen[run.id] = run
     ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id), reverse=True)[:limit]
     result = [entry.to_json() for entry in rule_stats(store, ordered)]
     if rule is not None:
@@ -145,18 +139,11 @@ def compare(
     from extractor.compare import plot as write_plot
     from extractor.gate import GateSettings
 
-    try:
-        settings = GateSettings(delta=delta, block=block, review=review_at, samples=samples, seed=seed)
-        shares = parse_weights(weights) if weights else None
-    except ValueError as error:
-        fail(str(error))
+    settings = GateSettings(delta=delta, block=block, review=review_at, samples=samples, seed=seed)
+    shares = parse_weights(weights) if weights else None
     store = open_run_log(database)
-    try:
-        result = run_compare(store, baseline, candidate, settings, weights=shares,
-                             by_tag=by_tag or weights is not None,
-                             tag_prefix=tag_prefix, max_unevaluable=max_unevaluable)
-    except ValueError as error:
-        fail(str(error))
+    result = run_compare(store, baseline, candidate, settings, weights=shares, by_tag=by_tag or weights is not None,
+                         tag_prefix=tag_prefix, max_unevaluable=max_unevaluable)
     data = result.to_json()
     if plot is not None:
         try:

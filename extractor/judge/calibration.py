@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from extractor.errors import UsageError
+
 SWEEP = tuple(round(0.1 * step, 1) for step in range(1, 10))
 REPORT_SCHEMA = "judge-calibration/1"
 
@@ -56,9 +58,9 @@ class VerdictPolicy:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
-            raise ValueError(f"threshold must be between 0 and 1 (exclusive), not {self.threshold}")
+            raise UsageError(f"threshold must be between 0 and 1 (exclusive), not {self.threshold}")
         if self.resamples < 1:
-            raise ValueError("resamples must be at least 1")
+            raise UsageError("resamples must be at least 1")
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,20 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from extractor.errors import ExtractorError
 from extractor.generate import Provider
 from extractor.judge.calibration import Case
 from extractor.judge.stage import JudgeLink, Rubric, run_judge
+from extractor.vocab import ExitCode
 
 REQUIRED = ("case_id", "human_label_1", "human_label_2")
 TEXT_COLUMNS = ("value", "excerpt")
 
 
-class LabelsError(Exception):
+class LabelsError(ExtractorError):
     """The labels file cannot be used; ``str(error)`` is the one line the CLI prints."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _label(raw: str | None, column: str, where: str, *, optional: bool = False) -> int | None:
@@ -112,8 +116,10 @@ def read_labels(path: Path, scores_column: str | None = None, *, need_texts: boo
     return cases, next(iter(models), None)
 
 
-class JudgeUnavailable(Exception):
+class JudgeUnavailable(ExtractorError):
     """A judge call failed in transport: the calibration would be incomplete, so none is made."""
+
+    exit_code = ExitCode.USAGE
 
 
 async def score_cases(cases: list[Case], provider: Provider, rubric: Rubric, *, concurrency: int = 4,
@@ -130,7 +136,7 @@ async def score_cases(cases: list[Case], provider: Provider, rubric: Rubric, *, 
         async with gate:
             outcome = await run_judge(provider, rubric, "calibration", [link] if case.excerpt else [])
         if outcome.kind == "transport_error":
-            raise JudgeUnavailable(f"case {case.case_id}: {outcome.error}")
+            raise JudgeUnavailable(f"judge call failed, nothing stored: case {case.case_id}: {outcome.error}")
         if outcome.kind == "judged" and outcome.verdict is not None:
             score = outcome.verdict.score(0)
             status, error = ("scored", None) if score is not None else ("not_evaluable", "the judge scored null")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import REVIEWABLE
+from extractor.vocab import REVIEWABLE, ExitCode
 
 if TYPE_CHECKING:
     from extractor.document import Document
@@ -33,10 +33,13 @@ if TYPE_CHECKING:
 
 
 class Refused(ReviewError):
-    """The decision is refused; ``report`` holds the findings of a refused edited candidate."""
+    """The decision is refused (exit 1); ``report`` holds the findings of a refused edited candidate."""
+
+    exit_code = ExitCode.FAILED
 
     def __init__(self, message: str, report: Report | None = None) -> None:
-        super().__init__(message, code=1)
+        super().__init__(f"refused: {message}")
+        self.reason = message
         self.report = report
 
 

@@ -12,20 +12,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from extractor.errors import ExtractorError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import FINAL_STATES, REVIEWABLE
+from extractor.vocab import FINAL_STATES, REVIEWABLE, ExitCode
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
 _MIN_SHA_PREFIX_FOR_DIGITS = 6
 """Digits are a document run id; they are also tried as a sha256 prefix only from this length on."""
 
 
-class ReviewError(Exception):
-    """A one-line reason the command cannot do what was asked; ``code`` is the exit code (2 usage, 1 refusal)."""
+class ReviewError(ExtractorError):
+    """A one-line reason the command cannot do what was asked (nothing found, ambiguous, bad option): exit 2."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from alembic import command
@@ -19,11 +20,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from extractor.contracts import data_dir
+from extractor.errors import StoreError
 
 DATABASE_URL_ENV = "EXTRACT_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///extract.db"
@@ -34,10 +36,6 @@ _PG_MIGRATION_LOCK = 0x65787472  # "extr"
 T = TypeVar("T")
 
 
-class StoreError(Exception):
-    """The database cannot be used as it is; ``str(error)`` is the one line the CLI prints."""
-
-
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -45,6 +43,17 @@ def utcnow() -> datetime:
 def database_url(url: str | None = None) -> str:
     """The explicit URL, else ``EXTRACT_DATABASE_URL``, else an SQLite file in the current directory."""
     return url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+
+
+def missing_sqlite_file(url: str | None = None) -> str | None:
+    """The path of the SQLite file ``url`` names when that file does not exist (else None)."""
+    try:
+        parsed = make_url(database_url(url))
+    except ArgumentError:
+        return None  # create_store_engine says what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return None if Path(parsed.database).exists() else parsed.database
 
 
 def safe_url(engine: Engine) -> str:

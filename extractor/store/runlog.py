@@ -24,8 +24,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from extractor.document import Document as SourceDocument
+from extractor.errors import StoreError
 from extractor.store import attempts, calibrations, claims, integrity, queries, runs
-from extractor.store.db import create_store_engine, safe_url, upgrade_schema
+from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -178,12 +179,18 @@ class Store:
         return [problem.message for problem in self.problems()]
 
 
-def open_store(url: str | None = None, *, stale_after_s: float = STALE_AFTER_S) -> Store:
+def open_store(url: str | None = None, *, create: bool = True, stale_after_s: float = STALE_AFTER_S) -> Store:
     """Open the run log at ``url`` (else ``EXTRACT_DATABASE_URL``, else ./extract.db), upgrading its schema.
 
     Raises ``StoreError`` (one line, password hidden) when the database cannot be reached or migrated,
-    or was written by a newer extractor.
+    was written by a newer extractor, or (``create=False``, for commands that only read or review) is an
+    SQLite file that does not exist: opening it would leave an empty run log behind.
     """
+    if not create:
+        missing = missing_sqlite_file(url)
+        if missing is not None:
+            raise StoreError(f"no run log at {missing}: run `extract run` first, or point --database / "
+                             "EXTRACT_DATABASE_URL at one")
     engine = create_store_engine(url)
     try:
         upgrade_schema(engine)
