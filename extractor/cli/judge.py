@@ -137,9 +137,10 @@ def calibrate(
 
     from extractor.judge.render import print_calibration, write_sweep_plot
 
-    plot_path: Path | None = plot or labels.with_name(f"{labels.stem}.sweep.png")
+    wanted = plot or labels.with_name(f"{labels.stem}.sweep.png")
+    plot_path: Path | None = wanted
     try:
-        write_sweep_plot(report, plot_path)
+        write_sweep_plot(report, wanted)
     except ImportError:
         typer.echo("warning: sweep plot skipped: matplotlib is not installed (pip install matplotlib)", err=True)
         plot_path = None

@@ -16,9 +16,11 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, func, or_, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
-from extractor.store.db import utcnow
+from extractor.errors import StoreError
+from extractor.store.db import safe_url, scrub, utcnow
 from extractor.store.models import Attempt, Base, Claim, DocumentRun, Run
 from extractor.store.runs import STALE_AFTER_S, pid_exists
 from extractor.vocab import DocumentState, RunStatus
@@ -89,12 +91,12 @@ def _dead_runs(connection: Connection) -> Iterator[str]:
 
 
 def _sqlite_file(connection: Connection) -> Iterator[str]:
-    """SQLite's own check of the file: pages, indexes, constraints (``PRAGMA quick_check``)."""
+    """SQLite's own check of the file: pages, and every index against its table (``PRAGMA integrity_check``)."""
     if connection.dialect.name != "sqlite":
         return
-    for (line,) in connection.exec_driver_sql("PRAGMA quick_check"):
+    for (line,) in connection.exec_driver_sql("PRAGMA integrity_check"):
         if line != "ok":
-            yield f"database file: {line}"
+            yield f"SQLite integrity check: {line}"
 
 
 def _dangling_references() -> list[Check]:
@@ -121,7 +123,7 @@ def _dangling_references() -> list[Check]:
 def checks() -> list[Check]:
     """Every check, in the order ``extract doctor`` runs them."""
     return [
-        Check("database_file", "the SQLite file passes SQLite's own quick check", _sqlite_file),
+        Check("database_file", "the SQLite file passes SQLite's own integrity check", _sqlite_file),
         Check("claim_matches_document_run", "a claim names a document run of the same run, document, "
               "configuration and state", _rows(_claims_agree(), "claim ({config_hash:.12}, document {document_id}) in "
                                                "{state} disagrees with document run {id} in {dr}")),
@@ -154,9 +156,15 @@ def checks() -> list[Check]:
 
 
 def problems(engine: Engine) -> list[Problem]:
-    """Every problem found, in check order; an empty list means healthy."""
+    """Every problem found, in check order; an empty list means healthy.
+
+    A check the database cannot even answer (a damaged file, a missing table) raises ``StoreError``.
+    """
     found: list[Problem] = []
     with engine.connect() as connection:
         for check in checks():
-            found.extend(Problem(check.name, message) for message in check.run(connection))
+            try:
+                found.extend(Problem(check.name, message) for message in check.run(connection))
+            except SQLAlchemyError as error:
+                raise StoreError(f"cannot check {safe_url(engine)} ({check.name}): {scrub(engine, str(error))}") from None
     return found

@@ -1,0 +1,99 @@
+"""Run-log rows for store and doctor tests: small segmented documents, run configurations, attempts, and
+rows planted with foreign-key checks off (as a careless tool could write them)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from typing import Any
+
+from sqlalchemy import text
+
+from extractor.document import Block, BlockKind, Sentence
+from extractor.document import Document as SourceDocument
+from extractor.generate import GenerationRequest
+from extractor.store import AttemptRecord, RunConfig, Store
+from extractor.store.db import create_store_engine
+
+
+def make_document(n: int, segmenter: str = "test-seg/1") -> SourceDocument:
+    """A small segmented document whose content (and so sha256) depends on ``n``."""
+    first, second = f"Document {n} starts here.", "The requester asks for a review."
+    text_ = f"{first} {second}"
+    return SourceDocument(
+        path=f"docs/{n}.txt",
+        text=text_,
+        blocks=[Block(0, BlockKind.PARAGRAPH, 0, len(text_), 0)],
+        sha256=hashlib.sha256(text_.encode()).hexdigest(),
+        format="txt",
+        encoding="utf-8",
+        sentences=[
+            Sentence("s1", first, 0, len(first), 0),
+            Sentence("s2", second, len(first) + 1, len(text_), 0),
+        ],
+        segmenter=segmenter,
+    )
+
+
+def run_config(**overrides: Any) -> RunConfig:
+    values: dict[str, Any] = {
+        "contract": "work_procedure",
+        "contract_version": 1,
+        "prompt_version": "v1",
+        "model": "gpt-test",
+        "provider": "openai",
+        "validator_version": "1",
+        "segmenter": "test-seg/1",
+    }
+    return RunConfig(**{**values, **overrides})
+
+
+REQUEST = GenerationRequest(messages=[{"role": "user", "content": "extract"}], schema={"type": "object"},
+                            schema_name="test_v1")
+
+
+def record(store: Store, document_run_id: int, number: int = 1, **overrides: Any) -> int:
+    """Record an attempt with plausible defaults; ``overrides`` replace any of them."""
+    values: dict[str, Any] = {
+        "number": number,
+        "kind": "generate" if number == 1 else "repair",
+        "prompt_version": "v1",
+        "request": REQUEST,
+        "raw_response": "{}",
+        "parsed": {},
+        "findings": [],
+        "passed": True,
+        "outcome": "passed",
+    }
+    return store.record_attempt(AttemptRecord(document_run_id=document_run_id, **{**values, **overrides}))
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def plant(db_url: str, statements: list[str]) -> None:
+    """Write rows with foreign-key checks off, as a careless tool could."""
+    engine = create_store_engine(db_url)
+    try:
+        if engine.dialect.name == "sqlite":
+            raw = engine.raw_connection()  # PRAGMA foreign_keys only works outside a transaction
+            try:
+                driver = raw.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA foreign_keys = OFF")
+                for statement in statements:
+                    driver.execute(statement)
+            finally:
+                raw.close()
+        else:
+            with engine.begin() as connection:
+                connection.execute(text("SET LOCAL session_replication_role = replica"))
+                for statement in statements:
+                    connection.execute(text(statement))
+    finally:
+        engine.dispose()

@@ -1,0 +1,143 @@
+"""``extract doctor`` on real run logs, as a user runs it: a healthy log, then the same log damaged on purpose
+so that every check fires; a damaged SQLite file; and databases it cannot use at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import make_url, text, update
+
+from extractor.store import Store, open_store
+from extractor.store.integrity import checks
+from extractor.store.models import Run
+from extractor.vocab import DocumentState, ExitCode
+from tests.support.runlog import dead_pid, make_document, plant, record, run_config
+
+
+def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "extractor", "doctor", "--database", db_url, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
+    """Two runs over four documents: finished, repaired, errored, and a forced rerun."""
+    config = run_config()
+    first = store.start_run(config)
+    document_runs, attempts = [], []
+    for n in range(4):
+        document_id = store.get_or_create_document(make_document(n))
+        document_run = store.claim(first, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
+        attempt = record(store, document_run)
+        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=attempt)
+        document_runs.append(document_run)
+        attempts.append(attempt)
+    store.finish_run(first, "finished")
+    second = store.start_run(config)
+    forced = store.claim(second, config.config_hash, store.get_or_create_document(make_document(0)), "docs/0.txt",
+                         force=True).document_run_id
+    store.finish_document(forced, DocumentState.ERROR, cause="HTTP 503")
+    store.finish_run(second, "finished")
+    return [first, second], document_runs, attempts
+
+
+def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(db_url: str) -> None:
+    with open_store(db_url) as store:
+        runs, document_runs, attempts = healthy_log(store)
+    healthy = doctor(db_url)
+    assert healthy.returncode == ExitCode.OK, healthy.stderr
+    assert healthy.stdout.strip().endswith(f"healthy ({len(checks())} checks)") and healthy.stderr == ""
+    report = json.loads(doctor(db_url, "--format", "json").stdout)
+    assert report["healthy"] is True and report["problems"] == [] and report["checks"] == [c.name for c in checks()]
+
+    with open_store(db_url) as store:
+        processing = store.start_run(run_config())  # a document left PROCESSING by a run that says finished
+        left = store.claim(processing, run_config().config_hash, store.get_or_create_document(make_document(9)),
+                           "docs/9.txt")
+        store.finish_run(processing, "finished")
+        store.start_run(run_config(pid=dead_pid()))  # a run whose process died unnoticed
+        elsewhere = store.start_run(run_config(host="another-host"))  # a run on another machine gone silent
+        with store.engine.begin() as connection:
+            connection.execute(update(Run).where(Run.id == elsewhere)
+                               .values(heartbeat_at=datetime.now(UTC) - timedelta(hours=2)))
+            connection.execute(text(f"UPDATE claims SET state = 'MANUAL_REVIEW' WHERE document_run_id = {document_runs[1]}"))
+            connection.execute(text(f"UPDATE document_runs SET final_attempt_id = {attempts[2]} WHERE id = {document_runs[3]}"))
+            connection.execute(text(f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {document_runs[1]}"))
+            connection.execute(text(f"UPDATE attempts SET run_id = '{runs[1]}' WHERE id = {attempts[0]}"))
+    planted = [  # one row per foreign key, each naming a row that does not exist
+        "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
+        "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
+        "'2026-01-01 00:00:00')",
+        "INSERT INTO attempts (id, document_run_id, run_id, document_id, number, kind, prompt_version, request, "
+        "request_hash, findings, transport, outcome, created_at) VALUES (900001, 777777, 'gone', 888888, 1, "
+        "'generate', 'v1', '{}', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
+        "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
+        "VALUES ('planted', 888888, 666666, 'gone', 'ERROR', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+        "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (1, 555555, 'approved', "
+        "'kim', '2026-01-01 00:00:00')",
+    ]
+    plant(db_url, planted)
+
+    damaged = doctor(db_url)
+    assert damaged.returncode == ExitCode.FAILED, damaged.stderr
+    lines = damaged.stdout.splitlines()
+    fired = {line.split(":", 1)[0] for line in lines}
+    expected = {c.name for c in checks()} - {"database_file"}  # the file itself is damaged in the next test
+    assert fired == expected, sorted(expected - fired)
+    assert damaged.stderr.strip().endswith(f"{len(lines)} problem(s) ({len(checks())} checks)")
+    text_ = damaged.stdout
+    assert f"document run {document_runs[1]} in READY_FOR_REVIEW" in text_  # the claim that disagrees
+    assert f"document run {left.document_run_id} is PROCESSING but its run {processing} is finished" in text_
+    assert "but its process" in text_ and f"run {elsewhere} on another-host" in text_
+    assert f"document run {document_runs[3]}: final attempt {attempts[2]} belongs to document run {document_runs[2]}" in text_
+    assert f"attempt {attempts[2]} is the final attempt of 2 document runs" in text_
+    assert f"document run {document_runs[1]} is READY_FOR_REVIEW without a final attempt" in text_
+    assert f"attempt {attempts[0]} disagrees with its document run {document_runs[0]}" in text_
+    assert "attempts 900001: document_run_id 777777 refers to a missing document_runs row" in text_
+    assert "reviews 1: document_run_id 555555 refers to a missing document_runs row" in text_
+    report = json.loads(doctor(db_url, "--format", "json").stdout)
+    assert report["healthy"] is False and len(report["problems"]) == len(lines)
+
+
+def test_a_damaged_sqlite_file_is_reported_and_an_unusable_database_exits_2(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path}/runs.db"
+    with open_store(db_url) as store:
+        healthy_log(store)
+    path = tmp_path / "runs.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'ix_document_runs_path'").fetchone()[0]
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    entry = start + data[start:start + page_size].index(b"docs/2.txt")
+    data[entry:entry + 10] = b"docs/X.txt"  # the index now names a path no row has
+    path.write_bytes(bytes(data))
+    damaged = doctor(db_url)
+    assert damaged.returncode == ExitCode.FAILED, damaged.stderr
+    assert damaged.stdout.splitlines() == [f"database_file: SQLite integrity check: row {n} missing from index "
+                                           "ix_document_runs_path" for n in (3, 4)]
+
+    missing = doctor(f"sqlite:///{tmp_path}/nothing.db")
+    assert missing.returncode == ExitCode.USAGE and "no run log at" in missing.stderr
+    assert not (tmp_path / "nothing.db").exists()  # a check never leaves an empty run log behind
+    (tmp_path / "text.db").write_text("not a database at all\n" * 100)
+    garbage = doctor(f"sqlite:///{tmp_path}/text.db")
+    assert garbage.returncode == ExitCode.USAGE and garbage.stderr.startswith("error: ") and garbage.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_doctor_needs_no_running_extractor_and_names_the_database_without_its_password(db_url: str, fmt: str) -> None:
+    with open_store(db_url) as store:
+        healthy_log(store)
+    result = doctor(db_url, "--format", fmt)
+    assert result.returncode == ExitCode.OK
+    password = make_url(db_url).password
+    if password:
+        assert f":{password}@" not in result.stdout + result.stderr
