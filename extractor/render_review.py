@@ -141,7 +141,17 @@ def compact_json(value: Any) -> str:
     return "\n".join(lines)
 
 
-def print_document_view(view: dict[str, Any], console: Console | None = None) -> None:
+def print_request(request: dict[str, Any], fingerprint: str, console: Console) -> None:
+    """One request exactly as sent: every message verbatim, then the structured-output settings."""
+    for message in request.get("messages") or []:
+        console.print(Text(f"--- {message.get('role')} ---", style="bold cyan"))
+        console.print(Text(str(message.get("content"))))
+    console.print(Text(f"--- schema {request.get('schema_name')}, temperature {request.get('temperature')}, "
+                       f"max_tokens {request.get('max_tokens')}, fingerprint {fingerprint} ---", style="bold cyan"))
+
+
+def print_document_view(view: dict[str, Any], console: Console | None = None, *, requests: bool = False) -> None:
+    """The document run; with ``requests`` each attempt's request as sent, message by message."""
     console = console or Console()
     document_run, run, document = view["document_run"], view["run"], view["document"]
     state = document_run["state"]
@@ -205,6 +215,8 @@ def print_document_view(view: dict[str, Any], console: Console | None = None) ->
         if attempt["raw_response"] is not None:
             raw = attempt["raw_response"]
             console.print(Text(f"  raw response ({len(raw)} chars): {raw[:500]!r}", style="bright_black"))
+        if requests:
+            print_request(attempt["request"], attempt["request_hash"], console)
     for review in view["reviews"]:
         console.print(f"{review['decision']} by {review['reviewer']} at {_when(review['at'])}"
                       + (f": {review['note']}" if review["note"] else ""))

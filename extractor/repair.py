@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from extractor.document import Document
 from extractor.generate import GenerationRequest
-from extractor.generate.prompt import PromptTemplate
+from extractor.generate.prompt import PromptTemplate, fixed_pieces
 from extractor.validate.report import Finding, Report
 
 
@@ -44,4 +44,4 @@ def render_repair(prompt: PromptTemplate, first: GenerationRequest, raw_response
     messages = [*first.messages,
                 {"role": "assistant", "content": raw_response if raw_response.strip() else "(empty response)"},
                 {"role": "user", "content": text}]
-    return replace(first, messages=messages)
+    return replace(first, messages=messages, shared=(*first.shared, *fixed_pieces(prompt.repair)))

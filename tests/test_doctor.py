@@ -70,13 +70,15 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE document_runs SET final_attempt_id = {attempts[2]} WHERE id = {document_runs[3]}"))
             connection.execute(text(f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {document_runs[1]}"))
             connection.execute(text(f"UPDATE attempts SET run_id = '{runs[1]}' WHERE id = {attempts[0]}"))
+            connection.execute(text(f"UPDATE attempts SET request = '[\"[s1] Another document.\"]' WHERE id = {attempts[1]}"))
+            connection.execute(text("UPDATE request_parts SET content = REPLACE(content, 'You extract', 'You invent')"))
     planted = [  # one row per foreign key, each naming a row that does not exist
         "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
         "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
         "'2026-01-01 00:00:00')",
         "INSERT INTO attempts (id, document_run_id, run_id, document_id, number, kind, prompt_version, request, "
-        "request_hash, findings, transport, outcome, created_at) VALUES (900001, 777777, 'gone', 888888, 1, "
-        "'generate', 'v1', '{}', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
+        "request_part, request_hash, findings, transport, outcome, created_at) VALUES (900001, 777777, 'gone', 888888, "
+        "1, 'generate', 'v1', '[]', 'gone', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
         "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
         "VALUES ('planted', 888888, 666666, 'gone', 'ERROR', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
         "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (1, 555555, 'approved', "
@@ -101,6 +103,9 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert f"attempt {attempts[0]} disagrees with its document run {document_runs[0]}" in text_
     assert "attempts 900001: document_run_id 777777 refers to a missing document_runs row" in text_
     assert "reviews 1: document_run_id 555555 refers to a missing document_runs row" in text_
+    assert "attempts 900001: request_part gone refers to a missing request_parts row" in text_
+    assert "its content no longer hashes to its name (edited or damaged)" in text_
+    assert f"attempt {attempts[1]}: its request reads back with fingerprint" in text_
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] is False and len(report["problems"]) == len(lines)
 

@@ -5,31 +5,45 @@ Every test gets a fresh database from the ``db_url`` fixture (tests/conftest.py)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import event, inspect, make_url, text, update
+from sqlalchemy import event, insert, inspect, make_url, text, update
 from sqlalchemy.exc import IntegrityError
+from typer.testing import CliRunner
 
+from extractor.cli import app as cli_app
+from extractor.contracts import get_contract
+from extractor.generate.prompt import load_prompt, render_request
+from extractor.ingest import load
+from extractor.repair import render_repair
+from extractor.segment import segment
 from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import alembic_config, create_store_engine
-from extractor.store.models import Base, Claim, Run
+from extractor.store.models import Attempt, Base, Claim, Run
+from extractor.validate import validate
 from extractor.vocab import DocumentState
+from tests.support.corpus import invented, script, write_documents
+from tests.support.corpus import run as corpus_run
+from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
 
-HEAD = "0003"
+HEAD = "0004"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -634,3 +648,91 @@ def test_judge_mode_threshold_and_rubric_are_part_of_the_configuration() -> None
     assert len(hashes) == 4
     unrelated = RunConfig(**base, config={"judge": {**judge, "downgrade_reason": "x"}, "concurrency": 64})
     assert unrelated.config_hash == RunConfig(**base, config={"judge": judge}).config_hash
+
+
+# -- requests: shared parts stored once, every request read back exactly -------------------------------------
+
+
+def canonical_sha(request: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(request, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+def test_what_every_request_repeats_is_stored_once_and_each_request_reads_back_exactly(store: Store) -> None:
+    contract, prompt = get_contract("work_procedure"), load_prompt("work_procedure")
+    config = run_config()
+    run_id = store.start_run(config)
+    sent = {}
+    for n in range(20):
+        document_id = store.get_or_create_document(make_document(n))
+        document_run = store.claim(run_id, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
+        request = render_request(prompt, contract, make_document(n), max_tokens=800)
+        sent[record(store, document_run, request=request)] = request
+    with store.engine.connect() as connection:
+        parts = connection.execute(text("SELECT sha256, content FROM request_parts")).all()
+        own = [json.loads(value) if isinstance(value, str) else value
+               for (value,) in connection.execute(text("SELECT request FROM attempts"))]
+    assert len(parts) == 1  # the system prompt, the template text and the schema, once for 20 attempts
+    assert hashlib.sha256(parts[0].content.encode()).hexdigest() == parts[0].sha256
+    assert all(len(texts) == 1 and texts[0].startswith("[s1] Document ") for texts in own)  # only the sentences
+    for attempt_id, request in sent.items():
+        attempt = store.get_attempt(attempt_id)
+        assert attempt is not None
+        assert json.dumps(attempt.request, ensure_ascii=False) == json.dumps(request.to_json(), ensure_ascii=False)
+        assert attempt.request_hash == request.fingerprint == canonical_sha(attempt.request)
+
+
+def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    old = Store(engine)
+    run_id = old.start_run(run_config())
+    document_id = old.get_or_create_document(make_document(1))
+    document_run = old.claim(run_id, run_config().config_hash, document_id, "docs/1.txt").document_run_id
+    request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), make_document(1))
+    with engine.begin() as connection:  # the row exactly as 0003 wrote it: the whole request inline
+        connection.execute(insert(Attempt.__table__).values(
+            document_run_id=document_run, run_id=run_id, document_id=document_id, number=1, kind="generate",
+            prompt_version="v1", request=request.to_json(), request_hash=request.fingerprint, findings=[],
+            transport=[], outcome="transport_error", created_at=datetime.now(UTC)))
+    engine.dispose()
+    with open_store(db_url) as store:
+        [attempt] = store.attempts_for(document_run)
+        assert json.dumps(attempt.request, ensure_ascii=False) == json.dumps(request.to_json(), ensure_ascii=False)
+        assert [p for p in store.problems() if p.check.startswith("request")] == []
+
+
+def test_show_prints_the_exact_requests_of_a_generation_and_its_repair(db_url: str, tmp_path: Path,
+                                                                      llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    server = llm_server(script({"m": lambda n: "repaired"}))  # fails, then passes after the repair
+    [path] = write_documents(tmp_path / "docs", [7])
+    summary = corpus_run(db_url, server, [path], "m")
+    [outcome] = summary.outcomes
+    assert outcome.state == "READY_FOR_REVIEW"
+    shown = CliRunner().invoke(cli_app, ["show", str(outcome.document_run_id), "--database", db_url, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    first, repair = json.loads(shown.stdout)["attempts"]
+    assert (first["kind"], repair["kind"]) == ("generate", "repair")
+    received = [recorded.json for recorded in server.requests]
+    assert [first["request"]["messages"], repair["request"]["messages"]] == [r["messages"] for r in received]
+    assert repair["request"]["messages"][:2] == first["request"]["messages"]  # the repair repeats the conversation
+
+    document = segment(load(path))
+    contract, prompt = get_contract("work_procedure"), load_prompt("work_procedure")
+    expected_first = render_request(prompt, contract, document)
+    raw = json.dumps(invented())  # what the scripted server answered first
+    expected_repair = render_repair(prompt, expected_first, raw, validate(raw, document, contract), document)
+    for shown_request, expected in ((first, expected_first), (repair, expected_repair)):
+        assert json.dumps(shown_request["request"], ensure_ascii=False) == json.dumps(expected.to_json(),
+                                                                                      ensure_ascii=False)
+        assert shown_request["request_hash"] == expected.fingerprint == canonical_sha(shown_request["request"])
+    text_view = CliRunner().invoke(cli_app, ["show", str(outcome.document_run_id), "--requests", "--database", db_url],
+                                   env={"COLUMNS": "200"})
+    assert text_view.exit_code == 0 and text_view.stdout.count("--- system ---") == 2
+    assert expected_repair.messages[-1]["content"].splitlines()[0] in text_view.stdout
+    with open_store(db_url) as store, store.engine.connect() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM request_parts")).scalar() == 2  # first + repair shape
+        assert store.problems() == []

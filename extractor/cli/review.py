@@ -100,6 +100,8 @@ def review(
 def show(
     ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help="a run id (or prefix), or DOC: document run id, "
                                        "content sha256 (or prefix), or path")],
+    requests: Annotated[bool, typer.Option("--requests", help="also print every attempt's request exactly as "
+                                           "sent (always in --format json)")] = False,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -108,7 +110,8 @@ def show(
 
     For a document run: the source with every sentence marked MAPPED / UNMAPPED / EXCLUDED / UNACCOUNTED and
     the evidence spans highlighted, the candidate, field states, the missingFields questions, every attempt's
-    findings and the decisions taken. For a run: its configuration and documents.
+    findings (with --requests, its request as sent) and the decisions taken. For a run: its configuration and
+    documents.
     """
     from extractor.review import resolve, resolve_run
     from extractor.review.resolve import candidates
@@ -130,7 +133,10 @@ def show(
         return
     from extractor.render_review import print_document_view, print_run_view
 
-    (print_run_view if view["kind"] == "run" else print_document_view)(view)
+    if view["kind"] == "run":
+        print_run_view(view)
+    else:
+        print_document_view(view, requests=requests)
 
 
 @app.command()

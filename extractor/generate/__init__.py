@@ -23,6 +23,9 @@ class GenerationRequest:
     schema_name: str
     temperature: float = 0.0
     max_tokens: int | None = None
+    shared: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """Texts of the messages that every request of the same prompt and contract repeats verbatim (system
+    prompt, template text, the schema): the run log stores them once. Not sent, not part of the fingerprint."""
 
     def to_json(self) -> dict[str, Any]:
         """The request as stored; messages are copied, the (large, read-only) schema is shared, not copied."""

@@ -47,15 +47,22 @@ def sentence_lines(document: Document) -> str:
 def render_request(prompt: PromptTemplate, contract: Contract, document: Document, *,
                    temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
     """The first request for a document: rules, the contract schema, the IDed sentences."""
-    user = prompt.user.substitute(
-        contract_id=contract.id,
-        schema=json.dumps(contract.schema, ensure_ascii=False),
-        sentences=sentence_lines(document),
-    )
+    fixed = {"contract_id": contract.id, "schema": json.dumps(contract.schema, ensure_ascii=False)}
+    system = prompt.system.substitute()
     return GenerationRequest(
-        messages=[{"role": "system", "content": prompt.system.substitute()}, {"role": "user", "content": user}],
+        messages=[{"role": "system", "content": system},
+                  {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentence_lines(document))}],
         schema=contract.schema,
         schema_name=f"{contract.name}_v{contract.version}",
         temperature=temperature,
         max_tokens=max_tokens,
+        shared=(system, *fixed_pieces(prompt.user, **fixed)),
     )
+
+
+def fixed_pieces(template: Template, **fixed: str) -> tuple[str, ...]:
+    """The texts of ``template`` (with ``fixed`` filled in) between the placeholders left open: the parts of a
+    message that are the same for every document (``GenerationRequest.shared``)."""
+    cut = "\x00"  # no template or fixed value contains NUL
+    text = template.substitute(**fixed, **{name: cut for name in template.get_identifiers() if name not in fixed})
+    return tuple(piece for piece in text.split(cut) if piece)

@@ -142,11 +142,13 @@ def render_judge_request(rubric: Rubric, contract: str, links: list[JudgeLink]) 
         for link in links
     )
     user = rubric.user.substitute(contract=contract, count=len(links), links=lines)
+    system = rubric.system.substitute()
     return GenerationRequest(
-        messages=[{"role": "system", "content": rubric.system.substitute()}, {"role": "user", "content": user}],
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
         schema=VERDICT_SCHEMA,
         schema_name=f"judge_verdict_{rubric.version}",
         temperature=0.0,
+        shared=(system,),
     )
 
 

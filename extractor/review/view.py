@@ -89,6 +89,8 @@ def _attempt_json(attempt: AttemptInfo, final_id: int | None) -> dict[str, Any]:
         "findings": findings,
         "raw_response": attempt.raw_response if attempt.parsed is None else None,
         "created_at": _iso(attempt.created_at),
+        "request_hash": attempt.request_hash,
+        "request": attempt.request,
     }
 
 

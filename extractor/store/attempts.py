@@ -1,7 +1,8 @@
 """Attempts: every model call, written whole as it happened and read back exactly.
 
 An attempt's columns come from ``extractor.store.info.AttemptData``; this module adds only what the store
-derives (run, document, request, times), so a new column needs no change here.
+derives (run, document, request, times), so a new column needs no change here. The request is stored split
+(``extractor.store.requests``): its shared part once per run log, its own texts with the attempt.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, insert, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from extractor.store import requests
 from extractor.store.db import StoreError, plain, require_one_of, transaction, utcnow, write_connection
 from extractor.store.info import AttemptData, AttemptInfo, AttemptRecord
-from extractor.store.models import Attempt, DocumentRun
+from extractor.store.models import Attempt, DocumentRun, RequestPart
 from extractor.vocab import AttemptKind, AttemptOutcome, values_of
 
 _COLUMNS = tuple(f.name for f in fields(AttemptData))
@@ -21,42 +25,68 @@ _INSERT_ATTEMPT = insert(Attempt)
 _DOCUMENT_RUN_OWNER = select(DocumentRun.run_id, DocumentRun.document_id).where(DocumentRun.id == bindparam("run"))
 
 
-def record_attempt(engine: Engine, record: AttemptRecord) -> int:
+def record_attempt(engine: Engine, record: AttemptRecord, known_parts: set[str]) -> int:
     """Store one model call exactly as it happened (``raw_response`` verbatim, JSON or not); returns its id.
 
     The run and document are the document run's. A second attempt with the same (document run, kind,
-    number) raises ``IntegrityError``.
+    number) raises ``IntegrityError``. ``known_parts`` are request parts this process has seen committed:
+    they need no insert (any process may insert a part; the first wins, the others change nothing).
     """
     require_one_of(record.kind, values_of(AttemptKind), "attempt kind")
     require_one_of(record.outcome, values_of(AttemptOutcome), "attempt outcome")
     now = utcnow()
     row: dict[str, Any] = {name: getattr(record, name) for name in _COLUMNS}
+    stored = requests.split(record.request)
     with write_connection(engine) as connection:
         owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": record.document_run_id}).first()
         if owner is None:
             raise StoreError(f"no document run {record.document_run_id}")
+        if stored.part is not None and stored.part[0] not in known_parts:
+            connection.execute(_insert_part(connection.dialect.name), {"sha256": stored.part[0],
+                                                                        "content": stored.part[1]})
         row.update(
             run_id=owner.run_id,
             document_id=owner.document_id,
-            request=record.request.to_json(),
+            request=stored.own,
+            request_part=None if stored.part is None else stored.part[0],
             request_hash=record.request.fingerprint,
             created_at=record.created_at or now,
             finished_at=now,
         )
         inserted = connection.execute(_INSERT_ATTEMPT, row).inserted_primary_key
         assert inserted is not None
-        return int(inserted[0])
+    if stored.part is not None:
+        known_parts.add(stored.part[0])
+    return int(inserted[0])
+
+
+def _insert_part(dialect: str) -> Any:
+    """INSERT of a request part that does nothing when the part is there already (written by anyone)."""
+    if dialect == "postgresql":
+        return postgresql_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
+    return sqlite_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
 
 
 def attempts_for(engine: Engine, document_run_id: int) -> list[AttemptInfo]:
     """Attempts in the order they were made."""
-    query = select(Attempt).where(Attempt.document_run_id == document_run_id).order_by(Attempt.created_at, Attempt.id)
-    with transaction(engine, write=False) as session:
-        return [plain(AttemptInfo, row) for row in session.scalars(query)]
+    return _read(engine, Attempt.document_run_id == document_run_id)
 
 
 def get_attempt(engine: Engine, attempt_id: int) -> AttemptInfo | None:
+    found = _read(engine, Attempt.id == attempt_id)
+    return found[0] if found else None
+
+
+def _read(engine: Engine, condition: Any) -> list[AttemptInfo]:
+    """Attempts with their requests joined back together (each template read and parsed once)."""
+    query = (
+        select(Attempt, RequestPart.content)
+        .outerjoin(RequestPart, RequestPart.sha256 == Attempt.request_part)
+        .where(condition)
+        .order_by(Attempt.created_at, Attempt.id)
+    )
     with transaction(engine, write=False) as session:
-        row = session.get(Attempt, attempt_id)
-        return None if row is None else plain(AttemptInfo, row)
+        rows = session.execute(query).all()
+    return [plain(AttemptInfo, row, request=requests.assemble(template, row.request, f"attempt {row.id}"))
+            for row, template in rows]
 

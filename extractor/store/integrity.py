@@ -8,6 +8,7 @@ requests that no longer reassemble to what was sent.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -20,8 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from extractor.errors import StoreError
+from extractor.store import requests
 from extractor.store.db import safe_url, scrub, utcnow
-from extractor.store.models import Attempt, Base, Claim, DocumentRun, Run
+from extractor.store.models import Attempt, Base, Claim, DocumentRun, RequestPart, Run
 from extractor.store.runs import STALE_AFTER_S, pid_exists
 from extractor.vocab import DocumentState, RunStatus
 
@@ -90,6 +92,34 @@ def _dead_runs(connection: Connection) -> Iterator[str]:
                    f"{heartbeat_at:%Y-%m-%d %H:%M:%S} UTC (its documents are taken over by the next run)")
 
 
+def _parts_match_their_names(connection: Connection) -> Iterator[str]:
+    """A request part is named by the sha256 of its content; another hash means it was edited or damaged."""
+    for name, content in connection.execute(select(RequestPart.sha256, RequestPart.content).order_by(RequestPart.sha256)):
+        if hashlib.sha256(content.encode("utf-8")).hexdigest() != name:
+            yield f"request part {name:.12}: its content no longer hashes to its name (edited or damaged)"
+
+
+def _requests_read_back(connection: Connection) -> Iterator[str]:
+    """Every attempt's request joins back together and has the fingerprint recorded when it was sent."""
+    parts = {name: content for name, content in connection.execute(select(RequestPart.sha256, RequestPart.content))}
+    rows = connection.execution_options(yield_per=2000).execute(
+        select(Attempt.id, Attempt.request, Attempt.request_part, Attempt.request_hash).order_by(Attempt.id))
+    for attempt_id, own, part, recorded in rows:
+        if part is not None and part not in parts:
+            continue  # a dangling reference: the request_part check names it
+        try:
+            sent = requests.fingerprint(requests.assemble(parts.get(part), own, f"attempt {attempt_id}"))
+        except StoreError as error:
+            yield str(error)
+            continue
+        except (KeyError, TypeError, ValueError) as error:
+            yield f"attempt {attempt_id}: its request cannot be read as a request ({type(error).__name__}: {error})"
+            continue
+        if sent != recorded:
+            yield (f"attempt {attempt_id}: its request reads back with fingerprint {sent:.12}, not the {recorded:.12} "
+                   "recorded when it was sent")
+
+
 def _sqlite_file(connection: Connection) -> Iterator[str]:
     """SQLite's own check of the file: pages, and every index against its table (``PRAGMA integrity_check``)."""
     if connection.dialect.name != "sqlite":
@@ -146,6 +176,10 @@ def checks() -> list[Check]:
             select(DocumentRun.id).where(
                 DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)),
             "document run {id} is READY_FOR_REVIEW without a final attempt")),
+        Check("request_part_named_by_content", "a request part's content hashes to its name",
+              _parts_match_their_names),
+        Check("request_reads_back", "an attempt's request joins back together with the fingerprint it was sent "
+              "with", _requests_read_back),
         Check("attempt_matches_document_run", "an attempt has its document run's run and document", _rows(
             select(Attempt.id, Attempt.document_run_id)
             .join(DocumentRun, DocumentRun.id == Attempt.document_run_id)

@@ -191,8 +191,26 @@ class Claim(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class RequestPart(Base):
+    """What the requests of many attempts share (system prompt, template text, schema), stored once.
+
+    ``content`` is a request template: the request's JSON with each message content cut into shared texts
+    and holes for the attempt's own texts (``extractor.store.requests``); ``sha256`` is the hash of exactly
+    this text, so the same template written by any run or process is one row.
+    """
+
+    __tablename__ = "request_parts"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    content: Mapped[str] = mapped_column(Text)
+
+
 class Attempt(Base):
-    """One model call (generation, repair or judge) with everything needed to reproduce and audit it."""
+    """One model call (generation, repair or judge) with everything needed to reproduce and audit it.
+
+    The request sent is ``request`` alone (rows written before request parts existed, or a request the
+    store cannot split), or ``request_part``'s template with ``request`` holding this attempt's own texts.
+    """
 
     __tablename__ = "attempts"
     __table_args__ = (
@@ -209,7 +227,8 @@ class Attempt(Base):
     number: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(16))
     prompt_version: Mapped[str] = mapped_column(String(100))
-    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request: Mapped[Any] = mapped_column(JSON)
+    request_part: Mapped[str | None] = mapped_column(ForeignKey("request_parts.sha256"))
     request_hash: Mapped[str] = mapped_column(String(64))
     raw_response: Mapped[str | None] = mapped_column(NulFreeText)
     parsed: Mapped[Any | None] = mapped_column(NullableJSON)

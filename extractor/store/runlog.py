@@ -48,6 +48,7 @@ class Store:
     def __init__(self, engine: Engine, *, stale_after_s: float = STALE_AFTER_S) -> None:
         self.engine = engine
         self.stale_after_s = stale_after_s
+        self._known_parts: set[str] = set()  # request parts committed by this store: inserted once per process
 
     @property
     def url(self) -> str:
@@ -111,7 +112,7 @@ class Store:
     # -- attempts (extractor.store.attempts) --------------------------------------------------------------
 
     def record_attempt(self, record: AttemptRecord) -> int:
-        return attempts.record_attempt(self.engine, record)
+        return attempts.record_attempt(self.engine, record, self._known_parts)
 
     def attempts_for(self, document_run_id: int) -> list[AttemptInfo]:
         return attempts.attempts_for(self.engine, document_run_id)

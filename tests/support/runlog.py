@@ -49,8 +49,13 @@ def run_config(**overrides: Any) -> RunConfig:
     return RunConfig(**{**values, **overrides})
 
 
-REQUEST = GenerationRequest(messages=[{"role": "user", "content": "extract"}], schema={"type": "object"},
-                            schema_name="test_v1")
+REQUEST = GenerationRequest(
+    messages=[{"role": "system", "content": "You extract procedures."},
+              {"role": "user", "content": "Source document:\n[s1] Document 1 starts here.\nReturn the JSON object."}],
+    schema={"type": "object"}, schema_name="test_v1",
+    shared=("You extract procedures.", "Source document:\n", "\nReturn the JSON object."),
+)
+"""A request like the renderer's: what every document repeats is marked shared (stored once as a request part)."""
 
 
 def record(store: Store, document_run_id: int, number: int = 1, **overrides: Any) -> int:

@@ -1,0 +1,113 @@
+"""Requests stored once per shape: what every document of a run repeats is a content-addressed part.
+
+The system prompt, the template text and the schema of a run's requests are the same for every document;
+only the document's sentences (and, in a repair, the first answer and the findings) are its own. A request
+is split into a *template* (its JSON with each message content cut into shared texts and holes) and the
+attempt's *own* texts, one per hole, in order. The template is stored once in ``request_parts`` under the
+sha256 of its text; the attempt keeps the own texts. Joining them gives back exactly
+``GenerationRequest.to_json()``, key order included (``assemble``).
+
+Which texts are shared is said by the prompt renderer (``GenerationRequest.shared``); the cut itself never
+loses a byte, so a wrong mark only costs space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from extractor.errors import StoreError
+from extractor.generate import GenerationRequest
+
+Segments = list[str | None]
+"""A message content as stored in a template: shared texts, and ``None`` for each of the attempt's own texts."""
+
+
+@dataclass(frozen=True)
+class StoredRequest:
+    """What a request becomes in the run log: ``part`` (sha256 and template text, or None) and the attempt's
+    own value for the ``request`` column (its own texts, or the whole request when it was not split)."""
+
+    part: tuple[str, str] | None
+    own: Any
+
+
+def split(request: GenerationRequest) -> StoredRequest:
+    """The template and own texts of ``request``; unsplit (whole, inline) when it has no shared text."""
+    whole = request.to_json()
+    pieces = sorted({piece for piece in request.shared if piece}, key=len, reverse=True)
+    messages = whole.get("messages")
+    if not pieces or not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+        return StoredRequest(None, whole)
+    own: list[str] = []
+    template = {**whole, "messages": [{**message, "content": _cut(message["content"], pieces, own)}
+                                      for message in messages]}
+    text = json.dumps(template, ensure_ascii=False, separators=(",", ":"))
+    if "\x00" in text:  # a text column cannot hold NUL on PostgreSQL: keep such a request whole
+        return StoredRequest(None, whole)
+    return StoredRequest((hashlib.sha256(text.encode("utf-8")).hexdigest(), text), own)
+
+
+def _cut(text: str, pieces: Sequence[str], own: list[str]) -> Segments:
+    """``text`` as shared pieces (earliest first, the longest where two start together) and holes."""
+    segments: Segments = []
+    position = 0
+    while True:
+        found = [(start, -len(piece), piece) for piece in pieces if (start := text.find(piece, position)) >= 0]
+        if not found:
+            break
+        start, _, piece = min(found)
+        if start > position:
+            own.append(text[position:start])
+            segments.append(None)
+        segments.append(piece)
+        position = start + len(piece)
+    if position < len(text):
+        own.append(text[position:])
+        segments.append(None)
+    return segments
+
+
+@lru_cache(maxsize=64)
+def template(text: str) -> dict[str, Any]:
+    """A request part's template, parsed once per process (a run has a handful); never mutated."""
+    parsed = json.loads(text)
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("messages"), list):
+        raise StoreError("a request part is not a request template")
+    return parsed
+
+
+def assemble(template_text: str | None, own: Any, where: str) -> dict[str, Any]:
+    """The request exactly as ``GenerationRequest.to_json()`` gave it; ``StoreError`` (naming ``where``) if the
+    stored pieces do not fit together."""
+    if template_text is None:
+        if not isinstance(own, dict):
+            raise StoreError(f"{where}: its request is neither stored whole nor joined to a request part")
+        return own
+    try:
+        shape = template(template_text)
+    except (ValueError, StoreError) as error:
+        raise StoreError(f"{where}: its request part cannot be read ({error})") from None
+    if not isinstance(own, list):
+        raise StoreError(f"{where}: its own request texts are not a list")
+    texts: Iterator[str] = iter(own)
+    try:
+        messages = [{**message, "content": "".join(next(texts) if piece is None else piece
+                                                   for piece in message["content"])}
+                    for message in shape["messages"]]
+    except StopIteration:
+        raise StoreError(f"{where}: fewer own request texts than its request part has holes") from None
+    if next(texts, None) is not None:
+        raise StoreError(f"{where}: more own request texts than its request part has holes")
+    return {**shape, "messages": messages}
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """``GenerationRequest.fingerprint`` of a stored request (the check that it is what was sent)."""
+    return GenerationRequest(**{key: request[key] for key in ("messages", "schema", "schema_name", "temperature",
+                                                              "max_tokens")}).fingerprint
