@@ -21,7 +21,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import event, insert, inspect, make_url, text, update
+from sqlalchemy import column, event, insert, inspect, make_url, table, text, update
 from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
@@ -35,10 +35,10 @@ from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import alembic_config, create_store_engine
-from extractor.store.models import Attempt, Base, Claim, Run
+from extractor.store.models import Base, Claim, Run
 from extractor.validate import validate
 from extractor.vocab import DocumentState
-from tests.support.corpus import invented, script, write_documents
+from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
@@ -693,15 +693,20 @@ def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> 
     document_id = old.get_or_create_document(make_document(1))
     document_run = old.claim(run_id, run_config().config_hash, document_id, "docs/1.txt").document_run_id
     request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), make_document(1))
+    raw = json.dumps(GOOD)
+    columns = {"document_run_id": document_run, "run_id": run_id, "document_id": document_id, "number": 1,
+               "kind": "generate", "prompt_version": "v1", "request": request.to_json(),
+               "request_hash": request.fingerprint, "raw_response": raw, "parsed": GOOD, "findings": [],
+               "transport": [], "outcome": "passed", "created_at": datetime.now(UTC)}
     with engine.begin() as connection:  # the row exactly as 0003 wrote it: the whole request inline
-        connection.execute(insert(Attempt.__table__).values(
-            document_run_id=document_run, run_id=run_id, document_id=document_id, number=1, kind="generate",
-            prompt_version="v1", request=request.to_json(), request_hash=request.fingerprint, findings=[],
-            transport=[], outcome="transport_error", created_at=datetime.now(UTC)))
+        connection.execute(insert(table("attempts", *(column(name) for name in columns)))
+                           .values({name: json.dumps(value) if isinstance(value, dict | list) else value
+                                    for name, value in columns.items()}))
     engine.dispose()
     with open_store(db_url) as store:
         [attempt] = store.attempts_for(document_run)
         assert json.dumps(attempt.request, ensure_ascii=False) == json.dumps(request.to_json(), ensure_ascii=False)
+        assert attempt.parsed == GOOD and attempt.raw_response == raw
         assert [p for p in store.problems() if p.check.startswith("request")] == []
 
 
@@ -736,3 +741,17 @@ def test_show_prints_the_exact_requests_of_a_generation_and_its_repair(db_url: s
     with open_store(db_url) as store, store.engine.connect() as connection:
         assert connection.execute(text("SELECT COUNT(*) FROM request_parts")).scalar() == 2  # first + repair shape
         assert store.problems() == []
+
+
+def test_a_candidate_that_is_exactly_the_raw_answer_is_stored_once(store: Store, document_run: int) -> None:
+    same = record(store, document_run, raw_response=' {"rules": ["a", 1], "n": null}\n', parsed={"rules": ["a", 1], "n": None})
+    judged = record(store, document_run, kind="judge", raw_response='{"verdict": "pass", "score": 1.0}',
+                    parsed={"verdict": {"verdict": "pass"}, "score": 1.0})  # a judge keeps its own reading
+    typed = record(store, document_run, number=2, raw_response='{"score": 1.0}', parsed={"score": 1})  # 1.0 is not 1
+    with store.engine.connect() as connection:
+        stored = dict(connection.execute(text("SELECT id, parsed FROM attempts WHERE parsed IS NOT NULL")).all())
+    assert set(stored) == {judged, typed}
+    attempts = {a.id: a for a in store.attempts_for(document_run)}
+    assert attempts[same].parsed == {"rules": ["a", 1], "n": None}
+    assert attempts[judged].parsed == {"verdict": {"verdict": "pass"}, "score": 1.0}
+    assert attempts[typed].parsed == {"score": 1} and isinstance(attempts[typed].parsed["score"], int)

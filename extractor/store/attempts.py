@@ -2,11 +2,13 @@
 
 An attempt's columns come from ``extractor.store.info.AttemptData``; this module adds only what the store
 derives (run, document, request, times), so a new column needs no change here. The request is stored split
-(``extractor.store.requests``): its shared part once per run log, its own texts with the attempt.
+(``extractor.store.requests``): its shared part once per run log, its own texts with the attempt. A
+candidate that is exactly the JSON of the raw answer (the common case) is stored once, as the answer.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from typing import Any
 
@@ -36,6 +38,8 @@ def record_attempt(engine: Engine, record: AttemptRecord, known_parts: set[str])
     require_one_of(record.outcome, values_of(AttemptOutcome), "attempt outcome")
     now = utcnow()
     row: dict[str, Any] = {name: getattr(record, name) for name in _COLUMNS}
+    if _is_raw_json(record.parsed, record.raw_response):
+        row.update(parsed=None, parsed_is_raw=True)
     stored = requests.split(record.request)
     with write_connection(engine) as connection:
         owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": record.document_run_id}).first()
@@ -58,6 +62,21 @@ def record_attempt(engine: Engine, record: AttemptRecord, known_parts: set[str])
     if stored.part is not None:
         known_parts.add(stored.part[0])
     return int(inserted[0])
+
+
+def _is_raw_json(parsed: Any, raw: str | None) -> bool:
+    """Whether ``parsed`` is exactly what the raw answer parses to (same types: 1 is not 1.0, nor true)."""
+    if parsed is None or raw is None:
+        return False
+    try:
+        again = json.loads(raw)
+    except ValueError:
+        return False
+    return _canonical(again) == _canonical(parsed)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _insert_part(dialect: str) -> Any:
@@ -87,6 +106,11 @@ def _read(engine: Engine, condition: Any) -> list[AttemptInfo]:
     )
     with transaction(engine, write=False) as session:
         rows = session.execute(query).all()
-    return [plain(AttemptInfo, row, request=requests.assemble(template, row.request, f"attempt {row.id}"))
+    return [plain(AttemptInfo, row, request=requests.assemble(template, row.request, f"attempt {row.id}"),
+                  parsed=_parsed(row))
             for row, template in rows]
+
+
+def _parsed(row: Attempt) -> Any:
+    return json.loads(row.raw_response) if row.parsed_is_raw and row.raw_response is not None else row.parsed
 

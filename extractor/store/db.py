@@ -7,6 +7,7 @@ revision on open, so users never run a migration tool themselves.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -68,6 +69,19 @@ def scrub(engine: Engine, message: str) -> str:
     return line.replace(str(password), "***") if password else line
 
 
+def compact_json(value: Any) -> str:
+    """JSON columns as stored: no spaces, UTF-8 as is (Korean or Russian text takes 2-3 bytes a character, not 6).
+
+    A lone surrogate (a model may send ``"\\ud800"``) cannot be encoded as UTF-8; such a value keeps its escapes.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"))
+    return text
+
+
 def create_store_engine(url: str | None = None) -> Engine:
     """An engine configured for many short transactions from several processes.
 
@@ -77,7 +91,7 @@ def create_store_engine(url: str | None = None) -> Engine:
     busy timeout instead of failing.
     """
     try:
-        engine = create_engine(database_url(url))
+        engine = create_engine(database_url(url), json_serializer=compact_json)
     except ArgumentError:
         # The message would echo the URL, password included.
         raise StoreError(

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -210,6 +211,9 @@ class Attempt(Base):
 
     The request sent is ``request`` alone (rows written before request parts existed, or a request the
     store cannot split), or ``request_part``'s template with ``request`` holding this attempt's own texts.
+    A candidate that is exactly the model's JSON answer is kept once, as ``raw_response`` (``parsed_is_raw``);
+    in SQL, ``COALESCE(parsed, raw_response)`` is the candidate either way. Read attempts through
+    ``extractor.store`` to get both back as they were.
     """
 
     __tablename__ = "attempts"
@@ -232,6 +236,8 @@ class Attempt(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     raw_response: Mapped[str | None] = mapped_column(NulFreeText)
     parsed: Mapped[Any | None] = mapped_column(NullableJSON)
+    parsed_is_raw: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """True: ``parsed`` is exactly the JSON of ``raw_response`` and is not stored twice (``parsed`` is NULL)."""
     findings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     fields: Mapped[Any | None] = mapped_column(NullableJSON)
     sentences: Mapped[Any | None] = mapped_column(NullableJSON)
