@@ -61,12 +61,14 @@ def _rules(counts: dict[str, int]) -> str:
 # -- review queue ------------------------------------------------------------------------------------------
 
 
-def print_queue(items: list[Any], console: Console | None = None) -> None:
+def print_queue(items: list[Any], total: int, console: Console | None = None) -> None:
+    """The first ``len(items)`` of ``total`` waiting documents."""
     console = console or Console()
     if not items:
         console.print("nothing waits for review")
         return
-    table = Table(title=f"{len(items)} document(s) waiting for review (READY_FOR_REVIEW first)")
+    shown = f"{len(items)} of {total:,}" if len(items) < total else f"{total}"
+    table = Table(title=f"{shown} document(s) waiting for review (READY_FOR_REVIEW first)")
     for column in ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others", "cause"):
         table.add_column(column, overflow="fold")
     for item in items:
@@ -77,6 +79,8 @@ def print_queue(items: list[Any], console: Console | None = None) -> None:
             ", ".join(str(i) for i in item.alternatives), item.cause or "",
         )
     console.print(table)
+    if len(items) < total:
+        console.print(f"{total - len(items):,} more waiting: --limit N or --all to list them")
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
                   "extract reject DOC_RUN --reviewer NAME --reason TEXT")
 

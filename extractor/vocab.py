@@ -150,6 +150,8 @@ DEFAULT_RUBRIC = "v1"
 DEFAULT_JUDGE_THRESHOLD = 0.8
 """The article's operating threshold: a judge link scoring below it is unsupported."""
 DEFAULT_CONCURRENCY = 4
+DEFAULT_REVIEW_PAGE = 50
+"""How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 
 
 def values_of(values: type[StrEnum] | tuple[StrEnum, ...]) -> tuple[str, ...]:

@@ -120,6 +120,23 @@ def test_review_lists_ready_first_then_manual_with_findings(corpus: Corpus) -> N
         corpus.ids[1], corpus.ids[2], corpus.ids[5]]
 
 
+def test_review_lists_a_page_and_says_how_many_wait(corpus: Corpus) -> None:
+    everything = corpus.json("review", "--all")
+    assert len(everything) == 5
+    page = corpus("review", "--limit", "2", "--format", "json")
+    assert page.exit_code == 0 and json.loads(page.stdout) == everything[:2]
+    assert "listed 2 of 5 waiting; --limit N or --all for more" in page.stderr
+    text = corpus("review", "--limit", "2")
+    assert "2 of 5 document(s) waiting" in text.stdout and "3 more waiting: --limit N or --all" in text.stdout
+    assert "more waiting" not in corpus("review").stdout  # 5 fit in the default page
+
+    # A decision takes a document out of the queue at once (the mark the queue reads is set with the review).
+    assert corpus("reject", str(corpus.ids[1]), "--reviewer", "lee", "--reason", "invented rule").exit_code == 0
+    assert corpus.ids[1] not in [item["document_run_id"] for item in corpus.json("review", "--all")]
+    with corpus.store() as store:
+        assert store.problems() == []
+
+
 def test_show_marks_every_sentence_and_highlights_evidence(corpus: Corpus) -> None:
     view = corpus.json("show", str(corpus.ids[5]))
     labels = {s["id"]: s["label"] for s in view["sentences"]}

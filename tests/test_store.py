@@ -21,6 +21,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import column, event, insert, inspect, make_url, table, text, update
 from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
@@ -34,7 +35,7 @@ from extractor.segment import segment
 from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
-from extractor.store.db import alembic_config, create_store_engine
+from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
 from extractor.store.models import Base, Claim, Run
 from extractor.validate import validate
 from extractor.vocab import DocumentState
@@ -58,6 +59,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 def test_empty_database_is_migrated_to_head_and_matches_the_models(store: Store) -> None:
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD == SCHEMA_REVISION
     with store.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         assert context.get_current_heads() == (HEAD,)
@@ -688,23 +690,31 @@ def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> 
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0003")
-    old = Store(engine)
-    run_id = old.start_run(run_config())
-    document_id = old.get_or_create_document(make_document(1))
-    document_run = old.claim(run_id, run_config().config_hash, document_id, "docs/1.txt").document_run_id
-    request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), make_document(1))
-    raw = json.dumps(GOOD)
-    columns = {"document_run_id": document_run, "run_id": run_id, "document_id": document_id, "number": 1,
-               "kind": "generate", "prompt_version": "v1", "request": request.to_json(),
-               "request_hash": request.fingerprint, "raw_response": raw, "parsed": GOOD, "findings": [],
-               "transport": [], "outcome": "passed", "created_at": datetime.now(UTC)}
-    with engine.begin() as connection:  # the row exactly as 0003 wrote it: the whole request inline
-        connection.execute(insert(table("attempts", *(column(name) for name in columns)))
-                           .values({name: json.dumps(value) if isinstance(value, dict | list) else value
-                                    for name, value in columns.items()}))
+    document, run = make_document(1), run_config()
+    request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), document)
+    raw, now = json.dumps(GOOD), datetime.now(UTC)
+    rows = {  # what 0003 wrote: the whole request inline, the parsed candidate beside its raw answer
+        "runs": {"id": "r" * 32, "started_at": now, "status": "finished", "contract": run.contract,
+                 "contract_version": 1, "prompt_version": "v1", "model": run.model, "provider": run.provider,
+                 "validator_version": "1", "segmenter": run.segmenter, "config_hash": run.config_hash, "config": "{}",
+                 "command": "", "host": "h", "pid": 1, "heartbeat_at": now},
+        "documents": {"id": 1, "sha256": document.sha256, "segmenter": run.segmenter, "path": "docs/1.txt",
+                      "format": "txt", "char_count": 10, "sentence_count": 2, "sentences": "[]", "created_at": now},
+        "document_runs": {"id": 1, "run_id": "r" * 32, "document_id": 1, "path": "docs/1.txt",
+                          "config_hash": run.config_hash, "state": "READY_FOR_REVIEW", "needs_person": "[]",
+                          "tags": "[]", "started_at": now},
+        "attempts": {"id": 1, "document_run_id": 1, "run_id": "r" * 32, "document_id": 1, "number": 1,
+                     "kind": "generate", "prompt_version": "v1", "request": json.dumps(request.to_json()),
+                     "request_hash": request.fingerprint, "raw_response": raw, "parsed": raw, "findings": "[]",
+                     "transport": "[]", "outcome": "passed", "created_at": now},
+    }
+    with engine.begin() as connection:
+        for name, values in rows.items():
+            connection.execute(insert(table(name, *(column(key) for key in values))).values(values))
+        connection.execute(text("UPDATE document_runs SET final_attempt_id = 1"))
     engine.dispose()
     with open_store(db_url) as store:
-        [attempt] = store.attempts_for(document_run)
+        [attempt] = store.attempts_for(1)
         assert json.dumps(attempt.request, ensure_ascii=False) == json.dumps(request.to_json(), ensure_ascii=False)
         assert attempt.parsed == GOOD and attempt.raw_response == raw
         assert [p for p in store.problems() if p.check.startswith("request")] == []

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail, read_candidate
+from extractor.vocab import DEFAULT_REVIEW_PAGE
 
 DatabaseOption = Annotated[str | None, typer.Option(
     "--database", help="run-log database URL [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
@@ -61,7 +62,8 @@ def review(
     state: Annotated[QueueState, typer.Option(help="which states to list")] = QueueState.all,
     every_result: Annotated[bool, typer.Option(help="list every configuration's result of a document, "
                                                "not one per document")] = False,
-    limit: Annotated[int | None, typer.Option(min=1, help="list at most this many")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="list at most this many")] = DEFAULT_REVIEW_PAGE,
+    all_: Annotated[bool, typer.Option("--all", help="list every waiting document (no --limit)")] = False,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -70,6 +72,7 @@ def review(
 
     One line per document (its READY_FOR_REVIEW result if any configuration produced one, else the newest);
     other waiting results of the same document are counted under "others" (--every-result lists them).
+    The first --limit of them are listed, with how many wait in all (a note on stderr with --format json).
     """
     from extractor.review.queue import waiting
     from extractor.runfilter import RunFilter
@@ -86,14 +89,16 @@ def review(
 
     states = {QueueState.ready: (DocumentState.READY_FOR_REVIEW,), QueueState.manual: (DocumentState.MANUAL_REVIEW,),
               QueueState.all: REVIEWABLE}[state]
-    items = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=limit,
-                    every_result=every_result)
+    page = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=None if all_ else limit,
+                   every_result=every_result)
     if format is Format.json:
-        emit_json([item.to_json() for item in items])
+        emit_json([item.to_json() for item in page.items])
+        if len(page.items) < page.total:
+            typer.echo(f"note: listed {len(page.items)} of {page.total} waiting; --limit N or --all for more", err=True)
         return
     from extractor.render_review import print_queue
 
-    print_queue(items)
+    print_queue(page.items, page.total)
 
 
 @app.command()

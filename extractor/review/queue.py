@@ -2,7 +2,8 @@
 
 A document run waits when it ended in one of those states, is the newest run of its content under its
 configuration (a forced rerun supersedes the older result), has no decision yet, and its content has no
-approved record under the run's contract version.
+approved record under the run's contract version. Only undecided document runs are read (an index holds
+them), so listing the queue costs the same with a year of decided runs behind it.
 
 The unit of approval is the content (one approved record per sha256 and contract version), so by default
 each content is listed once: its READY_FOR_REVIEW result if any configuration produced one, else its
@@ -46,25 +47,29 @@ class QueueItem:
         return out
 
 
+@dataclass(frozen=True)
+class QueuePage:
+    """The first ``len(items)`` of ``total`` documents waiting, in queue order."""
+
+    items: list[QueueItem]
+    total: int
+
+
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
             states: tuple[str, ...] = REVIEWABLE, limit: int | None = None,
-            every_result: bool = False) -> list[QueueItem]:
-    from extractor.store.approved import approved_keys, latest_reviews
+            every_result: bool = False) -> QueuePage:
+    """What waits, in queue order; only the page's findings are read. The work follows the document runs
+    nobody decided yet (``Store.undecided_document_runs``), not the size of the run log."""
+    from extractor.store.approved import approved_among
 
-    document_runs = store.find_document_runs(states=states, run_ids=run_ids)
+    document_runs = store.undecided_document_runs(states, run_ids)
     runs = {run.id: run for run in store.find_runs(ids={d.run_id for d in document_runs})}
-    latest: dict[tuple[str, str], Any] = {}
-    for document_run in document_runs:  # newest first
-        latest.setdefault((document_run.sha256, document_run.config_hash), document_run)
-    candidates = [d for d in latest.values() if contract is None or runs[d.run_id].contract == contract]
-    decided = latest_reviews(store, [d.id for d in candidates])
-    approved = approved_keys(records)
-    candidates = [
-        d for d in candidates
-        if d.id not in decided
-        and (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved
-    ]
-    order = {state: position for position, state in enumerate(REVIEWABLE)}
+    candidates = [d for d in document_runs if contract is None or runs[d.run_id].contract == contract]
+    approved = approved_among(records, ((d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)
+                                        for d in candidates))
+    candidates = [d for d in candidates
+                  if (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved]
+    order: dict[str, int] = {state: position for position, state in enumerate(REVIEWABLE)}
     candidates.sort(key=lambda d: (order.get(d.state, len(order)), runs[d.run_id].started_at, d.path, d.id))
     alternatives: dict[int, list[int]] = {d.id: [] for d in candidates}
     if not every_result:
@@ -77,6 +82,7 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
                 first[key] = d
         chosen = {d.id for d in first.values()}
         candidates = [d for d in candidates if d.id in chosen]
+    total = len(candidates)
     if limit is not None:
         candidates = candidates[:limit]
     findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
@@ -93,4 +99,4 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
             finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
             alternatives=alternatives[d.id],
         ))
-    return items
+    return QueuePage(items, total)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -113,15 +113,21 @@ def _approve_once(
     if records.engine is store.engine:
         with transaction(store.engine) as session:
             source = _source_of(session, document_run_id)
-            session.add(review)
+            _add_review(session, review)
             return _upsert(session, source, values)
     with transaction(store.engine, write=False) as session:
         source = _source_of(session, document_run_id)
     with transaction(records.engine) as session:
         approved_id = _upsert(session, source, values)
     with transaction(store.engine) as session:
-        session.add(review)
+        _add_review(session, review)
     return approved_id
+
+
+def _add_review(session: Session, review: Review) -> None:
+    """A decision, and its document run marked decided in the same transaction (the review queue skips it)."""
+    session.add(review)
+    session.connection().execute(update(DocumentRun).where(DocumentRun.id == review.document_run_id).values(decided=True))
 
 
 def _source_of(session: Session, document_run_id: int) -> Any:
@@ -173,7 +179,7 @@ def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) ->
             note=reason,
             created_at=utcnow(),
         )
-        session.add(review)
+        _add_review(session, review)
         session.flush()
         return review.id
 
@@ -214,11 +220,19 @@ def approved_record_for(records: Store, sha256: str, contract: str, contract_ver
         return None if row is None else plain(ApprovedRecordInfo, row)
 
 
-def approved_keys(records: Store) -> set[tuple[str, str, int]]:
-    """``(sha256, contract, contract_version)`` of every approved record (for the review queue)."""
-    query = select(ApprovedRecord.document_sha256, ApprovedRecord.contract, ApprovedRecord.contract_version)
+def approved_among(records: Store, keys: Iterable[tuple[str, str, int]]) -> set[tuple[str, str, int]]:
+    """Which of these ``(sha256, contract, contract_version)`` have an approved record (for the review queue:
+    only the keys of what may wait are looked up, never every approved record)."""
+    wanted = sorted(set(keys))
+    found: set[tuple[str, str, int]] = set()
     with transaction(records.engine, write=False) as session:
-        return {(sha, contract, version) for sha, contract, version in session.execute(query)}
+        for start in range(0, len(wanted), 500):
+            chunk = set(wanted[start : start + 500])
+            query = select(ApprovedRecord.document_sha256, ApprovedRecord.contract, ApprovedRecord.contract_version).where(
+                ApprovedRecord.document_sha256.in_({sha for sha, _, _ in chunk}))
+            found.update(key for sha, contract, version in session.execute(query)
+                         if (key := (sha, contract, version)) in chunk)
+    return found
 
 
 def withdraw(records: Store, approved: ApprovedRecordInfo) -> bool:

@@ -13,8 +13,6 @@ from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, insert, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from extractor.store import requests
 from extractor.store.db import StoreError, plain, require_one_of, transaction, utcnow, write_connection
@@ -82,7 +80,11 @@ def _canonical(value: Any) -> str:
 def _insert_part(dialect: str) -> Any:
     """INSERT of a request part that does nothing when the part is there already (written by anyone)."""
     if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
         return postgresql_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
     return sqlite_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.orm import aliased
 from extractor.errors import StoreError
 from extractor.store import requests
 from extractor.store.db import safe_url, scrub, utcnow
-from extractor.store.models import Attempt, Base, Claim, DocumentRun, RequestPart, Run
+from extractor.store.models import Attempt, Base, Claim, DocumentRun, RequestPart, Review, Run
 from extractor.store.runs import STALE_AFTER_S, pid_exists
 from extractor.vocab import DocumentState, RunStatus
 
@@ -120,6 +120,15 @@ def _requests_read_back(connection: Connection) -> Iterator[str]:
                    "recorded when it was sent")
 
 
+def _decided_marks(connection: Connection) -> Iterator[str]:
+    """``document_runs.decided`` is what the review queue reads: it must say whether a review exists."""
+    reviewed = select(Review.id).where(Review.document_run_id == DocumentRun.id).exists()
+    query = select(DocumentRun.id, DocumentRun.decided).where(DocumentRun.decided != reviewed).order_by(DocumentRun.id)
+    for document_run_id, decided in connection.execute(query):
+        yield (f"document run {document_run_id} is marked decided but has no review" if decided else
+               f"document run {document_run_id} has a review but is not marked decided (the review queue lists it)")
+
+
 def _sqlite_file(connection: Connection) -> Iterator[str]:
     """SQLite's own check of the file: pages, and every index against its table (``PRAGMA integrity_check``)."""
     if connection.dialect.name != "sqlite":
@@ -176,6 +185,8 @@ def checks() -> list[Check]:
             select(DocumentRun.id).where(
                 DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)),
             "document run {id} is READY_FOR_REVIEW without a final attempt")),
+        Check("decided_matches_reviews", "a document run is marked decided exactly when it has a review",
+              _decided_marks),
         Check("request_part_named_by_content", "a request part's content hashes to its name",
               _parts_match_their_names),
         Check("request_reads_back", "an attempt's request joins back together with the fingerprint it was sent "

@@ -26,10 +26,12 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from extractor.vocab import (
+    REVIEWABLE,
     AttemptKind,
     AttemptOutcome,
     CalibrationVerdict,
@@ -148,6 +150,15 @@ class Document(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+def waiting(table: str = "") -> str:
+    """SQL: a document run a person may still decide (``table``: its name, in a query that joins others).
+
+    The condition of the partial index ``ix_document_runs_waiting``; the review queue reads only these rows.
+    """
+    prefix = f"{table}." if table else ""
+    return f"NOT {prefix}decided AND {prefix}{one_of('state', values_of(REVIEWABLE))}"
+
+
 class DocumentRun(Base):
     """One document processed by one run, and where it ended up."""
 
@@ -157,6 +168,7 @@ class DocumentRun(Base):
         CheckConstraint(one_of("state", values_of(DocumentState)), name="state"),
         Index("ix_document_runs_document_id", "document_id"),
         Index("ix_document_runs_path", "path"),
+        Index("ix_document_runs_waiting", "started_at", sqlite_where=text(waiting()), postgresql_where=text(waiting())),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -171,6 +183,8 @@ class DocumentRun(Base):
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """A person approved or rejected it (it has a row in ``reviews``): set with that row, never by a run."""
 
 
 class Claim(Base):

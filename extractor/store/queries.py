@@ -9,15 +9,16 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, and_, func, or_, select, text
+from sqlalchemy.orm import Session, aliased
 
 from extractor.store.db import plain, transaction
 from extractor.store.info import DocumentRunInfo, RunInfo
-from extractor.store.models import Attempt, Document, DocumentRun, Run
+from extractor.store.models import Attempt, Document, DocumentRun, Run, waiting
 
 AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
 """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)``."""
@@ -122,16 +123,44 @@ def find_document_runs(
     return _document_runs(engine, condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
 
 
+_DOCUMENT_RUN_COLUMNS = [Document.sha256 if f.name == "sha256" else getattr(DocumentRun, f.name)
+                         for f in fields(DocumentRunInfo)]
+
+
 def _document_runs(engine: Engine, condition: Any, order: tuple[Any, ...], limit: int | None = None) -> list[DocumentRunInfo]:
+    """Plain rows, no ORM objects: thousands of document runs are read in milliseconds."""
     query = (
-        select(DocumentRun, Document.sha256)
+        select(*_DOCUMENT_RUN_COLUMNS)
         .join(Document, Document.id == DocumentRun.document_id)
         .where(condition)
         .order_by(*order)
         .limit(limit)
     )
-    with transaction(engine, write=False) as session:
-        return [plain(DocumentRunInfo, row, sha256=sha256) for row, sha256 in session.execute(query)]
+    with engine.connect() as connection:
+        return [DocumentRunInfo(*row) for row in connection.execute(query)]
+
+
+def undecided_document_runs(engine: Engine, states: Iterable[str],
+                            run_ids: Iterable[str] | None = None) -> list[DocumentRunInfo]:
+    """Document runs in ``states`` that nobody decided and no newer run of the same content and configuration
+    (in ``states``, of ``run_ids``) supersedes: what may wait for a person, newest first.
+
+    Read through ``ix_document_runs_waiting``, so the cost follows what is undecided, not the whole log.
+    """
+    states = list(states)
+    newer = aliased(DocumentRun)
+    superseded = select(newer.id).where(
+        newer.document_id == DocumentRun.document_id, newer.config_hash == DocumentRun.config_hash,
+        newer.state.in_(states),
+        or_(newer.started_at > DocumentRun.started_at, and_(newer.started_at == DocumentRun.started_at,
+                                                            newer.id > DocumentRun.id)))
+    conditions: list[Any] = [text(waiting(DocumentRun.__tablename__)), DocumentRun.state.in_(states)]
+    if run_ids is not None:
+        ids = list(run_ids)
+        conditions.append(DocumentRun.run_id.in_(ids))
+        superseded = superseded.where(newer.run_id.in_(ids))
+    return _document_runs(engine, and_(*conditions, ~superseded.exists()),
+                          order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
 
 
 def findings_of_attempts(engine: Engine, attempt_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
