@@ -1,7 +1,8 @@
 """The run log (SQLAlchemy 2 + Alembic): SQLite by default, PostgreSQL through ``EXTRACT_DATABASE_URL``.
 
-The pipeline uses only what is exported here; states and decisions are named in
-``extractor.vocab``. Approved records are written by ``extractor.store.approved``,
+The pipeline uses only what is exported here (``Store`` is a thin front over one module per concern, see
+``extractor.store.runlog``; the dataclasses going in and out are in ``extractor.store.info``); states and
+decisions are named in ``extractor.vocab``. Approved records are written by ``extractor.store.approved``,
 which only the review commands import.
 """
 

@@ -6,7 +6,8 @@ from several processes at once:
 - ``runs``: start, heartbeat, finish, interrupted and dead runs;
 - ``claims``: documents and claims (a document is converted exactly once per configuration unless forced,
   and work held by a run that died is taken over);
-- ``attempts``: every model call, written whole (``AttemptRecord``) and read back exactly;
+- ``attempts``: every model call, written whole (``AttemptRecord``) and read back exactly, its request
+  split by ``requests`` into what the run's requests share (stored once) and its own texts;
 - ``queries``: what ``show``, ``review``, ``runs``, ``stats`` and ``compare`` read;
 - ``calibrations``: judge calibration reports;
 - ``integrity``: the invariants ``extract doctor`` checks.
