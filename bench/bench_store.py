@@ -71,21 +71,15 @@ ANSWER: dict[str, Any] = {
 
 @contextmanager
 def fresh_database(workdir: Path, name: str, postgres_admin: str | None) -> Iterator[str]:
-    if not postgres_admin:
-        yield f"sqlite:///{workdir}/{name}.db"
-        return
-    from sqlalchemy import create_engine, make_url, text
+    """An empty SQLite file, or a PostgreSQL database created through the admin URL and dropped after."""
+    from tests.support.databases import fresh_database as fresh
 
-    database = f"extract_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_admin, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{database}"'))
-    try:
-        yield make_url(postgres_admin).set(database=database).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
-        admin.dispose()
+    if postgres_admin:
+        os.environ["EXTRACT_TEST_POSTGRES_URL"] = postgres_admin
+    folder = workdir / name
+    folder.mkdir()
+    with fresh("postgresql" if postgres_admin else "sqlite", folder) as url:
+        yield url
 
 
 def database_bytes(url: str) -> int:

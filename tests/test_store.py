@@ -22,7 +22,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import column, event, insert, inspect, make_url, table, text, update
+from sqlalchemy import Engine, column, event, insert, inspect, make_url, table, text, update
 from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
@@ -85,12 +85,18 @@ def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(store: Store
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
 
 
-def test_database_at_revision_0001_is_upgraded_on_open(db_url: str) -> None:
+def database_at(db_url: str, revision: str) -> Engine:
+    """The database migrated to ``revision`` only, as an older extractor left it."""
     engine = create_store_engine(db_url)
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "0001")
+        command.upgrade(config, revision)
+    return engine
+
+
+def test_database_at_revision_0001_is_upgraded_on_open(db_url: str) -> None:
+    engine = database_at(db_url, "0001")
     assert "approved_records" not in inspect(engine).get_table_names()
     run_id = Store(engine).start_run(run_config())  # the run log of 0001 is in use
     engine.dispose()
@@ -685,11 +691,7 @@ def test_what_every_request_repeats_is_stored_once_and_each_request_reads_back_e
 
 
 def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> None:
-    engine = create_store_engine(db_url)
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
+    engine = database_at(db_url, "0003")
     document, run = make_document(1), run_config()
     request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), document)
     raw, now = json.dumps(GOOD), datetime.now(UTC)
