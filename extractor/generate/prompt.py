@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from functools import cache
 from string import Template
 
-from extractor.contracts import Contract, data_dir
+from extractor.contracts import Contract
 from extractor.document import Document
 from extractor.generate import GenerationRequest
+from extractor.resources import data_dir
 from extractor.vocab import DEFAULT_PROMPT_VERSION
 
 PARTS = ("system", "user", "repair")

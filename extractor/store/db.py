@@ -23,7 +23,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from extractor.contracts import data_dir
+from extractor.resources import data_dir
 
 DATABASE_URL_ENV = "EXTRACT_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///extract.db"

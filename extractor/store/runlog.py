@@ -17,7 +17,7 @@ import re
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -169,6 +169,14 @@ class ClaimResult(NamedTuple):
         if self.status == "busy":
             return f"run {self.ref} is processing it"
         return f"document run {self.ref}"
+
+
+class FinishedClaim(NamedTuple):
+    """Who finished a document for a configuration: its document run, that run, and the state it ended in."""
+
+    document_run_id: int
+    run_id: str
+    state: DocumentState
 
 
 @dataclass(frozen=True)
@@ -393,28 +401,29 @@ class Store:
 
     def claim(
         self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
-        tags: Sequence[str] = (),
+        tags: Sequence[str] = (), retry: Collection[str] = (),
     ) -> ClaimResult:
         """Decide atomically whether this run processes the document for this configuration.
 
         A fresh document is claimed by inserting its claim (the primary key lets one process win). An
-        existing claim is ``done`` when finished (unless ``force``), ``busy`` while a live run holds it,
-        and otherwise taken over by a conditional UPDATE that only one racing process can win. ``tags``
-        (categories for ``extract compare``) are stored on the new document run.
+        existing claim is ``done`` when finished (unless ``force``, or it ended in a state of ``retry``),
+        ``busy`` while a live run holds it, and otherwise taken over by a conditional UPDATE that only one
+        racing process can win. ``tags`` (categories for ``extract compare``) are stored on the new
+        document run.
         """
         for _ in range(_CLAIM_ROUNDS):
             try:
                 return ClaimResult("claimed", self._claim_new(run_id, config_hash, document_id, path, tags))
             except IntegrityError as conflict:
                 error = conflict
-            decided = self._decide_existing(run_id, config_hash, document_id, path, force, error, tags)
+            decided = self._decide_existing(run_id, config_hash, document_id, path, force, error, tags, retry)
             if decided is not None:
                 return decided
         raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
 
     def claim_document(
         self, run_id: str, config_hash: str, document: SourceDocument, path: str, force: bool = False,
-        tags: Sequence[str] = (),
+        tags: Sequence[str] = (), retry: Collection[str] = (),
     ) -> tuple[int, ClaimResult]:
         """``get_or_create_document`` and ``claim`` together: ``(document_id, claim result)``.
 
@@ -449,7 +458,7 @@ class Store:
         except IntegrityError:
             pass
         document_id = self.get_or_create_document(document)
-        return document_id, self.claim(run_id, config_hash, document_id, path, force, tags)
+        return document_id, self.claim(run_id, config_hash, document_id, path, force, tags, retry)
 
     def has_finished(self, config_hash: str) -> bool:
         """Whether any document is finished for this configuration (if none, a run need not look per file)."""
@@ -501,6 +510,7 @@ class Store:
         force: bool,
         conflict: IntegrityError,
         tags: Sequence[str],
+        retry: Collection[str] = (),
     ) -> ClaimResult | None:
         """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
         with transaction(self.engine, write=False) as session:
@@ -526,7 +536,7 @@ class Store:
             return ClaimResult("busy", run_id) if own.state == DocumentState.PROCESSING else ClaimResult("done", own.id)
         if held is None:  # the insert failed for another reason (unknown run or document id)
             raise conflict
-        if held.state in FINAL_STATES and not force:
+        if held.state in FINAL_STATES and not force and held.state not in retry:
             return ClaimResult("done", held.document_run_id)
         if held.state == DocumentState.PROCESSING and self._alive(held.status, held.host, held.pid, held.heartbeat_at):
             return ClaimResult("busy", held.run_id)
@@ -666,17 +676,19 @@ class Store:
                 )
         return dead
 
-    def finished_run_of(self, config_hash: str, sha256: str) -> int | None:
-        """The document run that finished this content for this configuration, if any (a cheap look-up
-        before ingest, so a rerun does not read and segment what is done; ``claim`` still decides)."""
+    def finished_run_of(self, config_hash: str, sha256: str) -> FinishedClaim | None:
+        """The document run (and its run and state) that finished this content for this configuration, if
+        any: a cheap look-up before ingest, so a rerun does not read and segment what is done (``claim``
+        still decides)."""
         query = (
-            select(Claim.document_run_id)
+            select(Claim.document_run_id, Claim.run_id, Claim.state)
             .join(Document, Document.id == Claim.document_id)
             .where(Claim.config_hash == config_hash, Document.sha256 == sha256, Claim.state.in_(FINAL_STATES))
             .limit(1)
         )
         with transaction(self.engine, write=False) as session:
-            return session.scalar(query)
+            row = session.execute(query).first()
+        return None if row is None else FinishedClaim(row.document_run_id, row.run_id, DocumentState(row.state))
 
     # -- attempts ---------------------------------------------------------------------------------------
 
