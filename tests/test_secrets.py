@@ -87,3 +87,22 @@ def dump_database(db_url: str) -> str:
     finally:
         engine.dispose()
 
+
+
+def test_one_redaction_helper_masks_every_form_a_credential_takes() -> None:
+    from extractor.redact import redact_config, redact_text
+
+    cases = {
+        "extract run docs --api-key sk-live-abcdefghijkl --max-tokens 800": "extract run docs --api-key *** --max-tokens 800",
+        "POST failed: Authorization: Bearer abc.def.ghi (401)": "POST failed: Authorization: Bearer *** (401)",
+        "cannot reach postgresql://extract:s3cret@db/extract": "cannot reach postgresql://extract:***@db/extract",
+        "the server said: Incorrect API key sk-proj-0123456789ab": "the server said: Incorrect API key sk-***",
+        "--token=abc123 --db-password hunter2 --keyboard us": "--token=*** --db-password *** --keyboard us",
+        "no secret here: key points, tokens of thanks": "no secret here: key points, tokens of thanks",
+    }
+    for given, expected in cases.items():
+        assert redact_text(given) == expected
+    assert redact_text("echoed MYKEY-1234 twice: MYKEY-1234", secrets=["MYKEY-1234"]) == "echoed *** twice: ***"
+    assert redact_text("a b c", secrets=["a"]) == "a b c"  # too short to be a key: ordinary text stays
+    assert redact_config({"api_key": "x", "judge": {"openai-token": "y", "url": "http://u:p@h"}, "empty_key": ""}) == {
+        "api_key": "***", "judge": {"openai-token": "***", "url": "http://u:***@h"}, "empty_key": ""}

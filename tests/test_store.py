@@ -24,8 +24,9 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
+from extractor.generate import GenerationRequest
 from extractor.stats import rule_stats
-from extractor.store import RunConfig, Store, StoreError, open_store
+from extractor.store import AttemptRecord, RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import alembic_config, create_store_engine
 from extractor.store.models import Base, Claim, Run
@@ -68,21 +69,24 @@ def run_config(**overrides: Any) -> RunConfig:
     return RunConfig(**{**values, **overrides})
 
 
+REQUEST = GenerationRequest(messages=[{"role": "user", "content": "extract"}], schema={"type": "object"},
+                            schema_name="test_v1")
+
+
 def record(store: Store, document_run_id: int, number: int = 1, **overrides: Any) -> int:
     """Record an attempt with plausible defaults; ``overrides`` replace any of them."""
     values: dict[str, Any] = {
         "number": number,
         "kind": "generate" if number == 1 else "repair",
         "prompt_version": "v1",
-        "request": {"messages": [{"role": "user", "content": "extract"}], "temperature": 0.0},
-        "request_hash": "f" * 64,
+        "request": REQUEST,
         "raw_response": "{}",
         "parsed": {},
         "findings": [],
         "passed": True,
         "outcome": "passed",
     }
-    return store.record_attempt(document_run_id, **{**values, **overrides})
+    return store.record_attempt(AttemptRecord(document_run_id=document_run_id, **{**values, **overrides}))
 
 
 def dead_pid() -> int:
@@ -459,6 +463,9 @@ def test_attempt_keeps_raw_response_that_is_not_json(store: Store, document_run:
     assert attempt.findings[0]["rule_id"] == "OUTPUT_NOT_JSON"
     assert attempt.transport == [{"number": 1, "outcome": "ok", "latency_ms": 12.5}]
     assert attempt.created_at.tzinfo is UTC and attempt.finished_at is not None
+    assert attempt.request == REQUEST.to_json() and attempt.request_hash == REQUEST.fingerprint
+    owner = store.latest_document_run(document_run)
+    assert owner is not None and (attempt.run_id, attempt.document_id) == (owner.run_id, owner.document_id)
     with store.engine.connect() as connection:  # SQL NULL, not the JSON text 'null'
         assert connection.execute(text("SELECT COUNT(*) FROM attempts WHERE parsed IS NULL")).scalar() == 1
 
@@ -474,8 +481,6 @@ def test_duplicate_or_inconsistent_attempt_is_rejected(store: Store, document_ru
     with pytest.raises(IntegrityError):
         record(store, document_run, number=1)
     record(store, document_run, number=1, kind="judge")  # a judge attempt has its own numbering
-    with pytest.raises(ValueError):
-        record(store, document_run, number=2, run_id="someone-else")
     with pytest.raises(ValueError):
         record(store, document_run, number=2, outcome="maybe")
     with pytest.raises(StoreError):

@@ -31,6 +31,7 @@ from extractor.workers import validate as validate_in_worker
 if TYPE_CHECKING:
     from extractor.engine.limit import AdaptiveLimit
     from extractor.judge.modes import Judge, JudgeDecision
+    from extractor.store import AttemptRecord
 
 INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
 
@@ -91,28 +92,31 @@ class ModelCalls:
         self.cpu = cpu
         self.judge_model = judge
 
-    def _base(self, request: GenerationRequest, number: int, kind: AttemptKind, prompt_version: str) -> dict[str, Any]:
-        return dict(number=number, kind=kind, prompt_version=prompt_version, request=request.to_json(),
-                    request_hash=request.fingerprint)
+    def _record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
+                **fields: Any) -> AttemptRecord:
+        from extractor.store import AttemptRecord
+
+        return AttemptRecord(document_run_id=job.document_run_id, number=number, kind=kind,
+                             prompt_version=self.settings.prompt_version, request=request, **fields)
 
     async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Asked:
         """One model call. A failed call is recorded and raised (``ProviderError``); a call the run's stop cut
         short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record."""
-        base = self._base(request, number, kind, self.settings.prompt_version)
         called_at, calling = datetime.now(UTC), False
         try:
             async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
                 called_at, calling = datetime.now(UTC), True
                 return Asked(await self.provider.generate(request), called_at)
         except ProviderError as error:
-            await self.recorder.attempt(job.document_run_id, job.document_id, created_at=called_at, **base,
-                                        outcome=AttemptOutcome.transport_error, error=error.cause,
-                                        transport=[t.to_json() for t in error.transport])
+            await self.recorder.attempt(self._record(
+                job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
+                error=error.cause, transport=[t.to_json() for t in error.transport]))
             raise
         except Interrupted:
             if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
-                await self.recorder.attempt(job.document_run_id, job.document_id, created_at=called_at, **base,
-                                            outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL)
+                await self.recorder.attempt(self._record(
+                    job, request, number=number, kind=kind, created_at=called_at,
+                    outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL))
             raise
 
     async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
@@ -124,14 +128,13 @@ class ModelCalls:
         outcome = (AttemptOutcome.passed if report.passed else
                    AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
         record = report.to_json()
-        attempt_id = await self.recorder.attempt(
-            job.document_run_id, job.document_id, created_at=asked.called_at,
-            **self._base(request, number, kind, self.settings.prompt_version),
-            raw_response=result.text, parsed=report.candidate, findings=record["findings"], fields=record["fields"],
+        attempt_id = await self.recorder.attempt(self._record(
+            job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
+            parsed=report.candidate, findings=record["findings"], fields=record["fields"],
             sentences=record["sentences"], evidence_spans=record["evidence_spans"], passed=report.passed,
             outcome=outcome, mode=result.mode, model=result.model, prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens, latency_ms=result.latency_ms,
-            transport=[t.to_json() for t in result.transport])
+            transport=[t.to_json() for t in result.transport]))
         return Answer(result, report, attempt_id)
 
     async def generate(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Answer:
@@ -147,23 +150,23 @@ class ModelCalls:
         judge = self.judge_model
         if judge is None:
             return None, 0
-        base: dict[str, Any] = dict(number=1, kind=AttemptKind.judge, prompt_version=judge.rubric.prompt_version,
-                                    created_at=datetime.now(UTC))
+        from extractor.store import AttemptRecord
+
+        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=1, kind=AttemptKind.judge,
+                                    prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
         try:
             async with self.stop.waiting(), self.limit:  # a judge call is a model call: it takes a slot too
                 outcome, decision = await judge.evaluate(report)
         except Interrupted:
             request = judge.request_for(report)
             if request is not None:
-                await self.recorder.attempt(job.document_run_id, job.document_id, **base, request=request.to_json(),
-                                            request_hash=request.fingerprint, outcome=AttemptOutcome.interrupted,
-                                            error="run interrupted while waiting for the judge; rerun to redo "
-                                                  "this document")
+                await self.recorder.attempt(AttemptRecord(
+                    **base, request=request, outcome=AttemptOutcome.interrupted,
+                    error="run interrupted while waiting for the judge; rerun to redo this document"))
             raise
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
-            await self.recorder.attempt(job.document_run_id, job.document_id, **base,
-                                        request=outcome.request.to_json(), request_hash=outcome.request.fingerprint,
-                                        **attempt_fields(outcome, decision, judge.policy))
+            await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
+                                                      **attempt_fields(outcome, decision, judge.policy)))
         return decision, outcome.tokens
 
 

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,7 +18,7 @@ from extractor.document import Document
 from extractor.vocab import DocumentState, RunStatus
 
 if TYPE_CHECKING:
-    from extractor.store import ClaimResult, DocumentRunInfo, FinishedClaim, RunConfig, Store
+    from extractor.store import AttemptRecord, ClaimResult, DocumentRunInfo, FinishedClaim, RunConfig, Store
 
 T = TypeVar("T")
 
@@ -89,11 +88,9 @@ class Recorder:
         return await self.call(self.store.claim_document, self.run_id, self.config_hash, document, str(path),
                                force, tuple(tags), retry)
 
-    async def attempt(self, document_run_id: int, document_id: int, *, created_at: datetime | None = None,
-                      **fields: Any) -> int:
+    async def attempt(self, record: AttemptRecord) -> int:
         """Record one model call as it happened (shielded); returns the attempt id."""
-        return await self.shielded(self.store.record_attempt, document_run_id, run_id=self.run_id,
-                                   document_id=document_id, created_at=created_at, **fields)
+        return await self.shielded(self.store.record_attempt, record)
 
     async def finish_document(self, document_run_id: int, state: DocumentState, cause: str | None,
                               needs_person: Iterable[str], final_attempt_id: int | None) -> None:

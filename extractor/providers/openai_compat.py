@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import random
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pydantic import BaseModel
 
 from extractor.generate import GenerationRequest, GenerationResult, ProviderError, RateLimited, TransportAttempt
 from extractor.providers import ProviderSettings
+from extractor.redact import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,6 @@ MODES = ("json_schema", "json_object", "plain")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key, but the client insists on one
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
-_BEARER = re.compile(r"(?i)bearer\s+\S+")
 
 
 class _Failure(Exception):
@@ -246,10 +245,7 @@ class OpenAICompatProvider:
 
     def _redact(self, text: str) -> str:
         """Servers and HTTP libraries may echo credentials; nothing we record or raise may contain them."""
-        text = _BEARER.sub("Bearer ***", " ".join(text.split()))
-        if len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        return text[:500]
+        return redact_text(" ".join(text.split()), secrets=(self._secret,))[:500]
 
 
 def _schema_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:

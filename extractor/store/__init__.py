@@ -8,24 +8,26 @@ which only the review commands import.
 from __future__ import annotations
 
 from extractor.store.db import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, StoreError
-from extractor.store.runlog import (
-    STALE_AFTER_S,
+from extractor.store.info import (
     AttemptInfo,
+    AttemptRecord,
+    CalibrationInfo,
     ClaimResult,
     DocumentInfo,
     DocumentRunInfo,
     FinishedClaim,
     RunConfig,
     RunInfo,
-    Store,
-    open_store,
 )
+from extractor.store.runlog import STALE_AFTER_S, Store, open_store
 
 __all__ = [
     "DATABASE_URL_ENV",
     "DEFAULT_DATABASE_URL",
     "STALE_AFTER_S",
     "AttemptInfo",
+    "AttemptRecord",
+    "CalibrationInfo",
     "ClaimResult",
     "DocumentInfo",
     "DocumentRunInfo",

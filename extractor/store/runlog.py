@@ -10,24 +10,23 @@ This module never writes ``approved_records`` or ``reviews`` (see ``extractor.st
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import fields
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from extractor.document import Document as SourceDocument
+from extractor.redact import redact_config, redact_text
 from extractor.store.db import (
     StoreError,
     create_store_engine,
@@ -36,6 +35,18 @@ from extractor.store.db import (
     transaction,
     upgrade_schema,
     utcnow,
+)
+from extractor.store.info import (
+    AttemptData,
+    AttemptInfo,
+    AttemptRecord,
+    CalibrationInfo,
+    ClaimResult,
+    DocumentInfo,
+    DocumentRunInfo,
+    FinishedClaim,
+    RunConfig,
+    RunInfo,
 )
 from extractor.store.models import Attempt, Base, Claim, Document, DocumentRun, Run
 from extractor.vocab import (
@@ -54,37 +65,11 @@ STALE_AFTER_S = 60.0
 _CLAIM_ROUNDS = 8
 """Each round either decides or saw another process change the claim; more rounds mean a livelock."""
 
-_SECRET_KEY = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|passwd|authorization)$", re.IGNORECASE)
-_SECRET_FLAG = re.compile(
-    r"(--?(?:[\w-]*[-_])?(?:api-?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
-)
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
-_API_KEY_LITERAL = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
-
 AnySelect = Select[*tuple[Any, ...]]
 
 
 class _ClaimMoved(Exception):
     """Raised inside a takeover transaction to roll it back: another process changed the claim first."""
-
-
-def _redact_text(text: str) -> str:
-    """Remove what looks like a secret (``--api-key X``, ``user:pass@`` in URLs, ``sk-...`` keys)."""
-    text = _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    text = _URL_PASSWORD.sub(r"\1***@", text)
-    return _API_KEY_LITERAL.sub("sk-***", text)
-
-
-def _redact_config(value: Any) -> Any:
-    """The config as it may be stored: values under secret-like keys and secrets inside strings removed."""
-    if isinstance(value, Mapping):
-        return {
-            str(key): "***" if _SECRET_KEY.search(str(key)) and item else _redact_config(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact_config(item) for item in value]
-    return _redact_text(value) if isinstance(value, str) else value
 
 
 def _require(value: str, allowed: Iterable[str], what: str) -> None:
@@ -104,164 +89,6 @@ def _pid_exists(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What a run is started with; ``config_hash`` covers exactly the fields that decide its results."""
-
-    contract: str
-    contract_version: int
-    prompt_version: str
-    model: str
-    provider: str
-    validator_version: str
-    segmenter: str
-    judge_model: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    command: str = ""
-    host: str = field(default_factory=socket.gethostname)
-    pid: int = field(default_factory=os.getpid)
-
-    RESULT_FIELDS: ClassVar[tuple[str, ...]] = (
-        "contract",
-        "contract_version",
-        "prompt_version",
-        "model",
-        "provider",
-        "validator_version",
-        "segmenter",
-        "judge_model",
-    )
-
-    JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode")
-    """A judge's rubric, threshold and mode change routing as much as its model does."""
-
-    @property
-    def config_hash(self) -> str:
-        payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
-        judge = self.config.get("judge")
-        if judge:
-            payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
-        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
-
-
-class ClaimResult(NamedTuple):
-    """``("claimed", document_run_id)``, ``("done", earlier document_run_id)``, ``("busy", holder_run_id)``.
-
-    A named tuple: ``status, ref = store.claim(...)`` works.
-    """
-
-    status: Literal["claimed", "done", "busy"]
-    ref: int | str
-
-    @property
-    def document_run_id(self) -> int:
-        """The document run to work on (claimed) or the one that already finished it (done)."""
-        if not isinstance(self.ref, int):
-            raise ValueError("a busy claim names the run holding the document, not a document run")
-        return self.ref
-
-    @property
-    def detail(self) -> str:
-        """What the outcome refers to, for messages."""
-        if self.status == "busy":
-            return f"run {self.ref} is processing it"
-        return f"document run {self.ref}"
-
-
-class FinishedClaim(NamedTuple):
-    """Who finished a document for a configuration: its document run, that run, and the state it ended in."""
-
-    document_run_id: int
-    run_id: str
-    state: DocumentState
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    id: str
-    started_at: datetime
-    finished_at: datetime | None
-    status: str
-    contract: str
-    contract_version: int
-    prompt_version: str
-    model: str
-    provider: str
-    validator_version: str
-    segmenter: str
-    judge_model: str | None
-    config_hash: str
-    config: dict[str, Any]
-    command: str
-    host: str
-    pid: int
-    heartbeat_at: datetime
-    counts: dict[str, int]
-    """Document runs per state, e.g. ``{"READY_FOR_REVIEW": 12, "ERROR": 1}``."""
-
-
-@dataclass(frozen=True)
-class DocumentInfo:
-    id: int
-    sha256: str
-    segmenter: str
-    path: str
-    format: str
-    encoding: str | None
-    char_count: int
-    sentence_count: int
-    sentences: list[dict[str, Any]]
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class DocumentRunInfo:
-    id: int
-    run_id: str
-    document_id: int
-    sha256: str
-    path: str
-    config_hash: str
-    state: str
-    cause: str | None
-    needs_person: list[str]
-    final_attempt_id: int | None
-    tags: list[str]
-    started_at: datetime
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class AttemptInfo:
-    id: int
-    document_run_id: int
-    run_id: str
-    document_id: int
-    number: int
-    kind: str
-    prompt_version: str
-    request: dict[str, Any]
-    request_hash: str
-    raw_response: str | None
-    parsed: Any
-    findings: list[dict[str, Any]]
-    fields: Any
-    sentences: Any
-    evidence_spans: Any
-    passed: bool | None
-    outcome: str
-    mode: str | None
-    model: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    latency_ms: float | None
-    transport: list[dict[str, Any]]
-    error: str | None
-    created_at: datetime
-    finished_at: datetime | None
 
 
 # Built once: statements whose values come as parameters are compiled once and found in the cache cheaply.
@@ -342,8 +169,8 @@ class Store:
                     segmenter=config.segmenter,
                     judge_model=config.judge_model,
                     config_hash=config.config_hash,
-                    config=_redact_config(config.config),
-                    command=_redact_text(config.command),
+                    config=redact_config(config.config),
+                    command=redact_text(config.command),
                     host=config.host,
                     pid=config.pid,
                     heartbeat_at=now,
@@ -692,80 +519,26 @@ class Store:
 
     # -- attempts ---------------------------------------------------------------------------------------
 
-    def record_attempt(
-        self,
-        document_run_id: int,
-        *,
-        number: int,
-        kind: AttemptKind,
-        prompt_version: str,
-        request: dict[str, Any],
-        request_hash: str,
-        outcome: AttemptOutcome,
-        raw_response: str | None = None,
-        run_id: str | None = None,
-        document_id: int | None = None,
-        parsed: Any = None,
-        findings: Iterable[dict[str, Any]] = (),
-        fields: Any = None,
-        sentences: Any = None,
-        evidence_spans: Any = None,
-        passed: bool | None = None,
-        mode: str | None = None,
-        model: str | None = None,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        latency_ms: float | None = None,
-        transport: Iterable[dict[str, Any]] = (),
-        error: str | None = None,
-        created_at: datetime | None = None,
-    ) -> int:
-        """Store one model call exactly as it happened (``raw_response`` verbatim, JSON or not).
+    def record_attempt(self, record: AttemptRecord) -> int:
+        """Store one model call exactly as it happened (``raw_response`` verbatim, JSON or not); returns its id.
 
-        ``run_id`` and ``document_id`` are taken from the document run (if given, they must agree with it).
-        ``created_at`` is when the call started (default: now); the row is finished when recorded. A second
-        attempt with the same (document run, kind, number) raises ``IntegrityError``.
+        The run and document are the document run's. A second attempt with the same (document run, kind,
+        number) raises ``IntegrityError``.
         """
-        _require(kind, values_of(AttemptKind), "attempt kind")
-        _require(outcome, values_of(AttemptOutcome), "attempt outcome")
+        _require(record.kind, values_of(AttemptKind), "attempt kind")
+        _require(record.outcome, values_of(AttemptOutcome), "attempt outcome")
         now = utcnow()
+        row = {f.name: getattr(record, f.name) for f in fields(AttemptData)}
         with self._write() as connection:
-            owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": document_run_id}).first()
+            owner = connection.execute(_DOCUMENT_RUN_OWNER, {"run": record.document_run_id}).first()
             if owner is None:
-                raise StoreError(f"no document run {document_run_id}")
-            given = (
-                owner.run_id if run_id is None else run_id,
-                owner.document_id if document_id is None else document_id,
-            )
-            if given != (owner.run_id, owner.document_id):
-                raise ValueError(
-                    f"document run {document_run_id} is run {owner.run_id}, document {owner.document_id}"
-                )
-            row = dict(
-                document_run_id=document_run_id,
+                raise StoreError(f"no document run {record.document_run_id}")
+            row.update(
                 run_id=owner.run_id,
                 document_id=owner.document_id,
-                number=number,
-                kind=kind,
-                prompt_version=prompt_version,
-                request=request,
-                request_hash=request_hash,
-                raw_response=raw_response,
-                parsed=parsed,
-                findings=list(findings),
-                fields=fields,
-                sentences=sentences,
-                evidence_spans=evidence_spans,
-                passed=passed,
-                outcome=outcome,
-                mode=mode,
-                model=model,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                latency_ms=latency_ms,
-                transport=list(transport),
-                error=error,
-                created_at=created_at or now,
+                request=record.request.to_json(),
+                request_hash=record.request.fingerprint,
+                created_at=record.created_at or now,
                 finished_at=now,
             )
             return connection.execute(_INSERT_ATTEMPT, row).inserted_primary_key[0]
@@ -1087,23 +860,3 @@ def open_store(url: str | None = None, *, stale_after_s: float = STALE_AFTER_S) 
         engine.dispose()
         raise
     return Store(engine, stale_after_s=stale_after_s)
-
-
-@dataclass(frozen=True)
-class CalibrationInfo:
-    """A stored judge calibration report (see ``extractor.judge.calibration`` for ``report``)."""
-
-    id: int
-    created_at: datetime
-    judge_model: str
-    rubric_version: str
-    threshold: float
-    verdict: str
-    labels_sha256: str
-    n_cases: int
-    report: dict[str, Any]
-
-    @property
-    def summary(self) -> str:
-        """One line: the headline numbers the verdict rests on."""
-        return str(self.report.get("summary") or "")

@@ -1,0 +1,224 @@
+"""What goes into the run log and what comes out of it: plain dataclasses, never ORM objects.
+
+Writing: ``RunConfig`` starts a run, ``AttemptRecord`` is one model call. Reading: ``RunInfo``,
+``DocumentInfo``, ``DocumentRunInfo``, ``AttemptInfo`` and ``CalibrationInfo`` outlive the session that read
+them. An attempt's columns are declared once, in ``AttemptData``: writing and reading both take their fields
+from it, so a new attempt column means the model, a migration and that class, nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+
+from extractor.vocab import DocumentState
+
+if TYPE_CHECKING:
+    from extractor.generate import GenerationRequest
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run is started with; ``config_hash`` covers exactly the fields that decide its results."""
+
+    contract: str
+    contract_version: int
+    prompt_version: str
+    model: str
+    provider: str
+    validator_version: str
+    segmenter: str
+    judge_model: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+
+    RESULT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "contract",
+        "contract_version",
+        "prompt_version",
+        "model",
+        "provider",
+        "validator_version",
+        "segmenter",
+        "judge_model",
+    )
+
+    JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode")
+    """A judge's rubric, threshold and mode change routing as much as its model does."""
+
+    @property
+    def config_hash(self) -> str:
+        payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        judge = self.config.get("judge")
+        if judge:
+            payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
+        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+class ClaimResult(NamedTuple):
+    """``("claimed", document_run_id)``, ``("done", earlier document_run_id)``, ``("busy", holder_run_id)``.
+
+    A named tuple: ``status, ref = store.claim(...)`` works.
+    """
+
+    status: Literal["claimed", "done", "busy"]
+    ref: int | str
+
+    @property
+    def document_run_id(self) -> int:
+        """The document run to work on (claimed) or the one that already finished it (done)."""
+        if not isinstance(self.ref, int):
+            raise ValueError("a busy claim names the run holding the document, not a document run")
+        return self.ref
+
+    @property
+    def detail(self) -> str:
+        """What the outcome refers to, for messages."""
+        if self.status == "busy":
+            return f"run {self.ref} is processing it"
+        return f"document run {self.ref}"
+
+
+class FinishedClaim(NamedTuple):
+    """Who finished a document for a configuration: its document run, that run, and the state it ended in."""
+
+    document_run_id: int
+    run_id: str
+    state: DocumentState
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptData:
+    """The columns of one attempt that are written and read back as they are (see ``AttemptRecord``)."""
+
+    document_run_id: int
+    number: int
+    kind: str
+    """``extractor.vocab.AttemptKind``; each kind numbers its attempts from 1."""
+    prompt_version: str
+    outcome: str
+    """``extractor.vocab.AttemptOutcome``."""
+    raw_response: str | None = None
+    """The model's answer verbatim, JSON or not (None when no answer came)."""
+    parsed: Any = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    fields: Any = None
+    sentences: Any = None
+    evidence_spans: Any = None
+    passed: bool | None = None
+    mode: str | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    transport: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRecord(AttemptData):
+    """One model call (generation, repair or judge) exactly as it happened, as ``Store.record_attempt`` takes it.
+
+    The run and document come from the document run; ``created_at`` is when the call started (default:
+    when it is recorded). The request is kept so that ``extract show`` prints exactly what was sent.
+    """
+
+    request: GenerationRequest
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptInfo(AttemptData):
+    """One stored attempt; ``request`` is exactly ``GenerationRequest.to_json()`` of the request sent."""
+
+    id: int
+    run_id: str
+    document_id: int
+    request: dict[str, Any]
+    request_hash: str
+    """``GenerationRequest.fingerprint`` of the request."""
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    contract: str
+    contract_version: int
+    prompt_version: str
+    model: str
+    provider: str
+    validator_version: str
+    segmenter: str
+    judge_model: str | None
+    config_hash: str
+    config: dict[str, Any]
+    command: str
+    host: str
+    pid: int
+    heartbeat_at: datetime
+    counts: dict[str, int]
+    """Document runs per state, e.g. ``{"READY_FOR_REVIEW": 12, "ERROR": 1}``."""
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: int
+    sha256: str
+    segmenter: str
+    path: str
+    format: str
+    encoding: str | None
+    char_count: int
+    sentence_count: int
+    sentences: list[dict[str, Any]]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DocumentRunInfo:
+    id: int
+    run_id: str
+    document_id: int
+    sha256: str
+    path: str
+    config_hash: str
+    state: str
+    cause: str | None
+    needs_person: list[str]
+    final_attempt_id: int | None
+    tags: list[str]
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CalibrationInfo:
+    """A stored judge calibration report (see ``extractor.judge.calibration`` for ``report``)."""
+
+    id: int
+    created_at: datetime
+    judge_model: str
+    rubric_version: str
+    threshold: float
+    verdict: str
+    labels_sha256: str
+    n_cases: int
+    report: dict[str, Any]
+
+    @property
+    def summary(self) -> str:
+        """One line: the headline numbers the verdict rests on."""
+        return str(self.report.get("summary") or "")
