@@ -63,6 +63,11 @@ class Contract:
         return self.model.has_coverage
 
     @cached_property
+    def schema_text(self) -> str:
+        """The schema as the prompt shows it, encoded once (not once per document)."""
+        return json.dumps(self.schema, ensure_ascii=False)
+
+    @cached_property
     def validator(self) -> Draft202012Validator:
         """The compiled validator for ``schema``, built once per contract.
 

@@ -6,7 +6,6 @@ and the request fingerprint are recorded with every attempt.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from string import Template
@@ -50,7 +49,7 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
     """The first request for a document: rules, the contract schema, the IDed sentences."""
     user = prompt.user.substitute(
         contract_id=contract.id,
-        schema=json.dumps(contract.schema, ensure_ascii=False),
+        schema=contract.schema_text,
         sentences=sentence_lines(document),
     )
     return GenerationRequest(
