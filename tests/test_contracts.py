@@ -24,7 +24,7 @@ def test_schema_file_is_generated_from_the_model(name: str) -> None:
 def test_request_schema_is_the_validation_schema(name: str) -> None:
     contract = get_contract(name)
     document = segment(from_text("Title\n\nThe manager approves the request."))
-    request = render_request(load_prompt(name), contract, document)
+    request = render_request(load_prompt(contract), contract, document)
     assert request.schema == contract.schema
     assert contract.validator.schema == inline_refs(contract.schema)
     assert json.dumps(contract.schema, ensure_ascii=False) in request.messages[1]["content"]

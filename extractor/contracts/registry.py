@@ -8,7 +8,9 @@ and version and never branch on a contract's name.
 
 Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder with
 ``schema.json`` and a checks file, issue 11) registers through the same ``register`` with a spec built from
-its folder: a generic evidence model and declarative rules instead of Python ones.
+its folder: a generic evidence model and declarative rules instead of Python ones, its own prompt folder.
+The validation worker process looks contracts up here by name and version, so file contracts must be
+registered there too (from the same search path, passed to the worker like ingest's settings).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class Contract:
     settings: dict[str, Any] = field(repr=False)
     model: EvidenceModel[Any] = field(repr=False)
     rules: tuple[Rule[Any], ...] = field(repr=False)
-    folder: Path
+    folder: Path  # where schema.json and rules.json are
+    prompts: Path  # its prompt versions: <prompts>/<version>/{system,user,repair}.txt
     pydantic: type[BaseModel] | None = field(default=None, repr=False)  # built-ins: the schema's source
 
     @property

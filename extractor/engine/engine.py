@@ -61,7 +61,7 @@ class Engine:
         self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "validate": 0.0, "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
-                                load_prompt(settings.contract.name, settings.prompt_version), self.stop,
+                                load_prompt(settings.contract, settings.prompt_version), self.stop,
                                 self.cpu_seconds, judge)
         self._resuming = False  # whether this configuration finished documents before (then look per file)
         self._workers: list[asyncio.Task[None]] = []

@@ -1,4 +1,5 @@
-"""Versioned prompt templates (``prompts/<contract>/<version>/``) rendered into a ``GenerationRequest``.
+"""Versioned prompt templates (a contract's prompt folder, ``prompts/<contract>/<version>/`` for the
+built-ins) rendered into a ``GenerationRequest``.
 
 Templates use ``string.Template`` (``$name``) so JSON braces in them need no escaping. The prompt version
 and the request fingerprint are recorded with every attempt.
@@ -13,7 +14,6 @@ from string import Template
 from extractor.contracts import Contract
 from extractor.document import Document
 from extractor.generate import GenerationRequest
-from extractor.resources import data_dir
 from extractor.vocab import DEFAULT_PROMPT_VERSION
 
 PARTS = ("system", "user", "repair")
@@ -29,14 +29,15 @@ class PromptTemplate:
 
 
 @cache
-def load_prompt(contract: str, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
-    """Read one prompt version; ``FileNotFoundError`` names the folder and the versions that exist."""
-    folder = data_dir("prompts") / contract / version
+def load_prompt(contract: Contract, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
+    """Read one prompt version of a contract (``<contract.prompts>/<version>/``); ``FileNotFoundError`` names
+    the folder and the versions that exist."""
+    folder = contract.prompts / version
     if not folder.is_dir():
-        known = sorted(p.name for p in (data_dir("prompts") / contract).glob("v*")) or ["none"]
-        raise FileNotFoundError(f"no prompt {contract}/{version} (have: {', '.join(known)})")
+        known = sorted(p.name for p in contract.prompts.glob("v*")) or ["none"]
+        raise FileNotFoundError(f"no prompt {contract.name}/{version} (have: {', '.join(known)})")
     texts = {part: Template((folder / f"{part}.txt").read_text(encoding="utf-8")) for part in PARTS}
-    return PromptTemplate(contract, version, **texts)
+    return PromptTemplate(contract.name, version, **texts)
 
 
 def sentence_lines(document: Document) -> str:
