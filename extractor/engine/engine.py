@@ -150,8 +150,8 @@ class Engine:
     async def close(self, summary: RunSummary, started: float) -> None:
         """Record how the run ended, close the providers and the run-log writer."""
         try:
-            status = RunStatus.interrupted if self.stop.requested else RunStatus.finished
-            await self.recorder.finish(status)
+            if self.run_id:  # the run was recorded as started
+                await self.recorder.finish(RunStatus.interrupted if self.stop.requested else RunStatus.finished)
         finally:
             summary.seconds = time.monotonic() - started
             summary.rate_limits, summary.timeouts = self.limit.rate_limits, self.limit.timeouts
