@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console
@@ -68,10 +69,10 @@ def print_report(report: Report, document: Document, console: Console | None = N
         table = Table(title="sentences")
         for column in ("id", "state", "fields / reason", "text"):
             table.add_column(column, overflow="fold")
-        for state in report.sentences:
-            sentence = document.sentence(state.id)
-            detail = ", ".join(state.field_paths) or state.reason or state.rule_id or ""
-            table.add_row(state.id, Text(state.state or (state.rule_id or "-"), style=STATE_STYLE[state.state]),
+        for unit in report.sentences:
+            sentence = document.sentence(unit.id)
+            detail = ", ".join(unit.field_paths) or unit.reason or unit.rule_id or ""
+            table.add_row(unit.id, Text(unit.state or (unit.rule_id or "-"), style=STATE_STYLE[unit.state]),
                           detail, sentence.text if sentence else "")
         console.print(table)
 
@@ -92,8 +93,9 @@ class RunProgress(Progress):
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._progress.__exit__(*exc)
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._progress.__exit__(kind, error, trace)
 
     def started(self, total: int) -> None:
         self._task = self._progress.add_task("", total=total)

@@ -608,7 +608,7 @@ def _describe(candidate: dict[str, Any], value: Any) -> str:
     if isinstance(value, dict) and isinstance(value.get("action"), str):
         names = {p.get("id"): p.get("name") for p in candidate.get("participants", []) if isinstance(p, dict)}
         actor = names.get(value.get("actorId")) or value.get("actorId")
-        return f"{actor}: {value['action']}" if actor else value["action"]
+        return f"{actor}: {value['action']}" if actor else str(value["action"])
     if isinstance(value, dict) and isinstance(value.get("name"), str):
         return value["name"]
     return _text(value)
