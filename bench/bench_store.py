@@ -110,7 +110,7 @@ def database_bytes(url: str) -> int:
 def bytes_per_document_run(url: str, folder: Path, documents: int, repair: bool) -> tuple[int, int]:
     """(database bytes, document runs) after converting ``documents`` documents through the scripted server."""
     from extractor.contracts import get_contract
-    from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
+    from extractor.engine import AdaptiveLimit, Engine, RunSettings
     from extractor.providers import ProviderSettings, from_string
     from extractor.store import open_store
     from tests.support.llm_server import Reply, ScriptedLLMServer
@@ -130,7 +130,7 @@ def bytes_per_document_run(url: str, folder: Path, documents: int, repair: bool)
         limit = AdaptiveLimit(16)
         provider = from_string("openai:bench", base_url=server.base_url, on_rate_limit=limit.on_rate_limit,
                                settings=ProviderSettings(timeout_s=30, max_transport_retries=0))
-        summary = asyncio.run(Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"),
+        summary = asyncio.run(Engine(store, provider, RunSettings(contract=get_contract("work_procedure"),
                                                                    concurrency=16), limit=limit).run([str(folder)]))
         assert summary.counts.get("READY_FOR_REVIEW") == documents, dict(summary.counts)
         assert store.integrity_check() == []

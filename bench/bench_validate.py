@@ -23,7 +23,8 @@ import time
 
 from extractor.contracts import get_contract
 from extractor.document import Document, Sentence
-from extractor.validate import Source, validate
+from extractor.evidence.source import Source
+from extractor.validate import validate
 
 CONTRACT = get_contract("work_procedure")
 

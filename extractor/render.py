@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console
@@ -13,8 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from extractor.document import Document
-from extractor.pipeline import DocumentOutcome, Progress, RunSummary
-from extractor.validate.report import Report
+from extractor.engine.discover import Discovery
+from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
+from extractor.evidence.report import Report
+from extractor.vocab import SkipReason
 
 STATE_STYLE = {
     "MAPPED": "green",
@@ -66,10 +69,10 @@ def print_report(report: Report, document: Document, console: Console | None = N
         table = Table(title="sentences")
         for column in ("id", "state", "fields / reason", "text"):
             table.add_column(column, overflow="fold")
-        for state in report.sentences:
-            sentence = document.sentence(state.id)
-            detail = ", ".join(state.field_paths) or state.reason or state.rule_id or ""
-            table.add_row(state.id, Text(state.state or (state.rule_id or "-"), style=STATE_STYLE[state.state]),
+        for unit in report.sentences:
+            sentence = document.sentence(unit.id)
+            detail = ", ".join(unit.field_paths) or unit.reason or unit.rule_id or ""
+            table.add_row(unit.id, Text(unit.state or (unit.rule_id or "-"), style=STATE_STYLE[unit.state]),
                           detail, sentence.text if sentence else "")
         console.print(table)
 
@@ -90,8 +93,9 @@ class RunProgress(Progress):
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._progress.__exit__(*exc)
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._progress.__exit__(kind, error, trace)
 
     def started(self, total: int) -> None:
         self._task = self._progress.add_task("", total=total)
@@ -105,8 +109,25 @@ class RunProgress(Progress):
             self._progress.console.print(f"[red]{outcome.state}[/red] {outcome.cause or outcome.path}")
 
 
+def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
+    """Why a run had nothing to read, on stderr (one line per path that matched nothing, then the reason);
+    with ``as_json`` the same as a JSON summary with no run on stdout."""
+    import json
+    import sys
+
+    for raw in discovery.missing:
+        print(f"error: {raw}: no such file, folder or glob match", file=sys.stderr)
+    reason = discovery.nothing_found()
+    if discovery.folders or not discovery.missing:
+        print(f"error: {reason}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"run_id": None, "documents": 0, "missing": discovery.missing,
+                          "unsupported_files": dict(sorted(discovery.unsupported.items())), "nothing_found": reason},
+                         ensure_ascii=False, indent=2))
+
+
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
-    """Documents per state, the rules that fired most, tokens and time."""
+    """Documents per state, why any were skipped or retried, the rules that fired most, tokens and time."""
     console = console or Console()
     console.print(f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
     table = Table()
@@ -116,6 +137,16 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         table.add_row(Text(state, style=STATE_STYLE.get(state, "")), str(count))
     table.add_row("total", str(len(summary.outcomes)), style="bold")
     console.print(table)
+    for reason, run, count in summary.skipped_because():
+        what = (f"done before by run {run}" if reason == SkipReason.done and run else
+                f"busy: run {run} is processing them" if reason == SkipReason.busy else "done before")
+        console.print(f"skipped {count}: {what}" + (" (--force redoes them)" if reason == SkipReason.done else ""))
+    if summary.retried_errors:
+        console.print(f"retried {summary.retried_errors} document(s) that ended ERROR in an earlier run "
+                      "(--no-retry-errors skips them)")
+    if summary.unsupported:
+        skipped = Discovery(unsupported=Counter(summary.unsupported)).skipped_files
+        console.print(f"not documents, skipped in folders: {skipped}")
     if summary.top_rules:
         rules = Table(title="rule ids in final attempts")
         rules.add_column("rule_id")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from extractor.contracts import Contract
 from extractor.document import Document
+from extractor.evidence.report import Finding, Report
 from extractor.generate import GenerationRequest
 from extractor.generate.prompt import PromptTemplate, fixed_pieces
-from extractor.validate.report import Finding, Report
 
 
 def describe_finding(finding: Finding) -> str:
@@ -23,24 +24,19 @@ def describe_finding(finding: Finding) -> str:
     return line
 
 
-def unaccounted_lines(report: Report, document: Document) -> str:
-    """Sentences no coverage entry accounts for; every sentence when the answer could not be read."""
-    every = {s.id for s in document.sentences}
-    if report.structure_failed:
-        missing = every
-    elif report.sentences:
-        missing = set(report.unaccounted)
-    else:  # contracts without coverage (rag_answer): blocks no found citation quotes
-        missing = every - {e.source_id for e in report.evidence_spans if e.found}
+def unaccounted_lines(report: Report, document: Document, contract: Contract) -> str:
+    """The sentences the contract says are not accounted for; every sentence when the answer could not be read."""
+    missing = {s.id for s in document.sentences} if report.structure_failed else contract.model.unaccounted(report,
+                                                                                                            document)
     lines = [f"[{s.id}] {' '.join(s.text.split())}" for s in document.sentences if s.id in missing]
     return "\n".join(lines) or "(none)"
 
 
 def render_repair(prompt: PromptTemplate, first: GenerationRequest, raw_response: str, report: Report,
-                  document: Document) -> GenerationRequest:
+                  document: Document, contract: Contract) -> GenerationRequest:
     """The repair request: the first conversation, the model's own answer, then the findings."""
     findings = "\n".join(describe_finding(f) for f in report.findings if f.severity.value == "error")
-    text = prompt.repair.substitute(findings=findings or "(none)", unaccounted=unaccounted_lines(report, document))
+    text = prompt.repair.substitute(findings=findings or "(none)", unaccounted=unaccounted_lines(report, document, contract))
     messages = [*first.messages,
                 {"role": "assistant", "content": raw_response if raw_response.strip() else "(empty response)"},
                 {"role": "user", "content": text}]

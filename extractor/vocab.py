@@ -48,6 +48,18 @@ class Outcome(StrEnum):
     INPUT_ERROR = "INPUT_ERROR"  # the file could not be used (unreadable, empty, binary, too large)
 
 
+class SkipReason(StrEnum):
+    """Why a run skipped a document it was given."""
+
+    done = "done"  # this configuration finished it before, in an earlier run (``--force`` redoes it)
+    busy = "busy"  # another run that is still alive is processing it right now
+
+
+RETRYABLE_STATES: tuple[DocumentState, ...] = (DocumentState.ERROR,)
+"""Final states a rerun tries again by default (``--no-retry-errors`` keeps them): the model was never
+heard, so nothing was decided."""
+
+
 class RunStatus(StrEnum):
     running = "running"
     finished = "finished"

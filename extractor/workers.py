@@ -28,7 +28,7 @@ from extractor.errors import InputError
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
-    from extractor.validate import Report
+    from extractor.evidence.report import Report
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,15 @@ def _validate_measured(raw: str, document: Document, contract: tuple[str, int]) 
     return report, time.thread_time() - started
 
 
-def _start_worker() -> None:
-    """Ctrl-C reaches the whole process group: the run stops its workers itself. A run killed outright
-    (SIGKILL) cannot, so a worker leaves as soon as it is orphaned instead of waiting for work forever."""
+def _start_worker(parent: int) -> None:
+    """Ctrl-C and SIGTERM reach the whole process group: the run stops its workers itself. A run killed
+    outright (SIGKILL) cannot, so a worker leaves as soon as it is orphaned instead of waiting for work forever.
+
+    ``parent`` is the run's pid, passed in by the run: read here, it could already be the pid of whatever
+    adopted the worker (the run may die before a spawned worker gets this far).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -105,6 +109,7 @@ class _Worker:
 
                     # spawn: a worker must not inherit the run's threads, locks or database connections
                     self._executor = ProcessPoolExecutor(max_workers=1, initializer=_start_worker,
+                                                         initargs=(os.getpid(),),
                                                          mp_context=multiprocessing.get_context("spawn"))
             return self._executor
 

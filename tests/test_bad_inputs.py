@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from extractor.contracts import get_contract
-from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
+from extractor.engine import AdaptiveLimit, Engine, RunSettings
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import open_store
 from tests.support.batch import ROOT, answer_for, cli_env, rows, scalar, summary_of
@@ -182,9 +182,9 @@ def test_a_document_that_orders_its_own_approval_is_only_data(llm_server: Callab
     limit = AdaptiveLimit(2)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=ProviderSettings(timeout_s=10),
                            on_rate_limit=limit.on_rate_limit)
-    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
                         limit=limit)
-    summary = asyncio.run(pipeline.run([str(folder)]))
+    summary = asyncio.run(engine.run([str(folder)]))
     states = {Path(o.path).name: o for o in summary.outcomes}
     injected = states["prompt_injection.md"]
     assert injected.state == "MANUAL_REVIEW" and "SCHEMA_VIOLATION" in injected.rule_ids  # the obedient answer fails

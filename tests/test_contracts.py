@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from extractor.contracts import contract_dir, generate_schema, get_contract, inline_refs, names
+from extractor.contracts import contract_dir, get_contract, inline_refs, names
 from extractor.generate.prompt import load_prompt, render_request
 from extractor.ingest import from_text
 from extractor.segment import segment
@@ -16,7 +16,7 @@ from extractor.segment import segment
 def test_schema_file_is_generated_from_the_model(name: str) -> None:
     contract = get_contract(name)
     on_disk = json.loads((contract_dir(name, contract.version) / "schema.json").read_text(encoding="utf-8"))
-    assert on_disk == generate_schema(name, contract.version), "run `extract contracts --write`"
+    assert on_disk == contract.generated_schema(), "run `extract contracts --write`"
     assert contract.schema == on_disk
 
 
@@ -24,7 +24,7 @@ def test_schema_file_is_generated_from_the_model(name: str) -> None:
 def test_request_schema_is_the_validation_schema(name: str) -> None:
     contract = get_contract(name)
     document = segment(from_text("Title\n\nThe manager approves the request."))
-    request = render_request(load_prompt(name), contract, document)
+    request = render_request(load_prompt(contract), contract, document)
     assert request.schema == contract.schema
     assert contract.validator.schema == inline_refs(contract.schema)
     assert json.dumps(contract.schema, ensure_ascii=False) in request.messages[1]["content"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from extractor.contracts import get_contract
-from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings, RunSummary
+from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.workers import prepare
@@ -62,9 +62,9 @@ def run_batch(folder: Path, server: ScriptedLLMServer, db_url: str, concurrency:
     limit = AdaptiveLimit(concurrency)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=SETTINGS,
                            on_rate_limit=limit.on_rate_limit)
-    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=concurrency),
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=concurrency),
                         limit=limit)
-    return asyncio.run(pipeline.run([str(folder)])), store, limit
+    return asyncio.run(engine.run([str(folder)])), store, limit
 
 
 def test_a_thousand_documents_against_a_faulty_server_are_all_accounted_for(
@@ -159,3 +159,38 @@ def test_timeout_retries_and_retry_budget_are_run_options(llm_server: Callable[.
     assert outcome["state"] == "ERROR" and "HTTP 429" in outcome["cause"]
     assert "retry budget of 5 s exhausted" in outcome["cause"] and len(throttling.chat_requests) == 1
     assert summary_of(result)["rate_limits"] == 1 and summary_of(result)["lowest_concurrency"] == 2
+
+
+def test_a_timeout_lowers_the_concurrency_the_way_a_429_does() -> None:
+    """Timeouts and 429s halve the limit alike; it grows back by one after as many successes as it allows."""
+    limit = AdaptiveLimit(16)
+    limit.on_timeout()
+    assert (limit.limit, limit.lowest, limit.timeouts, limit.rate_limits, limit.lowered) == (8, 8, 1, 0, True)
+    limit.on_rate_limit(None)
+    limit.on_timeout()
+    assert (limit.limit, limit.lowest, limit.timeouts, limit.rate_limits) == (2, 2, 2, 1)
+
+    async def succeed(times: int) -> None:
+        for _ in range(times):
+            async with limit:
+                pass
+
+    asyncio.run(succeed(2))
+    assert limit.limit == 3 and limit.lowest == 2
+    asyncio.run(succeed(3))
+    assert limit.limit == 4
+
+
+def test_retry_after_pauses_new_calls_until_it_has_passed() -> None:
+    limit = AdaptiveLimit(4)
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        async with limit:
+            limit.on_rate_limit(0.5)  # answered 429 "Retry-After: 0.5" while this call held its slot
+            asked = loop.time()
+        async with limit:  # a call starting now waits out the pause
+            return loop.time() - asked
+
+    assert asyncio.run(scenario()) >= 0.5
+    assert limit.lowest == 2 and limit.rate_limits == 1

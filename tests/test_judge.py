@@ -24,6 +24,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score, matthews_corrcoef, roc_auc_score
 
 from extractor.contracts import get_contract
+from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.judge.calibration import (
     CalibrationInput,
     Case,
@@ -39,10 +40,10 @@ from extractor.judge.labels import LabelsError, read_labels
 from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
 from extractor.judge.stage import JudgeLink, links_for, load_rubric, model_id, run_judge
 from extractor.judge.verdict import ProtocolError, parse_verdict
-from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings, RunSummary, load_document
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.validate import validate
+from extractor.workers import load_document
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,10 +206,10 @@ def judged_run(paths: list[Path], generator: ScriptedLLMServer, judge: ScriptedL
     judge_provider = from_string(f"openai:{judge_name}", base_url=judge.base_url, settings=FAST)
     policy = resolve_policy(store, model_id(judge_provider), "v1", threshold, JudgeMode(mode))
     run_judge_ = Judge(judge_provider, policy, load_rubric("v1"), same_model_as_generator=same_model(provider, judge_provider))
-    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
                         limit=limit, judge=run_judge_)
 
-    return asyncio.run(pipeline.run([str(p) for p in paths])), store, run_judge_
+    return asyncio.run(engine.run([str(p) for p in paths])), store, run_judge_
 
 
 def single(summary: RunSummary) -> Any:
@@ -366,10 +367,10 @@ def test_interrupted_while_the_judge_thinks_is_recorded_and_resumable(
     judge_provider = from_string("openai:judge", base_url=judge.base_url, settings=FAST)
     policy = resolve_policy(store, model_id(judge_provider), "v1", 0.8, JudgeMode.review)
     run_judge_ = Judge(judge_provider, policy, load_rubric("v1"))
-    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure")), judge=run_judge_)
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure")), judge=run_judge_)
 
     async def go() -> RunSummary:
-        task = asyncio.create_task(pipeline.run([str(en_doc)]))
+        task = asyncio.create_task(engine.run([str(en_doc)]))
         while not judge.chat_requests:
             await asyncio.sleep(0.02)
         task.cancel()

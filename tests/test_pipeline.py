@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from extractor.contracts import get_contract
-from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings, RunSummary
+from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
@@ -35,14 +37,14 @@ def en_doc(tmp_path: Path) -> Path:
 
 
 def run(paths: list[Path | str], server: ScriptedLLMServer, db_url: str, *, force: bool = False,
-        settings: ProviderSettings = FAST, concurrency: int = 2) -> tuple[RunSummary, Store]:
+        settings: ProviderSettings = FAST, concurrency: int = 2, retry_errors: bool = True) -> tuple[RunSummary, Store]:
     store = open_store(db_url)
     limit = AdaptiveLimit(concurrency)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=settings,
                            on_rate_limit=limit.on_rate_limit)
-    pipeline = Pipeline(store, provider, RunSettings(contract=get_contract("work_procedure"), force=force,
-                                                     concurrency=concurrency), limit=limit)
-    return asyncio.run(pipeline.run([str(p) for p in paths])), store
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), force=force,
+                                                 concurrency=concurrency, retry_errors=retry_errors), limit=limit)
+    return asyncio.run(engine.run([str(p) for p in paths])), store
 
 
 def only(summary: RunSummary) -> Any:
@@ -189,6 +191,29 @@ def test_rerun_skips_finished_documents_and_force_redoes_them(
     assert store.integrity_check() == []
 
 
+def test_a_rerun_retries_documents_that_ended_error_and_says_so(
+        llm_server: Callable[..., ScriptedLLMServer], en_doc: Path, db_url: str) -> None:
+    down = llm_server([Status(500)] * 4)
+    failed, store = run([en_doc], down, db_url)
+    assert only(failed).state == "ERROR"
+
+    kept, _ = run([en_doc], down, db_url, retry_errors=False)  # --no-retry-errors: skipped, and why
+    assert only(kept).state == "SKIPPED" and only(kept).skip == "done" and only(kept).other_run == failed.run_id
+    assert only(kept).cause == (f"ended ERROR in run {failed.run_id} (document run {only(failed).document_run_id}); "
+                                "--retry-errors tries it again")
+
+    up = llm_server(lambda request, number: Reply(GOOD_EN))
+    retried, _ = run([en_doc], up, db_url)  # the default: the model was never heard, so try again
+    assert only(retried).state == "READY_FOR_REVIEW" and only(retried).retried and retried.retried_errors == 1
+    assert retried.to_json()["retried_errors"] == 1 and len(up.chat_requests) == 1
+    history = sorted((r.run_id, r.state) for r in store.find_document_runs() if r.path == str(en_doc))
+    assert sorted(state for _, state in history) == ["ERROR", "READY_FOR_REVIEW"]  # the ERROR run stays on record
+    again, _ = run([en_doc], up, db_url)
+    assert only(again).state == "SKIPPED" and only(again).other_run == retried.run_id and not only(again).retried
+    assert again.skipped_because() == [("done", retried.run_id, 1)]
+    assert store.integrity_check() == []
+
+
 def test_one_bad_file_never_stops_the_batch(llm_server: Callable[..., ScriptedLLMServer], en_doc: Path,
                                             db_url: str) -> None:
     (en_doc.parent / "broken.txt").write_bytes(b"\x00\x01\x02binary\x00" * 50)
@@ -256,3 +281,67 @@ def test_local_bundled_model_end_to_end(tmp_path: Path) -> None:
     recorded = store.attempts_for(outcome["document_run_id"])
     assert 1 <= len(recorded) <= 2 and all(a.mode == "grammar" and a.raw_response for a in recorded)
     assert store.get_run(summary["run_id"]).provider == "local"
+
+
+def test_a_folder_without_documents_says_what_it_skipped_and_records_no_run(tmp_path: Path) -> None:
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    for name in ("a.png", "b.PNG", "sheet.xlsx"):
+        (folder / name).write_bytes(b"\x89PNG not a document")
+    database = tmp_path / "never.db"
+    env = {**os.environ, "EXTRACT_DATABASE_URL": f"sqlite:///{database}", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
+    result = extract("run", str(folder), "--model", "openai:x", env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (f"error: no supported document in {folder}/: skipped 3 files (.png 2, .xlsx 1); "
+                                     "supported: .txt .md .markdown .text .docx .html .htm .pdf")
+    typo = extract("run", str(tmp_path / "scnas"), "--model", "openai:x", "--format", "json", env=env, cwd=tmp_path)
+    assert typo.returncode == 2 and f"{tmp_path / 'scnas'}: no such file, folder or glob match" in typo.stderr
+    assert json.loads(typo.stdout)["run_id"] is None
+    assert not database.exists()  # nothing to do: no run recorded, not even a database created
+
+
+def test_the_text_summary_says_why_documents_were_skipped(llm_server: Callable[..., ScriptedLLMServer],
+                                                          en_doc: Path, tmp_path: Path, db_url: str) -> None:
+    server = llm_server(lambda request, number: Reply(GOOD_EN))
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EXTRACT_DATABASE_URL": db_url}
+    (en_doc.parent / "photo.jpg").write_bytes(b"\xff\xd8 not a document")
+    first = extract("run", str(en_doc.parent), "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    again = extract("run", str(en_doc.parent), "--model", "openai:scripted", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    text = " ".join(again.stdout.split())
+    assert f"skipped 1: done before by run {run_id} (--force redoes them)" in text, again.stdout
+    assert "not documents, skipped in folders: 1 file (.jpg 1)" in text
+
+
+def test_retry_after_holds_back_calls_not_yet_started(llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path,
+                                                      db_url: str) -> None:
+    """A 429 with Retry-After pauses the whole run: a call that starts later (another document's repair)
+    waits until that time has passed, not only the retry of the call that was answered 429."""
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    text = (ROOT / "samples/en_purchase_approval.md").read_text(encoding="utf-8")
+    first.write_text(text, encoding="utf-8")
+    second.write_text(text + "\n", encoding="utf-8")
+    broken = json.loads(GOOD_EN)
+    broken["rules"].append("Every purchase needs the CFO's signature.")  # no evidence: one repair
+    arrivals: dict[str, float] = {}
+    both_asked = threading.Event()
+
+    def script(request: dict[str, Any] | None, number: int) -> Any:
+        if len((request or {}).get("messages", [])) > 2:
+            arrivals.setdefault("repair", time.monotonic())
+            return Reply(GOOD_EN)
+        if number == 1:  # the first document: answered once the other one was throttled, then repaired
+            both_asked.wait(timeout=60)
+            return Reply(json.dumps(broken))
+        if number == 2:
+            arrivals["throttled"] = time.monotonic()
+            both_asked.set()
+            return Status(429, headers={"Retry-After": "1"})
+        return Reply(GOOD_EN)
+
+    server = llm_server(script)
+    summary, _ = run([first, second], server, db_url, concurrency=4)
+    assert summary.counts == {"READY_FOR_REVIEW": 2} and summary.rate_limits == 1
+    assert arrivals["repair"] - arrivals["throttled"] >= 1.0, arrivals

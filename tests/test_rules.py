@@ -11,8 +11,9 @@ import pytest
 
 from extractor.contracts import get_contract
 from extractor.document import Document, Sentence
+from extractor.evidence.report import Report
 from extractor.rules import catalogue
-from extractor.validate import Report, validate
+from extractor.validate import validate
 
 LINES = [
     "작업 요청 검토 절차",

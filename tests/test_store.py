@@ -667,7 +667,7 @@ def canonical_sha(request: dict[str, Any]) -> str:
 
 
 def test_what_every_request_repeats_is_stored_once_and_each_request_reads_back_exactly(store: Store) -> None:
-    contract, prompt = get_contract("work_procedure"), load_prompt("work_procedure")
+    contract, prompt = get_contract("work_procedure"), load_prompt(get_contract("work_procedure"))
     config = run_config()
     run_id = store.start_run(config)
     sent = {}
@@ -693,7 +693,7 @@ def test_what_every_request_repeats_is_stored_once_and_each_request_reads_back_e
 def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> None:
     engine = database_at(db_url, "0003")
     document, run = make_document(1), run_config()
-    request = render_request(load_prompt("work_procedure"), get_contract("work_procedure"), document)
+    request = render_request(load_prompt(get_contract("work_procedure")), get_contract("work_procedure"), document)
     raw, now = json.dumps(GOOD), datetime.now(UTC)
     rows = {  # what 0003 wrote: the whole request inline, the parsed candidate beside its raw answer
         "runs": {"id": "r" * 32, "started_at": now, "status": "finished", "contract": run.contract,
@@ -738,10 +738,10 @@ def test_show_prints_the_exact_requests_of_a_generation_and_its_repair(db_url: s
     assert repair["request"]["messages"][:2] == first["request"]["messages"]  # the repair repeats the conversation
 
     document = segment(load(path))
-    contract, prompt = get_contract("work_procedure"), load_prompt("work_procedure")
+    contract, prompt = get_contract("work_procedure"), load_prompt(get_contract("work_procedure"))
     expected_first = render_request(prompt, contract, document)
     raw = json.dumps(invented())  # what the scripted server answered first
-    expected_repair = render_repair(prompt, expected_first, raw, validate(raw, document, contract), document)
+    expected_repair = render_repair(prompt, expected_first, raw, validate(raw, document, contract), document, contract)
     for shown_request, expected in ((first, expected_first), (repair, expected_repair)):
         assert json.dumps(shown_request["request"], ensure_ascii=False) == json.dumps(expected.to_json(),
                                                                                       ensure_ascii=False)

@@ -100,14 +100,14 @@ def rules(
 
 @app.command()
 def contracts(
-    write: Annotated[bool, typer.Option(help="regenerate contracts/*/v*/schema.json from the pydantic models")] = False,
+    write: Annotated[bool, typer.Option(help="regenerate the built-in contracts' schema.json from their models")] = False,
 ) -> None:
-    """List contracts; with --write, regenerate their schema files from the models."""
-    from extractor.contracts import LATEST, contract_dir, generate_schema
+    """List the registered contracts with their folders; with --write, regenerate built-in schema files."""
+    from extractor.contracts import contracts as registered
 
-    for name, version in LATEST.items():
-        path = contract_dir(name, version) / "schema.json"
-        if write:
-            path.write_text(json.dumps(generate_schema(name, version), ensure_ascii=False, indent=2) + "\n",
+    for contract in registered():
+        path = contract.folder / "schema.json"
+        if write and contract.pydantic is not None:
+            path.write_text(json.dumps(contract.generated_schema(), ensure_ascii=False, indent=2) + "\n",
                             encoding="utf-8")
-        typer.echo(f"{name} v{version}: {path}")
+        typer.echo(f"{contract.name} v{contract.version}: {path}")

@@ -14,7 +14,9 @@ from extractor.vocab import (
     DEFAULT_JUDGE_THRESHOLD,
     DEFAULT_PROMPT_VERSION,
     DEFAULT_RUBRIC,
+    ExitCode,
     JudgeMode,
+    Outcome,
 )
 
 
@@ -44,6 +46,8 @@ def run(
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
                                              "429, then grown back)")] = DEFAULT_CONCURRENCY,
     force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
+    retry_errors: Annotated[bool, typer.Option(help="retry documents that ended ERROR in an earlier run (the model "
+                                               "was never heard, nothing was decided)")] = True,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,
     retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
@@ -64,16 +68,45 @@ def run(
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
-    Exit 0 when every document reached a state, 1 when any ended in ERROR, 2 for unusable input files,
-    130 when interrupted (rerun the same command to finish).
+    A rerun skips what this configuration finished and retries what ended ERROR. Ctrl-C or SIGTERM stops
+    the run cleanly; rerun the same command to finish it. Exit 0 when every document reached a state, 1 when
+    any ended in ERROR, 2 for unusable input files or nothing to read, 130 when interrupted.
     """
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
+    try:
+        _run(paths, contract=contract, model=model, prompt_version=prompt_version, concurrency=concurrency,
+             force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
+             retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database, judge=judge,
+             judge_mode=judge_mode, judge_threshold=judge_threshold, judge_rubric=judge_rubric,
+             judge_base_url=judge_base_url, format=format)
+    except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
+        typer.echo("interrupted before any document was started", err=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: str, concurrency: int, force: bool,
+         retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
+         max_tokens: int | None, tag: list[str] | None, database: str | None, judge: str | None,
+         judge_mode: JudgeMode | None, judge_threshold: float, judge_rubric: str, judge_base_url: str | None,
+         format: Format) -> None:
     import asyncio
 
-    from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings
+    from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
     from extractor.providers import ProviderSettings, from_string
-    from extractor.render import RunProgress, print_summary
+    from extractor.render import RunProgress, print_nothing_found, print_summary
     from extractor.store import open_store
 
+    chosen = contract_named(contract)
+    discovery = discover(paths)
+    if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
+        print_nothing_found(discovery, as_json=format is Format.json)
+        raise typer.Exit(ExitCode.USAGE)
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
     try:
@@ -86,8 +119,8 @@ def run(
 
         typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
     store = open_store(database)
-    settings = RunSettings(contract=contract_named(contract), prompt_version=prompt_version,
-                           concurrency=concurrency, force=force, max_tokens=max_tokens, tags=tuple(tag or ()),
+    settings = RunSettings(contract=chosen, prompt_version=prompt_version, concurrency=concurrency, force=force,
+                           retry_errors=retry_errors, max_tokens=max_tokens, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
     run_judge = None
     if judge is not None:
@@ -101,21 +134,19 @@ def run(
         fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)
     try:
-        pipeline = Pipeline(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
+        engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
     except FileNotFoundError as error:
         fail(str(error))
     from extractor.cli.judge import judge_summary, print_judge_summary
 
     with progress:
-        summary = asyncio.run(pipeline.run(paths))
+        summary = asyncio.run(engine.run(discovery))
     if format is Format.json:
         emit_json(summary.to_json() | ({"judge": judge_summary(run_judge)} if run_judge else {}))
     else:
         print_summary(summary)
         if run_judge is not None:
             print_judge_summary(run_judge)
-    from extractor.vocab import ExitCode, Outcome
-
     counts = summary.counts
     raise typer.Exit(ExitCode.INTERRUPTED if summary.interrupted else ExitCode.USAGE if counts[Outcome.INPUT_ERROR]
                      else ExitCode.FAILED if counts[Outcome.ERROR] else ExitCode.OK)

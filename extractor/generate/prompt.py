@@ -1,4 +1,5 @@
-"""Versioned prompt templates (``prompts/<contract>/<version>/``) rendered into a ``GenerationRequest``.
+"""Versioned prompt templates (a contract's prompt folder, ``prompts/<contract>/<version>/`` for the
+built-ins) rendered into a ``GenerationRequest``.
 
 Templates use ``string.Template`` (``$name``) so JSON braces in them need no escaping. The prompt version
 and the request fingerprint are recorded with every attempt.
@@ -6,12 +7,11 @@ and the request fingerprint are recorded with every attempt.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from string import Template
 
-from extractor.contracts import Contract, data_dir
+from extractor.contracts import Contract
 from extractor.document import Document
 from extractor.generate import GenerationRequest
 from extractor.vocab import DEFAULT_PROMPT_VERSION
@@ -29,14 +29,15 @@ class PromptTemplate:
 
 
 @cache
-def load_prompt(contract: str, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
-    """Read one prompt version; ``FileNotFoundError`` names the folder and the versions that exist."""
-    folder = data_dir("prompts") / contract / version
+def load_prompt(contract: Contract, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
+    """Read one prompt version of a contract (``<contract.prompts>/<version>/``); ``FileNotFoundError`` names
+    the folder and the versions that exist."""
+    folder = contract.prompts / version
     if not folder.is_dir():
-        known = sorted(p.name for p in (data_dir("prompts") / contract).glob("v*")) or ["none"]
-        raise FileNotFoundError(f"no prompt {contract}/{version} (have: {', '.join(known)})")
+        known = sorted(p.name for p in contract.prompts.glob("v*")) or ["none"]
+        raise FileNotFoundError(f"no prompt {contract.name}/{version} (have: {', '.join(known)})")
     texts = {part: Template((folder / f"{part}.txt").read_text(encoding="utf-8")) for part in PARTS}
-    return PromptTemplate(contract, version, **texts)
+    return PromptTemplate(contract.name, version, **texts)
 
 
 def sentence_lines(document: Document) -> str:
@@ -47,7 +48,7 @@ def sentence_lines(document: Document) -> str:
 def render_request(prompt: PromptTemplate, contract: Contract, document: Document, *,
                    temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
     """The first request for a document: rules, the contract schema, the IDed sentences."""
-    fixed = {"contract_id": contract.id, "schema": json.dumps(contract.schema, ensure_ascii=False)}
+    fixed = {"contract_id": contract.id, "schema": contract.schema_text}
     system = prompt.system.substitute()
     return GenerationRequest(
         messages=[{"role": "system", "content": system},

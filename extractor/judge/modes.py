@@ -18,9 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, Provider
 from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
-from extractor.validate.report import Report
 from extractor.vocab import AttemptOutcome, CalibrationVerdict, JudgeMode, JudgeResult, JudgeVerdict
 
 if TYPE_CHECKING:

@@ -11,17 +11,16 @@ invented number; the outcome is ``not_evaluable``, never 0.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
 from string import Template
 from typing import Any, Literal
 
-from extractor.contracts import data_dir
+from extractor.contracts import get_contract
+from extractor.evidence.report import JudgeLink, Report
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.judge.verdict import VERDICT_SCHEMA, ParsedVerdict, ProtocolError, parse_verdict
-from extractor.validate import fieldpath
-from extractor.validate.report import Report
+from extractor.resources import data_dir
 from extractor.vocab import DEFAULT_RUBRIC
 
 MAX_TEXT_CHARS = 2000
@@ -61,73 +60,9 @@ def model_id(provider: Provider) -> str:
     return f"{provider.name}:{provider.model}"
 
 
-@dataclass(frozen=True)
-class JudgeLink:
-    """One thing the judge is asked about: does ``excerpt`` support ``value``?"""
-
-    index: int  # position in the judge request, 0..n-1
-    field_path: str  # the candidate's field the value lives at
-    value: str
-    excerpt: str
-    origin: str  # where the link came from: "evidence[5]" or "claims[2]"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "fieldPath": self.field_path, "value": self.value, "excerpt": self.excerpt,
-                "origin": self.origin}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _describe(candidate: dict[str, Any], value: Any) -> str:
-    """A value as a person would state it: a step as ``actor: action``, a participant by name.
-
-    Internal ids (``requester``) are not claims of the document; showing them would invite the judge to
-    call them unsupported.
-    """
-    if isinstance(value, dict) and isinstance(value.get("action"), str):
-        names = {p.get("id"): p.get("name") for p in candidate.get("participants", []) if isinstance(p, dict)}
-        actor = names.get(value.get("actorId")) or value.get("actorId")
-        return f"{actor}: {value['action']}" if actor else value["action"]
-    if isinstance(value, dict) and isinstance(value.get("name"), str):
-        return value["name"]
-    return _text(value)
-
-
 def links_for(report: Report) -> list[JudgeLink]:
-    """The links of a candidate that passed the rules: only excerpts that were found in the source.
-
-    ``work_procedure``: every evidence entry with a found span, its value at ``fieldPath``.
-    ``rag_answer``: every claim with its found citation quotes (the claim's own source ids) as the excerpt.
-    """
-    candidate = report.candidate
-    if not isinstance(candidate, dict):
-        return []
-    links: list[JudgeLink] = []
-    if report.contract == "rag_answer":
-        quotes: dict[str, list[str]] = {}
-        for span in report.evidence_spans:
-            if span.found and span.source_id is not None:
-                quotes.setdefault(span.source_id, []).append(candidate["citations"][span.index]["quote"])
-        for number, claim in enumerate(candidate.get("claims", [])):
-            found = [quote for source_id in claim.get("source_ids", []) for quote in quotes.get(source_id, [])]
-            if found and claim.get("text", "").strip():
-                links.append(JudgeLink(len(links), f"claims[{number}]", claim["text"], " … ".join(found),
-                                       f"claims[{number}]"))
-        return links
-    evidence = candidate.get("evidence", [])
-    for span in report.evidence_spans:
-        if not span.found or span.index >= len(evidence):
-            continue
-        steps = fieldpath.parse(span.field_path)
-        value = fieldpath.MISSING if steps is None else fieldpath.resolve(candidate, steps)
-        excerpt = evidence[span.index].get("sourceExcerpt", "")
-        if value is fieldpath.MISSING or value is None or not excerpt.strip():
-            continue
-        links.append(JudgeLink(len(links), span.field_path, _describe(candidate, value), excerpt,
-                               f"evidence[{span.index}]"))
-    return links
+    """The links of a candidate that passed the rules, as its contract reads them (only found excerpts)."""
+    return get_contract(report.contract, report.contract_version).model.links(report)
 
 
 def _cut(text: str) -> str:

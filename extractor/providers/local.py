@@ -54,6 +54,7 @@ class LocalProvider:
         self._path = model_path
         self._settings = settings or ProviderSettings()
         self._lock = threading.Lock()
+        self._closing = threading.Event()  # ends a generation under way: a stopped run does not wait for it
         self._llama: Llama | None = None
         self._merge_system = False
 
@@ -87,10 +88,13 @@ class LocalProvider:
         )
 
     async def aclose(self) -> None:
+        self._closing.set()
         await asyncio.to_thread(self._close)
 
     def _complete(self, request: GenerationRequest) -> tuple[dict[str, Any], float]:
         """Runs in a worker thread; latency counts generation only, not queueing or loading."""
+        from llama_cpp import LogitsProcessorList
+
         with self._lock:
             llm = self._llama or self._load()
             began = time.monotonic()
@@ -101,8 +105,15 @@ class LocalProvider:
                 response_format={"type": "json_object", "schema": schema},
                 temperature=request.temperature,
                 max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
+                logits_processor=LogitsProcessorList([self._unless_closing]),
             )
             return response, round((time.monotonic() - began) * 1000, 1)  # type: ignore[return-value]
+
+    def _unless_closing(self, tokens: Any, logits: Any) -> Any:
+        """Called before each token: a provider being closed (its run stopped) ends the generation here."""
+        if self._closing.is_set():
+            raise ProviderError("the run stopped while the local model was generating")
+        return logits
 
     def _load(self) -> Llama:
         from llama_cpp import Llama

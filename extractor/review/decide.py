@@ -28,8 +28,8 @@ from extractor.vocab import REVIEWABLE, ExitCode
 
 if TYPE_CHECKING:
     from extractor.document import Document
+    from extractor.evidence.report import Report
     from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
-    from extractor.validate import Report
 
 
 class Refused(ReviewError):

@@ -4,17 +4,22 @@ A card answers the four questions of seed 000 (what is read, which normalisation
 failure is reported) plus whether a judge is still needed after a failure. Rule functions only say where
 and why they fire (``Hit``); the registry stamps the stable ``rule_id`` and severity from the card.
 
-Modules: ``structure`` (both contracts, runs first), ``work_procedure`` and ``rag_answer`` (content rules
-in stage order: references -> order -> evidence -> coverage -> completeness).
+Modules: ``structure`` (every contract, runs first), ``work_procedure`` and ``rag_answer`` (content rules
+in stage order: references -> order -> evidence -> coverage -> completeness). Each contract's module also
+exports its ``EvidenceModel``: the context its rules share and what the report, the repair and the judge read
+from a checked candidate. A contract (``extractor.contracts``) names its model and its rules; nothing in
+this package imports a contract, so imports go one way: evidence <- rules <- contracts <- validate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
-from extractor.validate.report import Finding, Severity
+from extractor.document import Document
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.source import Source
 
 STAGES = ("structure", "references", "order", "evidence", "coverage", "completeness")
 C = TypeVar("C")
@@ -60,6 +65,26 @@ class Rule(Generic[C]):
     def run(self, context: C) -> Iterator[Finding]:
         for hit in self.check(context):
             yield Finding(self.card.rule_id, hit.severity or self.card.severity, hit.location, hit.message, hit.hint)
+
+
+States = tuple[dict[str, FieldState], list[SentenceState], list[EvidenceSpan]]
+
+
+@dataclass(frozen=True)
+class EvidenceModel(Generic[C]):
+    """How one contract's candidates are read against their source, and what each stage takes from them.
+
+    ``context(candidate, source, settings, schema)`` builds what the contract's rules share (built once per
+    candidate); ``states`` derives field states, sentence states and evidence spans for the report;
+    ``links`` are the value-excerpt pairs a judge checks; ``unaccounted`` are the sentence ids the repair
+    request lists as not accounted for; ``has_coverage`` says whether the contract maps every sentence.
+    """
+
+    context: Callable[[Any, Source, Mapping[str, Any], Mapping[str, Any]], C]
+    states: Callable[[C, list[Finding]], States]
+    links: Callable[[Report], list[JudgeLink]]
+    unaccounted: Callable[[Report, Document], set[str]]
+    has_coverage: bool
 
 
 _REGISTRY: dict[str, Rule[Any]] = {}

@@ -7,27 +7,27 @@ source, or ``s1..sN`` of any other document.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
-from extractor.contracts import Contract
-from extractor.document import Sentence
-from extractor.rules import Hit, rule
-from extractor.validate.fieldpath import location
-from extractor.validate.report import EvidenceSpan, FieldState, Finding, SentenceState, Severity
-from extractor.validate.source import Source
-from extractor.validate.text import NormalizedText, article_words
+from extractor.document import Document, Sentence
+from extractor.evidence.fieldpath import location
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.source import Source
+from extractor.evidence.text import NormalizedText, article_words
+from extractor.rules import EvidenceModel, Hit, rule
 
 CONTRACT = "rag_answer"
 NORMALISATION = "Unicode NFKC, case folded, whitespace runs collapsed to one space"
 
 
 class Context:
-    def __init__(self, candidate: dict[str, Any], source: Source, contract: Contract) -> None:
+    def __init__(self, candidate: dict[str, Any], source: Source, settings: Mapping[str, Any],
+                 schema: Mapping[str, Any]) -> None:
         self.candidate = candidate
         self.source = source
-        self.settings = contract.settings
+        self.settings = settings
         self.normalisation = self.settings.get("evidence_normalisation", "nfkc_casefold_whitespace")
         self._block_matchers: dict[str, NormalizedText] = {}
 
@@ -164,3 +164,29 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
         for index, (citation, found) in enumerate(zip(ctx.candidate["citations"], ctx.citation_spans))
     ]
     return {}, [], spans
+
+
+def links(report: Report) -> list[JudgeLink]:
+    """Every claim with its found citation quotes (of the claim's own source ids) as the excerpt."""
+    candidate = report.candidate
+    if not isinstance(candidate, dict):
+        return []
+    quotes: dict[str, list[str]] = {}
+    for span in report.evidence_spans:
+        if span.found and span.source_id is not None:
+            quotes.setdefault(span.source_id, []).append(candidate["citations"][span.index]["quote"])
+    found: list[JudgeLink] = []
+    for number, claim in enumerate(candidate.get("claims", [])):
+        excerpts = [quote for source_id in claim.get("source_ids", []) for quote in quotes.get(source_id, [])]
+        if excerpts and claim.get("text", "").strip():
+            found.append(JudgeLink(len(found), f"claims[{number}]", claim["text"], " … ".join(excerpts),
+                                   f"claims[{number}]"))
+    return found
+
+
+def unaccounted(report: Report, document: Document) -> set[str]:
+    """No coverage here: the blocks no found citation quotes."""
+    return {s.id for s in document.sentences} - {e.source_id for e in report.evidence_spans if e.found}
+
+
+MODEL = EvidenceModel(context=Context, states=states, links=links, unaccounted=unaccounted, has_coverage=False)

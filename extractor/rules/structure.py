@@ -9,20 +9,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from extractor.contracts import Contract
+from extractor.evidence.fieldpath import location
 from extractor.rules import Hit, rule
-from extractor.validate.fieldpath import location
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 MAX_CANDIDATE_CHARS = 20_000_000
 MAX_DEPTH = 64
 
 
-@dataclass
-class RawCandidate:
-    text: str
+@dataclass(frozen=True)
+class Parsed:
+    """A response read as JSON: its ``value``, or the ``problem`` that keeps it from being one JSON document."""
+
     value: Any = None
+    problem: str | None = None
 
 
 class _Unparseable(ValueError):
@@ -66,42 +70,40 @@ def _depth(value: Any) -> int:
     location="$ (the message names line and column of the parse error)",
     judge_needed_after_failure="no: repair once, then manual review with the raw text kept",
 )
-def output_not_json(candidate: RawCandidate) -> Iterator[Hit]:
-    text = candidate.text
+def output_not_json(parsed: Parsed) -> Iterator[Hit]:
+    if parsed.problem is not None:
+        yield Hit("$", parsed.problem)
+
+
+def parse_candidate(text: str) -> Parsed:
+    """Read a raw response as one JSON document; the validator parses first, then runs the rules."""
     if len(text) > MAX_CANDIDATE_CHARS:
-        yield Hit("$", f"response is {len(text):,} characters, over the {MAX_CANDIDATE_CHARS:,} limit")
-        return
+        return Parsed(problem=f"response is {len(text):,} characters, over the {MAX_CANDIDATE_CHARS:,} limit")
     stripped = text.strip()
     if not stripped:
-        yield Hit("$", "response is empty")
-        return
+        return Parsed(problem="response is empty")
     if stripped.startswith("```"):
-        yield Hit("$", "response wraps the JSON in a Markdown code fence; return the bare JSON object")
-        return
+        return Parsed(problem="response wraps the JSON in a Markdown code fence; return the bare JSON object")
     try:
         value = json.loads(stripped, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:
         truncated = error.pos >= len(stripped) - 1 and error.msg.startswith(("Expecting", "Unterminated"))
         what = "truncated JSON" if truncated else error.msg
-        yield Hit("$", f"not JSON: {what} at line {error.lineno} column {error.colno}")
-        return
+        return Parsed(problem=f"not JSON: {what} at line {error.lineno} column {error.colno}")
     except _Unparseable as error:
-        yield Hit("$", f"not usable JSON: {error}")
-        return
+        return Parsed(problem=f"not usable JSON: {error}")
     except RecursionError:
-        yield Hit("$", f"not usable JSON: nested deeper than the parser allows (limit {MAX_DEPTH})")
-        return
+        return Parsed(problem=f"not usable JSON: nested deeper than the parser allows (limit {MAX_DEPTH})")
     depth = _depth(value)
     if depth > MAX_DEPTH:
-        yield Hit("$", f"not usable JSON: nested {depth} levels deep (limit {MAX_DEPTH})")
-        return
-    candidate.value = value
+        return Parsed(problem=f"not usable JSON: nested {depth} levels deep (limit {MAX_DEPTH})")
+    return Parsed(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SchemaInput:
     value: Any
-    contract: Contract
+    validator: Draft202012Validator
 
 
 @rule(
@@ -118,7 +120,7 @@ class SchemaInput:
     judge_needed_after_failure="no: repair once, then manual review",
 )
 def schema_violation(candidate: SchemaInput) -> Iterator[Hit]:
-    errors = sorted(candidate.contract.validator.iter_errors(candidate.value), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(candidate.validator.iter_errors(candidate.value), key=lambda e: [str(p) for p in e.absolute_path])
     for error in errors:
         steps = list(error.absolute_path)
         if error.validator == "required":

@@ -7,20 +7,21 @@ punctuation, digits and negations stay significant.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from extractor.contracts import Contract
-from extractor.rules import Hit, rule
-from extractor.validate import fieldpath
-from extractor.validate.fieldpath import Step, location
-from extractor.validate.report import EvidenceSpan, FieldState, Finding, SentenceState, Severity
-from extractor.validate.source import Source
-from extractor.validate.text import support_tokens
+from extractor.document import Document
+from extractor.evidence import fieldpath
+from extractor.evidence.fieldpath import Step, location
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.source import Source
+from extractor.evidence.text import support_tokens
+from extractor.rules import EvidenceModel, Hit, rule
 
 CONTRACT = "work_procedure"
 NULLABLE_FIELDS = ("documentPurpose", "assignmentRule")
@@ -58,11 +59,12 @@ class ValueUnit:
 class Context:
     """A schema-valid candidate and its source, with the shared derived facts computed once."""
 
-    def __init__(self, candidate: dict[str, Any], source: Source, contract: Contract) -> None:
+    def __init__(self, candidate: dict[str, Any], source: Source, settings: Mapping[str, Any],
+                 schema: Mapping[str, Any]) -> None:
         self.candidate = candidate
         self.source = source
-        self.schema = contract.schema
-        self.settings = contract.settings
+        self.schema = schema
+        self.settings = settings
         self.matcher = source.matcher(self.settings.get("evidence_normalisation", "nfc_whitespace"))
 
     def value_at(self, steps: tuple[Step, ...] | None) -> Any:
@@ -588,3 +590,53 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
 
     spans = [EvidenceSpan(entry.index, entry.field_path, entry.spans, entry.sentence_ids) for entry in ctx.evidence]
     return fields, sentences, spans
+
+
+# ---------------------------------------------------------------- what the judge and the repair read
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _describe(candidate: dict[str, Any], value: Any) -> str:
+    """A value as a person would state it: a step as ``actor: action``, a participant by name.
+
+    Internal ids (``requester``) are not claims of the document; showing them would invite the judge to
+    call them unsupported.
+    """
+    if isinstance(value, dict) and isinstance(value.get("action"), str):
+        names = {p.get("id"): p.get("name") for p in candidate.get("participants", []) if isinstance(p, dict)}
+        actor = names.get(value.get("actorId")) or value.get("actorId")
+        return f"{actor}: {value['action']}" if actor else str(value["action"])
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"]
+    return _text(value)
+
+
+def links(report: Report) -> list[JudgeLink]:
+    """Every evidence entry with a found span, with the value at its ``fieldPath``."""
+    candidate = report.candidate
+    if not isinstance(candidate, dict):
+        return []
+    found: list[JudgeLink] = []
+    evidence = candidate.get("evidence", [])
+    for span in report.evidence_spans:
+        if not span.found or span.index >= len(evidence):
+            continue
+        steps = fieldpath.parse(span.field_path)
+        value = fieldpath.MISSING if steps is None else fieldpath.resolve(candidate, steps)
+        excerpt = evidence[span.index].get("sourceExcerpt", "")
+        if value is fieldpath.MISSING or value is None or not excerpt.strip():
+            continue
+        found.append(JudgeLink(len(found), span.field_path, _describe(candidate, value), excerpt,
+                               f"evidence[{span.index}]"))
+    return found
+
+
+def unaccounted(report: Report, document: Document) -> set[str]:
+    """The sentences no coverage entry accounts for."""
+    return set(report.unaccounted)
+
+
+MODEL = EvidenceModel(context=Context, states=states, links=links, unaccounted=unaccounted, has_coverage=True)

@@ -16,6 +16,7 @@ from extractor.store.info import (
     ClaimResult,
     DocumentInfo,
     DocumentRunInfo,
+    FinishedClaim,
     RunConfig,
     RunInfo,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ClaimResult",
     "DocumentInfo",
     "DocumentRunInfo",
+    "FinishedClaim",
     "RunConfig",
     "RunInfo",
     "Store",

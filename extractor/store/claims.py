@@ -2,13 +2,14 @@
 
 A document (content + segmenter) is inserted by exactly one statement, ``_document_id``, whichever path
 gets there. A fresh document is claimed by inserting its claim (the primary key lets one process win);
-an existing claim is ``done`` when finished (unless forced), ``busy`` while a live run holds it, and
-otherwise taken over by a conditional UPDATE that only one racing process can win.
+an existing claim is ``done`` when finished (unless forced, or it ended in a state the run retries),
+``busy`` while a live run holds it, and otherwise taken over by a conditional UPDATE that only one racing
+process can win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
@@ -16,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.document import Document as SourceDocument
 from extractor.store.db import StoreError, plain, require_one_of, transaction, utcnow, write_connection
-from extractor.store.info import ClaimResult, DocumentInfo
+from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
 from extractor.store.models import Claim, Document, DocumentRun, Run
 from extractor.store.runs import is_alive
 from extractor.vocab import FINAL_STATES, DocumentState, values_of
@@ -112,7 +113,7 @@ def get_document(engine: Engine, document_id: int) -> DocumentInfo | None:
 
 
 def claim_document(engine: Engine, run_id: str, config_hash: str, document: SourceDocument, path: str,
-                   force: bool = False, tags: Sequence[str] = (), *,
+                   force: bool = False, tags: Sequence[str] = (), retry: Collection[str] = (), *,
                    stale_after_s: float) -> tuple[int, ClaimResult]:
     """The document (inserted if new) and whether this run processes it: ``(document_id, claim result)``.
 
@@ -127,14 +128,16 @@ def claim_document(engine: Engine, run_id: str, config_hash: str, document: Sour
     except IntegrityError:
         pass
     document_id = get_or_create_document(engine, document)
-    return document_id, claim(engine, run_id, config_hash, document_id, path, force, tags, stale_after_s=stale_after_s)
+    return document_id, claim(engine, run_id, config_hash, document_id, path, force, tags, retry,
+                              stale_after_s=stale_after_s)
 
 
 def claim(engine: Engine, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
-          tags: Sequence[str] = (), *, stale_after_s: float) -> ClaimResult:
+          tags: Sequence[str] = (), retry: Collection[str] = (), *, stale_after_s: float) -> ClaimResult:
     """Decide atomically whether this run processes the document for this configuration.
 
-    ``tags`` (categories for ``extract compare``) are stored on the new document run. A holder is alive
+    A finished claim is redone when forced or when it ended in a state of ``retry`` (ERROR: the model was
+    never heard). ``tags`` (categories for ``extract compare``) are stored on the new document run. A holder is alive
     while ``extractor.store.runs.is_alive`` says so (heartbeat younger than ``stale_after_s``).
     """
     for _ in range(_CLAIM_ROUNDS):
@@ -143,14 +146,16 @@ def claim(engine: Engine, run_id: str, config_hash: str, document_id: int, path:
                 return ClaimResult("claimed", _insert_claim(connection, run_id, config_hash, document_id, path, tags))
         except IntegrityError as conflict:
             error = conflict
-        decided = _decide_existing(engine, run_id, config_hash, document_id, path, force, error, tags, stale_after_s)
+        decided = _decide_existing(engine, run_id, config_hash, document_id, path, force, error, tags, retry,
+                                   stale_after_s)
         if decided is not None:
             return decided
     raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
 
 
 def _decide_existing(engine: Engine, run_id: str, config_hash: str, document_id: int, path: str, force: bool,
-                     conflict: IntegrityError, tags: Sequence[str], stale_after_s: float) -> ClaimResult | None:
+                     conflict: IntegrityError, tags: Sequence[str], retry: Collection[str],
+                     stale_after_s: float) -> ClaimResult | None:
     """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
     with transaction(engine, write=False) as session:
         own = session.execute(
@@ -167,7 +172,7 @@ def _decide_existing(engine: Engine, run_id: str, config_hash: str, document_id:
         return ClaimResult("busy", run_id) if own.state == DocumentState.PROCESSING else ClaimResult("done", own.id)
     if held is None:  # the insert failed for another reason (unknown run or document id)
         raise conflict
-    if held.state in FINAL_STATES and not force:
+    if held.state in FINAL_STATES and not force and held.state not in retry:
         return ClaimResult("done", held.document_run_id)
     if held.state == DocumentState.PROCESSING and is_alive(held.status, held.host, held.pid, held.heartbeat_at,
                                                            stale_after_s):
@@ -215,17 +220,19 @@ def has_finished(engine: Engine, config_hash: str) -> bool:
         return session.execute(query.limit(1)).first() is not None
 
 
-def finished_run_of(engine: Engine, config_hash: str, sha256: str) -> int | None:
-    """The document run that finished this content for this configuration, if any (a cheap look-up
-    before ingest, so a rerun does not read and segment what is done; ``claim`` still decides)."""
+def finished_run_of(engine: Engine, config_hash: str, sha256: str) -> FinishedClaim | None:
+    """The document run (and its run and state) that finished this content for this configuration, if any:
+    a cheap look-up before ingest, so a rerun does not read and segment what is done (``claim`` still
+    decides)."""
     query = (
-        select(Claim.document_run_id)
+        select(Claim.document_run_id, Claim.run_id, Claim.state)
         .join(Document, Document.id == Claim.document_id)
         .where(Claim.config_hash == config_hash, Document.sha256 == sha256, Claim.state.in_(FINAL_STATES))
         .limit(1)
     )
     with transaction(engine, write=False) as session:
-        return session.scalar(query)
+        row = session.execute(query).first()
+    return None if row is None else FinishedClaim(row.document_run_id, row.run_id, DocumentState(row.state))
 
 
 def finish_document(engine: Engine, document_run_id: int, state: DocumentState, cause: str | None = None,

@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from extractor.errors import StoreError
+from extractor.resources import data_dir
 
 if TYPE_CHECKING:  # Alembic is loaded only when a database needs migrating
     from alembic.config import Config
@@ -157,8 +158,6 @@ def require_one_of(value: str, allowed: Iterable[str], what: str) -> None:
 def alembic_config() -> Config:
     """The Alembic configuration built in code: users need no alembic.ini."""
     from alembic.config import Config
-
-    from extractor.contracts import data_dir
 
     config = Config()
     config.set_main_option("script_location", str(data_dir("migrations")))

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
+from extractor.vocab import DocumentState
+
 if TYPE_CHECKING:
     from extractor.generate import GenerationRequest
 
@@ -83,6 +85,14 @@ class ClaimResult(NamedTuple):
         if self.status == "busy":
             return f"run {self.ref} is processing it"
         return f"document run {self.ref}"
+
+
+class FinishedClaim(NamedTuple):
+    """Who finished a document for a configuration: its document run, that run, and the state it ended in."""
+
+    document_run_id: int
+    run_id: str
+    state: DocumentState
 
 
 @dataclass(frozen=True, kw_only=True)

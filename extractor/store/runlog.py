@@ -18,7 +18,7 @@ or ``reviews`` (see ``extractor.store.approved``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from extractor.store.info import (
     ClaimResult,
     DocumentInfo,
     DocumentRunInfo,
+    FinishedClaim,
     RunConfig,
     RunInfo,
 )
@@ -91,19 +92,19 @@ class Store:
         return claims.get_document(self.engine, document_id)
 
     def claim(self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
-              tags: Sequence[str] = ()) -> ClaimResult:
-        return claims.claim(self.engine, run_id, config_hash, document_id, path, force, tags,
+              tags: Sequence[str] = (), retry: Collection[str] = ()) -> ClaimResult:
+        return claims.claim(self.engine, run_id, config_hash, document_id, path, force, tags, retry,
                             stale_after_s=self.stale_after_s)
 
     def claim_document(self, run_id: str, config_hash: str, document: SourceDocument, path: str, force: bool = False,
-                       tags: Sequence[str] = ()) -> tuple[int, ClaimResult]:
-        return claims.claim_document(self.engine, run_id, config_hash, document, path, force, tags,
+                       tags: Sequence[str] = (), retry: Collection[str] = ()) -> tuple[int, ClaimResult]:
+        return claims.claim_document(self.engine, run_id, config_hash, document, path, force, tags, retry,
                                      stale_after_s=self.stale_after_s)
 
     def has_finished(self, config_hash: str) -> bool:
         return claims.has_finished(self.engine, config_hash)
 
-    def finished_run_of(self, config_hash: str, sha256: str) -> int | None:
+    def finished_run_of(self, config_hash: str, sha256: str) -> FinishedClaim | None:
         return claims.finished_run_of(self.engine, config_hash, sha256)
 
     def finish_document(self, document_run_id: int, state: DocumentState, cause: str | None = None,

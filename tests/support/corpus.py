@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from extractor.contracts import get_contract
-from extractor.pipeline import AdaptiveLimit, Pipeline, RunSettings, RunSummary
+from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import open_store
 from tests.support.llm_server import Action, Reply, ScriptedLLMServer, Status
@@ -105,6 +105,6 @@ def run(db_url: str, server: ScriptedLLMServer, paths: Sequence[Path], model: st
         provider = from_string(f"openai:{model}", base_url=server.base_url, settings=FAST,
                                on_rate_limit=limit.on_rate_limit)
         settings = RunSettings(contract=get_contract("work_procedure"), concurrency=4, tags=tuple(tags), force=force)
-        return asyncio.run(Pipeline(store, provider, settings, limit=limit).run([str(p) for p in paths]))
+        return asyncio.run(Engine(store, provider, settings, limit=limit).run([str(p) for p in paths]))
     finally:
         store.close()

@@ -7,7 +7,7 @@ shows (``$.processSteps[1].actorId``). A ``$.`` prefix is accepted on input.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 Step = str | int
@@ -58,7 +58,7 @@ def related(a: tuple[Step, ...], b: tuple[Step, ...]) -> bool:
     return a[:shorter] == b[:shorter]
 
 
-def in_schema(schema: dict[str, Any], steps: tuple[Step, ...]) -> bool:
+def in_schema(schema: Mapping[str, Any], steps: tuple[Step, ...]) -> bool:
     """Whether the path names a field the contract defines (indices allowed on arrays)."""
     node = _deref(schema, schema)
     for step in steps:
@@ -76,7 +76,7 @@ def in_schema(schema: dict[str, Any], steps: tuple[Step, ...]) -> bool:
     return True
 
 
-def _deref(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+def _deref(root: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any]:
     reference = node.get("$ref")
     if not reference:
         return node

@@ -10,7 +10,7 @@ from bisect import bisect_right
 from functools import cached_property
 
 from extractor.document import Document, Sentence
-from extractor.validate.text import NormalizedText
+from extractor.evidence.text import NormalizedText
 
 _COMMON = 200  # a word in more sentences than this only votes when no rarer word matched
 

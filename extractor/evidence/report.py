@@ -1,4 +1,5 @@
-"""The validator's verdict: findings with locations, field and sentence states, evidence spans."""
+"""The validator's verdict: findings with locations, field and sentence states, evidence spans, and the
+value-excerpt links a judge is asked about."""
 
 from __future__ import annotations
 
@@ -93,6 +94,21 @@ class EvidenceSpan:
         return out
 
 
+@dataclass(frozen=True)
+class JudgeLink:
+    """One thing a judge is asked about: does ``excerpt`` support ``value``?"""
+
+    index: int  # position in the judge request, 0..n-1
+    field_path: str  # the candidate's field the value lives at
+    value: str
+    excerpt: str
+    origin: str  # where the link came from: "evidence[5]" or "claims[2]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "fieldPath": self.field_path, "value": self.value, "excerpt": self.excerpt,
+                "origin": self.origin}
+
+
 @dataclass
 class Report:
     """Everything ``extract validate`` prints; ``passed`` means no error-severity finding."""
@@ -105,7 +121,6 @@ class Report:
     sentences: list[SentenceState] = field(default_factory=list)
     evidence_spans: list[EvidenceSpan] = field(default_factory=list)
     candidate: Any = None
-    needs_person: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -129,9 +144,8 @@ class Report:
         return [s.id for s in self.sentences if s.rule_id == "SENTENCE_NOT_ACCOUNTED"]
 
     @property
-    def warnings_needing_person(self) -> list[Finding]:
-        """Warnings this contract routes to a person instead of the review queue's normal path."""
-        return [f for f in self.findings if f.severity is Severity.WARNING and f.rule_id in self.needs_person]
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.WARNING]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,211 @@
+"""One claimed document to its conversion: generate, validate, at most one repair, judge, route.
+
+``convert`` is the whole per-document procedure and returns a ``Conversion`` (where the document goes and
+why); it reaches the model and the run log only through ``ModelCalls``, whose calls are bounded by the run's
+limit, cut short when the run stops, and recorded as they happen. A different procedure plugs into the
+engine as another ``Converter`` built on the same calls: long documents (issue 13) ask once per window
+(``ModelCalls.ask``, each window an attempt), merge the answers into one candidate and check it whole
+(``ModelCalls.check``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from extractor.document import Document
+from extractor.engine.recorder import Recorder
+from extractor.engine.route import route
+from extractor.engine.settings import RunSettings
+from extractor.engine.stop import Interrupted, Stop
+from extractor.evidence.report import Report
+from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
+from extractor.generate.prompt import PromptTemplate, render_request
+from extractor.repair import render_repair
+from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
+from extractor.workers import validate as validate_in_worker
+
+if TYPE_CHECKING:
+    from extractor.engine.limit import AdaptiveLimit
+    from extractor.judge.modes import Judge, JudgeDecision
+    from extractor.store import AttemptRecord
+
+INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One document this run claimed: the file, its segmented text and its run-log ids."""
+
+    path: Path
+    document: Document
+    document_id: int
+    document_run_id: int
+
+
+class Asked(NamedTuple):
+    """A model's raw answer and when the call started (after it got its slot)."""
+
+    result: GenerationResult
+    called_at: datetime
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A model's answer to one generation call, checked against the source and recorded."""
+
+    result: GenerationResult
+    report: Report
+    attempt_id: int
+
+    @property
+    def tokens(self) -> int:
+        return (self.result.prompt_tokens or 0) + (self.result.completion_tokens or 0)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """Where one document ends (``state``), why (``cause``), and what the run log and the summary keep."""
+
+    state: DocumentState
+    cause: str | None = None
+    rule_ids: tuple[str, ...] = ()
+    needs_person: tuple[str, ...] = ()
+    final_attempt_id: int | None = None
+    tokens: int = 0
+
+
+class ModelCalls:
+    """The model calls of one run: each takes a slot of the limit, ends when the run stops, and is recorded."""
+
+    def __init__(self, provider: Provider, limit: AdaptiveLimit, recorder: Recorder, settings: RunSettings,
+                 prompt: PromptTemplate, stop: Stop, cpu: dict[str, float], judge: Judge | None = None) -> None:
+        self.provider = provider
+        self.limit = limit
+        self.recorder = recorder
+        self.settings = settings
+        self.prompt = prompt
+        self.stop = stop
+        self.cpu = cpu
+        self.judge_model = judge
+
+    def _record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
+                **fields: Any) -> AttemptRecord:
+        from extractor.store import AttemptRecord
+
+        return AttemptRecord(document_run_id=job.document_run_id, number=number, kind=kind,
+                             prompt_version=self.settings.prompt_version, request=request, **fields)
+
+    async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Asked:
+        """One model call. A failed call is recorded and raised (``ProviderError``); a call the run's stop cut
+        short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record."""
+        called_at, calling = datetime.now(UTC), False
+        try:
+            async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
+                called_at, calling = datetime.now(UTC), True
+                return Asked(await self.provider.generate(request), called_at)
+        except ProviderError as error:
+            await self.recorder.attempt(self._record(
+                job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
+                error=error.cause, transport=[t.to_json() for t in error.transport]))
+            raise
+        except Interrupted:
+            if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
+                await self.recorder.attempt(self._record(
+                    job, request, number=number, kind=kind, created_at=called_at,
+                    outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL))
+            raise
+
+    async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
+                    kind: AttemptKind) -> Answer:
+        """Validate an answer (in the validation worker) and record it with its report, raw text verbatim."""
+        result = asked.result
+        report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
+        self.cpu["validate"] += seconds
+        outcome = (AttemptOutcome.passed if report.passed else
+                   AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
+        record = report.to_json()
+        attempt_id = await self.recorder.attempt(self._record(
+            job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
+            parsed=report.candidate, findings=record["findings"], fields=record["fields"],
+            sentences=record["sentences"], evidence_spans=record["evidence_spans"], passed=report.passed,
+            outcome=outcome, mode=result.mode, model=result.model, prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens, latency_ms=result.latency_ms,
+            transport=[t.to_json() for t in result.transport]))
+        return Answer(result, report, attempt_id)
+
+    async def generate(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Answer:
+        """``ask`` then ``check``: one generation call, answered, validated and recorded."""
+        asked = await self.ask(job, request, number=number, kind=kind)
+        return await self.check(job, request, asked, number=number, kind=kind)
+
+    async def judge(self, job: Job, report: Report) -> tuple[JudgeDecision | None, int]:
+        """With a judge: one judge call for a candidate that passed the rules, recorded as it happened (its raw
+        answer always); ``(None, 0)`` without one."""
+        from extractor.judge.modes import attempt_fields
+
+        judge = self.judge_model
+        if judge is None:
+            return None, 0
+        from extractor.store import AttemptRecord
+
+        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=1, kind=AttemptKind.judge,
+                                    prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
+        try:
+            async with self.stop.waiting(), self.limit:  # a judge call is a model call: it takes a slot too
+                outcome, decision = await judge.evaluate(report)
+        except Interrupted:
+            request = judge.request_for(report)
+            if request is not None:
+                await self.recorder.attempt(AttemptRecord(
+                    **base, request=request, outcome=AttemptOutcome.interrupted,
+                    error="run interrupted while waiting for the judge; rerun to redo this document"))
+            raise
+        if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
+            await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
+                                                      **attempt_fields(outcome, decision, judge.policy)))
+        return decision, outcome.tokens
+
+
+Converter = Callable[[Job, ModelCalls], Awaitable[Conversion]]
+"""A per-document procedure the engine runs on each claimed document (``convert`` by default)."""
+
+
+async def convert(job: Job, calls: ModelCalls) -> Conversion:
+    """Generate; if the candidate fails, one repair that names every finding; judge what passed; route.
+
+    At most two generation calls per document per run; a call that got no answer ends the document in
+    ERROR (nothing was decided, a rerun retries it).
+    """
+    settings = calls.settings
+    request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
+                             max_tokens=settings.max_tokens)
+    try:
+        first = await calls.generate(job, request, number=1, kind=AttemptKind.generate)
+    except ProviderError as error:
+        return Conversion(DocumentState.ERROR, error.cause)
+    final, earlier, tokens = first, None, first.tokens
+    if not first.report.passed:
+        repair = render_repair(calls.prompt, request, first.result.text, first.report, job.document,
+                               settings.contract)
+        try:
+            final = await calls.generate(job, repair, number=2, kind=AttemptKind.repair)
+        except ProviderError as error:
+            return Conversion(DocumentState.ERROR, f"repair call failed: {error.cause}", rule_ids(first.report),
+                              final_attempt_id=first.attempt_id, tokens=tokens)
+        earlier, tokens = first.report, tokens + final.tokens
+    decision = None
+    if final.report.passed:  # the judge runs here and only here: after every deterministic rule passed
+        decision, spent = await calls.judge(job, final.report)
+        tokens += spent
+    routed = route(final.report, decision, settings, earlier=earlier)
+    return Conversion(routed.state, routed.cause, rule_ids(final.report), routed.needs_person, final.attempt_id,
+                      tokens)
+
+
+def rule_ids(report: Report) -> tuple[str, ...]:
+    """The rules that fired on a candidate, each once, in report order."""
+    return tuple(dict.fromkeys(f.rule_id for f in report.findings))

@@ -1,0 +1,81 @@
+"""Which files a run reads: files, folders and globs -> documents in a stable order, and what was left out.
+
+The suffixes are ingest's own (``extractor.ingest.FORMATS``), so a format ingest learns is found in folders
+without a second list here. A ``.json`` source (``{"blocks": [...]}``) is read only when named: a folder's
+expected outputs and candidates are JSON too, and must not be taken for documents.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extractor.ingest import FORMATS
+
+NAMED_ONLY = frozenset(suffix for suffix, kind in FORMATS.items() if kind == "blocks")
+FOLDER_SUFFIXES = tuple(suffix for suffix in FORMATS if suffix not in NAMED_ONLY)
+
+
+@dataclass
+class Discovery:
+    """The documents to read, the paths that matched nothing, and the files folders held that are not documents."""
+
+    files: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # paths and globs that match nothing (a typo)
+    unsupported: Counter[str] = field(default_factory=Counter)  # suffix -> files skipped in folders
+    folders: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_files(self) -> str:
+        """``3 files (.png 2, .xlsx 1)``: what folders held that is not a document."""
+        total = sum(self.unsupported.values())
+        kinds = ", ".join(f"{suffix} {count}" for suffix, count in sorted(self.unsupported.items(),
+                                                                           key=lambda item: (-item[1], item[0])))
+        return f"{total} file{'s' if total != 1 else ''} ({kinds})"
+
+    def nothing_found(self) -> str | None:
+        """Why there is nothing to read (one line), or None when there is at least one document."""
+        if self.files:
+            return None
+        where = ", ".join(f"{folder.rstrip('/')}/" for folder in self.folders) or "the paths given"
+        supported = " ".join(FOLDER_SUFFIXES)
+        if self.unsupported:
+            return f"no supported document in {where}: skipped {self.skipped_files}; supported: {supported}"
+        if self.folders:
+            return f"no supported document in {where}: the folder holds no file; supported: {supported}"
+        return "no document to read"
+
+
+def discover(paths: Iterable[str]) -> Discovery:
+    """Files, folders (recursively, document suffixes only) and globs -> unique files in a stable order.
+
+    A path that matches nothing is kept in ``missing`` instead of silently vanishing; a named file is taken
+    whatever its suffix (ingest then says why it cannot read it).
+    """
+    found: dict[Path, None] = {}
+    discovery = Discovery()
+    for raw in paths:
+        matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
+        if not matches or not any(os.path.exists(m) for m in matches):
+            discovery.missing.append(raw)
+            continue
+        for match in matches:
+            path = Path(match)
+            if not path.is_dir():
+                found[path] = None
+                continue
+            discovery.folders.append(match)
+            for child in sorted(path.rglob("*")):
+                if not child.is_file():
+                    continue
+                suffix = child.suffix.lower()
+                if suffix in FOLDER_SUFFIXES:
+                    found[child] = None
+                else:
+                    discovery.unsupported[suffix or "(no suffix)"] += 1
+    discovery.files = list(found)
+    return discovery

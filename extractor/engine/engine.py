@@ -1,0 +1,301 @@
+"""The batch engine: a fixed pool of workers takes files in order; each document goes
+skip-if-done -> ingest + segment -> claim -> convert -> record, and one bad file never stops the batch.
+
+What plugs in without editing this module: the per-document procedure (``converter``, see
+``extractor.engine.convert``), the provider and the judge. A Celery worker (issue 14) converts one document
+per task on the same path as a pool worker: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
+run another process started, with a ``Recorder`` given that run's id), then ``Engine.close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.engine.convert import Converter, Job, ModelCalls, convert
+from extractor.engine.discover import Discovery, discover
+from extractor.engine.limit import AdaptiveLimit
+from extractor.engine.recorder import Recorder
+from extractor.engine.settings import RunSettings
+from extractor.engine.stop import Interrupted, Stop
+from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
+from extractor.errors import InputError
+from extractor.generate import Provider
+from extractor.generate.prompt import load_prompt
+from extractor.validate import VALIDATOR_VERSION
+from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
+from extractor.workers import prepare
+
+if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
+    from extractor.judge.modes import Judge
+    from extractor.store import RunConfig, Store
+
+HEARTBEAT_S = 10.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Engine:
+    """Runs one batch: ``await Engine(...).run(paths)`` -> ``RunSummary``.
+
+    ``judge`` (optional) checks candidates that passed every rule; the run closes both providers.
+    """
+
+    def __init__(self, store: Store, provider: Provider, settings: RunSettings, limit: AdaptiveLimit | None = None,
+                 progress: Progress | None = None, judge: Judge | None = None, converter: Converter = convert) -> None:
+        self.store = store
+        self.provider = provider
+        self.judge = judge
+        self.settings = settings
+        self.limit = limit or AdaptiveLimit(settings.concurrency)
+        self.progress = progress or Progress()
+        self.converter = converter
+        self.stop = Stop()
+        self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "validate": 0.0, "database": 0.0}
+        self.recorder = Recorder(store, self.cpu_seconds)
+        self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
+                                load_prompt(settings.contract, settings.prompt_version), self.stop,
+                                self.cpu_seconds, judge)
+        self._resuming = False  # whether this configuration finished documents before (then look per file)
+        self._workers: list[asyncio.Task[None]] = []
+
+    @property
+    def run_id(self) -> str:
+        return self.recorder.run_id
+
+    def run_config(self, segmenter: str) -> RunConfig:
+        from extractor.store import RunConfig
+
+        s = self.settings
+        return RunConfig(
+            contract=s.contract.name, contract_version=s.contract.version, prompt_version=s.prompt_version,
+            model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
+            segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
+            config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
+                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors}
+            | ({"judge": self.judge.config()} if self.judge else {}),
+            command=s.command, host=socket.gethostname(), pid=os.getpid(),
+        )
+
+    async def run(self, paths: Iterable[str] | Discovery) -> RunSummary:
+        """Process every document; one bad file never stops the batch.
+
+        At most ``2 x concurrency`` documents are read and held at once (the ones waiting for a model slot are
+        ready the moment one frees), so memory does not grow with the batch; a rerun skips what this
+        configuration finished before reading it, and retries what ended ERROR (``retry_errors``).
+        SIGINT and SIGTERM (or cancelling this coroutine) stop the run: model calls in flight end at once and
+        are recorded as ``interrupted`` attempts, their documents become INTERRUPTED, and the summary lists
+        what is left; rerunning the same command finishes it. Nothing to read: no run is recorded.
+        """
+        started = time.monotonic()
+        with self._stop_on_signals():  # first, so no signal finds the run without its handler
+            discovery = paths if isinstance(paths, Discovery) else discover(paths)
+            summary = RunSummary(None, unsupported=dict(discovery.unsupported))
+            summary.outcomes = [DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match")
+                                for raw in discovery.missing]
+            if not discovery.files:
+                summary.nothing_found = discovery.nothing_found()
+                await self._close_providers()
+                self.recorder.close()
+                return summary
+            try:
+                await self.start()
+                summary.run_id = self.run_id
+                await self._pool(discovery.files, summary)
+            finally:
+                await self.close(summary, started)
+        return summary
+
+    async def start(self) -> None:
+        """Record the run as started (and free what killed runs left)."""
+        from extractor.segment import SEGMENTER_ID
+
+        await self.recorder.start(self.run_config(SEGMENTER_ID))
+        self._resuming = not self.settings.force and await self.recorder.any_finished()
+
+    async def _pool(self, files: list[Path], summary: RunSummary) -> None:
+        self.progress.started(len(files) + len(summary.outcomes))
+        for outcome in summary.outcomes:
+            self.progress.finished(outcome)
+        heartbeat = asyncio.create_task(self._heartbeat())
+        pending = iter(files)
+        self._workers = [asyncio.create_task(self._worker(pending, summary))
+                         for _ in range(min(len(files), 2 * self.limit.maximum))]
+        try:
+            try:
+                await asyncio.wait(self._workers)  # unlike gather, a cancelled wait leaves the workers running
+            except asyncio.CancelledError:  # the run's task was cancelled: stop like Ctrl-C, then finish the record
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                self.stop.request()
+                await asyncio.wait(self._workers)
+            for worker in self._workers:
+                if not worker.cancelled() and worker.exception() is not None:
+                    raise worker.exception()  # type: ignore[misc]  # a bug in the engine itself
+        finally:
+            heartbeat.cancel()
+        summary.interrupted = self.stop.requested
+        if summary.interrupted:
+            await self.recorder.interrupted()
+            summary.outcomes += await self._left_over(files, summary)
+
+    async def close(self, summary: RunSummary, started: float) -> None:
+        """Record how the run ended, close the providers and the run-log writer."""
+        try:
+            if self.run_id:  # the run was recorded as started
+                await self.recorder.finish(RunStatus.interrupted if self.stop.requested else RunStatus.finished)
+        finally:
+            summary.seconds = time.monotonic() - started
+            summary.rate_limits, summary.timeouts = self.limit.rate_limits, self.limit.timeouts
+            summary.lowest_concurrency = self.limit.lowest if self.limit.lowered else None
+            await self._close_providers()
+            self.recorder.close()
+
+    async def _close_providers(self) -> None:
+        await self.provider.aclose()
+        if self.judge is not None:
+            await self.judge.aclose()
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM stop the run (a second one cancels what is still running); the handlers that
+        were there before come back afterwards.
+
+        Installed on the loop, whatever the process inherited: a run started as a background job inherits
+        SIGINT *ignored*, and containers and Celery stop a process with SIGTERM.
+        """
+        loop = asyncio.get_running_loop()
+        installed: dict[signal.Signals, Any] = {}
+        for number in STOP_SIGNALS:
+            previous = signal.getsignal(number)
+            try:
+                loop.add_signal_handler(number, self._on_signal)
+            except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+                continue
+            installed[number] = previous
+        try:
+            yield
+        finally:
+            for number, previous in installed.items():
+                loop.remove_signal_handler(number)
+                signal.signal(number, previous)
+
+    def _on_signal(self) -> None:
+        if not self.stop.requested:
+            self.stop.request()
+            return
+        for worker in self._workers:  # asked twice: stop waiting for anything (writes still finish)
+            worker.cancel()
+
+    async def _worker(self, pending: Iterator[Path], summary: RunSummary) -> None:
+        """Take the next file until none is left or the run stops (the shared iterator hands each file to one)."""
+        for path in pending:
+            if self.stop.requested:
+                return
+            outcome = await self.process(path)
+            summary.outcomes.append(outcome)
+            self.progress.finished(outcome)
+
+    async def _left_over(self, files: list[Path], summary: RunSummary) -> list[DocumentOutcome]:
+        """After an interruption: the files without an outcome, as the run log has them."""
+        done = {outcome.path for outcome in summary.outcomes}
+        recorded = {run.path: run for run in await self.recorder.document_runs()}
+        left = []
+        for path in map(str, files):
+            if path in done:
+                continue
+            run = recorded.get(path)
+            if run is not None and run.state in FINAL_STATES:
+                left.append(DocumentOutcome(path, Outcome(run.state), run.cause, document_run_id=run.id))
+            else:
+                left.append(DocumentOutcome(path, Outcome.INTERRUPTED, None if run is None else run.cause,
+                                            document_run_id=None if run is None else run.id))
+        return left
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            await self.recorder.heartbeat()
+
+    async def process(self, path: Path) -> DocumentOutcome:
+        """One document from file to final state; an unexpected bug in it is reported, not allowed to sink
+        the batch (a claimed document then ends ERROR, so a rerun tries it again)."""
+        job: Job | None = None
+        try:
+            retried, skipped = await self._done_before(path)
+            if skipped is not None:
+                return skipped
+            async with self.stop.waiting():
+                document, seconds = await prepare(path)
+            self.cpu_seconds["ingest+segment"] += seconds
+            if self.stop.requested:  # read, but not claimed: nothing to undo
+                raise Interrupted
+            document_id, claim = await self.recorder.claim(document, path, force=self.settings.force,
+                                                           tags=self.settings.tags, retry=self.settings.retry_states)
+            if claim.status == "busy":
+                return DocumentOutcome(str(path), Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
+                                       skip=SkipReason.busy, other_run=str(claim.ref))
+            if claim.status == "done":
+                return DocumentOutcome(str(path), Outcome.SKIPPED, f"done before (document run {claim.ref})",
+                                       skip=SkipReason.done)
+            job = Job(path, document, document_id, claim.document_run_id)
+            conversion = await self.converter(job, self.calls)
+        except Interrupted:
+            return DocumentOutcome(str(path), Outcome.INTERRUPTED, "run interrupted; rerun to finish this document",
+                                   document_run_id=None if job is None else job.document_run_id)
+        except InputError as error:
+            return DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error))
+        except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
+            cause = f"{path}: internal error {type(error).__name__}: {error}"
+            if job is not None:
+                await self.recorder.finish_document(job.document_run_id, DocumentState.ERROR, cause, (), None)
+            return DocumentOutcome(str(path), Outcome.ERROR, cause,
+                                   document_run_id=None if job is None else job.document_run_id)
+        await self.recorder.finish_document(job.document_run_id, conversion.state, conversion.cause,
+                                            conversion.needs_person, conversion.final_attempt_id)
+        return DocumentOutcome(str(path), Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
+                               conversion.tokens, job.document_run_id, retried=retried)
+
+    async def _done_before(self, path: Path) -> tuple[bool, DocumentOutcome | None]:
+        """Whether this configuration finished the file's content before: ``(retried, skipped outcome)``.
+
+        Looked up before ingest, so a rerun does not read and segment what is done; the claim still decides.
+        """
+        if not self._resuming:
+            return False, None
+        digest = await asyncio.to_thread(file_sha256, path)
+        finished = digest and await self.recorder.finished(digest)
+        if not finished:
+            return False, None
+        where = f"run {finished.run_id} (document run {finished.document_run_id})"
+        if finished.state in self.settings.retry_states:
+            return True, None
+        if finished.state == DocumentState.ERROR:
+            cause = f"ended ERROR in {where}; --retry-errors tries it again"
+        else:
+            cause = f"done before by {where}"
+        return False, DocumentOutcome(str(path), Outcome.SKIPPED, cause, skip=SkipReason.done,
+                                      other_run=finished.run_id)
+
+
+def file_sha256(path: Path, largest: int = 64 << 20) -> str | None:
+    """The content hash ingest gives the file; None when it cannot be read or is over ``largest`` bytes
+    (ingest then says why, or reads it anyway: the claim still finds a finished document)."""
+    digest = hashlib.sha256()
+    try:
+        if os.stat(path).st_size > largest:
+            return None
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()

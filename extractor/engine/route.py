@@ -1,0 +1,50 @@
+"""Where a document goes once its last candidate was checked: one pure decision, no I/O.
+
+No error finding: ready for a person's review, unless a warning the contract marks needs a person first, or
+the judge (when a run has one) sends it to a person. Error findings after the one repair: manual review.
+The engine never approves anything: READY_FOR_REVIEW still waits for a person.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from extractor.evidence.report import Report
+from extractor.vocab import DocumentState
+
+if TYPE_CHECKING:
+    from extractor.engine.settings import RunSettings
+    from extractor.judge.modes import JudgeDecision
+
+
+@dataclass(frozen=True)
+class Route:
+    """The state a document ends in, why (``cause``), and the marks a reviewer sees (``needs_person``)."""
+
+    state: DocumentState
+    cause: str | None = None
+    needs_person: tuple[str, ...] = ()
+
+
+def route(report: Report, judge: JudgeDecision | None, settings: RunSettings, *,
+          earlier: Report | None = None) -> Route:
+    """The state for a document whose final candidate got ``report`` (``earlier``: the one before the repair).
+
+    ``judge`` is the judge's decision on a candidate that passed every rule (None: no judge, or not judged).
+    """
+    if not report.passed:
+        both_unparseable = earlier is not None and not earlier.parsed and not report.parsed
+        cause = ("unparseable twice" if both_unparseable
+                 else f"failed validation after repair: {len(report.errors)} error(s)")
+        return Route(DocumentState.MANUAL_REVIEW, cause)
+    marked = settings.contract.needs_person
+    needing = sorted({f.rule_id for f in report.warnings if f.rule_id in marked})
+    causes = [f"warning needs a person: {', '.join(needing)}"] if needing else []
+    marks = list(needing)
+    if judge is not None and judge.to_person:
+        causes.append(judge.cause or f"judge {judge.result}")
+        marks += judge.marks
+    if causes:
+        return Route(DocumentState.MANUAL_REVIEW, "; ".join(causes), tuple(marks))
+    return Route(DocumentState.READY_FOR_REVIEW)
