@@ -17,6 +17,7 @@ class BlockKind(StrEnum):
     LIST_ITEM = "list_item"
     PARAGRAPH = "paragraph"
     TABLE_CELL = "table_cell"
+    CODE = "code"  # a fenced code block: one unit, never split into sentences
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,18 +16,22 @@ from importlib.metadata import version
 import pysbd
 import razdel
 
-from extractor.document import Block, Document, Sentence
+from extractor.document import Block, BlockKind, Document, Sentence
+from extractor.segment.abbreviations import ends_with_abbreviation
 from extractor.segment.align import align
 
 __all__ = ["SEGMENTER_ID", "check_invariants", "segment"]
 
 SEGMENTER_ID: str = (
-    f"extractor-seg/1 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
+    f"extractor-seg/2 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
 )
 """Names this segmenter and every library version that decides where boundaries (and so ids) fall.
 
-Bump ``extractor-seg/N`` whenever a rule below changes. Versions come from package metadata because
-importing kss takes seconds.
+Bump ``extractor-seg/N`` whenever a rule below, or a block rule of ``extractor.ingest.text`` (blocks bound
+the units), changes. Versions come from package metadata because importing kss takes seconds.
+
+2: wrapped lines starting with an abbreviation, marked titles above their text, circled clauses, 제N조
+articles, fenced code (issue 16), no split after an abbreviation that never ends a sentence.
 """
 
 Splitter = Callable[[str], list[str]]
@@ -53,7 +57,7 @@ def segment(document: Document) -> Document:
     sentences: list[Sentence] = []
     for block in document.blocks:
         content = document.text[block.content_start : block.end]
-        for start, end in _block_units(content):
+        for start, end in _block_units(content, block.kind):
             sentences.append(
                 Sentence(
                     id=f"s{len(sentences) + 1}",
@@ -117,11 +121,13 @@ def _require_blank(text: str, start: int, end: int, block: int) -> None:
         raise AssertionError(f"block {block}: text[{start}:{end}] {text[start:end]!r} is in no sentence")
 
 
-def _block_units(content: str) -> list[tuple[int, int]]:
-    """Offsets of the sentence units of one block's content."""
+def _block_units(content: str, kind: BlockKind) -> list[tuple[int, int]]:
+    """Offsets of the sentence units of one block's content; fenced code is one unit, not prose."""
     if not content or content.isspace():
         return []
-    return _join_glued(content, _split_windowed(content, _splitter_for(content)))
+    if kind is BlockKind.CODE:
+        return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
+    return _join(content, _split_windowed(content, _splitter_for(content)))
 
 
 def _splitter_for(content: str) -> Splitter:
@@ -150,9 +156,13 @@ def _split_russian(text: str) -> list[str]:
 
 
 def _split_english(text: str) -> list[str]:
-    """pysbd without cleaning, so the sentences it returns are slices of ``text`` (it may drop some)."""
+    """pysbd without cleaning, so the sentences it returns are slices of ``text`` (it may drop some).
+
+    pysbd ends a sentence at every line break; inside a block a line break is a wrapped line (a block's
+    lines are one paragraph or item), so it sees spaces instead. The alignment ignores whitespace.
+    """
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
-    return [span.sent for span in segmenter.segment(text)]
+    return [span.sent for span in segmenter.segment(text.replace("\n", " "))]
 
 
 def _split_windowed(content: str, split: Splitter) -> list[tuple[int, int]]:
@@ -185,15 +195,20 @@ def _window_end(content: str, start: int, target: int) -> int:
     return next((index for index in range(target, len(content)) if content[index].isspace()), len(content))
 
 
-def _join_glued(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Merge units that touch with no whitespace between them, unless the left one ends with sentence
-    punctuation and the right one starts with a letter (``합니다.검토자는``).
+def _join(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge a unit into the one before it when the splitter cut where no sentence ends.
 
-    This is the guard against splitters cutting inside a word, which kss's pecab backend does.
+    That is: right after an abbreviation that never ends a sentence (razdel cuts ``доб.`` | ``412.``), or
+    inside a word: units that touch with no whitespace between them, unless the left one ends with sentence
+    punctuation and the right one starts with a letter (``합니다.검토자는``). The second is the guard
+    against splitters cutting inside a word, which kss's pecab backend does.
     """
     joined: list[tuple[int, int]] = []
     for start, end in spans:
-        if joined and joined[-1][1] == start and not _ends_sentence(content, joined[-1], start):
+        if joined and (
+            ends_with_abbreviation(content[joined[-1][0] : joined[-1][1]])
+            or joined[-1][1] == start and not _ends_sentence(content, joined[-1], start)
+        ):
             joined[-1] = (joined[-1][0], end)
         else:
             joined.append((start, end))
