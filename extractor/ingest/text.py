@@ -47,9 +47,10 @@ _TABLE_SEPARATOR = frozenset("|:- \t")
 _SENTENCE_END = tuple(".!?。…:;．！？：；")
 _CLOSING = "\"'»”’)]）」』"
 _WIDE = re.compile("[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
-# Korean particles and connective endings: a line ending in one is a wrapped sentence, not a title.
-_KOREAN_UNFINISHED = ("을", "를", "은", "는", "에", "와", "에서", "에게", "으로", "하고", "하며", "하여", "하면",
-                      "하는", "되는", "있는", "있어", "위해", "위한", "따라", "따른", "대한", "및", "또는")  # fmt: skip
+# Korean particles and connective endings: a line ending in one is a wrapped sentence, not a title. (Not
+# 고, 서, 의, 과, 한, 할: 참고, 신청서, 회의, 결과, 권한 and 역할 are titles.)
+_KOREAN_UNFINISHED = ("을", "를", "은", "는", "에", "와", "에서", "에게", "으로", "하고", "하며", "하여", "하면", "하는",
+                      "되는", "있는", "있어", "위해", "위한", "따라", "따른", "대한", "및", "또는", "후", "때")  # fmt: skip
 
 
 def canonicalize(text: str) -> str:
@@ -361,8 +362,8 @@ def _is_heading(line: _Line, previous: _Line | None, following: _Line | None, wi
 def _titles_next(line: _Line, marker: _Marker, following: _Line | None, width: int) -> bool:
     """A marked title directly above its text (``1. 목적``, ``3.1. Цель``, ``■ 문의처``), not a wrapped item;
     or above articles or a list of another kind (``3. 추진 배경`` over ``□ 현황``)."""
-    if following is None or not _title_like(line.text[marker.length :]):
-        return False
+    if following is None or marker.family == ("circled",) or not _title_like(line.text[marker.length :]):
+        return False  # a circled number marks a clause of an article: a sentence, never a title
     if following.role == "article" or following.clear and following.marker and following.marker.family != marker.family:
         return following.indent >= line.indent
     if _starts_block(following) or following.indent > line.indent:

@@ -17,7 +17,7 @@ import pysbd
 import razdel
 
 from extractor.document import Block, BlockKind, Document, Sentence
-from extractor.segment.abbreviations import ends_with_abbreviation
+from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
 
 __all__ = ["SEGMENTER_ID", "check_invariants", "segment"]
@@ -122,12 +122,16 @@ def _require_blank(text: str, start: int, end: int, block: int) -> None:
 
 
 def _block_units(content: str, kind: BlockKind) -> list[tuple[int, int]]:
-    """Offsets of the sentence units of one block's content; fenced code is one unit, not prose."""
+    """Offsets of the sentence units of one block's content; fenced code is one unit, not prose.
+
+    The splitters see the content with the dots of never-final abbreviations masked (same offsets), so
+    none of them ends a sentence at ``доб.`` or ``т. е.``.
+    """
     if not content or content.isspace():
         return []
     if kind is BlockKind.CODE:
         return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
-    return _join(content, _split_windowed(content, _splitter_for(content)))
+    return _join_glued(content, _split_windowed(mask(content), _splitter_for(content)))
 
 
 def _splitter_for(content: str) -> Splitter:
@@ -195,20 +199,15 @@ def _window_end(content: str, start: int, target: int) -> int:
     return next((index for index in range(target, len(content)) if content[index].isspace()), len(content))
 
 
-def _join(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Merge a unit into the one before it when the splitter cut where no sentence ends.
+def _join_glued(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge units that touch with no whitespace between them, unless the left one ends with sentence
+    punctuation and the right one starts with a letter (``합니다.검토자는``).
 
-    That is: right after an abbreviation that never ends a sentence (razdel cuts ``доб.`` | ``412.``), or
-    inside a word: units that touch with no whitespace between them, unless the left one ends with sentence
-    punctuation and the right one starts with a letter (``합니다.검토자는``). The second is the guard
-    against splitters cutting inside a word, which kss's pecab backend does.
+    This is the guard against splitters cutting inside a word, which kss's pecab backend does.
     """
     joined: list[tuple[int, int]] = []
     for start, end in spans:
-        if joined and (
-            ends_with_abbreviation(content[joined[-1][0] : joined[-1][1]])
-            or joined[-1][1] == start and not _ends_sentence(content, joined[-1], start)
-        ):
+        if joined and joined[-1][1] == start and not _ends_sentence(content, joined[-1], start):
             joined[-1] = (joined[-1][0], end)
         else:
             joined.append((start, end))
