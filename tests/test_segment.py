@@ -6,7 +6,6 @@ import random
 import re
 import subprocess
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -272,15 +271,12 @@ def _generated(words: list[str], count: int, seed: int) -> list[str]:
     ],
     ids=["english", "russian"],
 )
-def test_two_thousand_sentences_in_one_paragraph_are_fast_and_exact(words: list[str]) -> None:
-    """One block of 2,000 sentences: pysbd alone needs ~11 s on it, the windowed split well under 2 s."""
+def test_two_thousand_sentences_in_one_paragraph_are_exact(words: list[str]) -> None:
+    """One block of 2,000 sentences is split a window at a time (pysbd alone needs ~11 s on it; the speed
+    is measured by bench/bench_segment.py), and no window edge moves a boundary."""
     sentences = _generated(words, 2000, seed=7)
-    doc = paragraphs(" ".join(sentences))
-    started = time.perf_counter()
-    segment(doc)
-    elapsed = time.perf_counter() - started
+    doc = segment(paragraphs(" ".join(sentences)))
     assert [s.text for s in doc.sentences] == sentences
-    assert elapsed < 3.0, f"{elapsed:.2f} s"
 
 
 def test_sentence_longer_than_the_window_stays_whole() -> None:
@@ -421,14 +417,12 @@ def test_align_keeps_text_a_splitter_dropped_or_altered() -> None:
     assert _checked_align("", ["garbage"]) == []
 
 
-def test_align_is_linear_enough_for_big_blocks() -> None:
-    """Every piece altered (the worst case for searching) still aligns a 200,000-character block quickly."""
+def test_align_of_a_big_block_with_every_piece_altered() -> None:
+    """Every piece altered (the worst case for searching; its speed is in bench/bench_segment.py): no piece
+    is found, so the whole 200,000-character block is one unit rather than anything lost."""
     pieces = [f"Sentence number {n} is here." for n in range(7000)]
     content = " ".join(pieces)
-    started = time.perf_counter()
-    spans = _checked_align(content, [piece.replace("is", "IS") for piece in pieces])
-    assert time.perf_counter() - started < 2.0
-    assert len(spans) == 1
+    assert _checked_align(content, [piece.replace("is", "IS") for piece in pieces]) == [(0, len(content))]
 
 
 # --- real Korean and Russian layouts (issue 16) ----------------------------------------------------

@@ -46,6 +46,7 @@ _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 _TABLE_SEPARATOR = frozenset("|:- \t")
 _SENTENCE_END = tuple(".!?。…:;．！？：；")
 _CLOSING = "\"'»”’)]）」』"
+_NARROWEST_WRAP = 40  # columns: nobody wraps lines shorter, so the lines of a tiny document never look wrapped
 _WIDE = re.compile("[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
 # Korean particles and connective endings: a line ending in one is a wrapped sentence, not a title. (Not
 # 고, 서, 의, 과, 한, 할: 참고, 신청서, 회의, 결과, 권한 and 역할 are titles.)
@@ -109,7 +110,8 @@ def parse_blocks(text: str) -> list[Block]:
     ``■ 문의처``) directly above a paragraph; other consecutive lines form one paragraph.
     """
     raw = text.split("\n")
-    width = max((_width(line) for line in raw if not line.lstrip().startswith("|")), default=0)
+    width = max((_width(line) for line in raw if not line.lstrip().startswith("|")), default=_NARROWEST_WRAP)
+    width = max(width, _NARROWEST_WRAP)
     spans: list[_Span] = []
     group: list[_Line] = []
     fence: _Fence | None = None

@@ -7,14 +7,18 @@ or a change to the rules here, may move one boundary and renumber every later se
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable
+from functools import cache
 from importlib.metadata import version
+from types import ModuleType
 
-import pysbd
-import razdel
+import pysbd  # type: ignore[import-untyped]
+import razdel  # type: ignore[import-untyped]
 
 from extractor.document import Block, BlockKind, Document, Sentence
 from extractor.segment.abbreviations import mask
@@ -138,20 +142,33 @@ def _splitter_for(content: str) -> Splitter:
     """Pick by script: any Hangul is Korean, a Cyrillic majority of letters is Russian, else English."""
     if _HANGUL.search(content):
         return _split_korean
-    letters = sum(char.isalpha() for char in content)
-    if 2 * len(_CYRILLIC.findall(content)) > letters:
+    cyrillic = len(content) - len(_CYRILLIC.sub("", content))  # counted in C: this runs once per block
+    if cyrillic and 2 * cyrillic > sum(map(str.isalpha, content)):
         return _split_russian
     return _split_english
 
 
 def _split_korean(text: str) -> list[str]:
     """kss with the rule-based ``fast`` backend: the default (pecab, since mecab is absent) splits
-    inside words (``... 요`` + ``청된 ...``). Imported here because importing kss takes seconds."""
-    import kss
+    inside words (``... 요`` + ``청된 ...``)."""
+    return _kss().split_sentences(text, backend="fast")
 
-    # kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's concern
+
+@cache
+def _kss() -> ModuleType:
+    """kss, imported on first use because importing it takes seconds, and quietened.
+
+    kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's
+    concern. And every call tries ``from kss_cython import ...``; without that optional package, each
+    failed import searches ``sys.path`` again (a quarter of kss's time on short blocks). A ``None`` in
+    ``sys.modules`` makes that import fail at once, as it would anyway: same function, same sentences.
+    """
+    if importlib.util.find_spec("kss_cython") is None:
+        sys.modules.setdefault("kss_cython", None)  # type: ignore[arg-type]
+    import kss  # type: ignore[import-untyped]
+
     logging.getLogger("Kss").setLevel(logging.ERROR)
-    return kss.split_sentences(text, backend="fast")
+    return kss
 
 
 def _split_russian(text: str) -> list[str]:
