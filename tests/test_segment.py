@@ -649,10 +649,10 @@ def _from_text(text: str) -> Document:
             id="a wrapped line starting with an article reference",
         ),
         pytest.param(
-            "Срок ответа составляет\n15. Дней ожидания нет.",
-            ["Срок ответа составляет\n15.", "Дней ожидания нет."],
+            "Заявки рассматриваются в порядке, установленном пунктом\n3.2. настоящего регламента, в течение пяти дней.",
+            ["Заявки рассматриваются в порядке, установленном пунктом\n3.2. настоящего регламента, в течение пяти дней."],
             "",
-            id="a number and a dot starting a wrapped line",
+            id="a section number starting a wrapped line",
         ),
         pytest.param(
             "Ответственный за процесс\n— руководитель отдела кадров.",
