@@ -10,10 +10,11 @@ holds 2,000 or 20,000 sentences. For each language and size this prints
   one ``pysbd.Segmenter``) on the same block contents ``segment`` splits, in the same process;
 - ``overhead``: segment time / library time, the baseline measured in the same run.
 
-Best of several runs. The library runs after ``segment`` in the same interpreter, so both see kss in the
-same state; kss as shipped (before ``extractor.segment`` records that its optional ``kss_cython``
-extension is absent) is timed once at the start, and kss's import in a fresh interpreter, since a worker
-pays it once and it is not in the ratios.
+The best of five rounds, each running ingest, segment and the library in turn (the machine is shared).
+The library runs in the interpreter ``segment`` has run in, so both see kss alike; kss as shipped (without
+the record ``extractor.segment`` keeps that kss's optional ``kss_cython`` extension is absent, which kss
+otherwise looks for on every call) is timed beside it. kss's import is timed in a fresh interpreter: a
+worker pays it once, and it is in no ratio.
 
     python bench/bench_segment.py [--quick]
 """
@@ -36,12 +37,19 @@ SAMPLES = {
 
 
 def best_of(runs: int, action: Callable[[], object]) -> float:
-    timings = []
+    return min(interleaved(runs, action))
+
+
+def interleaved(runs: int, *actions: Callable[[], object]) -> list[float]:
+    """The best time of each action over ``runs`` rounds that run them in turn, so that load from other
+    processes on a shared machine falls on all of them alike."""
+    best = [float("inf")] * len(actions)
     for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
+        for index, action in enumerate(actions):
+            started = time.perf_counter()
+            action()
+            best[index] = min(best[index], time.perf_counter() - started)
+    return best
 
 
 def build_text(language: str, sentences: int) -> str:
@@ -76,18 +84,19 @@ def kss_import_seconds() -> float:
     return time.perf_counter() - started
 
 
-def kss_as_shipped(text: str, runs: int) -> float:
-    """kss on the blocks of ``text`` before ``extractor.segment`` has touched it."""
-    import logging
+def kss_as_shipped(split: Callable[[str], object]) -> Callable[[str], object]:
+    """``split`` with kss as shipped: without the record ``extractor.segment`` keeps in ``sys.modules`` that
+    the optional ``kss_cython`` is absent, so kss looks for it on every call again."""
 
-    import kss
+    def shipped(text: str) -> object:
+        recorded = sys.modules.pop("kss_cython", "absent")
+        try:
+            return split(text)
+        finally:
+            if recorded != "absent":
+                sys.modules["kss_cython"] = recorded  # type: ignore[assignment]
 
-    from extractor.ingest import from_text
-
-    logging.getLogger("Kss").setLevel(logging.ERROR)  # the same advert ``segment`` silences
-    document = from_text(text)
-    contents = [document.text[b.content_start : b.end] for b in document.blocks]
-    return best_of(runs, lambda: [kss.split_sentences(content, backend="fast") for content in contents])
+    return shipped
 
 
 def measure(language: str, sentences: int, runs: int) -> dict[str, float]:
@@ -95,14 +104,19 @@ def measure(language: str, sentences: int, runs: int) -> dict[str, float]:
     from extractor.segment import segment
 
     text = build_text(language, sentences)
-    ingest = best_of(runs, lambda: from_text(text))
     document = from_text(text)
-    segmented = best_of(runs, lambda: segment(copy.copy(document)))
     units = len(segment(copy.copy(document)).sentences)
     contents = [document.text[b.content_start : b.end] for b in document.blocks]
     split = library(language)
-    alone = best_of(runs, lambda: [split(content) for content in contents])
-    return {"units": units, "ingest": ingest, "segment": segmented, "library": alone}
+    shipped = kss_as_shipped(split) if language == "ko" else split
+    ingest, segmented, alone, stock = interleaved(
+        runs,
+        lambda: from_text(text),
+        lambda: segment(copy.copy(document)),
+        lambda: [split(content) for content in contents],
+        lambda: [shipped(content) for content in contents],
+    )
+    return {"units": units, "ingest": ingest, "segment": segmented, "library": alone, "shipped": stock}
 
 
 def one_block(language: str, sentences: int, with_library: bool) -> tuple[float, float | None]:
@@ -140,15 +154,9 @@ def align_worst_case(pieces: int) -> float:
 def main() -> None:
     quick = "--quick" in sys.argv
     sizes = [2000] if quick else [2000, 20000]
-    runs = 1 if quick else 3
+    runs = 1 if quick else 5
     print(f"kss import in a fresh interpreter: {kss_import_seconds():.2f} s (once per process; not in the ratios)")
-    shipped = kss_as_shipped(build_text("ko", 2000), runs)
     results = {(language, size): measure(language, size, runs) for language in ("ko", "en", "ru") for size in sizes}
-    print(
-        f"kss as shipped on the 2,000-sentence Korean text: {shipped:.3f} s; after extractor.segment loaded it: "
-        f"{results[('ko', 2000)]['library']:.3f} s (it no longer retries the absent kss_cython import per call)"
-    )
-    print()
     header = f"{'lang':4} {'sentences':>9} {'ingest s':>9} {'segment s':>9} {'sent/s':>8} {'library s':>9} {'sent/s':>8}"
     print(header + f" {'overhead':>8} {'per sentence vs 2,000':>22}")
     for (language, _), row in results.items():
@@ -158,6 +166,12 @@ def main() -> None:
             f"{language:4} {row['units']:>9,} {row['ingest']:>9.3f} {row['segment']:>9.3f} "
             f"{row['units'] / row['segment']:>8,.0f} {row['library']:>9.3f} {row['units'] / row['library']:>8,.0f} "
             f"{row['segment'] / row['library']:>7.2f}x {growth:>21.2f}x"
+        )
+    for size in sizes:
+        row = results[("ko", size)]
+        print(
+            f"kss as shipped on the {size:,}-sentence Korean text: {row['shipped']:.3f} s "
+            f"(segment / kss as shipped: {row['segment'] / row['shipped']:.2f}x)"
         )
     print()
     for language in ("en", "ru"):

@@ -24,8 +24,8 @@ class BlockKind(StrEnum):
 class Block:
     """A run of canonical text with one structural role.
 
-    ``content_start`` skips a list marker (``- ``, ``1. ``) or a Markdown heading/table prefix so that
-    sentences start at the words a person would quote.
+    ``content_start`` skips a list marker (``- ``, ``1. ``, ``①``), a Markdown heading/table prefix or the
+    opening fence of fenced code, so that sentences start at the words a person would quote.
     """
 
     index: int

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from extractor.document import Block, BlockKind
 from extractor.segment.abbreviations import ends_with_abbreviation
@@ -45,6 +45,7 @@ _RULE = re.compile(r"([-=*_])(?:[ \t]*\1){2,}[ \t]*$")  # thematic break, or a s
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 _TABLE_SEPARATOR = frozenset("|:- \t")
 _SENTENCE_END = tuple(".!?。…:;．！？：；")
+_UNFINISHED_OR_FINAL = (*_SENTENCE_END, ",", "，", "、")  # no title ends so
 _CLOSING = "\"'»”’)]）」』"
 _NARROWEST_WRAP = 40  # columns: nobody wraps lines shorter, so the lines of a tiny document never look wrapped
 _WIDE = re.compile("[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
@@ -103,15 +104,15 @@ _Span = tuple[BlockKind, int, int, int]  # kind, start, content_start, end
 def parse_blocks(text: str) -> list[Block]:
     """Split canonical plain text / Markdown into blocks; blank lines separate groups of lines.
 
-    Fenced code is one CODE block. In a group: Markdown and setext headings, 제N조 article headings and table
-    rows (one block per cell) stand alone; list items take the lines that are indented deeper or continue
-    their unfinished sentence; a short line without sentence-final punctuation is a heading when it opens
-    its group or stands before a blank line, list or table, and so is a short marked line (``1. 목적``,
-    ``■ 문의처``) directly above a paragraph; other consecutive lines form one paragraph.
+    Fenced code is one CODE block; horizontal rules belong to no block. In a group: Markdown and setext
+    headings, 제N조 article headings and table rows (one block per cell) stand alone; list items take the
+    lines that are indented deeper or continue their unfinished sentence; a short line without
+    sentence-final punctuation is a heading when it opens its group or stands before a blank line, list or
+    table, and so is a short marked line (``1. 목적``, ``■ 문의처``) directly above a paragraph; other
+    consecutive lines form one paragraph.
     """
     raw = text.split("\n")
-    width = max((_width(line) for line in raw if not line.lstrip().startswith("|")), default=_NARROWEST_WRAP)
-    width = max(width, _NARROWEST_WRAP)
+    width = _WrapWidth(raw)
     spans: list[_Span] = []
     group: list[_Line] = []
     fence: _Fence | None = None
@@ -165,13 +166,14 @@ def _lines(line: str, offset: int) -> list[_Line]:
     indent = len(line) - len(line.lstrip())
     stripped = line.strip()
     start, end = offset + indent, offset + len(line.rstrip())
-    if stripped.startswith("|"):
+    first = stripped[0]  # each pattern below is only tried on lines that start the way it does
+    if first == "|":
         return [_Line(start, end, indent, stripped, "table")]
-    if _MD_HEADING.match(stripped):
+    if first == "#" and _MD_HEADING.match(stripped):
         return [_Line(start, end, indent, stripped, "heading")]
-    if _RULE.match(stripped):
+    if first in "-=*_" and _RULE.match(stripped):
         return [_Line(start, end, indent, stripped, "rule")]
-    article = _ARTICLE.match(stripped)
+    article = _ARTICLE.match(stripped) if first == "제" else None
     if article:
         head = _Line(start, start + article.end(), indent, article.group(), "article")
         rest = stripped[article.end() :].lstrip()
@@ -222,10 +224,11 @@ def _mark_items(lines: list[_Line]) -> None:
     numbered series it must be a neighbour (3.2. next to 3.1.), and letters must run from the first one
     (а, б, в), so that ``с. 5`` and ``т. е.`` at the starts of two wrapped lines are not a list.
     """
-    seen: dict[tuple[int, tuple[str, ...]], Counter[int | None]] = {}
+    seen: dict[tuple[int, tuple[str, ...]], dict[int | None, int]] = {}
     for line in lines:
         if line.marker:
-            seen.setdefault((line.indent, line.marker.family), Counter())[line.marker.ordinal] += 1
+            counts = seen.setdefault((line.indent, line.marker.family), {})
+            counts[line.marker.ordinal] = counts.get(line.marker.ordinal, 0) + 1
     for line in lines:
         marker = line.marker
         if marker is None:
@@ -234,16 +237,16 @@ def _mark_items(lines: list[_Line]) -> None:
         if marker.ordinal is None:
             sibling = ordinals[None] > 1
         elif marker.family[0] in _LETTERS:  # а), б), в): the series must run from its first letter
-            sibling = all(ordinals[n] for n in range(max(marker.ordinal, 1) + 1))
+            sibling = all(n in ordinals for n in range(max(marker.ordinal, 1) + 1))
         else:
-            sibling = ordinals[marker.ordinal - 1] + ordinals[marker.ordinal + 1] > 0
+            sibling = marker.ordinal - 1 in ordinals or marker.ordinal + 1 in ordinals
         if marker.needs_sibling and not sibling:
             line.marker = None
         else:
             line.clear = marker.symbol or sibling
 
 
-def _group_spans(lines: list[_Line], width: int) -> list[_Span]:
+def _group_spans(lines: list[_Line], width: _WrapWidth) -> list[_Span]:
     """The blocks of one group of lines (no blank line between them)."""
     _mark_items(lines)
     spans: list[_Span] = []
@@ -334,34 +337,34 @@ def _starts_lower(line: _Line) -> bool:
     return text[:1].islower()
 
 
-def _fits(line: _Line, following: _Line, width: int) -> bool:
+def _fits(line: _Line, following: _Line, width: _WrapWidth) -> bool:
     """The next line's first word would have fitted on this line: the break was made on purpose."""
-    return line.indent + _width(line.text) + 1 + _width(following.text.split()[0]) <= width
+    return line.indent + _width(line.text) + 1 + _width(following.text.split()[0]) <= width.columns
 
 
 def _title_like(text: str) -> bool:
     """Short, unpunctuated, with a letter, and not ending in a comma or a Korean particle."""
-    if len(text) > 60 or len(text.split()) > 8 or not any(char.isalpha() for char in text):
+    if len(text) > 60 or len(text.split()) > 8 or text.rstrip(_CLOSING).endswith(_UNFINISHED_OR_FINAL):
         return False
-    if text.rstrip(_CLOSING).endswith((*_SENTENCE_END, ",", "，", "、")):
-        return False
-    return not (_WIDE.search(text) and text.endswith(_KOREAN_UNFINISHED))
+    return not (text.endswith(_KOREAN_UNFINISHED) and _WIDE.search(text)) and any(map(str.isalpha, text))
 
 
-def _is_heading(line: _Line, previous: _Line | None, following: _Line | None, width: int, *, continues: bool) -> bool:
+def _is_heading(
+    line: _Line, previous: _Line | None, following: _Line | None, width: _WrapWidth, *, continues: bool
+) -> bool:
     """A short title line that is not the tail of an unfinished sentence.
 
     It must open its group (unless the next line is wrapped prose: lower-case, or a break the next word
     would have fitted on) or stand right before a blank line, a list, a table or a rule.
     """
-    if not _title_like(line.text) or (continues and not _ends_sentence(previous)):
+    if (continues and not _ends_sentence(previous)) or not _title_like(line.text):
         return False
     if following is None or _starts_block(following):
         return True
     return previous is None and not _starts_lower(following) and _fits(line, following, width)
 
 
-def _titles_next(line: _Line, marker: _Marker, following: _Line | None, width: int) -> bool:
+def _titles_next(line: _Line, marker: _Marker, following: _Line | None, width: _WrapWidth) -> bool:
     """A marked title directly above its text (``1. 목적``, ``3.1. Цель``, ``■ 문의처``), not a wrapped item;
     or above articles or a list of another kind (``3. 추진 배경`` over ``□ 현황``)."""
     if following is None or marker.family == ("circled",) or not _title_like(line.text[marker.length :]):
@@ -379,6 +382,24 @@ def _underlines(rule: _Line, previous: _Line | None, spans: list[_Span]) -> bool
         return False
     _, start, _, end = spans[-1]
     return rule.text[0] in "=-" and (start, end) == (previous.start, previous.end)
+
+
+class _WrapWidth:
+    """The widest line of the document in screen columns (at least ``_NARROWEST_WRAP``), measured on first
+    use: most documents never ask."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+
+    @cached_property
+    def columns(self) -> int:
+        widest = _NARROWEST_WRAP
+        for line in sorted(self._lines, key=len, reverse=True):  # longest first; a line is at most 2x its length
+            if 2 * len(line) <= widest:
+                break
+            if not line.lstrip().startswith("|"):
+                widest = max(widest, _width(line))
+        return widest
 
 
 def _width(text: str) -> int:
