@@ -191,6 +191,16 @@ def test_russian_abbreviations_stay_inside_a_sentence(text: str, expected: list[
     assert result[: len(expected)] == expected and len(result) == 2
 
 
+def test_russian_abbreviations_that_end_a_sentence_still_do() -> None:
+    """``д.`` (дом) and ``п.`` (пункт) never end a sentence, but ``и т. д.`` and ``и т. п.`` often do."""
+    assert units("Купили столы и т. д. Потом всё привезли. Взяли бумагу и т. п. Затем ушли.") == [
+        "Купили столы и т. д.",
+        "Потом всё привезли.",
+        "Взяли бумагу и т. п.",
+        "Затем ушли.",
+    ]
+
+
 def test_russian_without_final_punctuation() -> None:
     assert units("Первое предложение!  Второе?\nТретье… Четвёртое без точки") == [
         "Первое предложение!",
@@ -226,6 +236,38 @@ def test_english_without_final_punctuation_and_trailing_space() -> None:
         "Second?",
         "Third line has no stop",
     ]
+
+
+def test_english_wrapped_lines_are_one_sentence() -> None:
+    """pysbd alone ends a sentence at every line break; a block's lines are one paragraph or item."""
+    assert units("The manager approves the request\nwithin two days. The clerk files\nit.") == [
+        "The manager approves the request\nwithin two days.",
+        "The clerk files\nit.",
+    ]
+
+
+def test_fenced_code_is_one_unit() -> None:
+    doc = _from_text("Run this:\n\n```\nexport A=1. B=2.\n\nmake all\n```\n")
+    assert [(s.text, doc.blocks[s.block].kind) for s in doc.sentences] == [
+        ("Run this:", BlockKind.PARAGRAPH),
+        ("export A=1. B=2.\n\nmake all", BlockKind.CODE),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "never_final"),
+    [
+        ("порядке, т. е.", True), ("т.е.", True), ("Т. е.", True), ("в т. ч.", True), ("см.", True), ("доб.", True),
+        ("e.g.", True), ("No.", True), ("отел.", False), ("no.", False), ("и т. д.", False), ("и т.п.", False),
+        ("2024 г.", False), ("закупок.", False), ("etc.", False), ("д.", True), ("с.", True),
+    ],
+)  # fmt: skip
+def test_abbreviations_that_never_end_a_sentence(text: str, never_final: bool) -> None:
+    from extractor.segment.abbreviations import ends_with_abbreviation, mask
+
+    assert ends_with_abbreviation(text) is never_final
+    masked = mask(text)
+    assert len(masked) == len(text) and (masked != text) is never_final
 
 
 def test_units_never_cross_blocks_of_any_kind() -> None:
