@@ -143,8 +143,8 @@ def _splitter_for(content: str) -> Splitter:
     if _HANGUL.search(content):
         return _split_korean
     cyrillic = sum(map(len, _CYRILLIC.findall(content)))  # runs, not characters: few objects per block
-    if cyrillic and 2 * cyrillic > sum(map(str.isalpha, content)):
-        return _split_russian
+    if cyrillic and (2 * cyrillic > len(content) or 2 * cyrillic > sum(map(str.isalpha, content))):
+        return _split_russian  # (a majority of all characters is one of the letters without counting them)
     return _split_english
 
 
