@@ -29,14 +29,15 @@ def _pattern(abbreviation: str) -> str:
     first = abbreviation[0]
     if first.islower() and not first.isascii():
         body = f"[{first}{first.upper()}]" + body[len(re.escape(first)) :]
+    if len(parts) == 1 and len(parts[0]) == 1:  # not the д. of "и т. д." or the п. of "и т. п."
+        body = r"(?<!т\.\s)(?<!т\.)" + body
     return body
 
 
 _ALTERNATIVES = "|".join(map(_pattern, NEVER_FINAL))
 _FIRST = "".join(sorted({a[0] for a in NEVER_FINAL} | {a[0].upper() for a in NEVER_FINAL}))
-_START = r"(?<![\w.-])(?<!т\.\s)(?<!т\.)"  # a word start, but not the д. of "и т. д." or the п. of "и т. п."
-_AT_END = re.compile(_START + "(?:" + _ALTERNATIVES + r")\Z")
-_ANYWHERE = re.compile(r"(?=[" + _FIRST + r"])" + _START + "(?:" + _ALTERNATIVES + ")")  # the look-ahead is a fast filter
+_AT_END = re.compile(r"(?<![\w.-])(?:" + _ALTERNATIVES + r")\Z")
+_ANYWHERE = re.compile(r"(?=[" + _FIRST + r"])(?<![\w.-])(?:" + _ALTERNATIVES + ")")  # the look-ahead is a fast filter
 
 
 def ends_with_abbreviation(text: str) -> bool:
