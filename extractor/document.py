@@ -17,14 +17,15 @@ class BlockKind(StrEnum):
     LIST_ITEM = "list_item"
     PARAGRAPH = "paragraph"
     TABLE_CELL = "table_cell"
+    CODE = "code"  # a fenced code block: one unit, never split into sentences
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
     """A run of canonical text with one structural role.
 
-    ``content_start`` skips a list marker (``- ``, ``1. ``) or a Markdown heading/table prefix so that
-    sentences start at the words a person would quote.
+    ``content_start`` skips a list marker (``- ``, ``1. ``, ``①``), a Markdown heading/table prefix or the
+    opening fence of fenced code, so that sentences start at the words a person would quote.
     """
 
     index: int

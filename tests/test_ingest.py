@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import unicodedata
 import zipfile
 from pathlib import Path
@@ -19,7 +20,7 @@ from extractor.document import BlockKind, Document
 from extractor.errors import InputError
 from extractor.ingest import from_text, load
 
-H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
+H, L, P, T, C = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL, BlockKind.CODE
 
 RUSSIAN = (
     "Сотрудник заполняет заявку на отпуск в системе учёта. Руководитель отдела проверяет заявку "
@@ -254,15 +255,107 @@ def test_from_text_markdown_and_bad_format() -> None:
         from_text("x", fmt="pdf")
 
 
+def test_markdown_fenced_code_setext_headings_and_rules() -> None:
+    markdown = (
+        "Leave policy\n"
+        "============\n"
+        "\n"
+        "The employee files a request.\n"
+        "\n"
+        "Approval steps\n"
+        "--------------\n"
+        "1. The manager approves it.\n"
+        "\n"
+        "```sql\n"
+        "-- not a list item\n"
+        "# not a heading\n"
+        "\n"
+        "| not | a table |\n"
+        "SELECT * FROM leave;\n"
+        "```\n"
+        "A paragraph of two lines\n"
+        "is not a setext heading.\n"
+        "---\n"
+        "* * *\n"
+        "```\n"
+        "```\n"
+        "~~~~ text\n"
+        "unclosed ``` fence\n"
+    )
+    doc = from_text(markdown, fmt="md")
+    assert_well_formed(doc)
+    assert spans(doc) == [
+        (H, "Leave policy"),
+        (P, "The employee files a request."),
+        (H, "Approval steps"),
+        (L, "1. The manager approves it."),
+        (C, "```sql\n-- not a list item\n# not a heading\n\n| not | a table |\nSELECT * FROM leave;"),
+        (P, "A paragraph of two lines\nis not a setext heading."),
+        (C, "~~~~ text\nunclosed ``` fence"),
+    ]
+    assert contents(doc)[4] == "-- not a list item\n# not a heading\n\n| not | a table |\nSELECT * FROM leave;"
+    assert contents(doc)[6] == "unclosed ``` fence"
+
+
+LAYOUTS = Path(__file__).resolve().parent / "corpus" / "layouts"
+
+
+def test_korean_procedure_blocks() -> None:
+    """Numbered titles above their text, 개조식 bullets, 제N조 articles split from their ① clause, 가나다, ■."""
+    doc = load_ok(LAYOUTS / "ko_work_request_procedure.txt")
+    found = spans(doc)
+    for expected in [
+        (H, "1. 목적"),
+        (P, "이 절차서는 부서 간 업무 요청의 접수, 검토, 처리 및 종결 기준을 정하여 요청 누락과\n처리 지연을 방지하는 것을 목적으로 한다."),
+        (H, "2. 적용 범위"),
+        (H, "3. 추진 배경"),
+        (H, "□ 현황 및 문제점"),
+        (L, "○ 요청 누락과 처리 지연에 대한 책임 소재가 불분명함"),
+        (L, "- 2023년 요청 처리 평균 소요 기간 5.2일, 기한 초과 비율 18%"),
+        (L, "○ 요청별 담당자와 처리 기한을 지정하고, 기한 경과 시 알림을\n   자동으로 발송함"),
+        (H, "제1조(요청 등록)"),
+        (L, "① 요청자는 업무포털에 요청 내용, 희망 완료일 및 첨부 자료를\n등록하여야 한다."),
+        (H, "제3조(처리 및 종결)"),
+        (L, "가. 요청자는 자신이 등록한 요청만 수정하거나 취소할 수 있다."),
+        (H, "■ 문의처"),
+    ]:
+        assert expected in found
+    assert found[found.index((H, "제1조(요청 등록)")) + 1][0] is L
+
+
+def test_russian_reglament_blocks() -> None:
+    """Wrapped lines starting with т. к., г., п., с., т. е. stay in their item; 3.1. titles its paragraph."""
+    doc = load_ok(LAYOUTS / "ru_procurement_reglament.txt")
+    found = spans(doc)
+    for expected in [
+        (H, "1. Общие положения"),
+        (L, "1.2. Закупка у единственного поставщика допускается только в исключительных случаях,\n"
+            "т. к. она не позволяет сравнить цены нескольких поставщиков."),
+        (L, "2.2. Заявки принимает отдел закупок по адресу: 125009,\nг. Москва, ул. Тверская, д. 7, каб. 314."),
+        (L, "а) инициатор — сотрудник подразделения, которому нужен товар или услуга;"),
+        (H, "3.1. Цель"),
+        (P, "Согласование подтверждает, что закупка необходима, а цена обоснована."),
+        (L, "3.4. Если стоимость закупки превышает лимит, установленный в\n"
+            "п. 3 Положения о закупках, заявку дополнительно согласует финансовый директор."),
+        (L, "— Инициатор отвечает за полноту и достоверность сведений в заявке."),
+    ]:
+        assert expected in found
+    assert len(found) == 28  # one block per unit but "4. Сроки", whose paragraph holds two sentences
+
+
+_RULE_LINE = re.compile(r"\s*([-*_=])(?:[ \t]*\1){2,}\s*")
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab .:-*|#1)\n\r\t\u00a0가й\u0306")), max_size=80))
+@given(st.text(alphabet=st.sampled_from(list("ab .:-*|#1)`~\n\r\t\u00a0가й\u0306①□")), max_size=80))
 def test_any_text_gives_well_formed_blocks_or_empty_error(text: str) -> None:
     try:
         doc = from_text(text)
     except InputError as error:
         assert str(error) == "<text>: empty document (no text)"
         lines = unicodedata.normalize("NFC", text).replace("\r", "\n").split("\n")
-        assert all(not line.strip() or line.strip().startswith("|") for line in lines)
+        # nothing but table rules, horizontal rules and fences
+        assert all(not line.strip() or line.strip()[0] in "|`~" or _RULE_LINE.fullmatch(line) for line in lines)
     else:
         assert_well_formed(doc)
 

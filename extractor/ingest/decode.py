@@ -45,10 +45,10 @@ def decode(data: bytes, path: str, declared: str | None = None) -> tuple[str, st
         if utf16 is None:
             raise InputError(path, f"binary file (NUL byte at offset {nul}); not a text document")
         return utf16
-    for name in ("utf-8", declared):
-        if name is not None:
+    for charset in ("utf-8", declared):
+        if charset is not None:
             try:
-                return data.decode(name), codecs.lookup(name).name
+                return data.decode(charset), codecs.lookup(charset).name
             except (UnicodeDecodeError, LookupError):
                 pass
     return _legacy(data, path)

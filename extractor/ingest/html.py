@@ -55,7 +55,7 @@ def _pieces(root: BeautifulSoup) -> Iterator[tuple[BlockKind, str]]:
                 yield kind, _flush(run)
         elif not isinstance(child, Tag):
             if not isinstance(child, PreformattedString):  # comments, doctype, CDATA
-                run.append(_SPACE.sub(" ", child))  # source line breaks are just spaces
+                run.append(_SPACE.sub(" ", str(child)))  # source line breaks are just spaces
         elif child.name == "br":
             run.append("\n")
         elif child.name in _BLOCK_ELEMENTS:

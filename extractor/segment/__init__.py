@@ -7,27 +7,35 @@ or a change to the rules here, may move one boundary and renumber every later se
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable
+from functools import cache
 from importlib.metadata import version
+from types import ModuleType
 
-import pysbd
-import razdel
+import pysbd  # type: ignore[import-untyped]
+import razdel  # type: ignore[import-untyped]
 
-from extractor.document import Block, Document, Sentence
+from extractor.document import Block, BlockKind, Document, Sentence
+from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
 
 __all__ = ["SEGMENTER_ID", "check_invariants", "segment"]
 
 SEGMENTER_ID: str = (
-    f"extractor-seg/1 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
+    f"extractor-seg/2 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
 )
 """Names this segmenter and every library version that decides where boundaries (and so ids) fall.
 
-Bump ``extractor-seg/N`` whenever a rule below changes. Versions come from package metadata because
-importing kss takes seconds.
+Bump ``extractor-seg/N`` whenever a rule below, or a block rule of ``extractor.ingest.text`` (blocks bound
+the units), changes. Versions come from package metadata because importing kss takes seconds.
+
+2: wrapped lines starting with an abbreviation, marked titles above their text, circled clauses, 제N조
+articles, fenced code (issue 16), no split after an abbreviation that never ends a sentence.
 """
 
 Splitter = Callable[[str], list[str]]
@@ -37,7 +45,7 @@ _WINDOW = 2000
 paragraph, 0.6 s in 200 pieces)."""
 
 _HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff]")
-_CYRILLIC = re.compile("[\u0400-\u052f]")
+_CYRILLIC = re.compile("[\u0400-\u052f]+")
 _TERMINALS = frozenset(".!?…。！？")
 _CLOSERS = frozenset("\"'”’»)]}")
 
@@ -53,7 +61,7 @@ def segment(document: Document) -> Document:
     sentences: list[Sentence] = []
     for block in document.blocks:
         content = document.text[block.content_start : block.end]
-        for start, end in _block_units(content):
+        for start, end in _block_units(content, block.kind):
             sentences.append(
                 Sentence(
                     id=f"s{len(sentences) + 1}",
@@ -117,31 +125,50 @@ def _require_blank(text: str, start: int, end: int, block: int) -> None:
         raise AssertionError(f"block {block}: text[{start}:{end}] {text[start:end]!r} is in no sentence")
 
 
-def _block_units(content: str) -> list[tuple[int, int]]:
-    """Offsets of the sentence units of one block's content."""
+def _block_units(content: str, kind: BlockKind) -> list[tuple[int, int]]:
+    """Offsets of the sentence units of one block's content; fenced code is one unit, not prose.
+
+    The splitters see the content with the dots of never-final abbreviations masked (same offsets), so
+    none of them ends a sentence at ``доб.`` or ``т. е.``.
+    """
     if not content or content.isspace():
         return []
-    return _join_glued(content, _split_windowed(content, _splitter_for(content)))
+    if kind is BlockKind.CODE:
+        return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
+    return _join_glued(content, _split_windowed(mask(content), _splitter_for(content)))
 
 
 def _splitter_for(content: str) -> Splitter:
     """Pick by script: any Hangul is Korean, a Cyrillic majority of letters is Russian, else English."""
     if _HANGUL.search(content):
         return _split_korean
-    letters = sum(char.isalpha() for char in content)
-    if 2 * len(_CYRILLIC.findall(content)) > letters:
-        return _split_russian
+    cyrillic = sum(map(len, _CYRILLIC.findall(content)))  # runs, not characters: few objects per block
+    if cyrillic and (2 * cyrillic > len(content) or 2 * cyrillic > sum(map(str.isalpha, content))):
+        return _split_russian  # (a majority of all characters is one of the letters without counting them)
     return _split_english
 
 
 def _split_korean(text: str) -> list[str]:
     """kss with the rule-based ``fast`` backend: the default (pecab, since mecab is absent) splits
-    inside words (``... 요`` + ``청된 ...``). Imported here because importing kss takes seconds."""
-    import kss
+    inside words (``... 요`` + ``청된 ...``)."""
+    return _kss().split_sentences(text, backend="fast")
 
-    # kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's concern
+
+@cache
+def _kss() -> ModuleType:
+    """kss, imported on first use because importing it takes seconds, and quietened.
+
+    kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's
+    concern. And every call tries ``from kss_cython import ...``; without that optional package, each
+    failed import searches ``sys.path`` again (a quarter of kss's time on short blocks). A ``None`` in
+    ``sys.modules`` makes that import fail at once, as it would anyway: same function, same sentences.
+    """
+    if importlib.util.find_spec("kss_cython") is None:
+        sys.modules.setdefault("kss_cython", None)  # type: ignore[arg-type]
+    import kss  # type: ignore[import-untyped]
+
     logging.getLogger("Kss").setLevel(logging.ERROR)
-    return kss.split_sentences(text, backend="fast")
+    return kss
 
 
 def _split_russian(text: str) -> list[str]:
@@ -150,9 +177,13 @@ def _split_russian(text: str) -> list[str]:
 
 
 def _split_english(text: str) -> list[str]:
-    """pysbd without cleaning, so the sentences it returns are slices of ``text`` (it may drop some)."""
+    """pysbd without cleaning, so the sentences it returns are slices of ``text`` (it may drop some).
+
+    pysbd ends a sentence at every line break; inside a block a line break is a wrapped line (a block's
+    lines are one paragraph or item), so it sees spaces instead. The alignment ignores whitespace.
+    """
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
-    return [span.sent for span in segmenter.segment(text)]
+    return [span.sent for span in segmenter.segment(text.replace("\n", " "))]
 
 
 def _split_windowed(content: str, split: Splitter) -> list[tuple[int, int]]:

@@ -24,6 +24,10 @@ def align(content: str, pieces: Iterable[str]) -> list[tuple[int, int]]:
     returned. Each piece is looked for only in a window around where it is expected, which keeps the work
     linear in the input size unless the splitter both drops and alters text.
     """
+    pieces = list(pieces)
+    verbatim = _verbatim(content, pieces)
+    if verbatim is not None:
+        return verbatim
     positions = [index for index, char in enumerate(content) if not char.isspace()]
     dense = "".join(content[index] for index in positions)
     wanted = [squeezed for piece in pieces if (squeezed := "".join(piece.split()))]
@@ -47,3 +51,24 @@ def align(content: str, pieces: Iterable[str]) -> list[tuple[int, int]]:
     if cursor < len(dense):
         spans.append((positions[cursor], positions[-1] + 1))
     return spans
+
+
+def _verbatim(content: str, pieces: list[str]) -> list[tuple[int, int]] | None:
+    """The common case without the per-character work: every piece, trimmed, is a slice of ``content``
+    that follows the previous one after nothing but whitespace, and only whitespace follows the last.
+
+    Then the search above would find each piece exactly there, so the spans are the same; otherwise
+    ``None`` and the search runs.
+    """
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for piece in pieces:
+        trimmed = piece.strip()
+        if not trimmed:
+            continue
+        found = content.find(trimmed, cursor)
+        if found < 0 or found > cursor and not content[cursor:found].isspace():
+            return None
+        cursor = found + len(trimmed)
+        spans.append((found, cursor))
+    return None if content[cursor:].strip() else spans
