@@ -131,11 +131,13 @@ def expand_paths(paths: Iterable[str]) -> tuple[list[Path], list[DocumentOutcome
 
 
 class AdaptiveLimit:
-    """Concurrency that halves on every 429 and grows back by one after a run of successes.
+    """Concurrency that halves on every 429 or timeout and grows back by one after a run of successes.
 
     It bounds model calls (generation, repair, judge), not documents. Calls already under way keep their
     slots (their retries wait out ``Retry-After``); the lower limit holds back the calls not yet started.
-    ``rate_limits`` and ``lowest`` say how hard the run was throttled.
+    A timeout counts like a 429: a server that serves one request at a time answers queued calls late, and
+    retrying them all at once only queues more. ``rate_limits``, ``timeouts`` and ``lowest`` say how hard
+    the run was throttled.
     """
 
     def __init__(self, maximum: int) -> None:
@@ -143,14 +145,22 @@ class AdaptiveLimit:
         self.limit = self.maximum
         self.lowest = self.maximum
         self.rate_limits = 0
+        self.timeouts = 0
         self._active = 0
         self._successes = 0
         self._changed = asyncio.Condition()
 
     def on_rate_limit(self, retry_after_s: float | None = None) -> None:
+        self.rate_limits += 1
+        self._halve()
+
+    def on_timeout(self) -> None:
+        self.timeouts += 1
+        self._halve()
+
+    def _halve(self) -> None:
         self.limit = max(1, self.limit // 2)
         self.lowest = min(self.lowest, self.limit)
-        self.rate_limits += 1
         self._successes = 0
 
     async def __aenter__(self) -> None:
@@ -283,7 +293,7 @@ class Pipeline:
             await self._db_call(self.store.finish_run, self.run_id, status)
             summary.seconds = time.monotonic() - started
             summary.rate_limits = self.limit.rate_limits
-            summary.lowest_concurrency = self.limit.lowest if self.limit.rate_limits else None
+            summary.lowest_concurrency = self.limit.lowest if self.limit.lowest < self.limit.maximum else None
             await self.provider.aclose()
             if self.judge is not None:
                 await self.judge.aclose()

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from extractor.cli.app import ContractName, Format, FormatOption, app, emit_json, fail
-from extractor.cli.judge import DEFAULT_RUBRIC, DEFAULT_THRESHOLD, JudgeModeName
+from extractor.cli.judge import DEFAULT_RUBRIC, DEFAULT_THRESHOLD, JudgeModeName, ResponseFormatOption
+from extractor.providers import ResponseFormat
 
 
 def resolve_model(model: str | None) -> str:
@@ -35,13 +36,14 @@ def run(
                                               "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
     prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = "v1",
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
-                                             "429, then grown back)")] = 4,
+                                             "429 or timeout, then grown back)")] = 4,
     force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,
     retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
     retry_budget: Annotated[float, typer.Option(help="total seconds of retrying per call")] = 300.0,
     max_tokens: Annotated[int | None, typer.Option(help="cap on generated tokens per call")] = None,
+    response_format: ResponseFormatOption = ResponseFormat.auto,
     tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
                                                  "default sqlite:///extract.db]")] = None,
@@ -70,9 +72,11 @@ def run(
 
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
+    call_settings = ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget,
+                                     response_format=response_format)
     try:
-        provider = from_string(spec, base_url=base_url, settings=ProviderSettings(
-            timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget), on_rate_limit=limit.on_rate_limit)
+        provider = from_string(spec, base_url=base_url, settings=call_settings, on_rate_limit=limit.on_rate_limit,
+                               on_timeout=limit.on_timeout)
     except (ValueError, ImportError) as error:
         fail(str(error))
     if getattr(provider, "is_bundled", False):
@@ -93,7 +97,7 @@ def run(
         run_judge = build_run_judge(
             judge, generator=provider, store=store, mode=judge_mode, threshold=judge_threshold,
             rubric_version=judge_rubric, base_url=judge_base_url or base_url, on_rate_limit=limit.on_rate_limit,
-            settings=ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget))
+            on_timeout=limit.on_timeout, settings=call_settings)
     elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_THRESHOLD:
         fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)
