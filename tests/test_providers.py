@@ -389,7 +389,8 @@ def test_run_timeouts_lower_the_concurrency_and_the_error_says_what_to_change(ll
     [outcome] = summary["outcomes"]
     assert result.returncode == 1 and outcome["state"] == "ERROR"
     assert outcome["cause"] == (f"timeout after 0.5 s (2 attempts) waiting for {hanging.base_url}: a slow server "
-                                "needs a longer --timeout or a lower --concurrency")
+                                "needs a longer --timeout or a lower --concurrency (no --max-tokens was set: a model "
+                                "that never stops needs one)")
     assert summary["lowest_concurrency"] == 1 and summary["rate_limits"] == 0  # 4 -> 2 -> 1, one per timeout
     assert len(hanging.chat_requests) == 2
 
@@ -426,6 +427,20 @@ def test_run_response_format_option_and_environment(llm_server: StartServer, tmp
     result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:m", env=env | {"EXTRACT_RESPONSE_FORMAT": "xml"},
                      cwd=tmp_path)
     assert result.returncode == 2 and "'xml' is not one of" in result.stderr
+
+
+def test_judge_calibrate_takes_the_response_format_too(llm_server: StartServer, tmp_path: Any) -> None:
+    server = llm_server([Reply("{}")], rejects=NO_TOOLS)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("case_id,value,excerpt,human_label_1,human_label_2\nc1,30 days,within 30 days,1,1\n",
+                      encoding="utf-8")
+    result = run_cli("judge", "calibrate", str(labels), "--judge", "openai:judge", "--response-format", "tools",
+                     "--no-store", env=cli_env(server.base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2
+    assert line.startswith(f"error: judge call failed, nothing stored: case c1: {server.base_url} does not support "
+                           "--response-format tools (HTTP 400")
+    assert sent_modes(server) == ["tools"] and server.remaining == 1
 
 
 # --- secrets ---------------------------------------------------------------------------------------------

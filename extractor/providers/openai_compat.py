@@ -213,7 +213,8 @@ class OpenAICompatProvider:
                     timeout_s = min(settings.timeout_s, remaining)
                     continue
                 transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
-                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry), transport) from None
+                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry,
+                                                capped=request.max_tokens is not None), transport) from None
             transport.append(TransportAttempt(len(transport) + 1, "ok", _ms_since(began)))
             text = answer.text
             if self._secret != NO_KEY_PLACEHOLDER and len(self._secret) >= 8 and self._secret in text:
@@ -260,13 +261,19 @@ class OpenAICompatProvider:
         ceiling = min(self._settings.backoff_max_s, self._settings.backoff_base_s * 2.0 ** (retry - 1))
         return ceiling * random.uniform(0.5, 1.0)
 
-    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool) -> str:
-        """The one line a person reads in the run log and the ERROR route: what happened and what to try."""
+    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, capped: bool) -> str:
+        """The one line a person reads in the run log and the ERROR route: what happened and what to try.
+
+        ``capped``: the request set max_tokens. Without it a small model may write until its context is full
+        (the bundled model over llama-cpp-python's server does), which no timeout fits.
+        """
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         detail = self._redact(failure.detail)
         if failure.outcome == "timeout":
             cause = (f"timeout after {self._settings.timeout_s:g} s ({tries}) waiting for {self.base_url}: a slow "
                      "server needs a longer --timeout or a lower --concurrency")
+            if not capped:
+                cause += " (no --max-tokens was set: a model that never stops needs one)"
         elif failure.status == 401:
             cause = f"HTTP 401 from {self.base_url}: the API key was rejected ({detail})"
         elif failure.status is not None:
