@@ -118,14 +118,14 @@ def llama_server(tmp_path: Path) -> Iterator[RunningServer]:
 
 
 def test_extract_run_through_llama_cpp_python_server(llama_server: RunningServer, tmp_path: Path) -> None:
-    """One sample end to end. ``--max-tokens`` keeps each call short on 2 cores: the 270M model fills the
-    contract's lists until it is cut off, so its answer is unusable and the document goes to a person,
-    which is a final state like any other (the point here is the transport, not the model's quality)."""
+    """One sample end to end (about 5 minutes on 2 busy cores). ``--max-tokens 64`` keeps each call short:
+    the 270M model fills the contract's lists until it is cut off anyway, so its answer is unusable and the
+    document goes to a person, a final state like any other (the point is the transport, not the model)."""
     db_url = f"sqlite:///{tmp_path}/real.db"
     sample = ROOT / "samples" / "en_purchase_approval.md"
     run = subprocess.Popen(
         extract_command("run", str(sample), "--model", f"openai:{MODEL_ALIAS}", "--base-url", llama_server.base_url,
-                        "--concurrency", "1", "--max-tokens", "192", "--timeout", "600", "--format", "json"),
+                        "--concurrency", "1", "--max-tokens", "64", "--timeout", "600", "--format", "json"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True,
         env=cli_env("http://127.0.0.1:9/v1", db_url),  # --base-url must win over OPENAI_BASE_URL
     )
