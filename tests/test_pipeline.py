@@ -20,6 +20,7 @@ from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
+from tests.support.extras import needs_local_extra
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,6 +266,7 @@ def test_cli_refuses_a_database_from_the_future(tmp_path: Path, en_doc: Path) ->
 
 
 @pytest.mark.slow
+@needs_local_extra
 def test_local_bundled_model_end_to_end(tmp_path: Path) -> None:
     """The real in-process model: slow (tens of seconds on 2 cores) and its answers mostly fail validation."""
     document = tmp_path / "tiny.txt"

@@ -13,16 +13,33 @@ import logging
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from extractor.contracts import get_contract
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
-from extractor.providers import ACCEPTED_FORMS, ProviderSettings, from_string
+from extractor.pipeline import AdaptiveLimit
+from extractor.providers import ACCEPTED_FORMS, ProviderSettings, ResponseFormat, from_string
 from extractor.providers.local import BUNDLED_MODEL_NOTE, LocalProvider, _merge_system, _template_keeps_system
 from extractor.providers.openai_compat import OpenAICompatProvider, _retry_after
-from tests.support.llm_server import Hang, Reply, Reset, ScriptedLLMServer, Status, Truncated, error_body
+from tests.support.batch import cli_env, run_cli, summary_of, write_batch
+from tests.support.extras import needs_local_extra
+from tests.support.llm_server import (
+    LLAMA_CPP_PYTHON,
+    NEEDS_MAX_COMPLETION_TOKENS,
+    NO_TOOLS,
+    TOOLS_BUT_NO_JSON_SCHEMA,
+    UNPROCESSABLE_JSON_SCHEMA,
+    Hang,
+    Reply,
+    Reset,
+    ScriptedLLMServer,
+    Status,
+    Truncated,
+    error_body,
+)
 
 KEY = "sk-test-DO-NOT-LEAK-0123456789abcdef"
 FAST = ProviderSettings(
@@ -119,33 +136,132 @@ def test_json_schema_mode_sends_the_contract_schema_unchanged(llm_server: StartS
     assert "max_tokens" not in sent.json
 
 
-# --- structured-output mode fallback ---------------------------------------------------------------------
+# --- structured-output modes ----------------------------------------------------------------------------
 
 
-def test_json_schema_rejected_falls_back_to_json_object_and_is_cached(llm_server: StartServer) -> None:
+def sent_modes(server: ScriptedLLMServer) -> list[str]:
+    """The structured-output mode of every chat request the server received, in order."""
+    modes = []
+    for recorded in server.chat_requests:
+        body = recorded.json or {}
+        if "tools" in body:
+            modes.append("tools")
+        elif "response_format" in body:
+            modes.append(body["response_format"]["type"])
+        else:
+            modes.append("plain")
+    return modes
+
+
+def test_json_schema_rejected_falls_back_to_tools_and_is_cached(llm_server: StartServer) -> None:
     server = llm_server(
-        [Reply('{"name": "A", "age": 1}'), Reply('{"name": "B", "age": 2}')], reject_response_format=True
+        [Reply('{"name": "A", "age": 1}'), Reply('{"name": "B", "age": 2}')], rejects=TOOLS_BUT_NO_JSON_SCHEMA
     )
-    provider = provider_for(server)
-    first, second = generate_all(provider, count=2)
-    assert (first.mode, second.mode) == ("json_object", "json_object")
-    assert first.text == '{"name": "A", "age": 1}'
+    first, second = generate_all(provider_for(server), count=2)
+    assert (first.mode, second.mode) == ("tools", "tools")
+    assert first.text == '{"name": "A", "age": 1}'  # the tool call's arguments string, as sent
     assert [a.outcome for a in first.transport] == ["http_400", "ok"]
-    assert "json_schema rejected" in first.transport[0].detail
-    assert "falling back to json_object" in first.transport[0].detail
+    assert first.transport[0].detail.startswith("json_schema rejected (response_format type json_schema is not")
+    assert first.transport[0].detail.endswith("; falling back to tools")
     assert [a.outcome for a in second.transport] == ["ok"]  # the accepted mode is remembered
-    sent = [r.json["response_format"] for r in server.chat_requests if r.json is not None]
-    assert [f["type"] for f in sent] == ["json_schema", "json_object", "json_object"]
-    assert sent[1] == {"type": "json_object"}
+    assert sent_modes(server) == ["json_schema", "tools", "tools"]
+    body = server.chat_requests[1].json
+    assert body is not None and "response_format" not in body
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "person", "description": "Submit the person as this function's arguments.", "parameters": PERSON}}]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "person"}}
 
 
-def test_server_without_any_response_format_gets_plain_requests(llm_server: StartServer) -> None:
-    server = llm_server([Reply("plain answer")], reject_response_format={"json_schema", "json_object"})
+@pytest.mark.parametrize("profile", [LLAMA_CPP_PYTHON, UNPROCESSABLE_JSON_SCHEMA], ids=["500-llama-cpp-python", "422"])
+def test_a_500_or_422_naming_the_format_is_a_rejection_not_a_retry(llm_server: StartServer,
+                                                                    profile: dict[str, Status]) -> None:
+    server = llm_server([Reply('{"name": "A", "age": 1}')], rejects=profile)
+    result = generate(server)
+    assert (result.mode, result.text) == ("tools", '{"name": "A", "age": 1}')
+    [rejected, ok] = result.transport
+    assert rejected.outcome == f"http_{profile['json_schema'].code}" and ok.outcome == "ok"
+    assert "Input should be 'text' or 'json_object'" in rejected.detail and rejected.wait_s == 0.0
+    assert sent_modes(server) == ["json_schema", "tools"]
+
+
+def test_a_500_that_does_not_name_the_format_is_retried_in_the_same_mode(llm_server: StartServer) -> None:
+    server = llm_server([Status(500, error_body("CUDA out of memory", type_="server_error")), Reply("ok")])
+    result = generate(server)
+    assert (result.mode, [a.outcome for a in result.transport]) == ("json_schema", ["http_500", "ok"])
+    assert sent_modes(server) == ["json_schema", "json_schema"]
+
+
+def test_server_without_json_schema_or_tools_gets_json_object(llm_server: StartServer) -> None:
+    server = llm_server([Reply('{"name": "A", "age": 1}')], rejects={**TOOLS_BUT_NO_JSON_SCHEMA, **NO_TOOLS})
+    result = generate(server)
+    assert (result.mode, [a.outcome for a in result.transport]) == ("json_object", ["http_400", "http_400", "ok"])
+    assert "tools rejected (this model does not support tools)" in result.transport[1].detail
+    assert sent_modes(server) == ["json_schema", "tools", "json_object"]
+    assert server.chat_requests[-1].json == {"model": "test-model", "messages": REQUEST.messages, "temperature": 0.0,
+                                             "max_tokens": 64, "response_format": {"type": "json_object"}}
+
+
+def test_server_without_any_structured_output_gets_plain_requests(llm_server: StartServer) -> None:
+    server = llm_server([Reply("plain answer")], reject_response_format={"json_schema", "json_object"},
+                        rejects=NO_TOOLS)
     result = generate(server)
     assert (result.mode, result.text) == ("plain", "plain answer")
-    assert [a.outcome for a in result.transport] == ["http_400", "http_400", "ok"]
-    last = server.chat_requests[-1].json
-    assert last is not None and "response_format" not in last
+    assert [a.outcome for a in result.transport] == ["http_400", "http_400", "http_400", "ok"]
+    assert sent_modes(server) == ["json_schema", "tools", "json_object", "plain"]
+
+
+def test_a_server_that_ignores_tool_choice_has_its_prose_returned_as_the_answer(llm_server: StartServer) -> None:
+    """tools mode, but the server answered in content: that text is returned for the validator to route."""
+    server = llm_server([Reply("I think Alice is 30.", ignore_tools=True)])
+    result = generate(server, settings=replace(FAST, response_format=ResponseFormat.tools))
+    assert (result.mode, result.text, result.finish_reason) == ("tools", "I think Alice is 30.", "stop")
+
+
+def test_explicit_modes_send_only_their_own_shape(llm_server: StartServer) -> None:
+    server = llm_server([Reply("{}")] * 4)
+    for mode in ("json_schema", "tools", "json_object", "plain"):
+        [result] = generate_all(provider_for(server, settings=replace(FAST, response_format=ResponseFormat(mode))))
+        assert result.mode == mode
+    assert sent_modes(server) == ["json_schema", "tools", "json_object", "plain"]
+    plain = server.chat_requests[-1].json
+    assert plain is not None and not {"response_format", "tools", "tool_choice"} & set(plain)
+
+
+@pytest.mark.parametrize(("mode", "profile", "status"), [
+    ("json_schema", LLAMA_CPP_PYTHON, 500),
+    ("json_schema", UNPROCESSABLE_JSON_SCHEMA, 422),
+    ("tools", NO_TOOLS, 400),
+])
+def test_an_explicit_mode_the_server_rejects_never_falls_back(llm_server: StartServer, mode: str,
+                                                             profile: dict[str, Status], status: int) -> None:
+    server = llm_server([Reply("{}")], rejects=profile)
+    error = failure(server, settings=replace(FAST, response_format=ResponseFormat(mode)))
+    assert error.cause.startswith(f"{server.base_url} does not support --response-format {mode} (HTTP {status}: ")
+    assert error.cause.endswith("); use --response-format auto to fall back to a mode it accepts")
+    assert "\n" not in error.cause
+    assert len(server.chat_requests) == 1 and server.remaining == 1  # not retried, no other mode tried
+    assert [a.outcome for a in error.transport] == [f"http_{status}"]
+
+
+def test_max_tokens_refused_switches_to_max_completion_tokens_for_the_run(llm_server: StartServer) -> None:
+    server = llm_server([Reply("one"), Reply("two")], rejects=NEEDS_MAX_COMPLETION_TOKENS)
+    first, second = generate_all(provider_for(server), count=2)
+    assert (first.text, second.text, first.mode) == ("one", "two", "json_schema")
+    assert [a.outcome for a in first.transport] == ["http_400", "ok"]
+    assert first.transport[0].detail.endswith("; sending max_completion_tokens")
+    assert [a.outcome for a in second.transport] == ["ok"]
+    bodies = [r.json or {} for r in server.chat_requests]
+    assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in bodies] == [(True, None), (False, 64),
+                                                                                     (False, 64)]
+
+
+def test_max_tokens_too_large_is_not_mistaken_for_the_parameter_being_refused(llm_server: StartServer) -> None:
+    too_large = error_body("max_tokens is too large: 100000. This model supports at most 4096 completion tokens.",
+                           param="max_tokens")
+    server = llm_server([Status(400, too_large)])
+    error = failure(server)
+    assert error.cause == f"HTTP 400 from {server.base_url}: {too_large['error']['message']}"
+    assert len(server.chat_requests) == 1
 
 
 def test_other_400_is_not_retried_and_names_the_server_message(llm_server: StartServer) -> None:
@@ -171,12 +287,15 @@ def test_timeout_then_success(llm_server: StartServer) -> None:
     assert 0.5 <= elapsed < 1.9  # did not wait for the hang to end
 
 
-def test_timeouts_throughout_raise_with_the_attempt_count(llm_server: StartServer) -> None:
+def test_timeouts_throughout_raise_with_the_attempt_count_and_lower_the_concurrency(llm_server: StartServer) -> None:
     server = llm_server([Hang(1.0), Hang(1.0)])
     settings = ProviderSettings(timeout_s=0.3, max_transport_retries=1, backoff_base_s=0.05, backoff_max_s=0.1)
-    error = failure(server, settings=settings)
-    assert error.cause == "timeout after 0.3 s (2 attempts)"
+    limit = AdaptiveLimit(8)
+    error = failure(server, settings=settings, on_timeout=limit.on_timeout, on_rate_limit=limit.on_rate_limit)
+    assert error.cause == (f"timeout after 0.3 s (2 attempts) waiting for {server.base_url}: a slow server needs a "
+                           "longer --timeout or a lower --concurrency")
     assert [a.outcome for a in error.transport] == ["timeout", "timeout"]
+    assert (limit.timeouts, limit.rate_limits, limit.limit, limit.lowest) == (2, 0, 2, 2)  # halved per timeout
 
 
 def test_429_honours_retry_after_and_reports_rate_limit(llm_server: StartServer) -> None:
@@ -251,7 +370,77 @@ def test_unreachable_server_names_the_connection_error() -> None:
     provider = from_string("openai:m", base_url=base_url, api_key=KEY, settings=FAST)
     with pytest.raises(ProviderError) as caught:
         generate_all(provider)
-    assert caught.value.cause.startswith(f"connection error to {base_url} after 4 attempts: ")
+    cause = caught.value.cause
+    assert cause.startswith(f"connection error to {base_url} after 4 attempts: ConnectError")
+    assert cause.endswith("(is a server running at that address? it comes from --base-url or OPENAI_BASE_URL)")
+
+
+# --- the run's options, through the CLI -------------------------------------------------------------------
+
+
+def test_run_timeouts_lower_the_concurrency_and_the_error_says_what_to_change(llm_server: StartServer,
+                                                                             tmp_path: Any) -> None:
+    write_batch(tmp_path / "docs", 1)
+    hanging = llm_server(lambda request, number: Hang(30))
+    result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:slow", "--timeout", "0.5", "--retries", "1",
+                     "--concurrency", "4", "--format", "json",
+                     env=cli_env(hanging.base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
+    summary = summary_of(result)
+    [outcome] = summary["outcomes"]
+    assert result.returncode == 1 and outcome["state"] == "ERROR"
+    assert outcome["cause"] == (f"timeout after 0.5 s (2 attempts) waiting for {hanging.base_url}: a slow server "
+                                "needs a longer --timeout or a lower --concurrency (no --max-tokens was set: a model "
+                                "that never stops needs one)")
+    assert summary["lowest_concurrency"] == 1 and summary["rate_limits"] == 0  # 4 -> 2 -> 1, one per timeout
+    assert len(hanging.chat_requests) == 2
+
+
+def test_run_against_a_closed_port_names_the_url_and_openai_base_url(tmp_path: Any) -> None:
+    write_batch(tmp_path / "docs", 1)
+    with ScriptedLLMServer() as server:
+        base_url = server.base_url  # the port is free again once the server stopped
+    result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:gone", "--retries", "0", "--format", "json",
+                     env=cli_env(base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
+    [outcome] = summary_of(result)["outcomes"]
+    assert result.returncode == 1 and outcome["state"] == "ERROR"
+    assert outcome["cause"].startswith(f"connection error to {base_url} after 1 attempt: ConnectError")
+    assert "OPENAI_BASE_URL" in outcome["cause"] and "\n" not in outcome["cause"]
+
+
+def test_run_response_format_option_and_environment(llm_server: StartServer, tmp_path: Any) -> None:
+    write_batch(tmp_path / "docs", 1)
+    server = llm_server([Status(500, LLAMA_CPP_PYTHON["json_schema"].body)])
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/a.db", EXTRACT_RESPONSE_FORMAT="json_object")
+    result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:m", "--response-format", "json_schema",
+                     "--retries", "0", "--format", "json", env=env, cwd=tmp_path)
+    [outcome] = summary_of(result)["outcomes"]  # the option wins over the environment
+    assert result.returncode == 1 and outcome["state"] == "ERROR"
+    assert outcome["cause"].startswith(f"{server.base_url} does not support --response-format json_schema (HTTP 500")
+    assert sent_modes(server) == ["json_schema"]
+
+    answering = llm_server(lambda request, number: Status(400, error_body("stop here", param="messages")))
+    result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:m", "--format", "json",
+                     env=env | {"OPENAI_BASE_URL": answering.base_url, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/b.db"},
+                     cwd=tmp_path)
+    assert summary_of(result)["counts"] == {"ERROR": 1} and sent_modes(answering) == ["json_object"]
+
+    result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:m", env=env | {"EXTRACT_RESPONSE_FORMAT": "xml"},
+                     cwd=tmp_path)
+    assert result.returncode == 2 and "'xml' is not one of" in result.stderr
+
+
+def test_judge_calibrate_takes_the_response_format_too(llm_server: StartServer, tmp_path: Any) -> None:
+    server = llm_server([Reply("{}")], rejects=NO_TOOLS)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("case_id,value,excerpt,human_label_1,human_label_2\nc1,30 days,within 30 days,1,1\n",
+                      encoding="utf-8")
+    result = run_cli("judge", "calibrate", str(labels), "--judge", "openai:judge", "--response-format", "tools",
+                     "--no-store", env=cli_env(server.base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2
+    assert line.startswith(f"error: judge call failed, nothing stored: case c1: {server.base_url} does not support "
+                           "--response-format tools (HTTP 400")
+    assert sent_modes(server) == ["tools"] and server.remaining == 1
 
 
 # --- secrets ---------------------------------------------------------------------------------------------
@@ -309,6 +498,7 @@ def test_openai_settings_come_from_the_environment(llm_server: StartServer, monk
         from_string("openai:env-model")
 
 
+@needs_local_extra
 def test_local_provider_strings(tmp_path: Any) -> None:
     bundled = from_string("local")
     assert isinstance(bundled, LocalProvider) and bundled.is_bundled
@@ -322,6 +512,7 @@ def test_local_provider_strings(tmp_path: Any) -> None:
         from_string(f"local:{tmp_path / 'missing.gguf'}")
 
 
+@needs_local_extra
 def test_local_model_that_cannot_load_is_a_provider_error(tmp_path: Any) -> None:
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF not really a model")
@@ -331,6 +522,7 @@ def test_local_model_that_cannot_load_is_a_provider_error(tmp_path: Any) -> None
     assert [a.outcome for a in caught.value.transport] == ["local_error"]
 
 
+@needs_local_extra
 def test_system_role_is_merged_only_where_the_chat_template_lacks_it() -> None:
     refuses = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
     drops = "{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'] }}{% endif %}{% endfor %}"
@@ -367,6 +559,7 @@ def test_server_serves_models_and_concurrent_delayed_replies(llm_server: StartSe
 
 
 @pytest.mark.slow
+@needs_local_extra
 def test_bundled_local_model_answers_under_a_grammar() -> None:
     provider = from_string("local")
     assert isinstance(provider, LocalProvider)

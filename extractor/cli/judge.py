@@ -1,7 +1,8 @@
 """``extract judge ...``: calibrate a judge against human labels, list stored reports; the run's judge options.
 
-Only typer and the standard library at module level (``extract --help`` stays cheap); numpy, matplotlib,
-the providers and the database are imported by the command that needs them.
+Only typer, the standard library and ``extractor.providers`` (the provider vocabulary, standard library only)
+at module level (``extract --help`` stays cheap); numpy, matplotlib, the provider implementations and the
+database are imported by the command that needs them.
 Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input (one line naming the file).
 """
 
@@ -14,6 +15,7 @@ import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail
 from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
+from extractor.providers import ResponseFormat
 
 if TYPE_CHECKING:
     from extractor.generate import Provider
@@ -25,12 +27,18 @@ judge_app = typer.Typer(help="The optional judge stage: calibrate a judge agains
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
 
+ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
+    envvar="EXTRACT_RESPONSE_FORMAT",
+    help="how an OpenAI-compatible server is asked for JSON: auto tries json_schema, tools, json_object, plain "
+         "and keeps the first the server accepts; any other value is used alone")]
+
+
 # ---------------------------------------------------------------- used by ``extract run``
 
 
 def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeMode | None, threshold: float,
                     rubric_version: str, base_url: str | None, settings: ProviderSettings,
-                    on_rate_limit: Any = None) -> Judge:
+                    on_rate_limit: Any = None, on_timeout: Any = None) -> Judge:
     """The judge of a run, with its policy resolved against the calibrations on record.
 
     Prints (stderr) why block was downgraded, and a warning when judge and generator are the same model.
@@ -46,7 +54,8 @@ def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: Judge
     except FileNotFoundError as error:
         fail(str(error))
     try:
-        provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit)
+        provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit,
+                               on_timeout=on_timeout)
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
     requested = mode or JudgeMode.review
@@ -96,6 +105,7 @@ def calibrate(
     base_url: Annotated[str | None, typer.Option(help="with --judge: OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     timeout: Annotated[float, typer.Option(help="with --judge: seconds per call")] = 120.0,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="with --judge: calls in flight")] = 4,
+    response_format: ResponseFormatOption = ResponseFormat.auto,
     store: Annotated[bool, typer.Option("--store/--no-store", help="store the report in the database")] = True,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
                                                  "default sqlite:///extract.db]")] = None,
@@ -119,7 +129,8 @@ def calibrate(
     cases, csv_model = read_labels(labels, scores_column, need_texts=judge is not None)
     notes: list[str] = []
     if judge is not None:
-        cases, judge_model = _score_with_judge(cases, judge, rubric, base_url, timeout, concurrency, format)
+        cases, judge_model = _score_with_judge(cases, judge, rubric, base_url, timeout, concurrency, format,
+                                               response_format)
         source = f"judge run ({judge_model}, rubric {rubric})"
     else:
         judge_model = (model_id or csv_model or "unspecified").strip()
@@ -159,7 +170,7 @@ def calibrate(
 
 
 def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url: str | None, timeout: float,
-                      concurrency: int, format: Format) -> tuple[list[Any], str]:
+                      concurrency: int, format: Format, response_format: ResponseFormat) -> tuple[list[Any], str]:
     import asyncio
 
     from rich.console import Console
@@ -174,7 +185,8 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
     except FileNotFoundError as error:
         fail(str(error))
     try:
-        provider = from_string(spec, base_url=base_url, settings=ProviderSettings(timeout_s=timeout))
+        provider = from_string(spec, base_url=base_url,
+                               settings=ProviderSettings(timeout_s=timeout, response_format=response_format))
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
 

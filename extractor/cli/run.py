@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from extractor.cli.app import ContractOption, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.cli.judge import ResponseFormatOption
+from extractor.providers import ResponseFormat
 from extractor.vocab import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTRACT,
@@ -44,7 +46,7 @@ def run(
                                               "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
     prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
-                                             "429, then grown back)")] = DEFAULT_CONCURRENCY,
+                                             "429 or timeout, then grown back)")] = DEFAULT_CONCURRENCY,
     force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
     retry_errors: Annotated[bool, typer.Option(help="retry documents that ended ERROR in an earlier run (the model "
                                                "was never heard, nothing was decided)")] = True,
@@ -53,6 +55,7 @@ def run(
     retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
     retry_budget: Annotated[float, typer.Option(help="total seconds of retrying per call")] = 300.0,
     max_tokens: Annotated[int | None, typer.Option(help="cap on generated tokens per call")] = None,
+    response_format: ResponseFormatOption = ResponseFormat.auto,
     tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
                                                  "default sqlite:///extract.db]")] = None,
@@ -80,7 +83,7 @@ def run(
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
              retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database, judge=judge,
              judge_mode=judge_mode, judge_threshold=judge_threshold, judge_rubric=judge_rubric,
-             judge_base_url=judge_base_url, format=format)
+             judge_base_url=judge_base_url, response_format=response_format, format=format)
     except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
         typer.echo("interrupted before any document was started", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
@@ -94,7 +97,7 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
          retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
          max_tokens: int | None, tag: list[str] | None, database: str | None, judge: str | None,
          judge_mode: JudgeMode | None, judge_threshold: float, judge_rubric: str, judge_base_url: str | None,
-         format: Format) -> None:
+         response_format: ResponseFormat, format: Format) -> None:
     import asyncio
 
     from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
@@ -109,9 +112,11 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
         raise typer.Exit(ExitCode.USAGE)
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
+    call_settings = ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget,
+                                     response_format=response_format)
     try:
-        provider = from_string(spec, base_url=base_url, settings=ProviderSettings(
-            timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget), on_rate_limit=limit.on_rate_limit)
+        provider = from_string(spec, base_url=base_url, settings=call_settings, on_rate_limit=limit.on_rate_limit,
+                               on_timeout=limit.on_timeout)
     except (ValueError, ImportError) as error:
         fail(str(error))
     if getattr(provider, "is_bundled", False):
@@ -129,7 +134,7 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
         run_judge = build_run_judge(
             judge, generator=provider, store=store, mode=judge_mode, threshold=judge_threshold,
             rubric_version=judge_rubric, base_url=judge_base_url or base_url, on_rate_limit=limit.on_rate_limit,
-            settings=ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget))
+            on_timeout=limit.on_timeout, settings=call_settings)
     elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_JUDGE_THRESHOLD:
         fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)

@@ -76,7 +76,7 @@ class GenerationResult:
     """The model's raw answer plus what it cost; ``text`` may be empty, truncated or not JSON at all."""
 
     text: str
-    mode: str  # how structure was requested: "json_schema", "tools", "json_object", "grammar", ...
+    mode: str  # how structure was requested: "json_schema", "tools", "json_object", "plain" or "grammar" (local)
     model: str
     latency_ms: float
     prompt_tokens: int | None = None
@@ -98,6 +98,12 @@ class RateLimited(Protocol):
     """Providers call this on every 429 so the pipeline can lower its concurrency."""
 
     def __call__(self, retry_after_s: float | None) -> None: ...
+
+
+class TimedOut(Protocol):
+    """Providers call this on every timed-out try: a server too slow for the calls in flight gets fewer."""
+
+    def __call__(self) -> None: ...
 
 
 @runtime_checkable

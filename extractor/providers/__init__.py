@@ -1,19 +1,35 @@
 """Model providers behind ``extractor.generate.Provider``, chosen by a provider string.
 
 ``openai:<model>`` talks to any OpenAI-compatible HTTP server (OpenAI, vLLM, Ollama, llama.cpp server,
-LM Studio); ``local:<path.gguf>`` runs a GGUF file in process with llama-cpp-python; plain ``local`` runs
-the bundled demonstration model. Provider modules are imported only when chosen, so the local extra
-(llama-cpp-python) is never needed for HTTP use.
+LM Studio, llama-cpp-python's server); ``local:<path.gguf>`` runs a GGUF file in process with
+llama-cpp-python; plain ``local`` runs the bundled demonstration model. Provider modules are imported only
+when chosen, so the local extra (llama-cpp-python) is never needed for HTTP use. This module itself needs
+only the standard library: the CLI imports ``ResponseFormat`` from it at start-up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-from extractor.generate import Provider, RateLimited
+from extractor.generate import Provider, RateLimited, TimedOut
 
 ACCEPTED_FORMS = "openai:<model>, local:<path.gguf> or local (the bundled demo model)"
+
+
+class ResponseFormat(StrEnum):
+    """How an OpenAI-compatible server is asked for structured output (``--response-format``).
+
+    ``auto`` tries json_schema, tools, json_object, plain in that order, moving on when the server says it
+    lacks one, and keeps the first it accepts; any other value is used alone and never falls back.
+    """
+
+    auto = "auto"
+    json_schema = "json_schema"  # response_format json_schema: the server enforces the contract's schema
+    tools = "tools"  # one function whose parameters are the schema, forced by tool_choice
+    json_object = "json_object"  # JSON mode: valid JSON, the schema only in the prompt
+    plain = "plain"  # no structure requested: the prompt alone asks for JSON
 
 
 @dataclass(frozen=True)
@@ -26,6 +42,7 @@ class ProviderSettings:
     backoff_base_s: float = 1.0
     backoff_max_s: float = 30.0
     n_ctx: int = 8192  # context window of local models
+    response_format: ResponseFormat = ResponseFormat.auto  # OpenAI-compatible servers only
 
 
 def from_string(
@@ -35,10 +52,12 @@ def from_string(
     api_key: str | None = None,
     settings: ProviderSettings | None = None,
     on_rate_limit: RateLimited | None = None,
+    on_timeout: TimedOut | None = None,
 ) -> Provider:
     """Build the provider a provider string names; ``ValueError`` (one line) for anything else.
 
-    ``base_url``/``api_key`` default to ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` (openai only).
+    ``base_url``/``api_key`` default to ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` (openai only); the
+    callbacks let a run lower its concurrency on 429s and timeouts (a local model has neither).
     """
     settings = settings or ProviderSettings()
     kind, colon, rest = spec.strip().partition(":")
@@ -47,7 +66,8 @@ def from_string(
         from extractor.providers.openai_compat import OpenAICompatProvider
 
         return OpenAICompatProvider(
-            rest, base_url=base_url, api_key=api_key, settings=settings, on_rate_limit=on_rate_limit
+            rest, base_url=base_url, api_key=api_key, settings=settings, on_rate_limit=on_rate_limit,
+            on_timeout=on_timeout,
         )
     if kind == "local" and (rest or not colon):
         from extractor.providers.local import LocalProvider

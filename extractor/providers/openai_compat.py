@@ -1,10 +1,17 @@
 """OpenAI-compatible HTTP provider: raw answers, structured output where the server allows, bounded retries.
 
 The pipeline repairs and validates by itself, so this provider never parses or re-asks: it returns the
-raw text of every answer. ``instructor`` builds the structured-output request parameters (its
-``JSON_SCHEMA`` mode), fed a stand-in model whose JSON Schema *is* the contract file, so the schema sent
-is exactly ``request.schema``. The ``openai`` client's own retries are off; ours are bounded, recorded
-per try, and honour ``Retry-After``.
+raw text of every answer (a tool call's ``arguments`` string in tools mode). The request shapes are built
+here, not by ``instructor``: contracts are JSON Schema files, not pydantic models, and the only parts of
+instructor that would apply (its modes and request builders) assume a response model to parse into and
+retries to re-ask with, both of which this product does itself (the validator, the one repair). Four
+dict shapes are smaller than a stand-in model per schema. The ``openai`` client's own retries are off;
+ours are bounded, recorded per try, and honour ``Retry-After``.
+
+Servers differ in what they accept (the README lists them): with ``--response-format auto`` a server that
+answers a mode with "unsupported" (400 or 422 naming it, or a 5xx whose body names the request field, as
+llama-cpp-python's server does) gets the next mode, and the first accepted one is kept for the provider's
+lifetime, i.e. the run. ``max_tokens`` becomes ``max_completion_tokens`` once a server asks for it.
 """
 
 from __future__ import annotations
@@ -22,22 +29,38 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import instructor
 import openai
-from instructor.processing import handle_response_model
-from pydantic import BaseModel
 
-from extractor.generate import GenerationRequest, GenerationResult, ProviderError, RateLimited, TransportAttempt
-from extractor.providers import ProviderSettings
+from extractor.generate import (
+    GenerationRequest,
+    GenerationResult,
+    ProviderError,
+    RateLimited,
+    TimedOut,
+    TransportAttempt,
+)
+from extractor.providers import ProviderSettings, ResponseFormat
 from extractor.redact import redact_text
 
 log = logging.getLogger(__name__)
 
-# Tried in order; the first mode the server accepts is kept for the provider's lifetime.
-MODES = ("json_schema", "json_object", "plain")
+# ``auto`` tries these in order: the strongest structure a server enforces first, plain JSON-by-prompt last.
+AUTO_ORDER = (ResponseFormat.json_schema, ResponseFormat.tools, ResponseFormat.json_object, ResponseFormat.plain)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key, but the client insists on one
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
+# What a 400/422 says when it rejects a mode; a 5xx must name the request field itself (``_FIELDS``).
+_REJECTION_WORDS = {
+    ResponseFormat.json_schema: re.compile(r"response_format|json_schema|json_object|structured output"),
+    ResponseFormat.json_object: re.compile(r"response_format|json_object|json mode"),
+    ResponseFormat.tools: re.compile(r"\btool(s|_choice|_calls?)?\b|function.call"),
+}
+_FIELDS = {
+    ResponseFormat.json_schema: re.compile(r"response_format"),
+    ResponseFormat.json_object: re.compile(r"response_format"),
+    ResponseFormat.tools: re.compile(r"\btools\b|tool_choice"),
+}
+_UNSUPPORTED = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|extra (input|field)")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class _Failure(Exception):
@@ -52,6 +75,7 @@ class _Failure(Exception):
         status: int | None = None,
         param: str | None = None,
         retry_after: float | None = None,
+        body: str = "",
     ) -> None:
         super().__init__(detail)
         self.outcome = outcome
@@ -60,12 +84,27 @@ class _Failure(Exception):
         self.status = status
         self.param = param
         self.retry_after = retry_after
+        self.body = body  # the raw error body, lower-cased: servers put the field name in different places
+
+    def rejects(self, mode: ResponseFormat) -> bool:
+        """The server says it lacks ``mode``: a 400/422 about it, or a 5xx naming its request field."""
+        if mode not in _FIELDS or self.status is None:
+            return False
+        if self.param is not None and _FIELDS[mode].search(self.param):
+            return self.status in (400, 422) or self.status >= 500
+        if self.status in (400, 422):
+            return bool(_REJECTION_WORDS[mode].search(self.body))
+        return self.status >= 500 and bool(_FIELDS[mode].search(self.body))
 
     @property
-    def rejects_response_format(self) -> bool:
-        """A 400 about structured output: the server lacks it, so a simpler mode may still work."""
-        text = self.detail.lower()
-        return self.status == 400 and (self.param == "response_format" or any(w in text for w in _FORMAT_WORDS))
+    def wants_max_completion_tokens(self) -> bool:
+        """A 400/422 refusing ``max_tokens`` (newer OpenAI models): ``max_completion_tokens`` will do."""
+        if self.status not in (400, 422):
+            return False
+        if "max_completion_tokens" in self.body:
+            return True
+        names_it = self.param == "max_tokens" or "max_tokens" in self.body
+        return names_it and bool(_UNSUPPORTED.search(self.body))
 
 
 @dataclass(frozen=True)
@@ -90,6 +129,7 @@ class OpenAICompatProvider:
         api_key: str | None = None,
         settings: ProviderSettings | None = None,
         on_rate_limit: RateLimited | None = None,
+        on_timeout: TimedOut | None = None,
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -102,13 +142,16 @@ class OpenAICompatProvider:
         self.model = model
         self._settings = settings or ProviderSettings()
         self._on_rate_limit = on_rate_limit
+        self._on_timeout = on_timeout
         self._secret = api_key
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=self._settings.timeout_s, max_retries=0
         )
         self.base_url = _without_userinfo(str(self._client.base_url).rstrip("/"))
-        self._mode_index = 0
-        self._formats: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+        chosen = ResponseFormat(self._settings.response_format)
+        self._modes = AUTO_ORDER if chosen is ResponseFormat.auto else (chosen,)
+        self._mode_index = 0  # only ever moves forward: a mode a server rejected is not tried again
+        self._token_field = "max_tokens"
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
@@ -116,7 +159,7 @@ class OpenAICompatProvider:
     @property
     def mode(self) -> str:
         """The structured-output mode the next call starts with."""
-        return MODES[self._mode_index]
+        return self._modes[self._mode_index].value
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         settings = self._settings
@@ -127,20 +170,32 @@ class OpenAICompatProvider:
         timeout_s = settings.timeout_s
         budget_deadline: float | None = None
         while True:
-            mode = MODES[mode_index]
+            mode = self._modes[mode_index]
+            token_field = self._token_field
             began = time.monotonic()
             try:
-                answer = await self._try(request, mode, timeout_s)
+                answer = await self._try(request, mode, token_field, timeout_s)
             except _Failure as failure:
                 latency = _ms_since(began)
                 number = len(transport) + 1
                 if failure.status == 429 and self._on_rate_limit is not None:
                     self._on_rate_limit(failure.retry_after)
+                if failure.outcome == "timeout" and self._on_timeout is not None:
+                    self._on_timeout()
                 detail = self._redact(failure.detail)
-                if failure.rejects_response_format and mode_index + 1 < len(MODES):
+                if token_field == "max_tokens" and request.max_tokens is not None and failure.wants_max_completion_tokens:
+                    self._token_field = "max_completion_tokens"
+                    detail = f"max_tokens rejected ({detail}); sending max_completion_tokens"
+                    log.info("%s: %s", self.base_url, detail)
+                    transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
+                    continue
+                if failure.rejects(mode):
+                    if mode_index + 1 == len(self._modes):
+                        transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
+                        raise ProviderError(self._rejected_cause(mode, failure), transport) from None
                     mode_index += 1
                     self._mode_index = max(self._mode_index, mode_index)
-                    detail = f"{mode} rejected ({detail}); falling back to {MODES[mode_index]}"
+                    detail = f"{mode} rejected ({detail}); falling back to {self._modes[mode_index]}"
                     log.info("%s: %s", self.base_url, detail)
                     transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
                     continue
@@ -157,7 +212,8 @@ class OpenAICompatProvider:
                     timeout_s = min(settings.timeout_s, remaining)
                     continue
                 transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
-                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry), transport) from None
+                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry,
+                                                capped=request.max_tokens is not None), transport) from None
             transport.append(TransportAttempt(len(transport) + 1, "ok", _ms_since(began)))
             text = answer.text
             if self._secret != NO_KEY_PLACEHOLDER and len(self._secret) >= 8 and self._secret in text:
@@ -167,7 +223,7 @@ class OpenAICompatProvider:
                                                  detail="the API key appeared in the answer and was replaced by ***")
             return GenerationResult(
                 text=text,
-                mode=mode,
+                mode=mode.value,
                 model=answer.model or self.model,
                 latency_ms=_ms_since(started),
                 prompt_tokens=answer.prompt_tokens,
@@ -179,43 +235,23 @@ class OpenAICompatProvider:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _try(self, request: GenerationRequest, mode: str, timeout_s: float) -> _Answer:
+    async def _try(self, request: GenerationRequest, mode: ResponseFormat, token_field: str,
+                   timeout_s: float) -> _Answer:
         """One HTTP try; every way it can fail becomes a ``_Failure``."""
-        kwargs = self._create_kwargs(request, mode)  # outside the deadline: instructor's first use is slow
+        body = request_body(self.model, request, mode, token_field)
         try:
             async with asyncio.timeout(timeout_s):
                 # The client's documented raw request: the body goes out as built (the typed create() walks
                 # every message and the whole schema through its type annotations, milliseconds a call).
-                body = await self._client.post("/chat/completions", cast_to=str, body=kwargs)
+                text = await self._client.post("/chat/completions", cast_to=str, body=body)
         except (TimeoutError, openai.APITimeoutError):
             raise _Failure("timeout", f"no answer within {timeout_s:g} s", retryable=True) from None
         except openai.APIConnectionError as err:
             raise _Failure("connection_error", _describe(err.__cause__ or err), retryable=True) from None
         except openai.APIStatusError as err:
             raise _status_failure(err) from None
-        return _parse_completion(body.encode("utf-8"))
-
-    def _create_kwargs(self, request: GenerationRequest, mode: str) -> dict[str, Any]:
-        """The chat completion request body; the json_schema mode is instructor's, with our schema."""
-        kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages, "temperature": request.temperature}
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
-        if mode == "json_schema":
-            kwargs["response_format"] = self._schema_format(request.schema_name, request.schema)
-        elif mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}  # the prompt already shows the schema
-        return kwargs
-
-    def _schema_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any]:
-        """instructor's json_schema ``response_format`` for this schema, built once per schema object."""
-        cached = self._formats.get((name, id(schema)))
-        if cached is not None and cached[0] is schema:
-            return cached[1]
-        _, built = handle_response_model(_schema_model(name, schema), mode=instructor.Mode.JSON_SCHEMA)
-        response_format = built["response_format"]
-        response_format["json_schema"]["strict"] = False  # the validator enforces; servers vary
-        self._formats[(name, id(schema))] = (schema, response_format)  # holding the schema keeps its id unique
-        return response_format
+        tool = body["tool_choice"]["function"]["name"] if mode is ResponseFormat.tools else None
+        return _parse_completion(text.encode("utf-8"), tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
         """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
@@ -224,37 +260,61 @@ class OpenAICompatProvider:
         ceiling = min(self._settings.backoff_max_s, self._settings.backoff_base_s * 2.0 ** (retry - 1))
         return ceiling * random.uniform(0.5, 1.0)
 
-    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool) -> str:
-        """The one line a person reads in the run log and the ERROR route."""
+    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, capped: bool) -> str:
+        """The one line a person reads in the run log and the ERROR route: what happened and what to try.
+
+        ``capped``: the request set max_tokens. Without it a small model may write until its context is full
+        (the bundled model over llama-cpp-python's server does), which no timeout fits.
+        """
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         detail = self._redact(failure.detail)
         if failure.outcome == "timeout":
-            cause = f"timeout after {self._settings.timeout_s:g} s ({tries})"
+            cause = (f"timeout after {self._settings.timeout_s:g} s ({tries}) waiting for {self.base_url}: a slow "
+                     "server needs a longer --timeout or a lower --concurrency")
+            if not capped:
+                cause += " (no --max-tokens was set: a model that never stops needs one)"
         elif failure.status == 401:
             cause = f"HTTP 401 from {self.base_url}: the API key was rejected ({detail})"
         elif failure.status is not None:
             after = f" after {tries}" if failure.retryable else ""
             cause = f"HTTP {failure.status} from {self.base_url}{after}: {detail}"
         elif failure.outcome == "connection_error":
-            cause = f"connection error to {self.base_url} after {tries}: {detail}"
+            cause = (f"connection error to {self.base_url} after {tries}: {detail} (is a server running at that "
+                     "address? it comes from --base-url or OPENAI_BASE_URL)")
         else:
             cause = f"unusable response body from {self.base_url} after {tries}: {detail}"
         if budget_spent:
             cause += f" (retry budget of {self._settings.retry_budget_s:g} s exhausted)"
         return cause
 
+    def _rejected_cause(self, mode: ResponseFormat, failure: _Failure) -> str:
+        """An explicitly chosen mode the server lacks: say so, and how to let the run choose instead."""
+        return (f"{self.base_url} does not support --response-format {mode} (HTTP {failure.status}: "
+                f"{self._redact(failure.detail)}); use --response-format auto to fall back to a mode it accepts")
+
     def _redact(self, text: str) -> str:
         """Servers and HTTP libraries may echo credentials; nothing we record or raise may contain them."""
         return redact_text(" ".join(text.split()), secrets=(self._secret,))[:500]
 
 
-def _schema_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
-    """A stand-in pydantic model whose JSON Schema is exactly the contract file (instructor reads it from here)."""
-
-    def model_json_schema(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return schema
-
-    return type(name, (BaseModel,), {"__module__": __name__, "model_json_schema": classmethod(model_json_schema)})
+def request_body(model: str, request: GenerationRequest, mode: ResponseFormat, token_field: str) -> dict[str, Any]:
+    """The chat completion request body for ``mode``; the contract's schema is sent exactly as written."""
+    body: dict[str, Any] = {"model": model, "messages": request.messages, "temperature": request.temperature}
+    if request.max_tokens is not None:
+        body[token_field] = request.max_tokens
+    name = _NAME_CHARS.sub("_", request.schema_name)[:64] or "answer"  # OpenAI's rule for schema/function names
+    if mode is ResponseFormat.json_schema:
+        # strict off: strict mode rejects schemas with open objects or optional fields; the validator enforces
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": name, "schema": request.schema, "strict": False}}
+    elif mode is ResponseFormat.tools:
+        function = {"name": name, "description": f"Submit the {name} as this function's arguments.",
+                    "parameters": request.schema}
+        body["tools"] = [{"type": "function", "function": function}]
+        body["tool_choice"] = {"type": "function", "function": {"name": name}}
+    elif mode is ResponseFormat.json_object:
+        body["response_format"] = {"type": "json_object"}  # the prompt already shows the schema
+    return body
 
 
 def _status_failure(err: openai.APIStatusError) -> _Failure:
@@ -269,14 +329,17 @@ def _status_failure(err: openai.APIStatusError) -> _Failure:
         status=status,
         param=param if isinstance(param, str) else None,
         retry_after=_retry_after(err.response.headers),
+        body=err.response.text[:4000].lower(),
     )
 
 
-def _parse_completion(body: bytes) -> _Answer:
+def _parse_completion(body: bytes, *, tool: str | None = None) -> _Answer:
     """The raw answer of an HTTP-200 body; the answer text itself is never judged here.
 
     Only a body that is not a chat completion at all (empty, not JSON, no ``choices[0].message``) is a
-    transport failure; empty or non-JSON *content* is returned as text for the validator to route.
+    transport failure; empty or non-JSON *content* is returned as text for the validator to route. When
+    the request offered the function ``tool``, its call's ``arguments`` string is the answer (a server
+    that answered in prose instead gets its content routed like any other unusable answer).
     """
     if not body.strip():
         raise _Failure("empty_body", "HTTP 200 with an empty body", retryable=True)
@@ -290,6 +353,8 @@ def _parse_completion(body: bytes) -> _Answer:
         raise _Failure("garbled_body", f"HTTP 200 body has no choices[0].message: {body[:120]!r}", retryable=True)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     content = message.get("content")
+    if tool is not None and (arguments := _tool_arguments(message, tool)) is not None:
+        content = arguments
     model = data.get("model")
     finish_reason = choice.get("finish_reason")
     return _Answer(
@@ -299,6 +364,23 @@ def _parse_completion(body: bytes) -> _Answer:
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
     )
+
+
+def _tool_arguments(message: dict[str, Any], tool: str) -> str | None:
+    """The ``arguments`` of the call to ``tool`` (else of the first call), exactly as sent.
+
+    A server that sends them as a JSON object rather than the specified string gets it re-serialised:
+    the only text there is.
+    """
+    calls = [call.get("function") for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    functions = [function for function in calls if isinstance(function, dict)]
+    function = next((f for f in functions if f.get("name") == tool), functions[0] if functions else None)
+    arguments = function.get("arguments") if function is not None else None
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, dict | list):
+        return json.dumps(arguments, ensure_ascii=False)
+    return None
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -7,6 +7,9 @@ can assert on what the client really sent. A thread per connection serves many c
 
     with ScriptedLLMServer([Status(429, headers={"Retry-After": "1"}), Reply('{"a": 1}')]) as server:
         provider = from_string("openai:test", base_url=server.base_url)
+
+``rejects`` makes the server refuse request features the way a real server lacking them does; the
+profiles below (``LLAMA_CPP_PYTHON``, ``NEEDS_MAX_COMPLETION_TOKENS``, ...) copy real servers' answers.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Reply:
     delay_s: float = 0.0
     usage: tuple[int, int] = (10, 5)  # (prompt_tokens, completion_tokens)
     finish_reason: str = "stop"
+    ignore_tools: bool = False  # answer in content even when the request forced a tool (as some servers do)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class Truncated:
 
 Action = Reply | Status | Hang | Reset | Truncated
 Script = Iterable[Action] | Callable[[dict[str, Any] | None, int], Action]
+# Request features a server can refuse (``ScriptedLLMServer(rejects=...)``): a response_format type,
+# "tools" (tools or tool_choice present) or a request field such as "max_tokens".
+Feature = str
 
 
 @dataclass(frozen=True)
@@ -81,9 +88,41 @@ class RecordedRequest:
     json: dict[str, Any] | None
 
 
-def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
+def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
     """The error envelope OpenAI-compatible servers use."""
-    return {"error": {"message": message, "type": type_, "param": param, "code": None}}
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+# How real servers refuse what they lack, copied from their answers (the README's server list says which
+# mode each ends up with). llama-cpp-python's server (0.3.36, measured) validates response_format inside
+# its request handler, so the pydantic error reaches the client as a 500 with a traceback line.
+LLAMA_CPP_PYTHON: dict[Feature, Status] = {
+    "json_schema": Status(500, error_body(
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "
+        "\"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
+        "'json_object'\"}}\n\n  File \"/srv/.venv/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 376, "
+        "in create_chat_completion\n    POST /v1/chat/completions", type_="internal_server_error")),
+}
+# OpenAI's reasoning models (o1, o3, gpt-5) refuse max_tokens.
+NEEDS_MAX_COMPLETION_TOKENS: dict[Feature, Status] = {
+    "max_tokens": Status(400, error_body(
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        param="max_tokens", code="unsupported_parameter")),
+}
+# A server with function calling but no structured output.
+TOOLS_BUT_NO_JSON_SCHEMA: dict[Feature, Status] = {
+    "json_schema": Status(400, error_body("response_format type json_schema is not supported", param="response_format")),
+}
+# A FastAPI server that validates the request body: 422 with pydantic's error list, no OpenAI envelope.
+UNPROCESSABLE_JSON_SCHEMA: dict[Feature, Status] = {
+    "json_schema": Status(422, {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                                            "msg": "Input should be 'text' or 'json_object'", "input": "json_schema"}]}),
+}
+# A server without function calling.
+NO_TOOLS: dict[Feature, Status] = {
+    "tools": Status(400, error_body("this model does not support tools", param="tools")),
+}
 
 
 class ScriptedLLMServer:
@@ -91,8 +130,10 @@ class ScriptedLLMServer:
 
     ``reject_response_format``: True answers 400 to any request whose ``response_format`` has type
     ``json_schema`` (a server without structured output); an iterable names the rejected types, e.g.
-    ``{"json_schema", "json_object"}``. Rejections do not consume script actions. When the script runs
-    out, the server answers 500 "script exhausted" so tests fail loudly.
+    ``{"json_schema", "json_object"}``. ``rejects`` maps request features to the answer they get
+    (see ``Feature`` and the profiles above); it wins over ``reject_response_format``. Rejections do not
+    consume script actions. When the script runs out, the server answers 500 "script exhausted" so tests
+    fail loudly.
     """
 
     def __init__(
@@ -100,14 +141,21 @@ class ScriptedLLMServer:
         script: Script = (),
         *,
         reject_response_format: bool | Iterable[str] = False,
+        rejects: Mapping[Feature, Status] | None = None,
         model: str = "scripted-model",
     ) -> None:
         self._script_fn = script if callable(script) else None
         self._actions: deque[Action] = deque() if callable(script) else deque(script)
         if isinstance(reject_response_format, bool):
-            self._rejected_formats = frozenset({"json_schema"} if reject_response_format else ())
+            formats = frozenset({"json_schema"} if reject_response_format else ())
         else:
-            self._rejected_formats = frozenset(reject_response_format)
+            formats = frozenset(reject_response_format)
+        self._rejects: dict[Feature, Status] = {
+            kind: Status(400, error_body(f"response_format type '{kind}' is not supported by this server",
+                                         param="response_format"))
+            for kind in formats
+        }
+        self._rejects.update(rejects or {})
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._calls = 0
@@ -166,11 +214,16 @@ class ScriptedLLMServer:
         with self._lock:
             self.requests.append(request)
 
-    def _rejects(self, body: dict[str, Any] | None) -> str | None:
-        """The rejected response_format type of this request, if the server is configured to reject it."""
-        response_format = (body or {}).get("response_format")
-        kind = response_format.get("type") if isinstance(response_format, dict) else None
-        return kind if kind in self._rejected_formats else None
+    def _rejection(self, body: dict[str, Any] | None) -> Status | None:
+        """The answer to a request using a feature this server refuses, if it uses one."""
+        request = body or {}
+        response_format = request.get("response_format")
+        features = [name for name in request if name not in ("response_format", "tools", "tool_choice")]
+        if isinstance(response_format, dict):
+            features.append(str(response_format.get("type")))
+        if "tools" in request or "tool_choice" in request:
+            features.append("tools")
+        return next((self._rejects[name] for name in features if name in self._rejects), None)
 
     def _next_action(self, body: dict[str, Any] | None) -> tuple[Action, int]:
         with self._lock:
@@ -189,7 +242,7 @@ class ScriptedLLMServer:
         request = body or {}
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         tools = request.get("tools")
-        if tools:
+        if tools and not (isinstance(reply, Reply) and reply.ignore_tools):
             name = tools[0].get("function", {}).get("name", "tool")
             call = {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": reply.content}}
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
@@ -255,10 +308,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") not in CHAT_PATHS:
             self._send_json(404, error_body(f"no route {self.path}"))
             return
-        rejected = owner._rejects(body)
-        if rejected:
-            message = f"response_format type '{rejected}' is not supported by this server"
-            self._send_json(400, error_body(message, param="response_format"))
+        rejection = owner._rejection(body)
+        if rejection is not None:
+            self._perform(rejection, body, 0)
             return
         with owner._lock:
             owner.in_flight += 1
