@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from extractor.contracts import get_contract
+from extractor.engine import AdaptiveLimit
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
-from extractor.pipeline import AdaptiveLimit
 from extractor.providers import ACCEPTED_FORMS, ProviderSettings, ResponseFormat, from_string
 from extractor.providers.local import BUNDLED_MODEL_NOTE, LocalProvider, _merge_system, _template_keeps_system
 from extractor.providers.openai_compat import OpenAICompatProvider, _retry_after

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail
-from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
 from extractor.providers import ResponseFormat
+from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
 
 if TYPE_CHECKING:
     from extractor.generate import Provider

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
