@@ -29,16 +29,9 @@ def split(file: Path, format: FormatOption = Format.text) -> None:
     if format is Format.json:
         emit_json([s.to_json() for s in document.sentences])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.documents import print_sentences
 
-    table = Table(title=f"{file} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
-    for column in ("id", "block", "start", "end", "text"):
-        table.add_column(column, overflow="fold")
-    kinds = {block.index: block.kind.value for block in document.blocks}
-    for s in document.sentences:
-        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), s.text)
-    Console().print(table)
+    print_sentences(document, str(file))
 
 
 @app.command()
@@ -57,7 +50,7 @@ def validate(
     if format is Format.json:
         emit_json(report.to_json())
     else:
-        from extractor.render import print_report
+        from extractor.ui.run import print_report
 
         print_report(report, document)
     raise typer.Exit(0 if report.passed else 1)
@@ -81,21 +74,16 @@ def rules(
         if format is Format.json:
             emit_json(card.to_json())
             return
-        for key, value in card.to_json().items():
-            typer.echo(f"{key.replace('_', ' '):>27}: {value}")
+        from extractor.ui.documents import print_rule_card
+
+        print_rule_card(card)
         return
     if format is Format.json:
         emit_json([card.to_json() for card in cards])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.documents import print_rules
 
-    table = Table(title="rule catalogue (extract rules RULE_ID for a card)")
-    for column in ("rule_id", "contract", "stage", "severity", "fires when"):
-        table.add_column(column, overflow="fold")
-    for card in cards:
-        table.add_row(card.rule_id, card.contract, card.stage, card.severity.value, card.fires_when)
-    Console().print(table)
+    print_rules(cards)
 
 
 @app.command()

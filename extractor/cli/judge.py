@@ -74,13 +74,6 @@ def judge_summary(judge: Judge) -> dict[str, Any]:
     return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items()))}
 
 
-def print_judge_summary(judge: Judge) -> None:
-    counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
-    policy = judge.policy
-    typer.echo(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
-               f"{policy.rubric_version}): {counts}")
-
-
 # ---------------------------------------------------------------- extract judge calibrate
 
 
@@ -146,7 +139,7 @@ def calibrate(
     report = compute(CalibrationInput(cases, judge_model, rubric, str(labels), sha256_of(str(labels)), source, notes),
                      policy)
 
-    from extractor.judge.render import print_calibration, write_sweep_plot
+    from extractor.ui.judge import print_calibration, write_sweep_plot
 
     wanted = plot or labels.with_name(f"{labels.stem}.sweep.png")
     plot_path: Path | None = wanted
@@ -163,9 +156,7 @@ def calibrate(
     if format is Format.json:
         emit_json({"id": calibration_id, "plot": str(plot_path) if plot_path else None, **report})
     else:
-        from rich.console import Console
-
-        print_calibration(report, Console(), calibration_id=calibration_id, plot=plot_path)
+        print_calibration(report, calibration_id=calibration_id, plot=plot_path)
     raise typer.Exit(1 if report["verdict"] == CalibrationVerdict.reject else 0)
 
 
@@ -231,24 +222,9 @@ def reports(
     if format is Format.json:
         emit_json([_listing(info) for info in found])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.judge import print_reports
 
-    from extractor.judge.render import VERDICT_STYLE, fmt
-
-    if not found:
-        typer.echo("no calibration reports" + (f" for {model}" if model else ""))
-        return
-    table = Table(title="judge calibrations (only the newest per model + rubric + threshold counts)")
-    for column in ("id", "created (UTC)", "judge model", "rubric", "threshold", "verdict", "cases", "AUROC [95% CI]",
-                   "MCC [95% CI]", "labels sha256"):
-        table.add_column(column, overflow="fold")
-    for info in found:
-        judge = info.report.get("judge", {})
-        table.add_row(str(info.id), f"{info.created_at:%Y-%m-%d %H:%M}", info.judge_model, info.rubric_version,
-                      f"{info.threshold:g}", f"[{VERDICT_STYLE.get(info.verdict, '')}]{info.verdict}[/]", str(info.n_cases),
-                      fmt(judge.get("auroc")), fmt(judge.get("mcc")), info.labels_sha256[:12])
-    Console().print(table)
+    print_reports(found, model)
 
 
 @judge_app.command()
@@ -267,11 +243,9 @@ def show(
     if format is Format.json:
         emit_json({**_listing(info), "report": info.report})
         return
-    from rich.console import Console
+    from extractor.ui.judge import print_calibration
 
-    from extractor.judge.render import print_calibration
-
-    print_calibration(info.report, Console(), calibration_id=info.id)
+    print_calibration(info.report, calibration_id=info.id)
 
 
 def _listing(info: Any) -> dict[str, Any]:

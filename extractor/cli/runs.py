@@ -51,7 +51,7 @@ def runs(
     if format is Format.json:
         emit_json(found)
         return
-    from extractor.render_review import print_runs
+    from extractor.ui.review import print_runs
 
     print_runs(found)
 
@@ -104,7 +104,7 @@ def stats(
     if format is Format.json:
         emit_json(result)
         return
-    from extractor.render_review import print_stats
+    from extractor.ui.review import print_stats
 
     print_stats(result)
 
@@ -153,7 +153,7 @@ def compare(
     if format is Format.json:
         emit_json(data)
     else:
-        from extractor.render_review import print_comparison
+        from extractor.ui.review import print_comparison
 
         print_comparison(data)
         if plot is not None:

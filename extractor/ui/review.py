@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -17,7 +17,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from extractor.render import STATE_STYLE, findings_table
+from extractor.ui.run import STATE_STYLE, findings_table
+
+if TYPE_CHECKING:
+    from extractor.evidence.report import Report
+    from extractor.review.decide import Approval, Rejection
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -83,6 +87,49 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
         console.print(f"{total - len(items):,} more waiting: --limit N or --all to list them")
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
                   "extract reject DOC_RUN --reviewer NAME --reason TEXT")
+
+
+# -- approve and reject ------------------------------------------------------------------------------------
+
+
+def print_approval(result: Approval) -> None:
+    """What ``approve`` wrote (or that nothing was written), the approval it replaced, warnings kept."""
+    a, d = result.approved, result.document_run
+    when = f"{a.approved_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        print(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
+        return
+    what = "an edited record" if a.edited else "the candidate"
+    print(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
+          f"by {a.reviewer} at {when}")
+    if result.previous is not None:
+        print(f"replaced the approval by {result.previous.reviewer} at "
+              f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
+    if result.report is not None and result.report.findings:
+        print(f"note: {len(result.report.findings)} warning(s): "
+              + ", ".join(sorted({f.rule_id for f in result.report.findings})))
+
+
+def print_rejection(result: Rejection) -> None:
+    """What ``reject`` recorded, and the approval it withdrew or the one this content keeps."""
+    r, d = result.review, result.document_run
+    when = f"{r.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        print(f"already rejected by {r.reviewer} at {when} for the same reason; nothing written")
+        return
+    print(f"rejected document run {d.id} ({d.path}) by {r.reviewer} at {when}: {r.note}")
+    if result.withdrawn is not None:
+        print(f"withdrew the approval by {result.withdrawn.reviewer} at "
+              f"{result.withdrawn.approved_at:%Y-%m-%d %H:%M:%S} UTC; it will not be exported")
+    elif result.kept is not None:
+        print(f"note: this content keeps its approved record from run {(result.kept.run_id or '?')[:12]} "
+              f"(approved by {result.kept.reviewer})")
+
+
+def print_refused_findings(report: Report) -> None:
+    """The findings that made ``approve --edited`` refuse, on stderr before the one-line error."""
+    Console(stderr=True).print(findings_table((f.to_json() for f in report.findings),
+                                              title="findings of the edited candidate"))
 
 
 # -- show ---------------------------------------------------------------------------------------------------

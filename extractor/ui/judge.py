@@ -6,12 +6,17 @@ is fragile; annotator agreement comes before the judge, because people's agreeme
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from extractor.judge.modes import Judge
+    from extractor.store.info import CalibrationInfo
 
 VERDICT_STYLE = {"admit-block": "bold green", "admit-review": "bold yellow", "reject": "bold red"}
 
@@ -124,6 +129,33 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
                       f"{report['rubric_version']} + threshold {report['threshold']:g}")
     if plot is not None:
         console.print(f"sweep plot: {plot}")
+
+
+def print_reports(found: Sequence[CalibrationInfo], model: str | None, console: Console | None = None) -> None:
+    """Stored calibration reports, one row each, newest first."""
+    console = console or Console()
+    if not found:
+        console.print("no calibration reports" + (f" for {model}" if model else ""))
+        return
+    table = Table(title="judge calibrations (only the newest per model + rubric + threshold counts)")
+    for column in ("id", "created (UTC)", "judge model", "rubric", "threshold", "verdict", "cases", "AUROC [95% CI]",
+                   "MCC [95% CI]", "labels sha256"):
+        table.add_column(column, overflow="fold")
+    for info in found:
+        judge = info.report.get("judge", {})
+        table.add_row(str(info.id), f"{info.created_at:%Y-%m-%d %H:%M}", info.judge_model, info.rubric_version,
+                      f"{info.threshold:g}", Text(info.verdict, style=VERDICT_STYLE.get(info.verdict, "")),
+                      str(info.n_cases), fmt(judge.get("auroc")), fmt(judge.get("mcc")), info.labels_sha256[:12])
+    console.print(table)
+
+
+def print_judge_summary(judge: Judge, console: Console | None = None) -> None:
+    """The judge's line under a run's summary: its policy and how many documents got each result."""
+    console = console or Console()
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
+    policy = judge.policy
+    console.print(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
+                  f"{policy.rubric_version}): {counts}", highlight=False, markup=False)
 
 
 def write_sweep_plot(report: dict[str, Any], path: Path) -> Path:
