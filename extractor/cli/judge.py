@@ -164,12 +164,10 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
                       concurrency: int, format: Format, response_format: ResponseFormat) -> tuple[list[Any], str]:
     import asyncio
 
-    from rich.console import Console
-    from rich.progress import Progress
-
     from extractor.judge.labels import score_cases
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import ProviderSettings, from_string
+    from extractor.ui.judge import judging_progress
 
     try:
         rubric = load_rubric(rubric_version)
@@ -183,10 +181,9 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
 
     async def scored() -> list[Any]:
         try:
-            with Progress(console=Console(stderr=True), disable=format is Format.json, transient=True) as progress:
-                task = progress.add_task(f"judging with {model_id(provider)}", total=len(cases))
+            with judging_progress(model_id(provider), len(cases), enabled=format is Format.text) as advance:
                 return await score_cases(cases, provider, rubric, concurrency=concurrency,
-                                         on_case=lambda _case: progress.advance(task))
+                                         on_case=lambda _case: advance())
         finally:
             await provider.aclose()
 

@@ -9,28 +9,27 @@ from rich.table import Table
 
 from extractor.document import Document
 from extractor.rules import Card
+from extractor.ui.console import add_columns, open_console, print_table
 
 
 def print_sentences(document: Document, name: str, console: Console | None = None) -> None:
     """The sentence units of a segmented document with ids, blocks and offsets."""
-    console = console or Console()
+    console = console or open_console()
     table = Table(title=f"{name} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
-    for column in ("id", "block", "start", "end", "text"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, ("id", "block", "start", "end", "text"), wrap=("text",), right=("start", "end"))
     kinds = {block.index: block.kind.value for block in document.blocks}
     for s in document.sentences:
         table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), s.text)
-    console.print(table)
+    print_table(console, table)
 
 
 def print_rules(cards: Sequence[Card], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or open_console()
     table = Table(title="rule catalogue (extract rules RULE_ID for a card)")
-    for column in ("rule_id", "contract", "stage", "severity", "fires when"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, ("rule_id", "contract", "stage", "severity", "fires when"), wrap=("fires when",))
     for card in cards:
         table.add_row(card.rule_id, card.contract, card.stage, card.severity.value, card.fires_when)
-    console.print(table)
+    print_table(console, table)
 
 
 def print_rule_card(card: Card) -> None:
