@@ -9,7 +9,7 @@ Per document: **pass** = READY_FOR_REVIEW with no error finding in the final att
 repair); **fail** = MANUAL_REVIEW, or any error finding left. A provider **ERROR** (transport failure,
 timeout, refused request) is **not evaluable**, not a fail: it says nothing about the prompt or model
 under test, and counting it as a fail would let a provider outage block a release while counting it as a
-pass would hide missing data. Following the AGO gate's conservative aggregation, missing data is reported
+pass would hide missing data. Missing data is reported
 as an explicit gap instead: a matched document not evaluable on either side is left out of both rates,
 listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
 PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.

@@ -1,4 +1,4 @@
-"""Content rules of the ``work_procedure`` contract (seed 003), in stage order.
+"""Content rules of the ``work_procedure`` contract (docs/design.md#rules), in stage order.
 
 They run only on a candidate that passed the schema, so they may index fields without guarding.
 Evidence matching is exact after the contract's normalisation (NFC + whitespace collapse): case,

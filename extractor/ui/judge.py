@@ -1,4 +1,4 @@
-"""A calibration report for people (rich tables, in the seed's order) and the threshold-sweep plot (PNG).
+"""A calibration report for people (rich tables, ordered as docs/design.md#judge-calibration says) and the sweep plot.
 
 Order matters: the class-balance warning comes before any number, because every metric on a lopsided set
 is fragile; annotator agreement comes before the judge, because people's agreement is the ceiling.
