@@ -253,7 +253,7 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     failing_a = Counter(rule for sha in paired for rule in a[sha].error_rules)
     failing_b = Counter(rule for sha in paired for rule in b[sha].error_rules)
     n = len(paired)
-    rule_rates = [
+    rule_rates: list[dict[str, Any]] = [
         {"rule_id": rule, "baseline_failed": failing_a[rule], "candidate_failed": failing_b[rule], "evaluated": n,
          "baseline_rate": failing_a[rule] / n, "candidate_rate": failing_b[rule] / n,
          "change": (failing_b[rule] - failing_a[rule]) / n}

@@ -222,7 +222,7 @@ def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> di
     classes = sorted({*l1.tolist(), *l2.tolist()})
     kappa_undefined = (f"both annotators used only label {classes[0]}: agreement beyond chance is undefined"
                        if len(classes) == 1 else "undefined: no disagreement is possible by chance")
-    annotators = {
+    annotators: dict[str, Any] = {
         "cases": len(cases),
         "raw_agreement": _metric(float(agreement_rows(l1, l2)[0]), agreement_rows(l1[annotator_idx], l2[annotator_idx])),
         "kappa": _metric(kappa_point, kappa_rows(l1[annotator_idx], l2[annotator_idx]), kappa_undefined),

@@ -52,7 +52,8 @@ class Context:
 
     @property
     def support(self) -> dict[str, Any]:
-        return self.settings.get("lexical_support", {})
+        support: dict[str, Any] = self.settings.get("lexical_support", {})
+        return support
 
 
 @rule(

@@ -610,7 +610,8 @@ def _describe(candidate: dict[str, Any], value: Any) -> str:
         actor = names.get(value.get("actorId")) or value.get("actorId")
         return f"{actor}: {value['action']}" if actor else str(value["action"])
     if isinstance(value, dict) and isinstance(value.get("name"), str):
-        return value["name"]
+        name: str = value["name"]
+        return name
     return _text(value)
 
 
