@@ -162,6 +162,9 @@ DEFAULT_RUBRIC = "v1"
 DEFAULT_JUDGE_THRESHOLD = 0.8
 """The judge's operating threshold: a link scoring below it is unsupported (docs/design.md#judge)."""
 DEFAULT_CONCURRENCY = 4
+MIN_ID_PREFIX = 6
+"""The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
+ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""
 DEFAULT_REVIEW_PAGE = 50
 """How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.providers import ResponseFormat
 from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
-judge_app = typer.Typer(help="The optional judge stage: calibrate a judge against human labels, list reports.",
+judge_app = App(cls=Commands, help="The optional judge stage: calibrate a judge against human labels, list reports.",
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
 

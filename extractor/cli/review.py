@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail, read_candidate
-from extractor.vocab import DEFAULT_REVIEW_PAGE
+from extractor.vocab import DEFAULT_REVIEW_PAGE, MIN_ID_PREFIX
 
 DatabaseOption = Annotated[str | None, typer.Option(
     "--database", help="run-log database URL [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
@@ -24,7 +24,8 @@ ApprovedDatabaseOption = Annotated[str | None, typer.Option(
 ReviewerOption = Annotated[str, typer.Option("--reviewer", envvar="EXTRACT_REVIEWER",
                                              help="who decides [env EXTRACT_REVIEWER]")]
 DocArgument = Annotated[str, typer.Argument(
-    metavar="DOC", help="document run id, content sha256 (or unique prefix), or the path given to `extract run`")]
+    metavar="DOC", help=f"document run id, content sha256 (or a unique prefix of {MIN_ID_PREFIX}+ characters), or the "
+    "path given to `extract run`")]
 
 
 class ExportFormat(StrEnum):
@@ -55,7 +56,7 @@ def open_stores(database: str | None, approved_database: str | None) -> tuple[An
 @app.command()
 def review(
     contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
-    run: Annotated[str | None, typer.Option(help="only this run (id or unique prefix)")] = None,
+    run: Annotated[str | None, typer.Option(help=f"only this run (id or a unique prefix of {MIN_ID_PREFIX}+ characters)")] = None,
     model: Annotated[str | None, typer.Option(help="only results of this model id")] = None,
     prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
                                                        help="only results of this prompt version")] = None,
@@ -103,8 +104,8 @@ def review(
 
 @app.command()
 def show(
-    ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help="a run id (or prefix), or DOC: document run id, "
-                                       "content sha256 (or prefix), or path")],
+    ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help=f"a run id, or DOC: document run id, content "
+                                       f"sha256 or path (ids and hashes may be cut to {MIN_ID_PREFIX}+ characters)")],
     requests: Annotated[bool, typer.Option("--requests", help="also print every attempt's request exactly as "
                                            "sent (always in --format json)")] = False,
     database: DatabaseOption = None,
