@@ -9,7 +9,7 @@ Per document: **pass** = READY_FOR_REVIEW with no error finding in the final att
 repair); **fail** = MANUAL_REVIEW, or any error finding left. A provider **ERROR** (transport failure,
 timeout, refused request) is **not evaluable**, not a fail: it says nothing about the prompt or model
 under test, and counting it as a fail would let a provider outage block a release while counting it as a
-pass would hide missing data. Following the AGO gate's conservative aggregation, missing data is reported
+pass would hide missing data. Missing data is reported
 as an explicit gap instead: a matched document not evaluable on either side is left out of both rates,
 listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
 PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.
@@ -253,7 +253,7 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     failing_a = Counter(rule for sha in paired for rule in a[sha].error_rules)
     failing_b = Counter(rule for sha in paired for rule in b[sha].error_rules)
     n = len(paired)
-    rule_rates = [
+    rule_rates: list[dict[str, Any]] = [
         {"rule_id": rule, "baseline_failed": failing_a[rule], "candidate_failed": failing_b[rule], "evaluated": n,
          "baseline_rate": failing_a[rule] / n, "candidate_rate": failing_b[rule] / n,
          "change": (failing_b[rule] - failing_a[rule]) / n}

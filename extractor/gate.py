@@ -10,7 +10,7 @@ given by the user), and
     rho = P(rate_B < rate_A - delta)
 
 is estimated with ``samples`` draws from ``numpy.random.Generator(PCG64(seed))`` (10,000 and 42 by
-default, as in the AGO gate), so the same counts and seed always give the same rho. Decision:
+default), so the same counts and seed always give the same rho. Decision:
 ``BLOCK`` if rho >= block, ``MANUAL_REVIEW`` if rho >= review, else ``PROMOTE``; ``NOT_EVALUABLE`` when
 either side has no evaluable document (no data is an outcome of its own, never a rate of zero).
 
@@ -235,7 +235,7 @@ class GateResult:
 
 
 def default_weights(counts: Mapping[str, int]) -> dict[str, float]:
-    """Each category's share of the documents (the AGO default when traffic shares are not known)."""
+    """Each category's share of the documents (the default when traffic shares are not known)."""
     total = sum(counts.values())
     if total <= 0:
         return {name: 0.0 for name in counts}

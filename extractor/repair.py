@@ -1,6 +1,6 @@
 """The one bounded repair: the original request, the first raw answer, and every finding with its hint.
 
-Repair is a correction, not a retry: the model is told exactly what failed and where (seed 003). The
+Repair is a correction, not a retry: the model is told exactly what failed and where (docs/design.md#repair). The
 pipeline calls this at most once per document per run.
 """
 

@@ -12,13 +12,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from extractor.errors import UsageError
+from extractor.providers import provider_model
+from extractor.vocab import MIN_ID_PREFIX
 
 if TYPE_CHECKING:
     from extractor.store import RunInfo, Store
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w)$", re.IGNORECASE)
 _UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_RUN_ID = re.compile(r"^[0-9a-f]{4,32}$")
+_RUN_ID = re.compile(rf"^[0-9a-f]{{{MIN_ID_PREFIX},32}}$")
 
 FILTER_KEYS = {
     "prompt": "prompt_version",
@@ -66,6 +68,11 @@ class RunFilter:
     since: datetime | None = None
     until: datetime | None = None
 
+    def __post_init__(self) -> None:
+        if self.run is not None and not _RUN_ID.match(self.run):
+            raise UsageError(f"run {self.run!r}: give a run id or at least {MIN_ID_PREFIX} of its first characters "
+                             "(`extract runs` lists them)")
+
     @classmethod
     def parse(cls, spec: str) -> RunFilter:
         """A run id (or unique prefix), or ``key=value[,key=value]`` with keys
@@ -75,7 +82,7 @@ class RunFilter:
             raise UsageError("empty run selection: give a run id or key=value filters")
         if "=" not in text:
             if not _RUN_ID.match(text.lower()):
-                raise UsageError(f"{spec!r} is neither a run id nor key=value filters "
+                raise UsageError(f"{spec!r} is neither a run id (at least {MIN_ID_PREFIX} characters) nor key=value filters "
                                  f"(keys: {', '.join(sorted(set(FILTER_KEYS) - {'prompt_version', 'validator_version'}))})")
             return cls(run=text.lower())
         values: dict[str, Any] = {}
@@ -115,7 +122,8 @@ class RunFilter:
     def select(self, store: Store, limit: int | None = None) -> list[RunInfo]:
         """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``."""
         runs = store.find_runs(
-            id_prefix=self.run, model=self.model, prompt_version=self.prompt_version, contract=self.contract,
+            id_prefix=self.run, model=self.model, provider_model=provider_model(self.model) if self.model else None,
+            prompt_version=self.prompt_version, contract=self.contract,
             validator_version=self.validator_version, since=self.since, until=self.until, limit=limit,
         )
         if self.run is not None and len(self.run) < 32:

@@ -92,7 +92,7 @@ class ReviewDecision(StrEnum):
 
 
 class GateDecision(StrEnum):
-    """The outcome of the regression gate (seed 001): what a release decision may be."""
+    """The outcome of the regression gate (docs/design.md#regression-gate): what a release decision may be."""
 
     PROMOTE = "PROMOTE"
     MANUAL_REVIEW = "MANUAL_REVIEW"
@@ -120,7 +120,7 @@ GATE_EXIT_CODES: dict[GateDecision, ExitCode] = {
 
 
 class JudgeMode(StrEnum):
-    """What a measured judge failure may do (seed 001): report only, send to a person, or block."""
+    """What a measured judge failure may do (docs/design.md#judge): report only, send to a person, or block."""
 
     observe = "observe"
     review = "review"
@@ -160,8 +160,11 @@ DEFAULT_CONTRACT = "work_procedure"
 DEFAULT_PROMPT_VERSION = "v1"
 DEFAULT_RUBRIC = "v1"
 DEFAULT_JUDGE_THRESHOLD = 0.8
-"""The article's operating threshold: a judge link scoring below it is unsupported."""
+"""The judge's operating threshold: a link scoring below it is unsupported (docs/design.md#judge)."""
 DEFAULT_CONCURRENCY = 4
+MIN_ID_PREFIX = 6
+"""The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
+ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""
 DEFAULT_REVIEW_PAGE = 50
 """How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 

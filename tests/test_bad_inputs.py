@@ -165,7 +165,7 @@ def test_huge_and_deep_inputs_are_refused_or_rejected_without_reading_them_whole
 
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    result, peak = measured("validate", deep, "--source", ENGLISH)
+    result, peak = measured("validate", deep, "--source", ENGLISH, "--format", "json")
     report = json.loads(result.stdout)
     assert result.returncode == 1 and [f["rule_id"] for f in report["findings"]] == ["OUTPUT_NOT_JSON"]
     assert "nested deeper" in report["findings"][0]["message"] and peak["run"] < 100 * MB, peak

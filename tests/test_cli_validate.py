@@ -25,13 +25,18 @@ def extract(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+def validate_json(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``extract validate ARGS --format json`` (text is the default)."""
+    return extract("validate", *args, "--format", "json")
+
+
 def report_of(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTS))
 def test_sample_candidate_passes(name: str) -> None:
-    result = extract("validate", EXPECTED / f"{name}.candidate.json", "--source", DOCUMENTS[name])
+    result = validate_json(EXPECTED / f"{name}.candidate.json", "--source", DOCUMENTS[name])
     report = report_of(result)
     assert result.returncode == 0, report["findings"]
     assert report["passed"] is True and report["findings"] == []
@@ -46,7 +51,7 @@ def test_sample_candidate_passes(name: str) -> None:
 
 
 def test_article_candidate_fails_on_structure_only() -> None:
-    result = extract("validate", EXPECTED / "ko_work_request_review.article.json", "--source",
+    result = validate_json(EXPECTED / "ko_work_request_review.article.json", "--source",
                      DOCUMENTS["ko_work_request_review"])
     report = report_of(result)
     assert result.returncode == 1
@@ -60,7 +65,7 @@ def test_article_candidate_with_coverage_shows_its_evidence_gaps(tmp_path: Path)
     article["sentenceCoverage"] = correct["sentenceCoverage"]
     path = tmp_path / "article_with_coverage.json"
     path.write_text(json.dumps(article, ensure_ascii=False), encoding="utf-8")
-    report = report_of(extract("validate", path, "--source", DOCUMENTS["ko_work_request_review"]))
+    report = report_of(validate_json(path, "--source", DOCUMENTS["ko_work_request_review"]))
     unsupported = {f["location"] for f in report["findings"] if f["rule_id"] == "VALUE_WITHOUT_EVIDENCE"}
     assert "$.processSteps[1]" not in unsupported  # the one value the article backed with an excerpt
     assert {"$.documentPurpose", "$.participants[0]", "$.processSteps[0]", "$.rules[0]"} <= unsupported
@@ -77,7 +82,7 @@ def _rag(tmp_path: Path, change: Any) -> subprocess.CompletedProcess[str]:
     change(answer)
     path = tmp_path / "answer.json"
     path.write_text(json.dumps(answer, ensure_ascii=False), encoding="utf-8")
-    return extract("validate", path, "--source", RAG / "source.json", "--contract", "rag_answer")
+    return validate_json(path, "--source", RAG / "source.json", "--contract", "rag_answer")
 
 
 def test_rag_run_1_correct_example_passes(tmp_path: Path) -> None:
@@ -119,7 +124,7 @@ def test_rag_quote_from_another_block_is_not_found(tmp_path: Path) -> None:
     answer.write_text(json.dumps({"summary": "x", "claims": [{"text": "Отчёт сдаётся в пятницу.", "source_ids": ["a"]}],
                                   "citations": [{"source_id": "a", "quote": "ошибки проверяются"}]},
                                  ensure_ascii=False), encoding="utf-8")
-    result = extract("validate", answer, "--source", source, "--contract", "rag_answer")
+    result = validate_json(answer, "--source", source, "--contract", "rag_answer")
     assert [f["rule_id"] for f in report_of(result)["findings"]] == ["CITATION_NOT_FOUND"]
 
 
@@ -139,7 +144,7 @@ def test_rag_low_lexical_support_and_not_checkable(tmp_path: Path) -> None:
 def test_non_json_candidate_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text('{"documentPurpose": "truncated', encoding="utf-8")
-    result = extract("validate", path, "--source", DOCUMENTS["en_purchase_approval"])
+    result = validate_json(path, "--source", DOCUMENTS["en_purchase_approval"])
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert [f["rule_id"] for f in report_of(result)["findings"]] == ["OUTPUT_NOT_JSON"]
 
@@ -147,7 +152,7 @@ def test_non_json_candidate_is_a_finding_not_a_crash(tmp_path: Path) -> None:
 def test_absurdly_deep_candidate_is_output_not_json(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    result = extract("validate", path, "--source", DOCUMENTS["en_purchase_approval"])
+    result = validate_json(path, "--source", DOCUMENTS["en_purchase_approval"])
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert [f["rule_id"] for f in report_of(result)["findings"]] == ["OUTPUT_NOT_JSON"]
 
@@ -156,7 +161,7 @@ def test_huge_candidate_is_refused_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "huge.json"
     with path.open("wb") as stream:  # sparse: 200 MB on paper, nothing on disk
         stream.truncate(200_000_000)
-    result = extract("validate", path, "--source", DOCUMENTS["en_purchase_approval"])
+    result = validate_json(path, "--source", DOCUMENTS["en_purchase_approval"])
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and str(path) in result.stderr and "MB" in result.stderr
 
@@ -169,24 +174,24 @@ def test_huge_candidate_is_refused_with_one_line(tmp_path: Path) -> None:
 def test_unusable_source_exits_2_with_one_line(tmp_path: Path, make: Any, problem: str) -> None:
     source = tmp_path / "source.txt"
     make(source)
-    result = extract("validate", EXPECTED / "en_purchase_approval.candidate.json", "--source", source)
+    result = validate_json(EXPECTED / "en_purchase_approval.candidate.json", "--source", source)
     assert result.returncode == 2
     assert result.stdout == "" and result.stderr.count("\n") == 1
     assert str(source) in result.stderr and problem in result.stderr
 
 
 def test_missing_candidate_file_exits_2(tmp_path: Path) -> None:
-    result = extract("validate", tmp_path / "nope.json", "--source", DOCUMENTS["en_purchase_approval"])
+    result = validate_json(tmp_path / "nope.json", "--source", DOCUMENTS["en_purchase_approval"])
     assert result.returncode == 2 and "nope.json" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_usage_error_exits_2() -> None:
-    assert extract("validate", "x.json").returncode == 2  # --source missing
+    assert validate_json("x.json").returncode == 2  # --source missing
 
 
-def test_text_format_is_a_table() -> None:
+def test_text_is_the_default_format_and_a_table() -> None:
     result = extract("validate", EXPECTED / "ko_work_request_review.article.json", "--source",
-                     DOCUMENTS["ko_work_request_review"], "--format", "text")
+                     DOCUMENTS["ko_work_request_review"])
     assert result.returncode == 1
     assert "FAILED" in result.stdout and "SCHEMA_VIOLATION" in result.stdout and "┃" in result.stdout
 

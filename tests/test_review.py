@@ -21,9 +21,9 @@ from typer.testing import CliRunner, Result
 
 from extractor.cli import app
 from extractor.export import atomic_write
-from extractor.render_review import EVIDENCE_STYLE, source_text
 from extractor.store import open_store
 from extractor.store.approved import approved_records, reviews_for
+from extractor.ui.review import EVIDENCE_STYLE, source_text
 from tests.support.corpus import GOOD, invented, run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer
 

@@ -15,10 +15,17 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from extractor.errors import ExtractorError, UsageError
 from extractor.vocab import ExitCode
+
+
+def _plain_help(option: TyperOption | None) -> TyperOption | None:
+    """``--help`` without typer's ``<bool>`` beside it."""
+    if option is not None:
+        option.metavar = ""
+    return option
 
 
 class Commands(TyperGroup):
@@ -31,8 +38,48 @@ class Commands(TyperGroup):
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
 
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        return _plain_help(super().get_help_option(ctx))
 
-app = typer.Typer(
+
+class Command(TyperCommand):
+    """A command whose help names arguments in capitals and shows no type placeholders.
+
+    typer prints ``<bool>`` beside every flag and ``{file}`` for a required argument in the usage line;
+    a flag takes no value, so it shows none, and an argument shows as ``FILE`` (``[FILE]`` when optional,
+    ``PATHS...`` when it takes several).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+            elif isinstance(param, TyperArgument) and param.metavar is None and param.name:
+                param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
+
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        return _plain_help(super().get_help_option(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                pieces.append(name if param.required or name.startswith("[") else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+class App(typer.Typer):
+    """A typer app whose commands are ``Command`` unless told otherwise (``extract`` and its groups)."""
+
+    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or Command, **kwargs)
+
+
+app = App(
     cls=Commands,
     help="Turn business documents into evidence-checked structured records. The LLM proposes, "
     "deterministic rules check, a person approves.",

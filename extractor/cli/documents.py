@@ -23,22 +23,16 @@ from extractor.vocab import DEFAULT_CONTRACT
 
 
 @app.command()
-def split(file: Path, format: FormatOption = Format.text) -> None:
+def split(file: Annotated[Path, typer.Argument(help="the document to segment")],
+          format: FormatOption = Format.text) -> None:
     """Ingest and segment FILE; print its sentence units with ids and offsets."""
     document = load_document(file)
     if format is Format.json:
         emit_json([s.to_json() for s in document.sentences])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.documents import print_sentences
 
-    table = Table(title=f"{file} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
-    for column in ("id", "block", "start", "end", "text"):
-        table.add_column(column, overflow="fold")
-    kinds = {block.index: block.kind.value for block in document.blocks}
-    for s in document.sentences:
-        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), s.text)
-    Console().print(table)
+    print_sentences(document, str(file))
 
 
 @app.command()
@@ -46,7 +40,7 @@ def validate(
     candidate: Annotated[Path, typer.Argument(help="candidate JSON from any LLM")],
     source: Annotated[Path, typer.Option("--source", "-s", help="the source document")],
     contract: ContractOption = DEFAULT_CONTRACT,
-    format: FormatOption = Format.json,
+    format: FormatOption = Format.text,
 ) -> None:
     """Check CANDIDATE against SOURCE. Exit 0 when no error finding, 1 when any, 2 for unusable input."""
     from extractor.validate import validate as run_validation
@@ -57,7 +51,7 @@ def validate(
     if format is Format.json:
         emit_json(report.to_json())
     else:
-        from extractor.render import print_report
+        from extractor.ui.run import print_report
 
         print_report(report, document)
     raise typer.Exit(0 if report.passed else 1)
@@ -81,33 +75,35 @@ def rules(
         if format is Format.json:
             emit_json(card.to_json())
             return
-        for key, value in card.to_json().items():
-            typer.echo(f"{key.replace('_', ' '):>27}: {value}")
+        from extractor.ui.documents import print_rule_card
+
+        print_rule_card(card)
         return
     if format is Format.json:
         emit_json([card.to_json() for card in cards])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.documents import print_rules
 
-    table = Table(title="rule catalogue (extract rules RULE_ID for a card)")
-    for column in ("rule_id", "contract", "stage", "severity", "fires when"):
-        table.add_column(column, overflow="fold")
-    for card in cards:
-        table.add_row(card.rule_id, card.contract, card.stage, card.severity.value, card.fires_when)
-    Console().print(table)
+    print_rules(cards)
 
 
 @app.command()
 def contracts(
     write: Annotated[bool, typer.Option(help="regenerate the built-in contracts' schema.json from their models")] = False,
+    format: FormatOption = Format.text,
 ) -> None:
     """List the registered contracts with their folders; with --write, regenerate built-in schema files."""
     from extractor.contracts import contracts as registered
 
+    listed = []
     for contract in registered():
         path = contract.folder / "schema.json"
         if write and contract.pydantic is not None:
             path.write_text(json.dumps(contract.generated_schema(), ensure_ascii=False, indent=2) + "\n",
                             encoding="utf-8")
-        typer.echo(f"{contract.name} v{contract.version}: {path}")
+        listed.append({"name": contract.name, "version": contract.version, "schema": str(path)})
+    if format is Format.json:
+        emit_json(listed)
+        return
+    for entry in listed:
+        typer.echo(f"{entry['name']} v{entry['version']}: {entry['schema']}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.providers import ResponseFormat
 from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
-judge_app = typer.Typer(help="The optional judge stage: calibrate a judge against human labels, list reports.",
+judge_app = App(cls=Commands, help="The optional judge stage: calibrate a judge against human labels, list reports.",
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
 
@@ -72,13 +72,6 @@ def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: Judge
 
 def judge_summary(judge: Judge) -> dict[str, Any]:
     return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items()))}
-
-
-def print_judge_summary(judge: Judge) -> None:
-    counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
-    policy = judge.policy
-    typer.echo(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
-               f"{policy.rubric_version}): {counts}")
 
 
 # ---------------------------------------------------------------- extract judge calibrate
@@ -146,7 +139,7 @@ def calibrate(
     report = compute(CalibrationInput(cases, judge_model, rubric, str(labels), sha256_of(str(labels)), source, notes),
                      policy)
 
-    from extractor.judge.render import print_calibration, write_sweep_plot
+    from extractor.ui.judge import print_calibration, write_sweep_plot
 
     wanted = plot or labels.with_name(f"{labels.stem}.sweep.png")
     plot_path: Path | None = wanted
@@ -163,9 +156,7 @@ def calibrate(
     if format is Format.json:
         emit_json({"id": calibration_id, "plot": str(plot_path) if plot_path else None, **report})
     else:
-        from rich.console import Console
-
-        print_calibration(report, Console(), calibration_id=calibration_id, plot=plot_path)
+        print_calibration(report, calibration_id=calibration_id, plot=plot_path)
     raise typer.Exit(1 if report["verdict"] == CalibrationVerdict.reject else 0)
 
 
@@ -173,12 +164,10 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
                       concurrency: int, format: Format, response_format: ResponseFormat) -> tuple[list[Any], str]:
     import asyncio
 
-    from rich.console import Console
-    from rich.progress import Progress
-
     from extractor.judge.labels import score_cases
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import ProviderSettings, from_string
+    from extractor.ui.judge import judging_progress
 
     try:
         rubric = load_rubric(rubric_version)
@@ -192,10 +181,9 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
 
     async def scored() -> list[Any]:
         try:
-            with Progress(console=Console(stderr=True), disable=format is Format.json, transient=True) as progress:
-                task = progress.add_task(f"judging with {model_id(provider)}", total=len(cases))
+            with judging_progress(model_id(provider), len(cases), enabled=format is Format.text) as advance:
                 return await score_cases(cases, provider, rubric, concurrency=concurrency,
-                                         on_case=lambda _case: progress.advance(task))
+                                         on_case=lambda _case: advance())
         finally:
             await provider.aclose()
 
@@ -231,24 +219,9 @@ def reports(
     if format is Format.json:
         emit_json([_listing(info) for info in found])
         return
-    from rich.console import Console
-    from rich.table import Table
+    from extractor.ui.judge import print_reports
 
-    from extractor.judge.render import VERDICT_STYLE, fmt
-
-    if not found:
-        typer.echo("no calibration reports" + (f" for {model}" if model else ""))
-        return
-    table = Table(title="judge calibrations (only the newest per model + rubric + threshold counts)")
-    for column in ("id", "created (UTC)", "judge model", "rubric", "threshold", "verdict", "cases", "AUROC [95% CI]",
-                   "MCC [95% CI]", "labels sha256"):
-        table.add_column(column, overflow="fold")
-    for info in found:
-        judge = info.report.get("judge", {})
-        table.add_row(str(info.id), f"{info.created_at:%Y-%m-%d %H:%M}", info.judge_model, info.rubric_version,
-                      f"{info.threshold:g}", f"[{VERDICT_STYLE.get(info.verdict, '')}]{info.verdict}[/]", str(info.n_cases),
-                      fmt(judge.get("auroc")), fmt(judge.get("mcc")), info.labels_sha256[:12])
-    Console().print(table)
+    print_reports(found, model)
 
 
 @judge_app.command()
@@ -267,11 +240,9 @@ def show(
     if format is Format.json:
         emit_json({**_listing(info), "report": info.report})
         return
-    from rich.console import Console
+    from extractor.ui.judge import print_calibration
 
-    from extractor.judge.render import print_calibration
-
-    print_calibration(info.report, Console(), calibration_id=info.id)
+    print_calibration(info.report, calibration_id=info.id)
 
 
 def _listing(info: Any) -> dict[str, Any]:

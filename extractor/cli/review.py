@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail, read_candidate
-from extractor.vocab import DEFAULT_REVIEW_PAGE
+from extractor.vocab import DEFAULT_REVIEW_PAGE, MIN_ID_PREFIX
 
 DatabaseOption = Annotated[str | None, typer.Option(
     "--database", help="run-log database URL [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
@@ -24,7 +24,8 @@ ApprovedDatabaseOption = Annotated[str | None, typer.Option(
 ReviewerOption = Annotated[str, typer.Option("--reviewer", envvar="EXTRACT_REVIEWER",
                                              help="who decides [env EXTRACT_REVIEWER]")]
 DocArgument = Annotated[str, typer.Argument(
-    metavar="DOC", help="document run id, content sha256 (or unique prefix), or the path given to `extract run`")]
+    metavar="DOC", help=f"document run id, content sha256 (or a unique prefix of {MIN_ID_PREFIX}+ characters), or the "
+    "path given to `extract run`")]
 
 
 class ExportFormat(StrEnum):
@@ -55,7 +56,7 @@ def open_stores(database: str | None, approved_database: str | None) -> tuple[An
 @app.command()
 def review(
     contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
-    run: Annotated[str | None, typer.Option(help="only this run (id or unique prefix)")] = None,
+    run: Annotated[str | None, typer.Option(help=f"only this run (id or a unique prefix of {MIN_ID_PREFIX}+ characters)")] = None,
     model: Annotated[str | None, typer.Option(help="only results of this model id")] = None,
     prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
                                                        help="only results of this prompt version")] = None,
@@ -96,15 +97,15 @@ def review(
         if len(page.items) < page.total:
             typer.echo(f"note: listed {len(page.items)} of {page.total} waiting; --limit N or --all for more", err=True)
         return
-    from extractor.render_review import print_queue
+    from extractor.ui.review import print_queue
 
     print_queue(page.items, page.total)
 
 
 @app.command()
 def show(
-    ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help="a run id (or prefix), or DOC: document run id, "
-                                       "content sha256 (or prefix), or path")],
+    ref: Annotated[str, typer.Argument(metavar="RUN_OR_DOC", help=f"a run id, or DOC: document run id, content "
+                                       f"sha256 or path (ids and hashes may be cut to {MIN_ID_PREFIX}+ characters)")],
     requests: Annotated[bool, typer.Option("--requests", help="also print every attempt's request exactly as "
                                            "sent (always in --format json)")] = False,
     database: DatabaseOption = None,
@@ -136,7 +137,7 @@ def show(
     if format is Format.json:
         emit_json(view)
         return
-    from extractor.render_review import print_document_view, print_run_view
+    from extractor.ui.review import print_document_view, print_run_view
 
     if view["kind"] == "run":
         print_run_view(view)
@@ -174,30 +175,16 @@ def approve(
                        "findings": [] if refused.report is None else [f.to_json() for f in refused.report.findings]})
             raise typer.Exit(refused.exit_code) from None
         if refused.report is not None and refused.report.findings:
-            from rich.console import Console
+            from extractor.ui.review import print_refused_findings
 
-            from extractor.render import findings_table
-
-            Console(stderr=True).print(findings_table((f.to_json() for f in refused.report.findings),
-                                                      title="findings of the edited candidate"))
+            print_refused_findings(refused.report)
         raise
     if format is Format.json:
         emit_json(result.to_json())
         return
-    a, d = result.approved, result.document_run
-    when = f"{a.approved_at:%Y-%m-%d %H:%M:%S} UTC"
-    if result.outcome == "already":
-        typer.echo(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
-        return
-    what = "an edited record" if a.edited else "the candidate"
-    typer.echo(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
-               f"by {a.reviewer} at {when}")
-    if result.previous is not None:
-        typer.echo(f"replaced the approval by {result.previous.reviewer} at "
-                   f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
-    if result.report is not None and result.report.findings:
-        typer.echo(f"note: {len(result.report.findings)} warning(s): "
-                   + ", ".join(sorted({f.rule_id for f in result.report.findings})))
+    from extractor.ui.review import print_approval
+
+    print_approval(result)
 
 
 @app.command()
@@ -219,18 +206,9 @@ def reject(
     if format is Format.json:
         emit_json(result.to_json())
         return
-    r, d = result.review, result.document_run
-    when = f"{r.created_at:%Y-%m-%d %H:%M:%S} UTC"
-    if result.outcome == "already":
-        typer.echo(f"already rejected by {r.reviewer} at {when} for the same reason; nothing written")
-        return
-    typer.echo(f"rejected document run {d.id} ({d.path}) by {r.reviewer} at {when}: {r.note}")
-    if result.withdrawn is not None:
-        typer.echo(f"withdrew the approval by {result.withdrawn.reviewer} at "
-                   f"{result.withdrawn.approved_at:%Y-%m-%d %H:%M:%S} UTC; it will not be exported")
-    elif result.kept is not None:
-        typer.echo(f"note: this content keeps its approved record from run {(result.kept.run_id or '?')[:12]} "
-                   f"(approved by {result.kept.reviewer})")
+    from extractor.ui.review import print_rejection
+
+    print_rejection(result)
 
 
 @app.command()

@@ -102,8 +102,8 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
 
     from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
     from extractor.providers import ProviderSettings, from_string
-    from extractor.render import RunProgress, print_nothing_found, print_summary
     from extractor.store import open_store
+    from extractor.ui.run import RunProgress, print_nothing_found, print_summary
 
     chosen = contract_named(contract)
     discovery = discover(paths)
@@ -142,7 +142,7 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
         engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
     except FileNotFoundError as error:
         fail(str(error))
-    from extractor.cli.judge import judge_summary, print_judge_summary
+    from extractor.cli.judge import judge_summary
 
     with progress:
         summary = asyncio.run(engine.run(discovery))
@@ -151,6 +151,8 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
     else:
         print_summary(summary)
         if run_judge is not None:
+            from extractor.ui.judge import print_judge_summary
+
             print_judge_summary(run_judge)
     counts = summary.counts
     raise typer.Exit(ExitCode.INTERRUPTED if summary.interrupted else ExitCode.USAGE if counts[Outcome.INPUT_ERROR]

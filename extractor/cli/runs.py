@@ -13,8 +13,10 @@ import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail
 from extractor.cli.review import DatabaseOption, open_run_log
+from extractor.vocab import MIN_ID_PREFIX
 
-ModelOption = Annotated[str | None, typer.Option(help="only runs of this model id (as `extract runs` shows it)")]
+ModelOption = Annotated[str | None, typer.Option(help="only runs of this model: as `extract runs` shows it, or as given "
+                                                      "to `extract run --model` (openai:gpt-4o-mini)")]
 PromptOption = Annotated[str | None, typer.Option("--prompt-version", "--prompt", help="only this prompt version")]
 ContractOption = Annotated[str | None, typer.Option(help="only this contract")]
 ValidatorOption = Annotated[str | None, typer.Option("--validator", help="only this validator version")]
@@ -51,7 +53,7 @@ def runs(
     if format is Format.json:
         emit_json(found)
         return
-    from extractor.render_review import print_runs
+    from extractor.ui.review import print_runs
 
     print_runs(found)
 
@@ -59,8 +61,8 @@ def runs(
 @app.command()
 def stats(
     selections: Annotated[list[str] | None, typer.Argument(
-        metavar="[RUN_OR_FILTER]...", help="run ids (or prefixes) or key=value filters (prompt=v2,model=x); "
-        "default: the newest runs matching the options")] = None,
+        metavar="[RUN_OR_FILTER]...", help=f"run ids (or their first {MIN_ID_PREFIX}+ characters) or key=value filters "
+        "(prompt=v2,model=x); default: the newest runs matching the options")] = None,
     model: ModelOption = None,
     prompt_version: PromptOption = None,
     contract: ContractOption = None,
@@ -104,15 +106,15 @@ def stats(
     if format is Format.json:
         emit_json(result)
         return
-    from extractor.render_review import print_stats
+    from extractor.ui.review import print_stats
 
     print_stats(result)
 
 
 @app.command()
 def compare(
-    baseline: Annotated[str, typer.Argument(help="run id (or prefix), or key=value filters: prompt=, model=, "
-                                            "contract=, validator=, run=, since=, until=")],
+    baseline: Annotated[str, typer.Argument(help=f"run id (or its first {MIN_ID_PREFIX}+ characters), or key=value "
+                                            "filters: prompt=, model=, contract=, validator=, run=, since=, until=")],
     candidate: Annotated[str, typer.Argument(help="the same forms as BASELINE")],
     delta: Annotated[float, typer.Option(min=0.0, max=0.99, help="smallest drop in pass rate that matters")] = 0.03,
     block: Annotated[float, typer.Option(min=0.0, max=1.0, help="BLOCK when rho >= this")] = 0.8,
@@ -153,7 +155,7 @@ def compare(
     if format is Format.json:
         emit_json(data)
     else:
-        from extractor.render_review import print_comparison
+        from extractor.ui.review import print_comparison
 
         print_comparison(data)
         if plot is not None:

@@ -1,7 +1,7 @@
-"""Pydantic model of the ``rag_answer`` contract, version 1 (the answer format of seed 000).
+"""Pydantic model of the ``rag_answer`` contract, version 1 (an answer with cited sources, docs/design.md#rules).
 
-Constraints follow the article's schema: non-empty summary and claim texts, at least one unique
-source id per claim, quotes of at least 8 characters.
+Constraints: non-empty summary and claim texts, at least one unique source id per claim, quotes of at
+least 8 characters.
 """
 
 from __future__ import annotations

@@ -102,7 +102,8 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
             return [substitute(value) for value in node]
         return node
 
-    return substitute(schema)
+    inlined: dict[str, Any] = substitute(schema)
+    return inlined
 
 
 def read_json(path: Path) -> dict[str, Any]:

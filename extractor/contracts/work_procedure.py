@@ -1,4 +1,4 @@
-"""Pydantic model of the ``work_procedure`` contract, version 1 (field names fixed by SPEC.md).
+"""Pydantic model of the ``work_procedure`` contract, version 1 (the field names are the contract: changing one is a new version).
 
 The JSON Schema in ``contracts/work_procedure/v1/schema.json`` is generated from these classes
 (``extract contracts --write``), and a test proves the file and the model agree, so the schema the

@@ -83,4 +83,5 @@ def _deref(root: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any
     target: Any = root
     for part in reference.removeprefix("#/").split("/"):
         target = target[part]
-    return target
+    resolved: Mapping[str, Any] = target
+    return resolved

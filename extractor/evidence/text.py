@@ -54,7 +54,7 @@ class NormalizedText:
         self.norm = "".join(parts)
         self.origin = origin
 
-    def _append_run(self, text: str, start: int, end: int, parts: list[str], origin: array) -> None:
+    def _append_run(self, text: str, start: int, end: int, parts: list[str], origin: array[int]) -> None:
         if start == end:
             return
         run = text[start:end]

@@ -1,4 +1,4 @@
-"""A source given as ``{"blocks": [{"id": "s1", "text": "..."}]}`` (seed 000's source format).
+"""A source given as ``{"blocks": [{"id": "s1", "text": "..."}]}`` (the ``rag_answer`` contract's source format).
 
 Its units are fixed by the file, not by a segmenter: each block is one unit with its own id, so a
 ``rag_answer`` citation's ``source_id`` names exactly what the author of the source named.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from extractor.document import BlockKind, Sentence
+from extractor.document import Block, BlockKind, Sentence
 from extractor.errors import InputError
 from extractor.ingest.decode import decode
 from extractor.ingest.text import join_blocks
@@ -16,7 +16,7 @@ from extractor.ingest.text import join_blocks
 SEGMENTER_ID = "source-blocks/1"
 
 
-def parse(data: bytes, path: str) -> tuple[str, list, list[Sentence]]:
+def parse(data: bytes, path: str) -> tuple[str, list[Block], list[Sentence]]:
     """Canonical text (blocks one per line), blocks, and one unit per block carrying the block's id."""
     text, _ = decode(data, path)
     try:

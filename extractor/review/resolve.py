@@ -14,11 +14,11 @@ from pathlib import Path
 
 from extractor.errors import ExtractorError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import FINAL_STATES, REVIEWABLE, ExitCode
+from extractor.vocab import FINAL_STATES, MIN_ID_PREFIX, REVIEWABLE, ExitCode
 
-_HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
-_MIN_SHA_PREFIX_FOR_DIGITS = 6
-"""Digits are a document run id; they are also tried as a sha256 prefix only from this length on."""
+_HEX = re.compile(rf"^[0-9a-fA-F]{{{MIN_ID_PREFIX},64}}$")
+"""A sha256 prefix; digits this long are tried as one too (shorter digits are only a document run id)."""
+_RUN_ID = re.compile(rf"[0-9a-f]{{{MIN_ID_PREFIX},32}}")
 
 
 class ReviewError(ExtractorError):
@@ -65,7 +65,7 @@ def candidates(store: Store, ref: str, cwd: Path | None = None) -> dict[str, lis
     if ref.isdigit():
         for document_run in store.find_document_runs(ids=[int(ref)]):
             found[document_run.id] = document_run
-    if _HEX.match(ref) and (not ref.isdigit() or len(ref) >= _MIN_SHA_PREFIX_FOR_DIGITS):
+    if _HEX.match(ref):
         for document_run in store.find_document_runs(sha_prefix=ref.lower()):
             found[document_run.id] = document_run
     if not found or os.sep in ref or "/" in ref or "." in ref:
@@ -91,8 +91,8 @@ def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | N
     cwd = cwd or Path.cwd()
     groups = candidates(store, ref, cwd)
     if not groups:
-        raise ReviewError(f"no document run matches {ref!r} (give a document run id from `extract review`, "
-                          "a content sha256 or prefix, or the path given to `extract run`)")
+        raise ReviewError(f"no document run matches {ref!r} (give a document run id from `extract review`, a "
+                          f"content sha256 or its first {MIN_ID_PREFIX} or more characters, or the path given to `extract run`)")
     exact = [d for runs in groups.values() for d in runs if ref.strip().isdigit() and d.id == int(ref)]
     if exact and len(groups) > 1:
         listed = "; ".join(_describe(runs[0]) for runs in groups.values())
@@ -128,9 +128,9 @@ def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | N
 
 
 def resolve_run(store: Store, ref: str) -> RunInfo | None:
-    """The run ``ref`` names (full id or a unique prefix of at least 6 characters), if it names one."""
+    """The run ``ref`` names (full id or a unique prefix of at least ``MIN_ID_PREFIX`` characters), if any."""
     text = ref.strip().lower()
-    if not re.fullmatch(r"[0-9a-f]{6,32}", text):
+    if not _RUN_ID.fullmatch(text):
         return None
     runs = store.find_runs(id_prefix=text, limit=10)
     exact = [run for run in runs if run.id == text]

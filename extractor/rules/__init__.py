@@ -1,6 +1,6 @@
 """The rule catalogue: every rule is one function in this package with its card beside it.
 
-A card answers the four questions of seed 000 (what is read, which normalisation, what passes, where a
+A card answers four questions (docs/design.md#rules: what is read, which normalisation, what passes, where a
 failure is reported) plus whether a judge is still needed after a failure. Rule functions only say where
 and why they fire (``Hit``); the registry stamps the stable ``rule_id`` and severity from the card.
 

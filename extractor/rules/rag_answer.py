@@ -1,4 +1,4 @@
-"""Content rules of the ``rag_answer`` contract (seed 000): citations exist in the block they name,
+"""Content rules of the ``rag_answer`` contract (docs/design.md#rules): citations exist in the block they name,
 claims name known sources whose text covers the claim's terms.
 
 Source blocks are the document's sentence units: the blocks of a ``{"blocks": [{"id", "text"}]}`` JSON
@@ -52,7 +52,8 @@ class Context:
 
     @property
     def support(self) -> dict[str, Any]:
-        return self.settings.get("lexical_support", {})
+        support: dict[str, Any] = self.settings.get("lexical_support", {})
+        return support
 
 
 @rule(

@@ -1,7 +1,7 @@
 """Structure rules: the candidate must be JSON and must match the contract's schema.
 
 If either fires, no content rule runs: a content rule reading a malformed candidate would raise a
-secondary error that hides the real one (seed 000, step 3).
+secondary error that hides the real one (docs/design.md#rules).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Content rules of the ``work_procedure`` contract (seed 003), in stage order.
+"""Content rules of the ``work_procedure`` contract (docs/design.md#rules), in stage order.
 
 They run only on a candidate that passed the schema, so they may index fields without guarding.
 Evidence matching is exact after the contract's normalisation (NFC + whitespace collapse): case,
@@ -610,7 +610,8 @@ def _describe(candidate: dict[str, Any], value: Any) -> str:
         actor = names.get(value.get("actorId")) or value.get("actorId")
         return f"{actor}: {value['action']}" if actor else str(value["action"])
     if isinstance(value, dict) and isinstance(value.get("name"), str):
-        return value["name"]
+        name: str = value["name"]
+        return name
     return _text(value)
 
 

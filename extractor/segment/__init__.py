@@ -151,7 +151,8 @@ def _splitter_for(content: str) -> Splitter:
 def _split_korean(text: str) -> list[str]:
     """kss with the rule-based ``fast`` backend: the default (pecab, since mecab is absent) splits
     inside words (``... 요`` + ``청된 ...``)."""
-    return _kss().split_sentences(text, backend="fast")
+    sentences: list[str] = _kss().split_sentences(text, backend="fast")
+    return sentences
 
 
 @cache
@@ -168,7 +169,8 @@ def _kss() -> ModuleType:
     import kss  # type: ignore[import-untyped]
 
     logging.getLogger("Kss").setLevel(logging.ERROR)
-    return kss
+    module: ModuleType = kss
+    return module
 
 
 def _split_russian(text: str) -> list[str]:

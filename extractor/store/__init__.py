@@ -8,7 +8,8 @@ which only the review commands import.
 
 from __future__ import annotations
 
-from extractor.store.db import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, StoreError
+from extractor.errors import StoreError
+from extractor.store.db import DATABASE_URL_ENV, DEFAULT_DATABASE_URL
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -20,7 +21,8 @@ from extractor.store.info import (
     RunConfig,
     RunInfo,
 )
-from extractor.store.runlog import STALE_AFTER_S, Store, open_store
+from extractor.store.runlog import Store, open_store
+from extractor.store.runs import STALE_AFTER_S
 
 __all__ = [
     "DATABASE_URL_ENV",

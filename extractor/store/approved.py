@@ -16,7 +16,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from extractor.store.db import StoreError, plain, transaction, utcnow
+from extractor.errors import StoreError
+from extractor.store.db import plain, transaction, utcnow
 from extractor.store.models import ApprovedRecord, Document, DocumentRun, Review, Run
 from extractor.store.runlog import Store, open_store
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from sqlalchemy import Engine, bindparam, insert, select
 
+from extractor.errors import StoreError
 from extractor.store import requests
-from extractor.store.db import StoreError, plain, require_one_of, transaction, utcnow, write_connection
+from extractor.store.db import plain, require_one_of, transaction, utcnow, write_connection
 from extractor.store.info import AttemptData, AttemptInfo, AttemptRecord
 from extractor.store.models import Attempt, DocumentRun, RequestPart
 from extractor.vocab import AttemptKind, AttemptOutcome, values_of

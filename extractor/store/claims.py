@@ -16,7 +16,8 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extractor.document import Document as SourceDocument
-from extractor.store.db import StoreError, plain, require_one_of, transaction, utcnow, write_connection
+from extractor.errors import StoreError
+from extractor.store.db import plain, require_one_of, transaction, utcnow, write_connection
 from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
 from extractor.store.models import Claim, Document, DocumentRun, Run
 from extractor.store.runs import is_alive

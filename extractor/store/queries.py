@@ -38,6 +38,7 @@ def find_runs(
     ids: Iterable[str] | None = None,
     id_prefix: str | None = None,
     model: str | None = None,
+    provider_model: tuple[str, str | None] | None = None,
     prompt_version: str | None = None,
     contract: str | None = None,
     validator_version: str | None = None,
@@ -45,13 +46,24 @@ def find_runs(
     until: datetime | None = None,
     limit: int | None = None,
 ) -> list[RunInfo]:
-    """Runs matching every given filter, newest first, with their document counts per state."""
+    """Runs matching every given filter, newest first, with their document counts per state.
+
+    ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string,
+    see ``extractor.providers.provider_model``) a run of that provider and model matches too.
+    """
     query = select(Run).order_by(Run.started_at.desc(), Run.id)
     if ids is not None:
         query = query.where(Run.id.in_(list(ids)))
     if id_prefix is not None:
         query = query.where(Run.id.startswith(id_prefix, autoescape=True))
-    for column, value in ((Run.model, model), (Run.prompt_version, prompt_version), (Run.contract, contract),
+    if model is not None:
+        condition = Run.model == model
+        if provider_model is not None:
+            provider, name = provider_model
+            condition = or_(condition, Run.provider == provider if name is None
+                            else and_(Run.provider == provider, Run.model == name))
+        query = query.where(condition)
+    for column, value in ((Run.prompt_version, prompt_version), (Run.contract, contract),
                           (Run.validator_version, validator_version)):
         if value is not None:
             query = query.where(column == value)

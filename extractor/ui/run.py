@@ -17,6 +17,7 @@ from extractor.document import Document
 from extractor.engine.discover import Discovery
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.evidence.report import Report
+from extractor.ui.console import add_columns, open_console, print_table
 from extractor.vocab import SkipReason
 
 STATE_STYLE = {
@@ -38,8 +39,7 @@ STATE_STYLE = {
 def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") -> Table:
     """Findings as stored and reported (``Finding.to_json()``): errors red, warnings yellow."""
     table = Table(title=title, title_justify="left")
-    for column in ("rule_id", "severity", "location", "message"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, ("rule_id", "severity", "location", "message"), wrap=("message",))
     for finding in findings:
         style = "red" if finding.get("severity") == "error" else "yellow"
         table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
@@ -49,32 +49,29 @@ def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") 
 
 def print_report(report: Report, document: Document, console: Console | None = None) -> None:
     """Verdict line, findings, field states and sentence states as tables."""
-    console = console or Console()
+    console = console or open_console()
     errors = len(report.errors)
     warnings = len(report.findings) - errors
     verdict = Text("PASSED" if report.passed else "FAILED", style="bold green" if report.passed else "bold red")
     console.print(Text.assemble(verdict, f"  {report.contract} v{report.contract_version}  validator "
                                 f"{report.validator_version}  {errors} error(s), {warnings} warning(s)"))
     if report.findings:
-        console.print(findings_table(f.to_json() for f in report.findings))
+        print_table(console, findings_table(f.to_json() for f in report.findings))
     if report.fields:
         table = Table(title="fields")
-        table.add_column("field")
-        table.add_column("state")
-        table.add_column("because")
+        add_columns(table, ("field", "state", "because"))
         for path, state in report.fields.items():
             table.add_row(path, Text(state.state or "-", style=STATE_STYLE[state.state]), state.rule_id or "")
-        console.print(table)
+        print_table(console, table)
     if report.sentences:
         table = Table(title="sentences")
-        for column in ("id", "state", "fields / reason", "text"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, ("id", "state", "fields / reason", "text"), wrap=("fields / reason", "text"))
         for unit in report.sentences:
             sentence = document.sentence(unit.id)
             detail = ", ".join(unit.field_paths) or unit.reason or unit.rule_id or ""
             table.add_row(unit.id, Text(unit.state or (unit.rule_id or "-"), style=STATE_STYLE[unit.state]),
                           detail, sentence.text if sentence else "")
-        console.print(table)
+        print_table(console, table)
 
 
 class RunProgress(Progress):
@@ -85,7 +82,7 @@ class RunProgress(Progress):
         self.counts: Counter[str] = Counter()
         self._progress = RichProgress(
             TextColumn("[bold]extract run"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled, transient=False,
+            TimeElapsedColumn(), console=open_console(stderr=True), disable=not enabled, transient=False,
         )
         self._task: TaskID | None = None
 
@@ -128,15 +125,14 @@ def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """Documents per state, why any were skipped or retried, the rules that fired most, tokens and time."""
-    console = console or Console()
+    console = console or open_console()
     console.print(f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
     table = Table()
-    table.add_column("state")
-    table.add_column("documents", justify="right")
+    add_columns(table, ("state", "documents"), right=("documents",))
     for state, count in sorted(summary.counts.items()):
         table.add_row(Text(state, style=STATE_STYLE.get(state, "")), str(count))
     table.add_row("total", str(len(summary.outcomes)), style="bold")
-    console.print(table)
+    print_table(console, table)
     for reason, run, count in summary.skipped_because():
         what = (f"done before by run {run}" if reason == SkipReason.done and run else
                 f"busy: run {run} is processing them" if reason == SkipReason.busy else "done before")
@@ -149,11 +145,10 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         console.print(f"not documents, skipped in folders: {skipped}")
     if summary.top_rules:
         rules = Table(title="rule ids in final attempts")
-        rules.add_column("rule_id")
-        rules.add_column("documents", justify="right")
+        add_columns(rules, ("rule_id", "documents"), right=("documents",))
         for rule_id, count in summary.top_rules:
             rules.add_row(rule_id, str(count))
-        console.print(rules)
+        print_table(console, rules)
     console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s")
     if summary.interrupted:
         left = summary.counts.get("INTERRUPTED", 0)

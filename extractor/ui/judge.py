@@ -1,4 +1,4 @@
-"""A calibration report for people (rich tables, in the seed's order) and the threshold-sweep plot (PNG).
+"""A calibration report for people (rich tables, ordered as docs/design.md#judge-calibration says) and the sweep plot.
 
 Order matters: the class-balance warning comes before any number, because every metric on a lopsided set
 is fragile; annotator agreement comes before the judge, because people's agreement is the ceiling.
@@ -6,12 +6,21 @@ is fragile; annotator agreement comes before the judge, because people's agreeme
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
+
+from extractor.ui.console import add_columns, open_console, print_table
+
+if TYPE_CHECKING:
+    from extractor.judge.modes import Judge
+    from extractor.store.info import CalibrationInfo
 
 VERDICT_STYLE = {"admit-block": "bold green", "admit-review": "bold yellow", "reject": "bold red"}
 
@@ -35,7 +44,7 @@ def _short(text: str, limit: int = 70) -> str:
 
 def print_calibration(report: dict[str, Any], console: Console | None = None, *, calibration_id: int | None = None,
                       plot: Path | None = None) -> None:
-    console = console or Console()
+    console = console or open_console()
     counts = report["cases"]
     boot = report["bootstrap"]
     header = (f"judge {report['judge_model']}  rubric {report['rubric_version']}  threshold {report['threshold']:g}  "
@@ -55,28 +64,26 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
 
     annotators = report["annotators"]
     table = Table(title="annotators (the ceiling: a judge cannot be more reliable than people)")
-    table.add_column("metric")
-    table.add_column("value [95% CI]")
+    add_columns(table, ("metric", "value [95% CI]"), wrap=("value [95% CI]",))
     table.add_row("raw agreement", fmt(annotators["raw_agreement"]))
     kappa = annotators["kappa"]
     table.add_row("Cohen's kappa", fmt(kappa) if kappa["value"] is not None else f"undefined: {kappa['undefined']}")
-    console.print(table)
+    print_table(console, table)
     disagreements = annotators["disagreements"]
     if disagreements:
         table = Table(title=f"disagreements for adjudication ({len(disagreements)}; "
                             f"{counts['unresolved_disagreements']} unresolved, left out of the judge's metrics)")
-        for column in ("case_id", "label 1", "label 2", "adjudicated", "value", "excerpt"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, ("case_id", "label 1", "label 2", "adjudicated", "value", "excerpt"),
+                    wrap=("value", "excerpt"))
         for row in disagreements:
             table.add_row(row["case_id"], str(row["label_1"]), str(row["label_2"]),
                           "-" if row["adjudicated"] is None else str(row["adjudicated"]), _short(row["value"], 40),
                           _short(row["excerpt"], 50))
-        console.print(table)
+        print_table(console, table)
 
     judge = report["judge"]
     table = Table(title=f"judge against the gold labels ({counts['used']} cases)")
-    table.add_column("metric")
-    table.add_column("value [95% CI]")
+    add_columns(table, ("metric", "value [95% CI]"), wrap=("value [95% CI]",))
     auroc = judge["auroc"]
     table.add_row("AUROC (raw scores)", fmt(auroc) if auroc and auroc["value"] is not None
                   else f"undefined: {auroc['undefined'] if auroc else 'no scored case'}")
@@ -84,29 +91,28 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
     table.add_row(f"agreement at {report['threshold']:g}", fmt(judge["agreement"]))
     if counts["without_score"]:
         table.add_row("cases without a score", f"{counts['without_score']} (protocol errors: {counts['protocol_errors']})")
-    console.print(table)
+    print_table(console, table)
 
     if judge["sweep"]:
         table = Table(title="threshold sweep (supported when score >= threshold)")
-        for column in ("threshold", "MCC [95% CI]", "agreement [95% CI]", "TPR", "TNR", "predicted supported"):
-            table.add_column(column, justify="right")
+        columns = ("threshold", "MCC [95% CI]", "agreement [95% CI]", "TPR", "TNR", "predicted supported")
+        add_columns(table, columns, right=columns)
         for row in judge["sweep"]:
             mark = " *" if abs(row["threshold"] - report["threshold"]) < 1e-9 else ""
             table.add_row(f"{row['threshold']:.1f}{mark}", fmt(row["mcc"]), fmt(row["agreement"]),
                           "-" if row["tpr"] is None else f"{row['tpr']:.2f}",
                           "-" if row["tnr"] is None else f"{row['tnr']:.2f}", f"{row['predicted_supported_share']:.0%}")
-        console.print(table)
+        print_table(console, table)
 
     misses = report["confident_misses"]
     title = f"confident misses: score >= {report['policy']['confident_score']:g} on a case people labelled unsupported"
     if misses:
         table = Table(title=f"{title} ({len(misses)})")
-        for column in ("case_id", "score", "value", "excerpt", "source"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, ("case_id", "score", "value", "excerpt", "source"), wrap=("value", "excerpt", "source"))
         for row in misses:
             table.add_row(row["case_id"], f"{row['score']:.2f}", _short(row["value"], 40), _short(row["excerpt"], 50),
                           _short(row["source"], 20))
-        console.print(table)
+        print_table(console, table)
     else:
         console.print(f"{title}: none")
     problems = report.get("judge_problems", [])
@@ -124,6 +130,40 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
                       f"{report['rubric_version']} + threshold {report['threshold']:g}")
     if plot is not None:
         console.print(f"sweep plot: {plot}")
+
+
+def print_reports(found: Sequence[CalibrationInfo], model: str | None, console: Console | None = None) -> None:
+    """Stored calibration reports, one row each, newest first."""
+    console = console or open_console()
+    if not found:
+        console.print("no calibration reports" + (f" for {model}" if model else ""))
+        return
+    table = Table(title="judge calibrations (only the newest per model + rubric + threshold counts)")
+    add_columns(table, ("id", "created (UTC)", "judge model", "rubric", "threshold", "verdict", "cases",
+                        "AUROC [95% CI]", "MCC [95% CI]", "labels sha256"), right=("id", "threshold", "cases"))
+    for info in found:
+        judge = info.report.get("judge", {})
+        table.add_row(str(info.id), f"{info.created_at:%Y-%m-%d %H:%M}", info.judge_model, info.rubric_version,
+                      f"{info.threshold:g}", Text(info.verdict, style=VERDICT_STYLE.get(info.verdict, "")),
+                      str(info.n_cases), fmt(judge.get("auroc")), fmt(judge.get("mcc")), info.labels_sha256[:12])
+    print_table(console, table)
+
+
+@contextmanager
+def judging_progress(model: str, total: int, *, enabled: bool) -> Iterator[Callable[[], None]]:
+    """A transient progress bar on stderr while ``calibrate --judge`` scores the cases; yields "one more done"."""
+    with Progress(console=open_console(stderr=True), disable=not enabled, transient=True) as progress:
+        task = progress.add_task(f"judging with {model}", total=total)
+        yield lambda: progress.advance(task)
+
+
+def print_judge_summary(judge: Judge, console: Console | None = None) -> None:
+    """The judge's line under a run's summary: its policy and how many documents got each result."""
+    console = console or open_console()
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
+    policy = judge.policy
+    console.print(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
+                  f"{policy.rubric_version}): {counts}", highlight=False, markup=False)
 
 
 def write_sweep_plot(report: dict[str, Any], path: Path) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -17,7 +17,12 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from extractor.render import STATE_STYLE, findings_table
+from extractor.ui.console import add_columns, open_console, print_table
+from extractor.ui.run import STATE_STYLE, findings_table
+
+if TYPE_CHECKING:
+    from extractor.evidence.report import Report
+    from extractor.review.decide import Approval, Rejection
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -29,6 +34,30 @@ SENTENCE_STYLE = {
 EVIDENCE_STYLE = "bold underline"
 DECISION_STYLE = {"PROMOTE": "bold green", "MANUAL_REVIEW": "bold yellow", "BLOCK": "bold red",
                   "NOT_EVALUABLE": "bold magenta"}
+
+
+SENTENCE_LEGEND = (
+    ("MAPPED", "a field holds it"),
+    ("UNMAPPED", "read, no field holds it (reason given)"),
+    ("EXCLUDED", "not content: title, heading"),
+    ("UNACCOUNTED", "the candidate skipped it"),
+    ("UNVERIFIED:<rule>", "the candidate's claim about it broke <rule>"),
+    ("NOT_EVALUATED", "no candidate could be checked"),
+)
+"""Every label a sentence of ``show`` can carry (``extractor.review.view.sentence_label``), with its meaning."""
+FIELD_LEGEND = ("field states: PRESENT has a value with evidence; NEEDS_INPUT null, with a question for a person; "
+                "- neither (the rule under 'because' says why)")
+
+
+def legend(*, plain: bool) -> Text:
+    """The key to the source panel: every sentence label in its colour, and how evidence is marked."""
+    out = Text("sentences: ")
+    for label, meaning in SENTENCE_LEGEND:
+        out.append(label, style=_sentence_style(label))
+        out.append(f" {meaning}; ")
+    out.append("evidence: ")
+    out.append("[[like this]]" if plain else "underlined", style=EVIDENCE_STYLE)
+    return out
 
 
 def _sentence_style(label: str) -> str:
@@ -63,14 +92,14 @@ def _rules(counts: dict[str, int]) -> str:
 
 def print_queue(items: list[Any], total: int, console: Console | None = None) -> None:
     """The first ``len(items)`` of ``total`` waiting documents."""
-    console = console or Console()
+    console = console or open_console()
     if not items:
         console.print("nothing waits for review")
         return
     shown = f"{len(items)} of {total:,}" if len(items) < total else f"{total}"
     table = Table(title=f"{shown} document(s) waiting for review (READY_FOR_REVIEW first)")
-    for column in ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others", "cause"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others", "cause"),
+                wrap=("errors", "warnings", "others", "cause"), right=("doc run",))
     for item in items:
         table.add_row(
             str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
@@ -78,11 +107,54 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
             Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"),
             ", ".join(str(i) for i in item.alternatives), item.cause or "",
         )
-    console.print(table)
+    print_table(console, table)
     if len(items) < total:
         console.print(f"{total - len(items):,} more waiting: --limit N or --all to list them")
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
                   "extract reject DOC_RUN --reviewer NAME --reason TEXT")
+
+
+# -- approve and reject ------------------------------------------------------------------------------------
+
+
+def print_approval(result: Approval) -> None:
+    """What ``approve`` wrote (or that nothing was written), the approval it replaced, warnings kept."""
+    a, d = result.approved, result.document_run
+    when = f"{a.approved_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        print(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
+        return
+    what = "an edited record" if a.edited else "the candidate"
+    print(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
+          f"by {a.reviewer} at {when}")
+    if result.previous is not None:
+        print(f"replaced the approval by {result.previous.reviewer} at "
+              f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
+    if result.report is not None and result.report.findings:
+        print(f"note: {len(result.report.findings)} warning(s): "
+              + ", ".join(sorted({f.rule_id for f in result.report.findings})))
+
+
+def print_rejection(result: Rejection) -> None:
+    """What ``reject`` recorded, and the approval it withdrew or the one this content keeps."""
+    r, d = result.review, result.document_run
+    when = f"{r.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    if result.outcome == "already":
+        print(f"already rejected by {r.reviewer} at {when} for the same reason; nothing written")
+        return
+    print(f"rejected document run {d.id} ({d.path}) by {r.reviewer} at {when}: {r.note}")
+    if result.withdrawn is not None:
+        print(f"withdrew the approval by {result.withdrawn.reviewer} at "
+              f"{result.withdrawn.approved_at:%Y-%m-%d %H:%M:%S} UTC; it will not be exported")
+    elif result.kept is not None:
+        print(f"note: this content keeps its approved record from run {(result.kept.run_id or '?')[:12]} "
+              f"(approved by {result.kept.reviewer})")
+
+
+def print_refused_findings(report: Report) -> None:
+    """The findings that made ``approve --edited`` refuse, on stderr before the one-line error."""
+    open_console(stderr=True).print(findings_table((f.to_json() for f in report.findings),
+                                              title="findings of the edited candidate"))
 
 
 # -- show ---------------------------------------------------------------------------------------------------
@@ -156,7 +228,7 @@ def print_request(request: dict[str, Any], fingerprint: str, console: Console) -
 
 def print_document_view(view: dict[str, Any], console: Console | None = None, *, requests: bool = False) -> None:
     """The document run; with ``requests`` each attempt's request as sent, message by message."""
-    console = console or Console()
+    console = console or open_console()
     document_run, run, document = view["document_run"], view["run"], view["document"]
     state = document_run["state"]
     header = Text.assemble(
@@ -175,30 +247,23 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
     if document["source_status"] != "unchanged":
         console.print(Text(f"source {document['source_status']}: {document['source_detail']}; "
                            "showing the sentences as the run stored them", style="yellow"))
-    legend = Text("sentences: ")
-    for label in ("MAPPED", "UNMAPPED", "EXCLUDED", "UNACCOUNTED"):
-        legend.append(label, style=SENTENCE_STYLE[label])
-        legend.append("  ")
-    legend.append("UNVERIFIED:<rule>", style="red")
-    legend.append("   evidence: ")
-    legend.append("underlined" if console.color_system else "[[like this]]", style=EVIDENCE_STYLE)
+    console.print(legend(plain=console.color_system is None))
     counts = ", ".join(f"{label} {n}" for label, n in view["sentence_counts"].items())
-    console.print(legend)
     console.print(Panel(source_text(view, plain=console.color_system is None),
-                        title=f"source ({document['sentence_count']} sentences: {counts})", title_align="left"))
+                        title=f"source ({document['sentence_count']} sentences: {counts})", title_align="left",
+                        expand=console.is_terminal))
 
     if view["candidate"] is not None:
         console.print(Panel(Syntax(compact_json(view["candidate"]), "json", word_wrap=True, background_color="default"),
-                            title=f"candidate (attempt {view['shown_attempt_id']})", title_align="left"))
+                            title=f"candidate (attempt {view['shown_attempt_id']})", title_align="left",
+                            expand=console.is_terminal))
     if view["fields"]:
-        table = Table(title="fields", title_justify="left")
-        table.add_column("field")
-        table.add_column("state")
-        table.add_column("because")
+        table = Table(title="fields", title_justify="left", caption=FIELD_LEGEND, caption_justify="left")
+        add_columns(table, ("field", "state", "because"))
         for path, field_state in view["fields"].items():
             value = field_state.get("state")
             table.add_row(path, Text(value or "-", style=STATE_STYLE.get(value, "bold red")), field_state.get("rule_id") or "")
-        console.print(table)
+        print_table(console, table)
     if view["missing_fields"]:
         console.print(Text("questions for a person (missingFields):", style="bold"))
         for question in view["missing_fields"]:
@@ -211,7 +276,7 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
         if attempt["findings"]:
-            console.print(findings_table(attempt["findings"], title))
+            print_table(console, findings_table(attempt["findings"], title))
         else:
             console.print(Text(title, style="bold"))
         if attempt["error"]:
@@ -235,16 +300,16 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
 
 
 def print_run_view(view: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
-    console.print(runs_table([view["run"]], title=f"run {view['run']['id']}"))
+    console = console or open_console()
+    print_table(console, runs_table([view["run"]], title=f"run {view['run']['id']}"))
     console.print(f"command: {view['run']['command']}")
     table = Table(title="documents")
-    for column in ("doc run", "state", "path", "sha256", "tags", "rule ids", "cause"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, ("doc run", "state", "path", "sha256", "tags", "rule ids", "cause"),
+                wrap=("tags", "rule ids", "cause"), right=("doc run",))
     for d in view["documents"]:
         table.add_row(str(d["document_run_id"]), Text(d["state"], style=STATE_STYLE.get(d["state"], "")), display_path(d["path"]),
                       _short(d["sha256"]), ", ".join(d["tags"]), ", ".join(d["rule_ids"]), d["cause"] or "")
-    console.print(table)
+    print_table(console, table)
 
 
 # -- runs and stats -----------------------------------------------------------------------------------------
@@ -255,10 +320,8 @@ STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
 
 def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)") -> Table:
     table = Table(title=title)
-    for column in ("run", "started (UTC)", "status", "contract", "prompt", "model", "validator", "docs",
-                   "ready", "manual", "error", "other"):
-        table.add_column(column, overflow="fold", justify="right" if column in ("docs", "ready", "manual", "error",
-                                                                               "other") else "left")
+    add_columns(table, ("run", "started (UTC)", "status", "contract", "prompt", "model", "validator", "docs",
+                        "ready", "manual", "error", "other"), right=("docs", "ready", "manual", "error", "other"))
     for run in runs:
         counts = run["counts"]
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
@@ -272,11 +335,11 @@ def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)
 
 
 def print_runs(runs: list[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or open_console()
     if not runs:
         console.print("no run matches")
         return
-    console.print(runs_table(runs))
+    print_table(console, runs_table(runs))
 
 
 def _pct(count: dict[str, Any]) -> str:
@@ -287,16 +350,16 @@ def _pct(count: dict[str, Any]) -> str:
 def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> None:
     """Rows: rule ids; columns: runs oldest to newest. A final-attempt rate that rose since the previous
     column is red, one that fell is green."""
-    console = console or Console()
+    console = console or open_console()
     if not stats:
         console.print("no run matches")
         return
     ordered = list(reversed(stats))  # oldest first, so a regression reads left to right
     table = Table(title="error findings per rule: final attempt (first attempt), documents failing / evaluated")
-    table.add_column("rule_id")
+    table.add_column("rule_id", no_wrap=True)
     for entry in ordered:
         table.add_column(f"{_short(entry['run_id'], 8)}\n{entry['model']}\n{entry['prompt_version']} "
-                         f"{entry['started_at'][:10]}", justify="right")
+                         f"{entry['started_at'][:10]}", justify="right", overflow="fold")
     rules = sorted({rule for entry in ordered for rule in entry["rules"]})
     for rule in rules:
         cells: list[Text] = []
@@ -323,7 +386,7 @@ def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> 
             previous = rate if rate is not None else previous
         table.add_row(rule, *cells)
     table.add_row("documents evaluated", *(f"{e['evaluated_final']} of {e['documents']}" for e in ordered), style="bold")
-    console.print(table)
+    print_table(console, table)
 
 
 # -- compare ------------------------------------------------------------------------------------------------
@@ -335,7 +398,7 @@ def _interval(posterior: dict[str, Any]) -> str:
 
 
 def print_comparison(result: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or open_console()
     for name in ("baseline", "candidate"):
         side = result[name]
         runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']})" for r in side["runs"][:4])
@@ -347,8 +410,8 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
     settings = result["settings"]
     if result["categories"]:
         table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings['level']:.0%} intervals")
-        for column in ("category", "weight", "baseline k/n", "mean", "interval", "candidate k/n", "mean", "interval"):
-            table.add_column(column, justify="left" if column == "category" else "right")
+        columns = ("category", "weight", "baseline k/n", "mean", "interval", "candidate k/n", "mean", "interval")
+        add_columns(table, columns, right=columns[1:])
         for c in result["categories"]:
             a, b = c["a"], c["b"]
             table.add_row(c["name"], f"{c['weight']:.3f}", f"{a['passed']}/{a['n']}", f"{a['mean']:.3f}", _interval(a),
@@ -357,7 +420,7 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
             ra, rb = result["rate_a"], result["rate_b"]
             table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra), "", f"{rb['mean']:.3f}",
                           _interval(rb), style="bold")
-        console.print(table)
+        print_table(console, table)
     if result["rho"] is not None:
         diff = result["difference_b_minus_a"]
         console.print(f"rho = P(rate_B < rate_A - {settings['delta']:g}) = {result['rho']:.4f}   "
@@ -366,25 +429,24 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
                       f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
     if result["regressions"]:
         table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
-        for column in ("path", "sha256", "candidate doc run", "state", "new rule ids"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, ("path", "sha256", "candidate doc run", "state", "new rule ids"), wrap=("new rule ids",),
+                    right=("candidate doc run",))
         for r in result["regressions"]:
             table.add_row(display_path(r["path"]), _short(r["sha256"]), str(r["candidate_document_run_id"]),
                           Text(r["candidate_state"], style=STATE_STYLE.get(r["candidate_state"], "")),
                           Text(", ".join(r["new_rule_ids"]) or "(none new)", style="red"))
-        console.print(table)
+        print_table(console, table)
     if result["improvements"]:
         console.print(Text(f"{len(result['improvements'])} improvement(s): failed in baseline, pass in candidate",
                            style="green"))
     changed = [r for r in result["rule_rates"] if r["change"] != 0]
     if changed:
         table = Table(title="error rule failure rates on the compared documents")
-        for column in ("rule_id", "baseline", "candidate", "change"):
-            table.add_column(column, justify="left" if column == "rule_id" else "right")
+        add_columns(table, ("rule_id", "baseline", "candidate", "change"), right=("baseline", "candidate", "change"))
         for r in changed:
             table.add_row(r["rule_id"], f"{r['baseline_failed']}/{r['evaluated']}", f"{r['candidate_failed']}/{r['evaluated']}",
                           Text(f"{r['change']:+.0%}", style="red" if r["change"] > 0 else "green"))
-        console.print(table)
+        print_table(console, table)
     unevaluable = result["not_evaluable"]
     if unevaluable:
         console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
