@@ -17,7 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from extractor.render import STATE_STYLE, findings_table
+from extractor.render import DECISION_STYLE, STATE_STYLE, findings_table
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -27,8 +27,6 @@ SENTENCE_STYLE = {
     "NOT_EVALUATED": "",
 }
 EVIDENCE_STYLE = "bold underline"
-DECISION_STYLE = {"PROMOTE": "bold green", "MANUAL_REVIEW": "bold yellow", "BLOCK": "bold red",
-                  "NOT_EVALUABLE": "bold magenta"}
 
 
 def _sentence_style(label: str) -> str:
@@ -250,20 +248,21 @@ def print_run_view(view: dict[str, Any], console: Console | None = None) -> None
 # -- runs and stats -----------------------------------------------------------------------------------------
 
 
-STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
+STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "BLOCKED", "ERROR")
 
 
 def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)") -> Table:
     table = Table(title=title)
-    for column in ("run", "started (UTC)", "status", "contract", "prompt", "model", "validator", "docs",
-                   "ready", "manual", "error", "other"):
-        table.add_column(column, overflow="fold", justify="right" if column in ("docs", "ready", "manual", "error",
-                                                                               "other") else "left")
+    numbers = ("docs", "ready", "manual", "blocked", "error", "other")
+    for column in ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", *numbers):
+        table.add_column(column, overflow="fold", justify="right" if column in numbers else "left")
     for run in runs:
         counts = run["counts"]
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
+        outcome = run.get("outcome")
         table.add_row(
-            _short(run["id"]), _when(run["started_at"]), run["status"], f"{run['contract']} v{run['contract_version']}",
+            _short(run["id"]), _when(run["started_at"]), run["status"],
+            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run['contract']} v{run['contract_version']}",
             run["prompt_version"], run["model"], run["validator_version"], str(run["documents"]),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
             str(other),

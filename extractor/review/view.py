@@ -23,6 +23,7 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
     return {
         "id": run.id,
         "status": run.status,
+        "outcome": run.outcome,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "contract": run.contract,
