@@ -363,6 +363,16 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
                       f"(Monte Carlo {settings['samples']:,} samples, seed {settings['seed']}; "
                       f"block >= {settings['block']:g}, review >= {settings['review']:g}); "
                       f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
+    if result["new_critical_findings"]:
+        table = Table(title=f"{len(result['new_critical_findings'])} candidate document(s) with a critical finding "
+                            "the baseline does not have: BLOCK", title_style="bold red")
+        for column in ("path", "candidate doc run", "rule id", "location", "message"):
+            table.add_column(column, overflow="fold")
+        for d in result["new_critical_findings"]:
+            for f in d["findings"]:
+                table.add_row(display_path(d["path"]), str(d["document_run_id"]), Text(f["rule_id"], style="bold red"),
+                              f["location"] or "", f["message"] or "")
+        console.print(table)
     if result["regressions"]:
         table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
         for column in ("path", "sha256", "candidate doc run", "state", "new rule ids"):
