@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import make_url, text, update
 
 from extractor.store import Store, open_store
+from extractor.store.approved import approve
 from extractor.store.integrity import checks
 from extractor.store.models import Run
-from extractor.store.approved import approve
 from extractor.vocab import DocumentState, ExitCode, GateDecision
 from tests.support.runlog import dead_pid, make_document, plant, record, run_config
 

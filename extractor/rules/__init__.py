@@ -128,7 +128,7 @@ def _load() -> None:
 def catalogue(contract: str | None = None) -> list[Card]:
     """All cards in stage order, optionally only those that apply to ``contract``."""
     _load()
-    cards = [r.card for r in _REGISTRY.values() if contract in (None, r.card.contract, "*")]
+    cards = [r.card for r in _REGISTRY.values() if contract is None or r.card.contract in (contract, "*")]
     return sorted(cards, key=lambda card: STAGES.index(card.stage))
 
 
