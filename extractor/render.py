@@ -36,7 +36,7 @@ STATE_STYLE = {
 }
 
 
-DECISION_STYLE = {GateDecision.PROMOTE: "bold green", GateDecision.MANUAL_REVIEW: "bold yellow",
+DECISION_STYLE: dict[str, str] = {GateDecision.PROMOTE: "bold green", GateDecision.MANUAL_REVIEW: "bold yellow",
                   GateDecision.BLOCK: "bold red", GateDecision.NOT_EVALUABLE: "bold magenta"}
 OUTCOME_MEANING = {
     GateDecision.PROMOTE: "every document passed every check; each still waits for a person's approval",

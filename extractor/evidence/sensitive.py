@@ -53,8 +53,8 @@ def _secret_plugins() -> tuple[Any, ...]:
     """One instance of every detect-secrets plugin but the entropy and IP ones (built once per process)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    classes = get_mapping_from_secret_type_to_class().values()
-    return tuple(plugin() for plugin in sorted(classes, key=lambda c: c.__name__) if plugin.__name__ not in ENTROPY_PLUGINS)
+    classes: list[type[Any]] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    return tuple(plugin() for plugin in classes if plugin.__name__ not in ENTROPY_PLUGINS)
 
 
 def secrets(text: str) -> list[Match]:
