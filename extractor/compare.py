@@ -14,6 +14,11 @@ as an explicit gap instead: a matched document not evaluable on either side is l
 listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
 PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.
 
+A critical finding (a leaked secret, invented personal data, a prompt echo, a forbidden phrase: the rules that
+make a document BLOCKED) in a candidate document that the baseline's same document does not have (or that has
+no baseline) makes the decision BLOCK whatever rho is (seed 001: critical violations always block); the report
+names each such document and rule.
+
 Categories are document tags (``extract run --tag``) when asked for, else one category; weights default
 to each category's share of the compared documents, or traffic shares given with ``--weights``.
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from extractor.errors import UsageError
+from extractor.evidence.report import FAILING
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
 from extractor.store import RunInfo, Store
@@ -47,6 +53,12 @@ class SideDocument:
     tags: list[str]
     error_rules: frozenset[str]
     rules: frozenset[str]
+    critical: tuple[dict[str, Any], ...] = ()
+    """The final attempt's critical findings (rule_id, location, message)."""
+
+    @property
+    def critical_rules(self) -> frozenset[str]:
+        return frozenset(f["rule_id"] for f in self.critical)
 
     @property
     def evaluable(self) -> bool:
@@ -62,7 +74,7 @@ class SideDocument:
     def to_json(self) -> dict[str, Any]:
         return {"sha256": self.sha256, "path": self.path, "document_run_id": self.document_run_id,
                 "run_id": self.run_id, "state": self.state, "passed": self.passed,
-                "error_rule_ids": sorted(self.error_rules)}
+                "error_rule_ids": sorted(self.error_rules), "critical_rule_ids": sorted(self.critical_rules)}
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,8 @@ class Comparison:
     improvements: list[dict[str, Any]] = field(default_factory=list)
     rule_rates: list[dict[str, Any]] = field(default_factory=list)
     max_unevaluable: float = 0.0
+    new_critical: list[dict[str, Any]] = field(default_factory=list)
+    """Candidate documents with a critical finding their baseline lacks: each one alone makes the decision BLOCK."""
 
     @property
     def decision(self) -> GateDecision:
@@ -122,6 +136,7 @@ class Comparison:
                 "baseline_only": [a[sha].to_json() for sha in self.only_baseline],
                 "candidate_only": [b[sha].to_json() for sha in self.only_candidate],
             },
+            "new_critical_findings": self.new_critical,
             "regressions": self.regressions,
             "improvements": self.improvements,
             "rule_rates": self.rule_rates,
@@ -149,8 +164,10 @@ def select_side(store: Store, spec: str) -> Side:
         final = findings.get(d.final_attempt_id or -1, [])
         documents[sha] = SideDocument(
             sha256=sha, path=d.path, document_run_id=d.id, run_id=d.run_id, state=d.state, tags=list(d.tags or []),
-            error_rules=frozenset(f["rule_id"] for f in final if f.get("severity") == "error"),
+            error_rules=frozenset(f["rule_id"] for f in final if f.get("severity") in FAILING),
             rules=frozenset(f["rule_id"] for f in final),
+            critical=tuple({key: f.get(key) for key in ("rule_id", "location", "message")}
+                           for f in final if f.get("severity") == "critical"),
         )
     return Side(spec, selection, runs, documents)
 
@@ -236,6 +253,14 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
                        reason=f"{gate.reason}, but {len(unevaluable)} of {len(matched)} matched documents are not "
                               f"evaluable ({share:.0%} > {max_unevaluable:.0%} allowed by --max-unevaluable)")
 
+    new_critical = new_critical_findings(a, b)
+    if new_critical:
+        named = "; ".join(f"{d['path']}: {', '.join(d['rule_ids'])}" for d in new_critical[:5])
+        more = f" (and {len(new_critical) - 5} more)" if len(new_critical) > 5 else ""
+        gate = replace(gate, decision=GateDecision.BLOCK,
+                       reason=f"critical finding(s) the baseline does not have, in {len(new_critical)} candidate "
+                              f"document(s): {named}{more}; critical findings block whatever rho is ({gate.reason})")
+
     regressions, improvements = [], []
     for sha in paired:
         before, after = a[sha], b[sha]
@@ -261,7 +286,20 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     ] if n else []
     rule_rates.sort(key=lambda r: (-r["change"], r["rule_id"]))
     return Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
-                      improvements, rule_rates, max_unevaluable)
+                      improvements, rule_rates, max_unevaluable, new_critical)
+
+
+def new_critical_findings(baseline: dict[str, SideDocument], candidate: dict[str, SideDocument]) -> list[dict[str, Any]]:
+    """Per candidate document (matched or not): the critical rules it has that its baseline document has not."""
+    found = []
+    for sha, document in sorted(candidate.items(), key=lambda item: (item[1].path, item[0])):
+        before = baseline[sha].critical_rules if sha in baseline else frozenset()
+        new = document.critical_rules - before
+        if new:
+            found.append({"sha256": sha, "path": document.path, "document_run_id": document.document_run_id,
+                          "state": document.state, "rule_ids": sorted(new), "in_baseline": sha in baseline,
+                          "findings": [f for f in document.critical if f["rule_id"] in new]})
+    return found
 
 
 def plot(comparison: Comparison, path: Path) -> Path:

@@ -3,7 +3,9 @@
 Provenance per record: document path and sha256, contract and version, the run and attempt it came from
 (with the run's model, prompt and validator version when the run log still has that run), whether a
 person edited it, the validator's evidence spans (offsets into the canonical text, with the sentence ids
-they touch), reviewer, approval time and note.
+they touch), reviewer, approval time and note; ``block_override`` when a person approved a BLOCKED result over
+its critical finding (who, when, why, which rules); ``masked``: where personal data was masked, for a contract
+whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the values as the model gave them).
 
 The file is written to a temporary file beside the target, flushed to disk and renamed over the target:
 a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
@@ -40,6 +42,8 @@ PROVENANCE_COLUMNS = (
     "reviewer",
     "approved_at",
     "note",
+    "block_override",
+    "masked",
     "evidence_spans",
 )
 
@@ -54,7 +58,7 @@ class ExportResult:
         return {"path": str(self.path), "format": self.format, "records": self.records}
 
 
-def provenance(record: ApprovedRecordInfo, run: Any | None) -> dict[str, Any]:
+def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
     return {
         "document_path": record.document_path,
         "document_sha256": record.document_sha256,
@@ -69,8 +73,42 @@ def provenance(record: ApprovedRecordInfo, run: Any | None) -> dict[str, Any]:
         "reviewer": record.reviewer,
         "approved_at": record.approved_at.isoformat(timespec="microseconds"),
         "note": record.note,
+        "block_override": record.block_override,
+        "masked": masked or [],
         "evidence_spans": record.evidence_spans,
     }
+
+
+def masked_record(record: ApprovedRecordInfo) -> tuple[dict[str, Any], list[str]]:
+    """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where.
+
+    A contract this extractor does not know cannot say whether to mask, so nothing of it is exported.
+    """
+    from extractor.contracts import get_contract
+    from extractor.errors import UsageError
+    from extractor.evidence.sensitive import mask, personal_data
+    from extractor.vocab import PersonalDataPolicy
+
+    try:
+        contract = get_contract(record.contract, record.contract_version)
+    except KeyError as error:
+        raise UsageError(f"cannot export record {record.id}: {error.args[0]}") from None
+    if contract.guards.source_personal_data is not PersonalDataPolicy.mask:
+        return record.record, []
+    where: list[str] = []
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return {key: walk(child, f"{path}.{key}") for key, child in value.items()}
+        if isinstance(value, list):
+            return [walk(child, f"{path}[{index}]") for index, child in enumerate(value)]
+        if isinstance(value, str):
+            found = personal_data(value)
+            where.extend(f"{path}: {match.kind}" for match in found)
+            return mask(value, found) if found else value
+        return value
+
+    return walk(record.record, "$"), where
 
 
 def atomic_write(path: Path, write: Callable[[IO[str]], None], *, newline: str | None = None) -> None:
@@ -158,7 +196,10 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
     if run_log is not None:
         wanted = {r.run_id for r in approved if r.run_id}
         runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
-    rows = [(r.record, provenance(r, runs.get(r.run_id or ""))) for r in approved]
+    rows = []
+    for r in approved:
+        record, masked = masked_record(r)
+        rows.append((record, provenance(r, runs.get(r.run_id or ""), masked)))
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:

@@ -2,7 +2,7 @@
 
 Per run and rule:
 
-- ``final``: documents whose final attempt has the rule at error severity, out of documents with a final
+- ``final``: documents whose final attempt has the rule at error (or critical) severity, out of documents with a final
   attempt (what a person or the gate sees after the one repair);
 - ``first``: documents whose first generation had it at error severity, out of documents whose first
   generation produced an answer (transport failures excluded): how often the repair had to fix it;
@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from extractor.evidence.report import FAILING
 from extractor.store import RunInfo, Store
 
 
@@ -82,7 +83,7 @@ def rule_stats(store: Store, runs: list[RunInfo]) -> list[RunRuleStats]:
     first: dict[str, Counter[str]] = {run_id: Counter() for run_id in ids}
     warning: dict[str, Counter[str]] = {run_id: Counter() for run_id in ids}
     for run_id, _dr, attempt_id, kind, number, outcome, findings in store.attempt_findings_for_runs(ids):
-        errors = {f["rule_id"] for f in findings if f.get("severity") == "error"}
+        errors = {f["rule_id"] for f in findings if f.get("severity") in FAILING}
         if kind == "generate" and number == 1 and outcome not in ("transport_error", "interrupted"):
             evaluated_first[run_id] += 1
             first[run_id].update(errors)

@@ -21,6 +21,8 @@ class DocumentState(StrEnum):
     PROCESSING = "PROCESSING"
     READY_FOR_REVIEW = "READY_FOR_REVIEW"  # passed every rule; a person approves or rejects
     MANUAL_REVIEW = "MANUAL_REVIEW"  # failed twice, unparseable, or a warning that needs a person
+    BLOCKED = "BLOCKED"  # a critical finding (leaked secret, invented personal data, prompt echo...): never exported
+    # unless a person overrides the block with a reason (``extract approve --override-block``)
     ERROR = "ERROR"  # the model was never heard (transport): nothing was decided
     INTERRUPTED = "INTERRUPTED"  # the run stopped before it finished the document; a rerun redoes it
     SKIPPED = "SKIPPED"
@@ -29,12 +31,15 @@ class DocumentState(StrEnum):
 FINAL_STATES: tuple[DocumentState, ...] = (
     DocumentState.READY_FOR_REVIEW,
     DocumentState.MANUAL_REVIEW,
+    DocumentState.BLOCKED,
     DocumentState.ERROR,
 )
 """A document in one of these states was processed for its configuration; later runs skip it unless forced."""
 
-REVIEWABLE: tuple[DocumentState, ...] = (DocumentState.READY_FOR_REVIEW, DocumentState.MANUAL_REVIEW)
-"""States a person can approve or reject, in queue order."""
+REVIEWABLE: tuple[DocumentState, ...] = (DocumentState.READY_FOR_REVIEW, DocumentState.MANUAL_REVIEW,
+                                         DocumentState.BLOCKED)
+"""States a person can decide, in queue order. BLOCKED is listed so a person sees it and can reject it; approving
+it needs ``--override-block`` with a reason."""
 
 
 class Outcome(StrEnum):
@@ -42,6 +47,7 @@ class Outcome(StrEnum):
 
     READY_FOR_REVIEW = DocumentState.READY_FOR_REVIEW.value
     MANUAL_REVIEW = DocumentState.MANUAL_REVIEW.value
+    BLOCKED = DocumentState.BLOCKED.value
     ERROR = DocumentState.ERROR.value
     INTERRUPTED = DocumentState.INTERRUPTED.value
     SKIPPED = DocumentState.SKIPPED.value
@@ -117,6 +123,17 @@ GATE_EXIT_CODES: dict[GateDecision, ExitCode] = {
     GateDecision.MANUAL_REVIEW: ExitCode.MANUAL_REVIEW,
     GateDecision.NOT_EVALUABLE: ExitCode.NOT_EVALUABLE,
 }
+
+
+class PersonalDataPolicy(StrEnum):
+    """What personal data in an output value does when the source contains it too (a contract setting).
+
+    Personal data the source does not contain is always invented, and critical.
+    """
+
+    allow = "allow"  # a faithful copy: nothing happens
+    mask = "mask"  # kept in the run log, masked in what ``extract export`` writes
+    critical = "critical"  # the document is BLOCKED like any critical finding
 
 
 class JudgeMode(StrEnum):

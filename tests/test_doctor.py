@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import make_url, text, update
 
 from extractor.store import Store, open_store
+from extractor.store.approved import approve
 from extractor.store.integrity import checks
 from extractor.store.models import Run
-from extractor.vocab import DocumentState, ExitCode
+from extractor.vocab import DocumentState, ExitCode, GateDecision
 from tests.support.runlog import dead_pid, make_document, plant, record, run_config
 
 
@@ -27,7 +28,8 @@ def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
-    """Two runs over four documents: finished, repaired, errored, and a forced rerun."""
+    """Three runs: four documents finished, a forced rerun that errored, and two BLOCKED documents (one
+    approved over its block); each run with the outcome its documents give."""
     config = run_config()
     first = store.start_run(config)
     document_runs, attempts = [], []
@@ -43,8 +45,20 @@ def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
     forced = store.claim(second, config.config_hash, store.get_or_create_document(make_document(0)), "docs/0.txt",
                          force=True).document_run_id
     store.finish_document(forced, DocumentState.ERROR, cause="HTTP 503")
-    store.finish_run(second, "finished")
-    return [first, second], document_runs, attempts
+    store.finish_run(second, "finished", GateDecision.MANUAL_REVIEW)
+    third = store.start_run(run_config(model="leaky"))
+    for n in (4, 5):
+        document_id = store.get_or_create_document(make_document(n))
+        blocked = store.claim(third, run_config(model="leaky").config_hash, document_id, f"docs/{n}.txt").document_run_id
+        attempt = record(store, blocked)
+        store.finish_document(blocked, DocumentState.BLOCKED, cause="critical finding(s): SECRET_IN_OUTPUT",
+                              final_attempt_id=attempt)
+        document_runs.append(blocked)
+        attempts.append(attempt)
+    approve(store, document_runs[4], {"rules": []}, reviewer="kim", attempt_id=attempts[4],
+            block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
+    store.finish_run(third, "finished", GateDecision.BLOCK)
+    return [first, second, third], document_runs, attempts
 
 
 def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(db_url: str) -> None:
@@ -73,6 +87,9 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE attempts SET request = '[\"[s1] Another document.\"]' WHERE id = {attempts[1]}"))
             connection.execute(text("UPDATE request_parts SET content = REPLACE(content, 'You extract', 'You invent')"))
             connection.execute(text(f"UPDATE document_runs SET decided = TRUE WHERE id = {document_runs[2]}"))
+            connection.execute(text(f"UPDATE runs SET outcome = 'PROMOTE' WHERE id = '{runs[1]}'"))
+            connection.execute(text(f"UPDATE reviews SET block_override = NULL WHERE document_run_id = {document_runs[4]}"))
+            connection.execute(text(f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {document_runs[5]}"))
     planted = [  # one row per foreign key, each naming a row that does not exist
         "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
         "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
@@ -82,7 +99,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
         "1, 'generate', 'v1', '[]', 'gone', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
         "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
         "VALUES ('planted', 888888, 666666, 'gone', 'ERROR', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
-        "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (1, 555555, 'approved', "
+        "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (900002, 555555, 'approved', "
         "'kim', '2026-01-01 00:00:00')",
     ]
     plant(db_url, planted)
@@ -103,11 +120,14 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert f"document run {document_runs[1]} is READY_FOR_REVIEW without a final attempt" in text_
     assert f"attempt {attempts[0]} disagrees with its document run {document_runs[0]}" in text_
     assert "attempts 900001: document_run_id 777777 refers to a missing document_runs row" in text_
-    assert "reviews 1: document_run_id 555555 refers to a missing document_runs row" in text_
+    assert "reviews 900002: document_run_id 555555 refers to a missing document_runs row" in text_
     assert "attempts 900001: request_part gone refers to a missing request_parts row" in text_
     assert "its content no longer hashes to its name (edited or damaged)" in text_
     assert f"attempt {attempts[1]}: its request reads back with fingerprint" in text_
     assert f"document run {document_runs[2]} is marked decided but has no review" in text_
+    assert f"run {runs[1]} has outcome PROMOTE but a document run in ERROR" in text_
+    assert f"approved BLOCKED document run {document_runs[4]} without a recorded override" in text_
+    assert f"document run {document_runs[5]} is BLOCKED without a final attempt" in text_
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] is False and len(report["problems"]) == len(lines)
 
@@ -129,7 +149,7 @@ def test_a_damaged_sqlite_file_is_reported_and_an_unusable_database_exits_2(tmp_
     damaged = doctor(db_url)
     assert damaged.returncode == ExitCode.FAILED, damaged.stderr
     assert damaged.stdout.splitlines() == [f"database_file: SQLite integrity check: row {n} missing from index "
-                                           "ix_document_runs_path" for n in (3, 4)]
+                                           "ix_document_runs_path" for n in (3, 4, 6, 7)]
 
     missing = doctor(f"sqlite:///{tmp_path}/nothing.db")
     assert missing.returncode == ExitCode.USAGE and "no run log at" in missing.stderr

@@ -22,6 +22,7 @@ from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
+from extractor.vocab import ExitCode
 from extractor.workers import prepare
 from tests.support.batch import ROOT, answer_for, cli_env, request_text, run_cli, summary_of, write_batch
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status, Truncated
@@ -146,7 +147,7 @@ def test_timeout_retries_and_retry_budget_are_run_options(llm_server: Callable[.
     started = time.monotonic()
     result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:scripted", "--timeout", "1", "--retries", "0",
                      "--format", "json", env=cli_env(hanging.base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
-    assert result.returncode == 1 and time.monotonic() - started < 25
+    assert result.returncode == ExitCode.MANUAL_REVIEW and time.monotonic() - started < 25  # ERROR needs a person
     [outcome] = summary_of(result)["outcomes"]
     assert outcome["state"] == "ERROR" and outcome["cause"].startswith("timeout after 1 s (1 attempt) waiting for ")
     assert len(hanging.chat_requests) == 1

@@ -43,6 +43,7 @@ from extractor.judge.verdict import ProtocolError, parse_verdict
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.validate import validate
+from extractor.vocab import ExitCode
 from extractor.workers import load_document
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
@@ -336,7 +337,7 @@ def test_block_needs_an_admitting_calibration_for_exactly_this_model_rubric_and_
     judge = llm_server(lambda request, number: Reply(verdict_for(request, low={5: 0.2}, verdict="fail")))
     summary, store, _ = judged_run([en_doc], generator, judge, db_url, mode="block")
     outcome = single(summary)
-    assert outcome.state == "MANUAL_REVIEW" and outcome.cause.startswith("BLOCK: judge fail (block mode")
+    assert outcome.state == "BLOCKED" and outcome.cause.startswith("BLOCK: judge fail (block mode")
     assert f"calibration #{admitted}" in outcome.cause and "processSteps[1] supported 0.20 < 0.8" in outcome.cause
     assert store.document_runs_for(summary.run_id)[0].needs_person == ["BLOCK", "JUDGE_FAIL"]
 
@@ -652,13 +653,13 @@ def test_cli_calibrate_with_a_judge_admits_block_and_run_then_blocks(
     result = extract("run", str(en_doc), "--model", "openai:generator", "--base-url", generator.base_url,
                      "--judge", "openai:scripted-judge", "--judge-base-url", judge.base_url, "--judge-mode", "block",
                      "--format", "json", env=env, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == ExitCode.FAILED, result.stderr  # a BLOCKED document makes the run BLOCK
     assert "note: judge runs in" not in result.stderr and "warning" not in result.stderr
     summary = json.loads(result.stdout)
     assert summary["judge"]["mode"] == "block" and summary["judge"]["calibration_id"] == report["id"]
     # the scripted judge scores values not starting with "yes" at 0.05: the candidate is blocked
     [outcome] = summary["outcomes"]
-    assert outcome["state"] == "MANUAL_REVIEW" and outcome["cause"].startswith("BLOCK: judge fail (block mode")
+    assert outcome["state"] == "BLOCKED" and outcome["cause"].startswith("BLOCK: judge fail (block mode")
     assert summary["judge"]["results"] == {"fail": 1}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, inspect, make_url, text
 
+from extractor.vocab import ExitCode
 from tests.support.batch import SAMPLES, answer_for, cli_env, extract_command, request_text, write_batch
 from tests.support.llm_server import Action, Reply, ScriptedLLMServer, Status, error_body
 
@@ -55,7 +56,7 @@ def test_the_api_key_is_never_recorded_printed_or_logged(llm_server: Callable[..
                                 timeout=300)
         outputs.append((args[0], result))
     run = outputs[0][1]
-    assert run.returncode == 1, run.stderr  # one document ended in ERROR (the 401)
+    assert run.returncode == ExitCode.MANUAL_REVIEW, run.stderr  # one document ended in ERROR (the 401): a person
     assert "HTTP 401" in run.stdout + run.stderr and "***" in run.stdout + run.stderr  # the cause, redacted
     assert "DEBUG" in run.stderr and "openai._base_client" in run.stderr  # the client library's debug log was on
     assert seen == {"en": 2, "ko": 1, "ru": 2}

@@ -38,13 +38,13 @@ from extractor.store.approved import approve, approved_records, reject, reviews_
 from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
 from extractor.store.models import Base, Claim, Run
 from extractor.validate import validate
-from extractor.vocab import DocumentState
+from extractor.vocab import DocumentState, GateDecision, RunStatus
 from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
 
-HEAD = "0004"
+HEAD = "0005"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -107,6 +107,30 @@ def test_database_at_revision_0001_is_upgraded_on_open(db_url: str) -> None:
         assert {"approved_records", "reviews"} <= set(inspect(store.engine).get_table_names())
         run = store.get_run(run_id)
         assert run is not None and run.status == "running"
+
+
+def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outcomes(db_url: str) -> None:
+    engine = database_at(db_url, "0004")
+    old = Store(engine)
+    run_id = old.start_run(run_config())
+    document_run = old.claim(run_id, run_config().config_hash, old.get_or_create_document(make_document(1)),
+                             "docs/1.txt").document_run_id
+    attempt = record(old, document_run)
+    with pytest.raises(IntegrityError):  # 0004 knows no BLOCKED state
+        old.finish_document(document_run, DocumentState.BLOCKED, final_attempt_id=attempt)
+    engine.dispose()
+
+    with open_store(db_url) as store:
+        assert store.finish_document(document_run, DocumentState.BLOCKED, cause="critical finding(s): SECRET_IN_OUTPUT",
+                                     final_attempt_id=attempt)
+        store.finish_run(run_id, RunStatus.finished, GateDecision.BLOCK)
+        assert store.get_run(run_id).outcome == "BLOCK" and store.get_run(run_id).counts == {"BLOCKED": 1}
+        with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the CHECK still holds
+            connection.execute(text(f"UPDATE document_runs SET state = 'APPROVED' WHERE id = {document_run}"))
+        with pytest.raises(IntegrityError), store.engine.begin() as connection:
+            connection.execute(text(f"UPDATE runs SET outcome = 'SHIP' WHERE id = '{run_id}'"))
+        assert [d.id for d in store.undecided_document_runs([DocumentState.BLOCKED])] == [document_run]
+        assert store.integrity_check() == []
 
 
 def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:

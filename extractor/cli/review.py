@@ -36,6 +36,7 @@ class ExportFormat(StrEnum):
 class QueueState(StrEnum):
     ready = "ready"
     manual = "manual"
+    blocked = "blocked"
     all = "all"
 
 
@@ -69,7 +70,7 @@ def review(
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Documents waiting for a person: READY_FOR_REVIEW first, then MANUAL_REVIEW, with their findings.
+    """Documents waiting for a person: READY_FOR_REVIEW first, then MANUAL_REVIEW, then BLOCKED, with their findings.
 
     One line per document (its READY_FOR_REVIEW result if any configuration produced one, else the newest);
     other waiting results of the same document are counted under "others" (--every-result lists them).
@@ -89,7 +90,7 @@ def review(
     from extractor.vocab import REVIEWABLE, DocumentState
 
     states = {QueueState.ready: (DocumentState.READY_FOR_REVIEW,), QueueState.manual: (DocumentState.MANUAL_REVIEW,),
-              QueueState.all: REVIEWABLE}[state]
+              QueueState.blocked: (DocumentState.BLOCKED,), QueueState.all: REVIEWABLE}[state]
     page = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=None if all_ else limit,
                    every_result=every_result)
     if format is Format.json:
@@ -155,11 +156,17 @@ def approve(
     source: Annotated[Path | None, typer.Option(help="the source file, if it moved since the run "
                                                 "(its sha256 must still match)")] = None,
     replace: Annotated[bool, typer.Option(help="replace an approved record of this document that differs")] = False,
+    override_block: Annotated[bool, typer.Option(help="approve a BLOCKED result over its critical finding "
+                                                 "(needs --reason; recorded and exported as provenance)")] = False,
+    reason: Annotated[str | None, typer.Option(help="why the block may be overridden (with --override-block)")] = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Approve a document's candidate (or an edited one); the reviewer and time are recorded."""
+    """Approve a document's candidate (or an edited one); the reviewer and time are recorded.
+
+    A BLOCKED result (a critical finding) is refused unless --override-block --reason TEXT is given.
+    """
     from extractor.review import resolve
     from extractor.review.decide import Refused, approve_document
 
@@ -168,7 +175,7 @@ def approve(
     text = read_candidate(edited) if edited is not None else None
     try:
         result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
-                                  source=source, replace=replace)
+                                  source=source, replace=replace, override_block=override_block, reason=reason)
     except Refused as refused:  # the findings of a refused edit are shown before the one-line error
         if format is Format.json:
             emit_json({"refused": refused.reason,

@@ -18,7 +18,6 @@ from extractor.vocab import (
     DEFAULT_RUBRIC,
     ExitCode,
     JudgeMode,
-    Outcome,
 )
 
 
@@ -72,8 +71,11 @@ def run(
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
     A rerun skips what this configuration finished and retries what ended ERROR. Ctrl-C or SIGTERM stops
-    the run cleanly; rerun the same command to finish it. Exit 0 when every document reached a state, 1 when
-    any ended in ERROR, 2 for unusable input files or nothing to read, 130 when interrupted.
+    the run cleanly; rerun the same command to finish it. Every run has an outcome, printed, stored and shown by
+    `extract runs`: BLOCK if any document is BLOCKED (a critical finding), else MANUAL_REVIEW if any needs a
+    person (MANUAL_REVIEW or ERROR), else NOT_EVALUABLE if none was evaluated, else PROMOTE. Exit codes as
+    `extract compare`: 0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE; 2 for unusable input files or
+    nothing to read (a BLOCK still exits 1), 130 when interrupted.
     """
     import signal
 
@@ -154,6 +156,4 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
             from extractor.ui.judge import print_judge_summary
 
             print_judge_summary(run_judge)
-    counts = summary.counts
-    raise typer.Exit(ExitCode.INTERRUPTED if summary.interrupted else ExitCode.USAGE if counts[Outcome.INPUT_ERROR]
-                     else ExitCode.FAILED if counts[Outcome.ERROR] else ExitCode.OK)
+    raise typer.Exit(summary.exit_code)

@@ -13,14 +13,16 @@ from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, content_rules
 from extractor.rules import rag_answer as rag_answer_rules
 from extractor.rules import work_procedure as work_procedure_rules
+from extractor.rules.guards import Guards
 
 
 def _builtin(name: str, version: int, pydantic: type[BaseModel], model: EvidenceModel[Any]) -> Contract:
     folder = contract_dir(name, version)
+    settings = read_json(folder / "rules.json")
     return register(Contract(name=name, version=version, schema=read_json(folder / "schema.json"),
-                             settings=read_json(folder / "rules.json"), model=model,
+                             settings=settings, model=model,
                              rules=tuple(content_rules(name)), folder=folder, prompts=data_dir("prompts") / name,
-                             pydantic=pydantic))
+                             pydantic=pydantic, guards=Guards.from_mapping(settings.get("guards", {}))))
 
 
 WORK_PROCEDURE = _builtin("work_procedure", 1, WorkProcedure, work_procedure_rules.MODEL)

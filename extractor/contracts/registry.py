@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, Rule
+from extractor.rules.guards import EXTENT_RULES, Guards
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -50,6 +51,7 @@ class Contract:
     folder: Path  # where schema.json and rules.json are
     prompts: Path  # its prompt versions: <prompts>/<version>/{system,user,repair}.txt
     pydantic: type[BaseModel] | None = field(default=None, repr=False)  # built-ins: the schema's source
+    guards: Guards = field(default_factory=Guards, repr=False)  # the built-in critical and extent checks' settings
 
     @property
     def id(self) -> str:
@@ -57,8 +59,9 @@ class Contract:
 
     @property
     def needs_person(self) -> frozenset[str]:
-        """Warning rule ids that send a document to a person instead of the review queue's normal path."""
-        return frozenset(self.settings.get("needs_person", ()))
+        """Warning rule ids that send a document to a person instead of the review queue's normal path (the
+        contract's own, and always the extent warnings: nothing extracted is not a pass)."""
+        return frozenset(self.settings.get("needs_person", ())) | frozenset(EXTENT_RULES)
 
     @property
     def has_coverage(self) -> bool:
@@ -69,6 +72,20 @@ class Contract:
     def schema_text(self) -> str:
         """The schema as the prompt shows it, encoded once (not once per document)."""
         return json.dumps(self.schema, ensure_ascii=False)
+
+    @cached_property
+    def prompt_shingles(self) -> frozenset[tuple[str, ...]]:
+        """Runs of words of every prompt template of this contract, for SYSTEM_PROMPT_ECHO (read once)."""
+        import re
+
+        from extractor.evidence.sensitive import shingles
+        from extractor.rules.guards import PROMPT_ECHO_WORDS
+
+        found: set[tuple[str, ...]] = set()
+        for path in sorted(self.prompts.glob("*/*.txt")):
+            for piece in re.split(r"\$\{?\w+\}?", path.read_text(encoding="utf-8")):
+                found |= shingles(piece, PROMPT_ECHO_WORDS)
+        return frozenset(found)
 
     @cached_property
     def validator(self) -> Draft202012Validator:

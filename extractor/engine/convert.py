@@ -178,7 +178,8 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     """Generate; if the candidate fails, one repair that names every finding; judge what passed; route.
 
     At most two generation calls per document per run; a call that got no answer ends the document in
-    ERROR (nothing was decided, a rerun retries it).
+    ERROR (nothing was decided, a rerun retries it). A first candidate with a critical finding is not repaired:
+    the document is BLOCKED with that candidate as its final attempt (a repair could only hide what the model did).
     """
     settings = calls.settings
     request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
@@ -188,7 +189,7 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     except ProviderError as error:
         return Conversion(DocumentState.ERROR, error.cause)
     final, earlier, tokens = first, None, first.tokens
-    if not first.report.passed:
+    if not first.report.passed and not first.report.critical:  # a critical finding is BLOCKED, never repaired away
         repair = render_repair(calls.prompt, request, first.result.text, first.report, job.document,
                                settings.contract)
         try:

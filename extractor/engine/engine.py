@@ -79,7 +79,8 @@ class Engine:
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
-                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors}
+                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors,
+                    "guards": s.contract.guards.to_json()}
             | ({"judge": self.judge.config()} if self.judge else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )
@@ -151,7 +152,8 @@ class Engine:
         """Record how the run ended, close the providers and the run-log writer."""
         try:
             if self.run_id:  # the run was recorded as started
-                await self.recorder.finish(RunStatus.interrupted if self.stop.requested else RunStatus.finished)
+                await self.recorder.finish(RunStatus.interrupted if self.stop.requested else RunStatus.finished,
+                                           summary.outcome)
         finally:
             summary.seconds = time.monotonic() - started
             summary.rate_limits, summary.timeouts = self.limit.rate_limits, self.limit.timeouts

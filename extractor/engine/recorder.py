@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from extractor.document import Document
-from extractor.vocab import DocumentState, RunStatus
+from extractor.vocab import DocumentState, GateDecision, RunStatus
 
 if TYPE_CHECKING:
     from extractor.store import AttemptRecord, ClaimResult, DocumentRunInfo, FinishedClaim, RunConfig, Store
@@ -60,8 +60,8 @@ class Recorder:
     async def heartbeat(self) -> None:
         await self.call(self.store.heartbeat, self.run_id)
 
-    async def finish(self, status: RunStatus) -> None:
-        await self.call(self.store.finish_run, self.run_id, status)
+    async def finish(self, status: RunStatus, outcome: GateDecision | None = None) -> None:
+        await self.call(self.store.finish_run, self.run_id, status, outcome)
 
     async def interrupted(self) -> None:
         """Every document this run was still processing becomes INTERRUPTED (a rerun redoes it)."""

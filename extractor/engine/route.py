@@ -1,8 +1,10 @@
 """Where a document goes once its last candidate was checked: one pure decision, no I/O.
 
-No error finding: ready for a person's review, unless a warning the contract marks needs a person first, or
-the judge (when a run has one) sends it to a person. Error findings after the one repair: manual review.
-The engine never approves anything: READY_FOR_REVIEW still waits for a person.
+A critical finding (a leaked secret, invented personal data, a prompt echo, a forbidden phrase), or a judge
+failure in block mode: BLOCKED, whatever else holds. No error finding: ready for a person's review, unless a
+warning the contract marks needs a person first, or the judge (when a run has one) sends it to a person. Error
+findings after the one repair: manual review. The engine never approves anything: READY_FOR_REVIEW still waits
+for a person, and BLOCKED is approved only by a person overriding the block with a reason.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def route(report: Report, judge: JudgeDecision | None, settings: RunSettings, *,
 
     ``judge`` is the judge's decision on a candidate that passed every rule (None: no judge, or not judged).
     """
+    critical = report.critical
+    if critical:
+        rules = tuple(dict.fromkeys(f.rule_id for f in critical))
+        first = critical[0]
+        return Route(DocumentState.BLOCKED, f"critical finding(s): {', '.join(rules)} (first: {first.location}: "
+                     f"{first.message})", rules)
     if not report.passed:
         both_unparseable = earlier is not None and not earlier.parsed and not report.parsed
         cause = ("unparseable twice" if both_unparseable
@@ -45,6 +53,8 @@ def route(report: Report, judge: JudgeDecision | None, settings: RunSettings, *,
     if judge is not None and judge.to_person:
         causes.append(judge.cause or f"judge {judge.result}")
         marks += judge.marks
+    if judge is not None and judge.block:
+        return Route(DocumentState.BLOCKED, "; ".join(causes), tuple(marks))
     if causes:
         return Route(DocumentState.MANUAL_REVIEW, "; ".join(causes), tuple(marks))
     return Route(DocumentState.READY_FOR_REVIEW)

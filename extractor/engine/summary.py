@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from extractor.vocab import Outcome, SkipReason
+from extractor.vocab import GATE_EXIT_CODES, ExitCode, GateDecision, Outcome, SkipReason
+
+NEEDS_A_PERSON = (Outcome.MANUAL_REVIEW, Outcome.ERROR)
+NOT_DECIDED = (Outcome.INTERRUPTED, Outcome.INPUT_ERROR)
+"""Inputs this run could not evaluate: among evaluated ones they make the outcome MANUAL_REVIEW (seed 001)."""
+
+
+def run_outcome(states: Iterable[str]) -> GateDecision:
+    """A run's outcome from its documents' states, conservatively (seed 001, step 5).
+
+    Any BLOCKED -> BLOCK; else any MANUAL_REVIEW or ERROR -> MANUAL_REVIEW; else no document evaluated (none
+    READY_FOR_REVIEW: nothing given, everything skipped, unreadable or interrupted) -> NOT_EVALUABLE; else any
+    input the run could not evaluate (unreadable, interrupted) -> MANUAL_REVIEW; else PROMOTE. Skipped
+    documents were decided by an earlier run and take no part. PROMOTE promotes nothing by itself: every record
+    still waits for a person's approval before export.
+    """
+    seen = set(states)
+    if Outcome.BLOCKED in seen:
+        return GateDecision.BLOCK
+    if seen & set(NEEDS_A_PERSON):
+        return GateDecision.MANUAL_REVIEW
+    if Outcome.READY_FOR_REVIEW not in seen:
+        return GateDecision.NOT_EVALUABLE
+    if seen & set(NOT_DECIDED):
+        return GateDecision.MANUAL_REVIEW
+    return GateDecision.PROMOTE
 
 
 @dataclass
@@ -50,6 +76,23 @@ class RunSummary:
         return Counter(outcome.state for outcome in self.outcomes)
 
     @property
+    def outcome(self) -> GateDecision:
+        """The run's outcome (``run_outcome`` of its documents)."""
+        return run_outcome(o.state for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """What ``extract run`` exits with: 130 interrupted; else 1 for BLOCK (a critical finding outranks
+        everything else); else 2 when an input was unusable; else the outcome's code as ``extract compare`` uses
+        it (0 PROMOTE, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE)."""
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
+        outcome = self.outcome
+        if outcome is not GateDecision.BLOCK and self.counts[Outcome.INPUT_ERROR]:
+            return ExitCode.USAGE
+        return GATE_EXIT_CODES[outcome]
+
+    @property
     def top_rules(self) -> list[tuple[str, int]]:
         return Counter(rule for o in self.outcomes for rule in o.rule_ids).most_common(10)
 
@@ -69,6 +112,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
+            "outcome": self.outcome.value,
+            "exit_code": int(self.exit_code),
             "interrupted": self.interrupted,
             "seconds": round(self.seconds, 3),
             "rate_limits": self.rate_limits,

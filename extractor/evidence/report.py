@@ -9,8 +9,16 @@ from typing import Any
 
 
 class Severity(StrEnum):
+    """``critical``: the document is BLOCKED whatever else holds (seed 001); ``error``: the candidate fails and is
+    repaired once; ``warning``: a person's call (some warnings send the document to a person)."""
+
+    CRITICAL = "critical"
     ERROR = "error"
     WARNING = "warning"
+
+
+FAILING = frozenset({Severity.CRITICAL.value, Severity.ERROR.value})
+"""Severities (as stored) that make a candidate fail: a critical finding is an error that no repair may hide."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +119,7 @@ class JudgeLink:
 
 @dataclass
 class Report:
-    """Everything ``extract validate`` prints; ``passed`` means no error-severity finding."""
+    """Everything ``extract validate`` prints; ``passed`` means no error- or critical-severity finding."""
 
     contract: str
     contract_version: int
@@ -128,7 +136,13 @@ class Report:
 
     @property
     def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity is Severity.ERROR]
+        """Findings that fail the candidate: errors and critical findings."""
+        return [f for f in self.findings if f.severity in FAILING]
+
+    @property
+    def critical(self) -> list[Finding]:
+        """Findings that block the document (``BLOCKED``) whatever mode or statistics say."""
+        return [f for f in self.findings if f.severity is Severity.CRITICAL]
 
     @property
     def parsed(self) -> bool:

@@ -2,7 +2,10 @@
 
 Approval rules:
 
-- only READY_FOR_REVIEW and MANUAL_REVIEW document runs can be approved or rejected;
+- only READY_FOR_REVIEW, MANUAL_REVIEW and BLOCKED document runs can be approved or rejected;
+- a BLOCKED one (a critical finding: leaked secret, invented personal data, prompt echo, forbidden phrase, or a
+  judge failure in block mode) is approved only with ``override_block`` and a reason; the override (who, when,
+  why, which critical rules) is recorded with the review and the approved record, and export carries it;
 - the source file is read again and must have the sha256 the run saw, else the approval is refused
   (the record would describe a text that no longer exists);
 - without ``--edited`` the record is the final attempt's parsed candidate, refused when that attempt has
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import REVIEWABLE, ExitCode
+from extractor.vocab import REVIEWABLE, DocumentState, ExitCode
 
 if TYPE_CHECKING:
     from extractor.document import Document
@@ -71,6 +74,7 @@ class Approval:
                 "approved_at": self.previous.approved_at.isoformat(timespec="seconds"),
             },
             "warnings": [] if self.report is None else [f.to_json() for f in self.report.findings],
+            "block_override": a.block_override,
         }
 
 
@@ -129,7 +133,7 @@ def reingest(document_run: DocumentRunInfo, source: Path | None = None) -> Docum
 
 
 def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text: str,
-                 source: Path | None = None) -> Report:
+                 source: Path | None = None, *, override_block: bool = False) -> Report:
     """Validate an edited candidate against the document exactly as the run segmented it."""
     from extractor.contracts import get_contract
     from extractor.segment import segment
@@ -150,29 +154,50 @@ def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text
     except KeyError as error:
         raise ReviewError(str(error.args[0])) from None
     report = validate(text, document, contract)
-    if not report.passed:
-        rules = sorted({f.rule_id for f in report.errors})
-        raise Refused(f"edited candidate has {len(report.errors)} error finding(s) ({', '.join(rules)}); "
+    failing = [f for f in report.errors if not (override_block and f in report.critical)]
+    if failing:
+        rules = sorted({f.rule_id for f in failing})
+        raise Refused(f"edited candidate has {len(failing)} error finding(s) ({', '.join(rules)}); "
                       "fix them and approve again", report=report)
     return report
 
 
+def _block_override(document_run: DocumentRunInfo, override_block: bool, reason: str | None) -> str | None:
+    """The override's reason when a BLOCKED result may be approved; refuses a BLOCKED one without it."""
+    blocked = document_run.state == DocumentState.BLOCKED
+    if override_block and not blocked:
+        raise ReviewError(f"--override-block is for BLOCKED results; document run {document_run.id} is "
+                          f"{document_run.state}")
+    if not blocked:
+        return None
+    if not override_block:
+        raise Refused(f"document run {document_run.id} is BLOCKED ({document_run.cause or 'a critical finding'}); "
+                      "it is never approved as it is: approve it over the block with --override-block --reason TEXT, "
+                      "or reject it")
+    if reason is None or not reason.strip():
+        raise ReviewError("--override-block needs --reason: why this critical finding may be released")
+    return reason.strip()
+
+
 def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                      note: str | None = None, edited: str | None = None, source: Path | None = None,
-                     replace: bool = False) -> Approval:
+                     replace: bool = False, override_block: bool = False, reason: str | None = None) -> Approval:
     """Approve the final candidate (or the edited one) of a document run; see the module docstring."""
     from extractor.store.approved import approve, approved_record_for
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
     _require_reviewable(document_run, "approved")
+    why = _block_override(document_run, override_block, reason)
     run = _run_of(store, document_run)
     final = store.get_attempt(document_run.final_attempt_id) if document_run.final_attempt_id else None
     report = None
+    overridden: list[str] = []
     if edited is not None:
-        report = check_edited(store, document_run, run, edited, source)
+        report = check_edited(store, document_run, run, edited, source, override_block=why is not None)
         record, spans = report.candidate, report.to_json()["evidence_spans"]
         is_edit = final is None or record != final.parsed
+        overridden = [f.rule_id for f in report.critical]
     else:
         if final is None or final.parsed is None:
             raise Refused(f"document run {document_run.id} has no parseable candidate "
@@ -183,6 +208,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
                           f"({', '.join(errors)}); a person must supply a corrected candidate with --edited FILE")
         reingest(document_run, source)
         record, spans, is_edit = final.parsed, final.evidence_spans, False
+        overridden = [f["rule_id"] for f in final.findings or () if f.get("severity") == "critical"]
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     if existing is not None and existing.record == record:
         return Approval("already", existing, existing, document_run, report)
@@ -190,8 +216,13 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
                       f"different record (from run {(existing.run_id or '?')[:12]}"
                       f"{', edited' if existing.edited else ''}); pass --replace to replace it")
+    block_override = None if why is None else {
+        "reviewer": reviewer.strip(), "reason": why, "document_run_id": document_run.id,
+        "blocked_because": document_run.cause, "rule_ids": sorted(set(overridden) | set(document_run.needs_person or ())),
+    }
     approve(store, document_run.id, record, reviewer=reviewer.strip(), evidence_spans=spans,
-            attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records)
+            attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records,
+            block_override=block_override)
     approved = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     if approved is None:  # withdrawn by a concurrent rejection between the two statements
         raise ReviewError("the approval was withdrawn concurrently; check `extract show` and retry")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from extractor.evidence.report import FAILING
 from extractor.store import Store
 from extractor.vocab import REVIEWABLE
 
@@ -90,7 +91,7 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
     for d in candidates:
         run = runs[d.run_id]
         final = findings.get(d.final_attempt_id or -1, [])
-        errors = Counter(f["rule_id"] for f in final if f.get("severity") == "error")
+        errors = Counter(f["rule_id"] for f in final if f.get("severity") in FAILING)
         warnings = Counter(f["rule_id"] for f in final if f.get("severity") == "warning")
         items.append(QueueItem(
             document_run_id=d.id, state=d.state, path=d.path, sha256=d.sha256, run_id=d.run_id,

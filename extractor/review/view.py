@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from extractor.evidence.report import FAILING
 from extractor.review.resolve import ReviewError
 from extractor.store import AttemptInfo, DocumentRunInfo, RunInfo, Store
 
@@ -23,6 +24,7 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
     return {
         "id": run.id,
         "status": run.status,
+        "outcome": run.outcome,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "contract": run.contract,
@@ -84,7 +86,7 @@ def _attempt_json(attempt: AttemptInfo, final_id: int | None) -> dict[str, Any]:
         "completion_tokens": attempt.completion_tokens,
         "latency_ms": attempt.latency_ms,
         "error": attempt.error,
-        "errors": sum(1 for f in findings if f.get("severity") == "error"),
+        "errors": sum(1 for f in findings if f.get("severity") in FAILING),
         "warnings": sum(1 for f in findings if f.get("severity") == "warning"),
         "findings": findings,
         "raw_response": attempt.raw_response if attempt.parsed is None else None,

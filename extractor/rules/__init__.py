@@ -4,11 +4,13 @@ A card answers four questions (docs/design.md#rules: what is read, which normali
 failure is reported) plus whether a judge is still needed after a failure. Rule functions only say where
 and why they fire (``Hit``); the registry stamps the stable ``rule_id`` and severity from the card.
 
-Modules: ``structure`` (every contract, runs first), ``work_procedure`` and ``rag_answer`` (content rules
-in stage order: references -> order -> evidence -> coverage -> completeness). Each contract's module also
-exports its ``EvidenceModel``: the context its rules share and what the report, the repair and the judge read
-from a checked candidate. A contract (``extractor.contracts``) names its model and its rules; nothing in
-this package imports a contract, so imports go one way: evidence <- rules <- contracts <- validate.
+Modules: ``structure`` (every contract, runs first), ``guards`` (every contract: the critical checks on any
+response, parsed or not, and the extent warnings after the content rules), ``work_procedure`` and
+``rag_answer`` (content rules in stage order: references -> order -> evidence -> coverage -> completeness).
+Each contract's module also exports its ``EvidenceModel``: the context its rules share and what the report,
+the repair and the judge read from a checked candidate. A contract (``extractor.contracts``) names its model
+and its rules; nothing in this package imports a contract, so imports go one way: evidence <- rules <-
+contracts <- validate.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from extractor.document import Document
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
 from extractor.evidence.source import Source
 
-STAGES = ("structure", "references", "order", "evidence", "coverage", "completeness")
+STAGES = ("structure", "critical", "references", "order", "evidence", "coverage", "completeness")
 C = TypeVar("C")
 
 
@@ -120,13 +122,13 @@ def rule(
 
 def _load() -> None:
     # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
-    from extractor.rules import rag_answer, structure, work_procedure  # noqa: F401
+    from extractor.rules import guards, rag_answer, structure, work_procedure  # noqa: F401
 
 
 def catalogue(contract: str | None = None) -> list[Card]:
     """All cards in stage order, optionally only those that apply to ``contract``."""
     _load()
-    cards = [r.card for r in _REGISTRY.values() if contract in (None, r.card.contract, "*")]
+    cards = [r.card for r in _REGISTRY.values() if contract is None or r.card.contract in (contract, "*")]
     return sorted(cards, key=lambda card: STAGES.index(card.stage))
 
 

@@ -52,6 +52,8 @@ class ApprovedRecordInfo:
     note: str | None
     edited: bool
     approved_at: datetime
+    block_override: dict[str, Any] | None = None
+    """Set when a person approved a BLOCKED result over its block: reviewer, at, reason, rule_ids."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class ReviewInfo:
     reviewer: str
     note: str | None
     created_at: datetime
+    block_override: dict[str, Any] | None = None
 
 
 def approve(
@@ -75,13 +78,16 @@ def approve(
     note: str | None = None,
     edited: bool = False,
     records: Store | None = None,
+    block_override: dict[str, Any] | None = None,
 ) -> int:
     """Make ``record`` the approved record of this document's content under the run's contract version.
 
     An earlier approval of the same content and contract version is replaced (the reviews table keeps
     every decision). Returns the approved record's id. Edited records must be re-validated by the caller.
     ``records`` is the store holding approved records when it is not the run log (``open_approved``);
-    then the approved record is written first and the review history after it.
+    then the approved record is written first and the review history after it. ``block_override`` (a BLOCKED
+    result approved over its block: reviewer, reason, rule ids) is stored with the review and the record, with
+    the approval time added.
     """
     if not reviewer:
         raise ValueError("an approval needs a reviewer")
@@ -89,7 +95,8 @@ def approve(
     for _ in range(2):  # a concurrent first approval of the same document wins the insert; then update it
         try:
             return _approve_once(
-                store, records, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited
+                store, records, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited,
+                block_override,
             )
         except IntegrityError:
             continue
@@ -106,11 +113,14 @@ def _approve_once(
     attempt_id: int | None,
     note: str | None,
     edited: bool,
+    block_override: dict[str, Any] | None,
 ) -> int:
     now = utcnow()
-    review = Review(document_run_id=document_run_id, decision="approved", reviewer=reviewer, note=note, created_at=now)
+    override = None if block_override is None else block_override | {"at": now.isoformat(timespec="microseconds")}
+    review = Review(document_run_id=document_run_id, decision="approved", reviewer=reviewer, note=note, created_at=now,
+                    block_override=override)
     values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
-                  edited=edited, approved_at=now)
+                  edited=edited, approved_at=now, block_override=override)
     if records.engine is store.engine:
         with transaction(store.engine) as session:
             source = _source_of(session, document_run_id)

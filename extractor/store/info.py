@@ -59,6 +59,8 @@ class RunConfig:
         judge = self.config.get("judge")
         if judge:
             payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
+        if self.config.get("guards") is not None:  # the contract's built-in checks decide BLOCKED and MANUAL_REVIEW
+            payload["guards"] = self.config["guards"]
         encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
@@ -171,6 +173,8 @@ class RunInfo:
     heartbeat_at: datetime
     counts: dict[str, int]
     """Document runs per state, e.g. ``{"READY_FOR_REVIEW": 12, "ERROR": 1}``."""
+    outcome: str | None = None
+    """The run's ``GateDecision`` once it ended (None while running, and for runs recorded before outcomes)."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from extractor.store import requests
 from extractor.store.db import safe_url, scrub, utcnow
 from extractor.store.models import Attempt, Base, Claim, DocumentRun, RequestPart, Review, Run
 from extractor.store.runs import STALE_AFTER_S, pid_exists
-from extractor.vocab import DocumentState, RunStatus
+from extractor.vocab import DocumentState, GateDecision, ReviewDecision, RunStatus
 
 AnySelect = Select[*tuple[Any, ...]]
 
@@ -74,6 +74,19 @@ def _final_attempt_owned() -> AnySelect:
         .join(final, final.id == DocumentRun.final_attempt_id)
         .where(final.document_run_id != DocumentRun.id)
     )
+
+
+def _outcome_too_good() -> AnySelect:
+    """Runs whose stored outcome is better than a document run of theirs allows (``run_outcome``)."""
+    too_good = or_(
+        (DocumentRun.state == DocumentState.BLOCKED) & (Run.outcome != GateDecision.BLOCK),
+        DocumentRun.state.in_((DocumentState.MANUAL_REVIEW, DocumentState.ERROR))
+        & Run.outcome.in_((GateDecision.PROMOTE, GateDecision.NOT_EVALUABLE)),
+    )
+    return (select(Run.id, Run.outcome, func.min(DocumentRun.state).label("state"))
+            .join(DocumentRun, DocumentRun.run_id == Run.id)
+            .where(Run.outcome.is_not(None), too_good)
+            .group_by(Run.id, Run.outcome))
 
 
 def _dead_runs(connection: Connection) -> Iterator[str]:
@@ -185,6 +198,19 @@ def checks() -> list[Check]:
             select(DocumentRun.id).where(
                 DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)),
             "document run {id} is READY_FOR_REVIEW without a final attempt")),
+        Check("blocked_has_final_attempt", "a BLOCKED document run has the final attempt its block rests on", _rows(
+            select(DocumentRun.id).where(
+                DocumentRun.state == DocumentState.BLOCKED, DocumentRun.final_attempt_id.is_(None)),
+            "document run {id} is BLOCKED without a final attempt")),
+        Check("blocked_approval_has_override", "an approval of a BLOCKED document run records its block override",
+              _rows(select(Review.id, Review.document_run_id)
+                    .join(DocumentRun, DocumentRun.id == Review.document_run_id)
+                    .where(DocumentRun.state == DocumentState.BLOCKED, Review.decision == ReviewDecision.approved,
+                           Review.block_override.is_(None)),
+                    "review {id} approved BLOCKED document run {document_run_id} without a recorded override")),
+        Check("run_outcome_matches_documents", "a run's outcome is no better than its documents allow (any BLOCKED "
+              "makes it BLOCK; MANUAL_REVIEW or ERROR rule out PROMOTE)", _rows(_outcome_too_good(),
+              "run {id} has outcome {outcome} but a document run in {state}")),
         Check("decided_matches_reviews", "a document run is marked decided exactly when it has a review",
               _decided_marks),
         Check("request_part_named_by_content", "a request part's content hashes to its name",

@@ -36,6 +36,7 @@ from extractor.vocab import (
     AttemptOutcome,
     CalibrationVerdict,
     DocumentState,
+    GateDecision,
     ReviewDecision,
     RunStatus,
     values_of,
@@ -108,6 +109,7 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
         CheckConstraint(one_of("status", values_of(RunStatus)), name="status"),
+        CheckConstraint(one_of("outcome", values_of(GateDecision)), name="outcome"),
         Index("ix_runs_started_at", "started_at"),
         Index("ix_runs_config_hash", "config_hash"),
     )
@@ -130,6 +132,8 @@ class Run(Base):
     host: Mapped[str] = mapped_column(String(255))
     pid: Mapped[int] = mapped_column(Integer)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    """``GateDecision`` of the run's documents (``extractor.engine.summary.run_outcome``), set when it ends."""
 
 
 class Document(Base):
@@ -291,6 +295,8 @@ class ApprovedRecord(Base):
     note: Mapped[str | None] = mapped_column(NulFreeText)
     edited: Mapped[bool] = mapped_column(Boolean)
     approved_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    block_override: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    """A BLOCKED result approved over its block: who, when, why, and the critical rules overridden (else NULL)."""
 
 
 class Review(Base):
@@ -308,6 +314,8 @@ class Review(Base):
     reviewer: Mapped[str] = mapped_column(String(200))
     note: Mapped[str | None] = mapped_column(NulFreeText)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    block_override: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    """For an approval over a BLOCKED result: the reason and the critical rules overridden (else NULL)."""
 
 
 class JudgeCalibration(Base):

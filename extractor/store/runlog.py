@@ -41,7 +41,7 @@ from extractor.store.info import (
 )
 from extractor.store.queries import AttemptFindings
 from extractor.store.runs import STALE_AFTER_S
-from extractor.vocab import DocumentState, RunStatus
+from extractor.vocab import DocumentState, GateDecision, RunStatus
 
 
 class Store:
@@ -74,8 +74,8 @@ class Store:
     def heartbeat(self, run_id: str) -> None:
         runs.heartbeat(self.engine, run_id)
 
-    def finish_run(self, run_id: str, status: RunStatus) -> None:
-        runs.finish_run(self.engine, run_id, status)
+    def finish_run(self, run_id: str, status: RunStatus, outcome: GateDecision | None = None) -> None:
+        runs.finish_run(self.engine, run_id, status, outcome)
 
     def mark_interrupted(self, run_id: str) -> int:
         return runs.mark_interrupted(self.engine, run_id)

@@ -11,13 +11,13 @@ import socket
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from extractor.redact import redact_config, redact_text
 from extractor.store.db import require_one_of, transaction, utcnow
 from extractor.store.info import RunConfig
 from extractor.store.models import Claim, DocumentRun, Run
-from extractor.vocab import DocumentState, RunStatus, values_of
+from extractor.vocab import DocumentState, GateDecision, RunStatus, values_of
 
 STALE_AFTER_S = 60.0
 """A run whose heartbeat is older than this is considered dead and its documents may be taken over."""
@@ -28,8 +28,9 @@ def start_run(engine: Engine, config: RunConfig) -> str:
     run_id = uuid.uuid4().hex
     now = utcnow()
     with transaction(engine) as session:
-        session.add(
-            Run(
+        # only the columns a starting run sets (an ORM add would send NULL for the outcome, set when the run ends)
+        session.connection().execute(
+            insert(Run).values(
                 id=run_id,
                 started_at=now,
                 status=RunStatus.running,
@@ -58,12 +59,15 @@ def heartbeat(engine: Engine, run_id: str) -> None:
         session.connection().execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
 
 
-def finish_run(engine: Engine, run_id: str, status: RunStatus) -> None:
+def finish_run(engine: Engine, run_id: str, status: RunStatus, outcome: GateDecision | None = None) -> None:
+    """Record how the run ended and, when known, its outcome (``extractor.engine.summary.run_outcome``)."""
     require_one_of(status, (s for s in values_of(RunStatus) if s != RunStatus.running), "run status")
+    if outcome is not None:
+        require_one_of(outcome, values_of(GateDecision), "run outcome")
     now = utcnow()
     with transaction(engine) as session:
         session.connection().execute(
-            update(Run).where(Run.id == run_id).values(status=status, finished_at=now, heartbeat_at=now)
+            update(Run).where(Run.id == run_id).values(status=status, finished_at=now, heartbeat_at=now, outcome=outcome)
         )
 
 

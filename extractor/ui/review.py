@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from extractor.ui.console import add_columns, open_console, print_table
-from extractor.ui.run import STATE_STYLE, findings_table
+from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
 
 if TYPE_CHECKING:
     from extractor.evidence.report import Report
@@ -32,8 +32,6 @@ SENTENCE_STYLE = {
     "NOT_EVALUATED": "",
 }
 EVIDENCE_STYLE = "bold underline"
-DECISION_STYLE = {"PROMOTE": "bold green", "MANUAL_REVIEW": "bold yellow", "BLOCK": "bold red",
-                  "NOT_EVALUABLE": "bold magenta"}
 
 
 SENTENCE_LEGEND = (
@@ -127,6 +125,9 @@ def print_approval(result: Approval) -> None:
     what = "an edited record" if a.edited else "the candidate"
     print(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
           f"by {a.reviewer} at {when}")
+    if a.block_override is not None:
+        print(f"overrode the block ({', '.join(a.block_override['rule_ids']) or 'BLOCKED'}): "
+              f"{a.block_override['reason']}")
     if result.previous is not None:
         print(f"replaced the approval by {result.previous.reviewer} at "
               f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
@@ -315,18 +316,21 @@ def print_run_view(view: dict[str, Any], console: Console | None = None) -> None
 # -- runs and stats -----------------------------------------------------------------------------------------
 
 
-STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "ERROR")
+STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "BLOCKED", "ERROR")
 
 
 def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)") -> Table:
     table = Table(title=title)
-    add_columns(table, ("run", "started (UTC)", "status", "contract", "prompt", "model", "validator", "docs",
-                        "ready", "manual", "error", "other"), right=("docs", "ready", "manual", "error", "other"))
+    add_columns(table, ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", "docs",
+                        "ready", "manual", "blocked", "error", "other"),
+                right=("docs", "ready", "manual", "blocked", "error", "other"))
     for run in runs:
         counts = run["counts"]
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
+        outcome = run.get("outcome")
         table.add_row(
-            _short(run["id"]), _when(run["started_at"]), run["status"], f"{run['contract']} v{run['contract_version']}",
+            _short(run["id"]), _when(run["started_at"]), run["status"],
+            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run['contract']} v{run['contract_version']}",
             run["prompt_version"], run["model"], run["validator_version"], str(run["documents"]),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
             str(other),
@@ -427,6 +431,16 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
                       f"(Monte Carlo {settings['samples']:,} samples, seed {settings['seed']}; "
                       f"block >= {settings['block']:g}, review >= {settings['review']:g}); "
                       f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
+    if result["new_critical_findings"]:
+        table = Table(title=f"{len(result['new_critical_findings'])} candidate document(s) with a critical finding "
+                            "the baseline does not have: BLOCK", title_style="bold red")
+        for column in ("path", "candidate doc run", "rule id", "location", "message"):
+            table.add_column(column, overflow="fold")
+        for d in result["new_critical_findings"]:
+            for f in d["findings"]:
+                table.add_row(display_path(d["path"]), str(d["document_run_id"]), Text(f["rule_id"], style="bold red"),
+                              f["location"] or "", f["message"] or "")
+        console.print(table)
     if result["regressions"]:
         table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
         add_columns(table, ("path", "sha256", "candidate doc run", "state", "new rule ids"), wrap=("new rule ids",),

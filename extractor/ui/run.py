@@ -18,7 +18,7 @@ from extractor.engine.discover import Discovery
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.evidence.report import Report
 from extractor.ui.console import add_columns, open_console, print_table
-from extractor.vocab import SkipReason
+from extractor.vocab import GateDecision, Outcome, SkipReason
 
 STATE_STYLE = {
     "MAPPED": "green",
@@ -29,6 +29,7 @@ STATE_STYLE = {
     "READY_FOR_REVIEW": "green",
     "MANUAL_REVIEW": "yellow",
     "ERROR": "red",
+    "BLOCKED": "bold red",
     "INPUT_ERROR": "red",
     "SKIPPED": "dim",
     "INTERRUPTED": "magenta",
@@ -36,12 +37,22 @@ STATE_STYLE = {
 }
 
 
+DECISION_STYLE: dict[str, str] = {GateDecision.PROMOTE: "bold green", GateDecision.MANUAL_REVIEW: "bold yellow",
+                  GateDecision.BLOCK: "bold red", GateDecision.NOT_EVALUABLE: "bold magenta"}
+OUTCOME_MEANING = {
+    GateDecision.PROMOTE: "every document passed every check; each still waits for a person's approval",
+    GateDecision.MANUAL_REVIEW: "documents need a person: extract review",
+    GateDecision.BLOCK: "a critical finding: nothing of it is exported unless a person overrides the block",
+    GateDecision.NOT_EVALUABLE: "no document was evaluated in this run",
+}
+
+
 def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") -> Table:
-    """Findings as stored and reported (``Finding.to_json()``): errors red, warnings yellow."""
+    """Findings as stored and reported (``Finding.to_json()``): critical bold red, errors red, warnings yellow."""
     table = Table(title=title, title_justify="left")
     add_columns(table, ("rule_id", "severity", "location", "message"), wrap=("message",))
     for finding in findings:
-        style = "red" if finding.get("severity") == "error" else "yellow"
+        style = {"critical": "bold red", "error": "red"}.get(finding.get("severity", ""), "yellow")
         table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
                       finding.get("message", ""))
     return table
@@ -153,3 +164,9 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     if summary.interrupted:
         left = summary.counts.get("INTERRUPTED", 0)
         console.print(f"[yellow]interrupted: {left} document(s) left; rerun the same command to finish them[/yellow]")
+    for outcome in summary.outcomes:
+        if outcome.state == Outcome.BLOCKED:
+            console.print(f"[bold red]BLOCKED[/bold red] {outcome.path}: {outcome.cause}", markup=True, highlight=False)
+    decision = summary.outcome
+    console.print(Text.assemble("outcome ", (decision.value, DECISION_STYLE[decision]),
+                                f"   exit {int(summary.exit_code)}   ({OUTCOME_MEANING[decision]})"))

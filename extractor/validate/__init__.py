@@ -2,7 +2,8 @@
 
 Order is fixed: the response is parsed first; ``OUTPUT_NOT_JSON`` reports a parse that failed ->
 ``SCHEMA_VIOLATION`` -> the contract's content rules in stage order (references, order, evidence, coverage,
-completeness). No content rule runs when structure fails.
+completeness) -> the extent warnings (``EXTRACTION_*``). No content rule runs when structure fails; the critical
+rules (``extractor.rules.guards``) run on every response, JSON or not, and their findings come first.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from extractor.document import Document
 from extractor.evidence.report import Finding, Report
 from extractor.evidence.source import Source
 from extractor.rules import get
+from extractor.rules.guards import critical_findings, extent_findings
 from extractor.rules.structure import SchemaInput, parse_candidate
 
-VALIDATOR_VERSION = "1.0.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
+VALIDATOR_VERSION = "1.1.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
 
 __all__ = ["VALIDATOR_VERSION", "validate"]
 
@@ -25,18 +27,21 @@ def validate(raw: str, source: Source | Document, contract: Contract) -> Report:
         source = Source(source)
     report = Report(contract.name, contract.version, VALIDATOR_VERSION)
     parsed = parse_candidate(raw)
-    report.findings = list(get("OUTPUT_NOT_JSON").run(parsed))
-    if report.findings:
+    critical = critical_findings(parsed.value if parsed.problem is None else None, raw, source, contract.guards,
+                                 contract.prompt_shingles)
+    report.findings = critical + list(get("OUTPUT_NOT_JSON").run(parsed))
+    if parsed.problem is not None:
         return report
     report.candidate = parsed.value
-    report.findings = list(get("SCHEMA_VIOLATION").run(SchemaInput(parsed.value, contract.validator)))
-    if report.findings:
+    report.findings = critical + list(get("SCHEMA_VIOLATION").run(SchemaInput(parsed.value, contract.validator)))
+    if len(report.findings) > len(critical):
         return report
 
     context = contract.model.context(parsed.value, source, contract.settings, contract.schema)
     findings: list[Finding] = []
     for content_rule in contract.rules:
         findings.extend(content_rule.run(context))
-    report.findings = findings
     report.fields, report.sentences, report.evidence_spans = contract.model.states(context, findings)
+    report.findings = critical + findings
+    report.findings += extent_findings(report, source, contract.guards)
     return report

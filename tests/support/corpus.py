@@ -6,8 +6,9 @@ hashes, and the scripted server can tell them apart from the request. What the s
 the model name in the request and the document number: ``plan[model](number)`` is one of ``pass``,
 ``fail`` (an invented rule, twice: MANUAL_REVIEW with VALUE_WITHOUT_EVIDENCE), ``repaired`` (fails, then
 passes after the repair), ``warn`` (swapped step order: MANUAL_REVIEW for a warning, no error),
-``uncovered`` (the last sentence unaccounted, twice), ``garbage`` (not JSON, twice) or ``error``
-(HTTP 403: ERROR).
+``uncovered`` (the last sentence unaccounted, twice), ``garbage`` (not JSON, twice), ``error``
+(HTTP 403: ERROR), ``leak`` (a rule carrying an AWS access key: BLOCKED at once, no repair) or ``empty``
+(nothing extracted, every sentence EXCLUDED: MANUAL_REVIEW for EXTRACTION_EMPTY and EXTRACTION_MOSTLY_EXCLUDED).
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def uncovered() -> dict[str, Any]:
     return out
 
 
+AWS_KEY = "AKIAZ7VRSQ5TQWNMBJK4"
+
+
+def leaking() -> dict[str, Any]:
+    """The good candidate with a rule that carries an AWS access key (SECRET_IN_OUTPUT, critical)."""
+    out = json.loads(json.dumps(GOOD))
+    out["rules"].append(f"Purchases are entered with the service key {AWS_KEY}.")
+    return out
+
+
+def empty() -> dict[str, Any]:
+    """A schema-valid answer that extracts nothing: no values, questions for the two fields, all EXCLUDED."""
+    return {"documentPurpose": None, "participants": [], "processSteps": [], "rules": [], "assignmentRule": None,
+            "missingFields": [{"fieldPath": "documentPurpose", "question": "What is the procedure for?"},
+                              {"fieldPath": "assignmentRule", "question": "Who is assigned?"}],
+            "evidence": [],
+            "sentenceCoverage": [{"sentenceId": c["sentenceId"], "status": "EXCLUDED", "fieldPaths": [],
+                                  "reason": "not content"} for c in GOOD["sentenceCoverage"]]}
+
+
 def write_documents(folder: Path, numbers: Sequence[int]) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -86,6 +107,10 @@ def script(plan: Plan) -> Callable[[dict[str, Any] | None, int], Action]:
             return Reply(json.dumps(swapped()))
         if behaviour == "uncovered":
             return Reply(json.dumps(uncovered()))
+        if behaviour == "leak":
+            return Reply(json.dumps(leaking()))
+        if behaviour == "empty":
+            return Reply(json.dumps(empty()))
         if behaviour == "garbage":
             return Reply("Sure! Here is the JSON:")
         if behaviour == "error":

@@ -1,0 +1,208 @@
+"""What must never leave the pipeline unnoticed: secrets, personal data and instructions aimed at the pipeline.
+
+Pure detectors over one string, shared by the critical rules (``extractor.rules.guards``) and export masking:
+
+- ``secrets``: detect-secrets' own plugins (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, private keys,
+  passwords in connection strings, ``password = "..."`` keywords...). Its entropy detectors and the public-IP
+  detector are left out on purpose: a commit hash, a UUID or a server address in a runbook is not a secret,
+  and they flag exactly those.
+- ``personal_data``: e-mail addresses; phone numbers (``phonenumbers``, valid numbers only, Korean, Russian
+  and North American formats, compared as E.164); card numbers (13-19 digits passing Luhn); Korean resident
+  registration numbers (``stdnum.kr.rrn``: birth date and check digit); Russian INN (``stdnum.ru.inn``, 10 or
+  12 digits with check digits) and SNILS (11 digits, its check number). A number whose checksum fails is
+  not reported: that is what keeps order numbers and amounts quiet.
+- ``pipeline_instructions``: phrases that address the pipeline instead of describing the business ("ignore
+  previous instructions", "mark this document approved", "system prompt"), in English, Korean and Russian.
+
+Every detector returns ``Match``es with the exact span, so a finding can quote its location and export can mask
+the span without re-parsing anything.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+PHONE_REGIONS = ("KR", "RU", "US")
+"""Regions whose national formats are read as phone numbers (an international +CC number is read anywhere)."""
+ENTROPY_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"})
+"""detect-secrets plugins not used: they fire on hashes, UUIDs and addresses, the nearest harmless neighbours."""
+MIN_SECRET_CHARS = 8
+"""Values shorter than this are not scanned for secrets (no detector matches fewer characters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One detected item: its ``kind`` (a label a person reads), the ``key`` it is compared by, and its span."""
+
+    kind: str
+    key: str
+    start: int
+    end: int
+
+
+# -- secrets -------------------------------------------------------------------------------------------------
+
+
+@cache
+def _secret_plugins() -> tuple[Any, ...]:
+    """One instance of every detect-secrets plugin but the entropy and IP ones (built once per process)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    classes: list[type[Any]] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    return tuple(plugin() for plugin in classes if plugin.__name__ not in ENTROPY_PLUGINS)
+
+
+def secrets(text: str) -> list[Match]:
+    """Secrets in ``text`` found by detect-secrets' plugins, each once, with the span of the secret value.
+
+    The plugins are called directly (not through ``scan_line``, which reads process-wide settings and turns the
+    entropy detectors up for ad-hoc strings), one line at a time as detect-secrets scans files.
+    """
+    if len(text) < MIN_SECRET_CHARS:
+        return []
+    found: dict[tuple[str, int], Match] = {}
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if len(line.strip()) >= MIN_SECRET_CHARS:
+            for plugin in _secret_plugins():
+                for secret in plugin.analyze_line(filename="output.txt", line=line, line_number=0):
+                    value = secret.secret_value or ""
+                    at = line.find(value) if value else -1
+                    start, end = (offset + at, offset + at + len(value)) if at >= 0 else (offset, offset + len(line))
+                    found.setdefault((secret.type, start), Match(secret.type, value, start, end))
+        offset += len(line)
+    return sorted(found.values(), key=lambda m: (m.start, m.kind))
+
+
+# -- personal data -------------------------------------------------------------------------------------------
+
+EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w-])")
+NUMBER = re.compile(r"(?<![\w.,])\d(?:[ \-]?\d){8,18}(?![\w])")
+"""9 to 19 digits, single spaces or hyphens between them (card, RRN, SNILS, INN as people write them)."""
+SNILS_WEIGHTS = range(9, 0, -1)
+
+
+def snils_valid(digits: str) -> bool:
+    """Russian SNILS check number: sum of the first nine digits weighted 9..1, modulo 101 (100 and 101 give 00).
+
+    Numbers up to 001-001-998 were issued without a check number and are not read as SNILS.
+    """
+    if len(digits) != 11 or not digits.isdigit() or int(digits[:9]) <= 1001998:
+        return False
+    total = sum(int(d) * w for d, w in zip(digits[:9], SNILS_WEIGHTS))
+    check = total % 101 if total > 101 else total
+    return (0 if check == 100 else check) == int(digits[9:])
+
+
+def _numbers(text: str) -> Iterator[Match]:
+    from stdnum import luhn
+    from stdnum.kr import rrn
+    from stdnum.ru import inn
+
+    for found in NUMBER.finditer(text):
+        digits = re.sub(r"\D", "", found.group())
+        kinds = []
+        if len(digits) == 13 and rrn.is_valid(digits):
+            kinds.append("Korean resident registration number")
+        if len(digits) == 11 and snils_valid(digits):
+            kinds.append("SNILS")
+        if len(digits) in (10, 12) and inn.is_valid(digits):
+            kinds.append("INN")
+        if 13 <= len(digits) <= 19 and not kinds and luhn.is_valid(digits):
+            kinds.append("card number")
+        for kind in kinds:
+            yield Match(kind, digits, found.start(), found.end())
+
+
+def _phones(text: str) -> Iterator[Match]:
+    import phonenumbers
+
+    seen: set[tuple[int, int]] = set()
+    for region in PHONE_REGIONS:
+        for found in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+            span = (found.start, found.end)
+            if span in seen:
+                continue
+            seen.add(span)
+            key = phonenumbers.format_number(found.number, phonenumbers.PhoneNumberFormat.E164)
+            yield Match("phone number", key, found.start, found.end)
+
+
+def personal_data(text: str) -> list[Match]:
+    """E-mail addresses, phone numbers and checksum-valid identity and card numbers in ``text``.
+
+    A digit run that is an identity number is not also reported as a phone number.
+    """
+    if not any(ch.isdigit() or ch == "@" for ch in text):
+        return []
+    found = [Match("e-mail address", m.group().casefold(), m.start(), m.end()) for m in EMAIL.finditer(text)]
+    numbers = list(_numbers(text))
+    found += numbers
+    taken = [(m.start, m.end) for m in numbers] + [(m.start, m.end) for m in found if m.kind == "e-mail address"]
+    found += [m for m in _phones(text) if not any(m.start < end and start < m.end for start, end in taken)]
+    return sorted(found, key=lambda m: (m.start, m.kind))
+
+
+def mask(text: str, matches: Iterable[Match]) -> str:
+    """``text`` with every matched span replaced by ``*`` (its last two characters kept, to tell items apart)."""
+    out, position = [], 0
+    for match in sorted(matches, key=lambda m: m.start):
+        if match.start < position:
+            continue
+        span = text[match.start:match.end]
+        out += [text[position:match.start], "*" * max(len(span) - 2, 1) + span[-2:] if len(span) > 3 else "***"]
+        position = match.end
+    out.append(text[position:])
+    return "".join(out)
+
+
+# -- instructions aimed at the pipeline -------------------------------------------------------------------------
+
+PIPELINE_INSTRUCTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
+    ("ignore previous instructions",
+     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|these\s+)?"
+     r"(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|messages|directions)"),
+    ("mark this approved",
+     r"\bmark\s+(?:this|itself)(?:\s+(?:document|record|extraction|output|result|candidate|file|entry))?\s+"
+     r"(?:as\s+)?(?:approved|passed|valid|verified|accepted|safe)\b"),
+    ("system prompt", r"\b(?:reveal|print|repeat|show|output)\s+(?:your|the)\s+(?:system\s+)?(?:prompt|instructions)\b"
+                      r"|\bsystem\s+prompt\b"),
+    ("이전 지시 무시",
+     r"(?:이전|앞의|위의|기존|모든)\s*(?:의\s*)?(?:모든\s*)?(?:지시|지침|명령|규칙)(?:사항)?\s*(?:을|를|은|는|들을)?\s*"
+     r"(?:모두\s*|전부\s*)?(?:무시|잊)"),
+    ("이 문서를 승인으로 표시",
+     r"이\s*(?:문서|기록|결과|항목)\s*(?:를|을|는|은)?\s*(?:자동\s*(?:으로)?\s*)?승인\s*(?:된\s*것으로|됨으로|으로)?\s*"
+     r"(?:표시|처리|간주)"),
+    ("시스템 프롬프트", r"시스템\s*프롬프트"),
+    ("игнорируй предыдущие инструкции",
+     r"(?:игнорируй(?:те)?|забудь(?:те)?|не\s+обращай(?:те)?\s+внимания\s+на|отмени(?:те)?)\s+(?:все\s+)?"
+     r"(?:предыдущие|прежние|прошлые|вышеуказанные|системные|исходные)\s+(?:инструкции|указания|правила|команды)"),
+    ("отметь как одобренный",
+     r"(?:отметь(?:те)?|пометь(?:те)?|считай(?:те)?|признай(?:те)?)\s+(?:этот|данный|это|эту|данную)\s*"
+     r"(?:документ|запись|результат|извлечение)?\s+(?:как\s+)?(?:одобрен|утвержд[её]н|принят|проверен)"),
+    ("системный промпт", r"системн(?:ый|ого|ому|ым|ом)\s+(?:промпт|prompt)"),
+))
+"""(name, pattern) over NFKC-casefolded text. Business text tells people what to do ("the manager marks the
+request approved"); these address the document itself or the model ("mark this document approved")."""
+
+
+def normalise(text: str) -> str:
+    """NFKC, casefold and collapsed whitespace: how phrases and prompt text are compared."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def pipeline_instructions(text: str) -> list[str]:
+    """The names of the pipeline-aimed phrases ``text`` contains."""
+    folded = normalise(text)
+    return [name for name, pattern in PIPELINE_INSTRUCTIONS if pattern.search(folded)]
+
+
+def shingles(text: str, size: int) -> set[tuple[str, ...]]:
+    """Every run of ``size`` consecutive normalised words of ``text``."""
+    words = normalise(text).split()
+    return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
