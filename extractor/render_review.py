@@ -159,6 +159,10 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
     console = console or Console()
     document_run, run, document = view["document_run"], view["run"], view["document"]
     state = document_run["state"]
+    judge_marks = [m for m in document_run.get("needs_person") or [] if m.startswith("JUDGE_")]
+    if judge_marks and document_run["cause"]:  # the judge's warning (or why it did not judge) comes first
+        console.print(Panel(Text(document_run["cause"]), title=f"judge: {', '.join(judge_marks)}", title_align="left",
+                            border_style="yellow", expand=False))
     header = Text.assemble(
         (f"document run {document_run['id']}  ", "bold"), (state, STATE_STYLE.get(state, "")),
         f"  {display_path(document['path'])}  sha256 {_short(document['sha256'], 16)}\n",
@@ -390,8 +394,8 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
         console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
                            style="yellow"))
         for d in unevaluable[:20]:
-            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline_state']}, "
-                          f"candidate {d['candidate_state']}")
+            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline']}, "
+                          f"candidate {d['candidate']}")
     unmatched = result["unmatched"]
     for name, label in (("baseline_only", "baseline only"), ("candidate_only", "candidate only")):
         if unmatched[name]:

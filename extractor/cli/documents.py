@@ -64,41 +64,6 @@ def validate(
 
 
 @app.command()
-def rules(
-    rule_id: Annotated[str | None, typer.Argument(help="print this rule's card")] = None,
-    contract: Annotated[str | None, typer.Option(help="only rules of this contract")] = None,
-    format: FormatOption = Format.text,
-) -> None:
-    """The rule catalogue, or the card of one rule."""
-    from extractor.rules import catalogue
-
-    cards = catalogue(contract_named(contract).name if contract else None)
-    if rule_id is not None:
-        match = [card for card in cards if card.rule_id == rule_id.upper()]
-        if not match:
-            fail(f"unknown rule id {rule_id!r}; `extract rules` lists them")
-        card = match[0]
-        if format is Format.json:
-            emit_json(card.to_json())
-            return
-        for key, value in card.to_json().items():
-            typer.echo(f"{key.replace('_', ' '):>27}: {value}")
-        return
-    if format is Format.json:
-        emit_json([card.to_json() for card in cards])
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="rule catalogue (extract rules RULE_ID for a card)")
-    for column in ("rule_id", "contract", "stage", "severity", "fires when"):
-        table.add_column(column, overflow="fold")
-    for card in cards:
-        table.add_row(card.rule_id, card.contract, card.stage, card.severity.value, card.fires_when)
-    Console().print(table)
-
-
-@app.command()
 def contracts(
     write: Annotated[bool, typer.Option(help="regenerate the built-in contracts' schema.json from their models")] = False,
 ) -> None:

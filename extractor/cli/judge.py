@@ -8,6 +8,7 @@ Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,9 +16,18 @@ import typer
 
 from extractor.cli.app import Format, FormatOption, app, emit_json, fail
 from extractor.providers import ResponseFormat
-from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
+from extractor.vocab import (
+    DEFAULT_JUDGE_CONCURRENCY,
+    DEFAULT_JUDGE_QUEUE,
+    DEFAULT_JUDGE_THRESHOLD,
+    DEFAULT_JUDGE_TIMEOUT,
+    DEFAULT_RUBRIC,
+    CalibrationVerdict,
+    JudgeMode,
+)
 
 if TYPE_CHECKING:
+    from extractor.contracts import Contract
     from extractor.generate import Provider
     from extractor.judge.modes import Judge
     from extractor.providers import ProviderSettings
@@ -36,49 +46,77 @@ ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeMode | None, threshold: float,
-                    rubric_version: str, base_url: str | None, settings: ProviderSettings,
-                    on_rate_limit: Any = None, on_timeout: Any = None) -> Judge:
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge options of ``extract run`` (and ``extract judge run``)."""
+
+    spec: str
+    mode: JudgeMode | None = None
+    threshold: float = DEFAULT_JUDGE_THRESHOLD
+    rubric_version: str = DEFAULT_RUBRIC
+    base_url: str | None = None
+    concurrency: int = DEFAULT_JUDGE_CONCURRENCY
+    queue: int = DEFAULT_JUDGE_QUEUE
+    timeout: float = DEFAULT_JUDGE_TIMEOUT
+
+
+def build_run_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
+                    settings: ProviderSettings) -> Judge:
     """The judge of a run, with its policy resolved against the calibrations on record.
 
-    Prints (stderr) why block was downgraded, and a warning when judge and generator are the same model.
+    The judge gets its own queue, concurrency and timeout (``settings`` with ``options.timeout``); its 429s and
+    timeouts lower only its own limit. Modes: ``--judge-mode`` for every metric, else the contract settings'
+    per-metric modes (default review). Prints (stderr) why block was downgraded, and a warning when judge
+    and generator are the same model.
     """
-    from extractor.judge.modes import Judge, resolve_policy, same_model
+    from dataclasses import replace
+
+    from extractor.judge.modes import Judge, JudgeQueue, resolve_policy, same_model
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import from_string
 
-    if not 0.0 < threshold < 1.0:
-        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {threshold:g}")
+    if not 0.0 < options.threshold < 1.0:
+        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {options.threshold:g}")
+    if options.queue < options.concurrency:
+        fail(f"--judge-queue ({options.queue}) must be at least --judge-concurrency ({options.concurrency})")
     try:
-        rubric = load_rubric(rubric_version)
+        rubric = load_rubric(options.rubric_version)
     except FileNotFoundError as error:
         fail(str(error))
+    queue = JudgeQueue(options.concurrency, options.queue)
     try:
-        provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit,
-                               on_timeout=on_timeout)
+        provider = from_string(options.spec, base_url=options.base_url,
+                               settings=replace(settings, timeout_s=options.timeout),
+                               on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
-    requested = mode or JudgeMode.review
-    policy = resolve_policy(store, model_id(provider), rubric.version, threshold, requested)
+    requested = options.mode or JudgeMode.review
+    metric_modes = {} if options.mode is not None else dict(contract.modes.judge)
+    try:
+        policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold, requested, metric_modes)
+    except ValueError as error:
+        fail(f"{contract.folder / 'rules.json'}: {error}")
     if policy.reason:
         typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
-    same = same_model(generator, provider)
+    same = generator is not None and same_model(generator, provider)
     if same:
         typer.echo(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
                    "generator's blind spots. Use a different model for the judge (recorded in the run config).",
                    err=True)
-    return Judge(provider, policy, rubric, same_model_as_generator=same)
+    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue, timeout_s=options.timeout)
 
 
 def judge_summary(judge: Judge) -> dict[str, Any]:
-    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items()))}
+    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items())),
+            "regenerations": judge.regenerations}
 
 
 def print_judge_summary(judge: Judge) -> None:
     counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
     policy = judge.policy
+    regenerated = f", {judge.regenerations} regenerated after a fail" if judge.regenerations else ""
     typer.echo(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
-               f"{policy.rubric_version}): {counts}")
+               f"{policy.rubric_version}): {counts}{regenerated}")
 
 
 # ---------------------------------------------------------------- extract judge calibrate

@@ -1,7 +1,9 @@
 """Where a document goes once its last candidate was checked: one pure decision, no I/O.
 
 No error finding: ready for a person's review, unless a warning the contract marks needs a person first, or
-the judge (when a run has one) sends it to a person. Error findings after the one repair: manual review.
+the judge (when a run has one) sends it to a person. A judge ``warn`` stays READY_FOR_REVIEW with its mark and
+cause, which ``extract review`` shows first (seed 004: warn goes to the reviewer's queue, not back to the
+model). Error findings after the one repair: manual review.
 The engine never approves anything: READY_FOR_REVIEW still waits for a person.
 """
 
@@ -10,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from extractor.evidence.report import Report
-from extractor.vocab import DocumentState
+from extractor.evidence.report import Report, Severity
+from extractor.vocab import MARK_BLOCK, DocumentState, JudgeMode
+
 
 if TYPE_CHECKING:
     from extractor.engine.settings import RunSettings
@@ -32,19 +35,29 @@ def route(report: Report, judge: JudgeDecision | None, settings: RunSettings, *,
     """The state for a document whose final candidate got ``report`` (``earlier``: the one before the repair).
 
     ``judge`` is the judge's decision on a candidate that passed every rule (None: no judge, or not judged).
+    Each rule's mode comes from the contract settings: a warning in review or block mode needs a person;
+    any finding of a rule in block mode adds the BLOCK mark.
     """
+    contract = settings.contract
+    blocking = sorted({f.rule_id for f in report.findings
+                       if contract.rule_mode(f.rule_id, error=f.severity is Severity.ERROR).mode is JudgeMode.block})
+    block_marks = (MARK_BLOCK,) if blocking else ()
     if not report.passed:
         both_unparseable = earlier is not None and not earlier.parsed and not report.parsed
         cause = ("unparseable twice" if both_unparseable
                  else f"failed validation after repair: {len(report.errors)} error(s)")
-        return Route(DocumentState.MANUAL_REVIEW, cause)
-    marked = settings.contract.needs_person
-    needing = sorted({f.rule_id for f in report.warnings if f.rule_id in marked})
+        if blocking:
+            cause = f"BLOCK ({', '.join(blocking)} in block mode): {cause}"
+        return Route(DocumentState.MANUAL_REVIEW, cause, block_marks)
+    needing = sorted({f.rule_id for f in report.warnings
+                      if contract.rule_mode(f.rule_id, error=False).mode is not JudgeMode.observe})
     causes = [f"warning needs a person: {', '.join(needing)}"] if needing else []
-    marks = list(needing)
+    marks = [*block_marks, *needing]
     if judge is not None and judge.to_person:
         causes.append(judge.cause or f"judge {judge.result}")
-        marks += judge.marks
+        marks += [mark for mark in judge.marks if mark not in marks]
     if causes:
         return Route(DocumentState.MANUAL_REVIEW, "; ".join(causes), tuple(marks))
+    if judge is not None and judge.marks:  # a warning for the reviewer, shown first
+        return Route(DocumentState.READY_FOR_REVIEW, judge.cause, judge.marks)
     return Route(DocumentState.READY_FOR_REVIEW)
