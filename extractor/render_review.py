@@ -61,6 +61,13 @@ def _rules(counts: dict[str, int]) -> str:
 # -- review queue ------------------------------------------------------------------------------------------
 
 
+def _cause(item: Any) -> Text:
+    """The cause, with a judge warning flagged first (a READY_FOR_REVIEW document the judge warned about)."""
+    if "JUDGE_WARN" in (item.needs_person or ()):
+        return Text.assemble(("JUDGE WARNING ", "bold yellow"), item.cause or "")
+    return Text(item.cause or "")
+
+
 def print_queue(items: list[Any], total: int, console: Console | None = None) -> None:
     """The first ``len(items)`` of ``total`` waiting documents."""
     console = console or Console()
@@ -76,7 +83,7 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
             str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
             _short(item.sha256), f"{item.model} / {item.prompt_version}",
             Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"),
-            ", ".join(str(i) for i in item.alternatives), item.cause or "",
+            ", ".join(str(i) for i in item.alternatives), _cause(item),
         )
     console.print(table)
     if len(items) < total:
