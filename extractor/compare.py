@@ -11,10 +11,11 @@ timeout, refused request) is **not evaluable**, not a fail: it says nothing abou
 under test, and counting it as a fail would let a provider outage block a release while counting it as a
 pass would hide missing data. The same holds for a judge that could not answer (timeout, 5xx, garbage,
 ``not_evaluable``): the document went to a person with a ``JUDGE_UNEVALUABLE_MARKS`` mark, its judge metric
-is NOT_EVALUABLE, and compare counts it as not evaluable, never as a fail. Following the AGO gate's conservative aggregation, missing data is reported
-as an explicit gap instead: a matched document not evaluable on either side is left out of both rates,
-listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
-PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.
+is NOT_EVALUABLE, and compare counts it as not evaluable, never as a fail. Following the AGO gate's
+conservative aggregation, missing data is reported as an explicit gap instead: a matched document not
+evaluable on either side is left out of both rates, listed, and -- when the share of such documents
+exceeds ``max_unevaluable`` (default 0: any gap) -- a PROMOTE becomes MANUAL_REVIEW. Without any document
+evaluable on both sides the outcome is NOT_EVALUABLE.
 
 Categories are document tags (``extract run --tag``) when asked for, else one category; weights default
 to each category's share of the compared documents, or traffic shares given with ``--weights``.

@@ -15,7 +15,6 @@ from extractor.cli.app import (
     app,
     contract_named,
     emit_json,
-    fail,
     load_document,
     read_candidate,
 )

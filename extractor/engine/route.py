@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from extractor.evidence.report import Report, Severity
 from extractor.vocab import MARK_BLOCK, DocumentState, JudgeMode
 
-
 if TYPE_CHECKING:
     from extractor.engine.settings import RunSettings
     from extractor.judge.modes import JudgeDecision

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
 
-import snowballstemmer
+import snowballstemmer  # type: ignore[import-untyped]
 
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]+")
 _CYRILLIC_WORD = re.compile(r"[а-яё]+")
