@@ -33,7 +33,8 @@ from extractor.store import RunConfig, Store, open_store
 from extractor.validate import validate
 from extractor.vocab import GateDecision, JudgeMode
 from extractor.workers import load_document
-from tests.support.corpus import GOOD, invented, write_documents
+from tests.support.corpus import GOOD, invented, script, write_documents
+from tests.support.corpus import run as corpus_run
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,3 +329,47 @@ def test_contract_settings_are_part_of_the_configuration_hash() -> None:
     hashes = {RunConfig(**base, config={"contract_settings_sha256": c.settings_sha256}).config_hash
               for c in (plain, tuned)}
     assert len(hashes) == 2
+
+
+# ---------------------------------------------------------------- extract judge run
+
+
+def test_extract_judge_run_judges_a_finished_run_afterwards(llm_server: Callable[..., ScriptedLLMServer],
+                                                            tmp_path: Path, db_url: str) -> None:
+    paths = write_documents(tmp_path / "docs", [0, 1, 2])
+    generator = llm_server(script({"base": lambda n: "fail" if n == 0 else "pass"}))
+    finished = corpus_run(db_url, generator, paths, "base")
+    assert sorted(o.state for o in finished.outcomes) == ["MANUAL_REVIEW", "READY_FOR_REVIEW", "READY_FOR_REVIEW"]
+    warn = llm_server(lambda request, number: Reply(verdict(request, verdict="warn")))
+    env = {"EXTRACT_DATABASE_URL": db_url, "COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+
+    def judge_run(server: ScriptedLLMServer, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "extractor", "judge", "run", finished.run_id[:10], "--judge",
+                               "openai:late-judge", "--judge-base-url", server.base_url, "--judge-timeout", "5",
+                               "--format", "json", *extra], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=120)
+
+    first = judge_run(warn)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    by_name = {Path(d["path"]).name: d for d in report["documents"]}
+    assert by_name["purchase_00.md"]["result"] is None and "fails the rules" in by_name["purchase_00.md"]["cause"]
+    for name in ("purchase_01.md", "purchase_02.md"):
+        assert (by_name[name]["result"], by_name[name]["state"]) == ("warn", "READY_FOR_REVIEW")
+        assert by_name[name]["cause"].startswith("judge warn (review mode")
+    assert len(warn.chat_requests) == 2 and report["judge"]["results"] == {"warn": 2}
+    again = judge_run(warn)
+    assert {d["result"] for d in json.loads(again.stdout)["documents"]} == {None}  # judged before: skipped
+    assert "judged before (1 judge attempt(s))" in again.stdout and len(warn.chat_requests) == 2
+
+    down = llm_server(lambda request, number: Status(503))
+    forced = judge_run(down, "--force")
+    assert forced.returncode == 3, forced.stderr  # documents now need a person
+    with open_store(db_url) as store:
+        for document_run in store.document_runs_for(finished.run_id):
+            if document_run.path.endswith("purchase_00.md"):
+                continue
+            assert document_run.state == "MANUAL_REVIEW" and document_run.needs_person == ["JUDGE_NOT_JUDGED"]
+            made = [(a.kind, a.number, a.outcome) for a in store.attempts_for(document_run.id)]
+            assert made == [("generate", 1, "passed"), ("judge", 1, "failed"), ("judge", 2, "transport_error")]
+            assert document_run.cause.endswith("(judged afterwards by extract judge run)")

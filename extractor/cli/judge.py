@@ -23,6 +23,7 @@ from extractor.vocab import (
     DEFAULT_JUDGE_TIMEOUT,
     DEFAULT_RUBRIC,
     CalibrationVerdict,
+    ExitCode,
     JudgeMode,
 )
 
@@ -249,6 +250,69 @@ def _store_report(report: dict[str, Any], database: str | None) -> int:
             threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
             n_cases=report["cases"]["used"], report=report,
         )
+
+
+# ---------------------------------------------------------------- extract judge run
+
+
+@judge_app.command("run")
+def run_afterwards(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id (or a unique prefix of 6+ characters)")],
+    judge: Annotated[str, typer.Option("--judge", help="the judge model (openai:<model>, local:<path.gguf>, local)")],
+    judge_mode: Annotated[JudgeMode | None, typer.Option(help="every judge metric in this mode [default: the "
+                                                             "contract settings, else review]")] = None,
+    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
+    judge_rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
+    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [env OPENAI_BASE_URL]")] = None,
+    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight")] = DEFAULT_JUDGE_CONCURRENCY,
+    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
+    response_format: ResponseFormatOption = ResponseFormat.auto,
+    force: Annotated[bool, typer.Option(help="judge again documents a judge has seen")] = False,
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Judge a finished run afterwards: every waiting document whose candidate passes the rules, in place.
+
+    Each call is a judge attempt of its document run; documents are routed again as a judged run routes
+    them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
+    here). Exit 0 when nothing judged needs a person, 3 when some document now does.
+    """
+    import asyncio
+
+    from extractor.judge.afterwards import judge_run
+    from extractor.providers import ProviderSettings
+    from extractor.review import resolve_run
+    from extractor.store import open_store
+
+    store = open_store(database)
+    found = resolve_run(store, run_ref)
+    if found is None:
+        fail(f"no run {run_ref!r} (see `extract runs`)")
+    from extractor.contracts import get_contract
+
+    contract = get_contract(found.contract, found.contract_version)
+    options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url, judge_concurrency,
+                           max(judge_concurrency, DEFAULT_JUDGE_QUEUE), judge_timeout)
+    built = build_run_judge(options, generator=None, store=store, contract=contract,
+                            settings=ProviderSettings(response_format=response_format))
+
+    async def judged() -> list[Any]:
+        try:
+            return await judge_run(store, found, built, force=force)
+        finally:
+            await built.aclose()
+
+    results = asyncio.run(judged())
+    if format is Format.json:
+        emit_json({"run_id": found.id, "judge": judge_summary(built), "documents": [r.to_json() for r in results]})
+    else:
+        for result in results:
+            shown = result.result or "skipped"
+            typer.echo(f"{result.document_run_id}  {result.path}: {shown}, {result.before} -> {result.state}"
+                       + (f" ({result.why})" if result.why else ""))
+        print_judge_summary(built)
+    person = any(r.result is not None and r.state == "MANUAL_REVIEW" for r in results)
+    raise typer.Exit(ExitCode.MANUAL_REVIEW if person else ExitCode.OK)
 
 
 # ---------------------------------------------------------------- extract judge reports / show
