@@ -9,10 +9,13 @@ Per document: **pass** = READY_FOR_REVIEW with no error finding in the final att
 repair); **fail** = MANUAL_REVIEW, or any error finding left. A provider **ERROR** (transport failure,
 timeout, refused request) is **not evaluable**, not a fail: it says nothing about the prompt or model
 under test, and counting it as a fail would let a provider outage block a release while counting it as a
-pass would hide missing data. Missing data is reported
-as an explicit gap instead: a matched document not evaluable on either side is left out of both rates,
-listed, and -- when the share of such documents exceeds ``max_unevaluable`` (default 0: any gap) -- a
-PROMOTE becomes MANUAL_REVIEW. Without any document evaluable on both sides the outcome is NOT_EVALUABLE.
+pass would hide missing data. The same holds for a judge that could not answer (timeout, 5xx, garbage,
+``not_evaluable``): the document went to a person with a ``JUDGE_UNEVALUABLE_MARKS`` mark, its judge metric
+is NOT_EVALUABLE, and compare counts it as not evaluable, never as a fail. Following the AGO gate's
+conservative aggregation, missing data is reported as an explicit gap instead: a matched document not
+evaluable on either side is left out of both rates, listed, and -- when the share of such documents
+exceeds ``max_unevaluable`` (default 0: any gap) -- a PROMOTE becomes MANUAL_REVIEW. Without any document
+evaluable on both sides the outcome is NOT_EVALUABLE.
 
 A critical finding (a leaked secret, invented personal data, a prompt echo, a forbidden phrase: the rules that
 make a document BLOCKED) in a candidate document that the baseline's same document does not have (or that has
@@ -35,7 +38,7 @@ from extractor.evidence.report import FAILING
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
 from extractor.store import RunInfo, Store
-from extractor.vocab import FINAL_STATES, REVIEWABLE, DocumentState, GateDecision
+from extractor.vocab import FINAL_STATES, JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
 
 PASS_STATE = DocumentState.READY_FOR_REVIEW
 EVALUABLE_STATES = REVIEWABLE
@@ -55,14 +58,26 @@ class SideDocument:
     rules: frozenset[str]
     critical: tuple[dict[str, Any], ...] = ()
     """The final attempt's critical findings (rule_id, location, message)."""
+    needs_person: frozenset[str] = frozenset()
 
     @property
     def critical_rules(self) -> frozenset[str]:
         return frozenset(f["rule_id"] for f in self.critical)
 
     @property
+    def judge_unevaluable(self) -> bool:
+        """The judge gave no measurement for this document (outage, garbage, not_evaluable)."""
+        return bool(self.needs_person & JUDGE_UNEVALUABLE_MARKS)
+
+    @property
     def evaluable(self) -> bool:
-        return self.state in EVALUABLE_STATES
+        return self.state in EVALUABLE_STATES and not self.judge_unevaluable
+
+    @property
+    def why_unevaluable(self) -> str:
+        if self.judge_unevaluable:
+            return "judge not evaluable (" + ", ".join(sorted(self.needs_person & JUDGE_UNEVALUABLE_MARKS)) + ")"
+        return self.state
 
     @property
     def passed(self) -> bool | None:
@@ -129,7 +144,8 @@ class Comparison:
             "matched": len(self.paired) + len(self.unevaluable),
             "compared": len(self.paired),
             "not_evaluable": [{"sha256": sha, "path": (a.get(sha) or b[sha]).path,
-                               "baseline_state": a[sha].state, "candidate_state": b[sha].state}
+                               "baseline_state": a[sha].state, "candidate_state": b[sha].state,
+                               "baseline": a[sha].why_unevaluable, "candidate": b[sha].why_unevaluable}
                               for sha in self.unevaluable],
             "max_unevaluable": self.max_unevaluable,
             "unmatched": {
@@ -168,6 +184,7 @@ def select_side(store: Store, spec: str) -> Side:
             rules=frozenset(f["rule_id"] for f in final),
             critical=tuple({key: f.get(key) for key in ("rule_id", "location", "message")}
                            for f in final if f.get("severity") == "critical"),
+            needs_person=frozenset(d.needs_person or ()),
         )
     return Side(spec, selection, runs, documents)
 
@@ -243,7 +260,8 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
         if empty:
             gate = replace(gate, reason="; ".join(
                 f"no evaluable document on the {name} side ("
-                + ", ".join(f"{state} {n}" for state, n in sorted(Counter(side[sha].state for sha in matched).items()))
+                + ", ".join(f"{state} {n}" for state, n in sorted(Counter(side[sha].why_unevaluable
+                                                                          for sha in matched).items()))
                 + ")" for name, side in empty))
         else:
             gate = replace(gate, reason=f"none of the {len(matched)} matched documents is evaluable on both sides")

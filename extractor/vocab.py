@@ -175,13 +175,25 @@ class CalibrationVerdict(StrEnum):
 
 DEFAULT_CONTRACT = "work_procedure"
 DEFAULT_PROMPT_VERSION = "v1"
-DEFAULT_RUBRIC = "v1"
+DEFAULT_RUBRIC = "v2"
 DEFAULT_JUDGE_THRESHOLD = 0.8
 """The judge's operating threshold: a link scoring below it is unsupported (docs/design.md#judge)."""
+DEFAULT_JUDGE_CONCURRENCY = 2
+"""Judge calls in flight at once: the judge has its own slots, so slow judging never holds generation slots."""
+DEFAULT_JUDGE_QUEUE = 8
+"""Documents that may wait for the judge at once; when full, the batch slows to the judge's pace (backpressure)."""
+DEFAULT_JUDGE_TIMEOUT = 60.0
+"""Seconds per judge call (its own timeout: a judge behind a proxy that cuts at 100 s must give up first)."""
 DEFAULT_CONCURRENCY = 4
 MIN_ID_PREFIX = 6
 """The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
 ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""
+MARK_BLOCK = "BLOCK"
+"""The mark a document run's ``needs_person`` carries when a rule or judge metric in block mode fired."""
+JUDGE_UNEVALUABLE_MARKS = frozenset({"JUDGE_NOT_EVALUABLE", "JUDGE_PROTOCOL_ERROR", "JUDGE_NOT_JUDGED"})
+"""Marks of a document the judge did not measure (not_evaluable answer, garbage, outage): it went to a person,
+and ``extract compare`` counts it as not evaluable, never as a fail (an outage says nothing about the
+generator under test)."""
 DEFAULT_REVIEW_PAGE = 50
 """How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 

@@ -58,8 +58,9 @@ LinkIndex = re.compile(r"^\[(\d+)\] field: ", re.MULTILINE)
 
 
 def answer(**changes: Any) -> str:
-    base: dict[str, Any] = {"status": "ok", "links": [{"index": 0, "supported": 1.0}, {"index": 1, "supported": 0.9}],
-                            "unsupported_values": [], "verdict": "pass", "comment": ""}
+    base: dict[str, Any] = {"status": "ok", "grounded": True, "invented_facts": [], "contradicts_context": False,
+                            "links": [{"index": 0, "supported": 1.0}, {"index": 1, "supported": 0.9}],
+                            "verdict": "pass", "comment": ""}
     base.update(changes)
     return json.dumps(base)
 
@@ -72,12 +73,19 @@ def test_a_valid_verdict_is_typed_and_kept_as_said() -> None:
     assert verdict.score(1) == 0.0 and isinstance(verdict.score(1), float)
 
 
-def test_pass_with_unsupported_values_is_overridden_to_fail() -> None:
-    verdict = parse_verdict(answer(unsupported_values=["The CFO signs every request."]), [0, 1])
+def test_invented_facts_or_a_contradiction_override_any_verdict_to_fail() -> None:
+    verdict = parse_verdict(answer(invented_facts=["The CFO signs every request."]), [0, 1])
     assert (verdict.model_verdict, verdict.verdict, verdict.overridden) == ("pass", "fail", True)
-    assert verdict.to_json()["overridden"] is True
-    kept = parse_verdict(answer(verdict="warn", unsupported_values=["x"]), [0, 1])
-    assert kept.verdict == "warn" and not kept.overridden  # only pass contradicts a non-empty list
+    assert verdict.to_json()["overridden"] is True and verdict.override_reason == "1 invented fact(s) listed"
+    warned = parse_verdict(answer(verdict="warn", invented_facts=["x"]), [0, 1])
+    assert (warned.model_verdict, warned.verdict) == ("warn", "fail")  # warn with invented facts is no warn
+    contradicted = parse_verdict(answer(contradicts_context=True), [0, 1])
+    assert contradicted.verdict == "fail" and contradicted.override_reason == "contradicts_context is true"
+    both = parse_verdict(answer(verdict="warn", invented_facts=["a", "b"], contradicts_context=True), [0, 1])
+    assert both.override_reason == "2 invented fact(s) listed and contradicts_context is true"
+    kept = parse_verdict(answer(verdict="warn", grounded=False), [0, 1])
+    assert kept.verdict == "warn" and not kept.overridden and kept.grounded is False
+    assert kept.to_json()["invented_facts"] == [] and kept.to_json()["contradicts_context"] is False
 
 
 @pytest.mark.parametrize(("raw", "reason"), [
@@ -98,18 +106,25 @@ def test_pass_with_unsupported_values_is_overridden_to_fail() -> None:
     (answer(links=[{"index": 0, "supported": 1}, {"index": 7, "supported": 1}]), "7 was not asked about"),
     (answer(links=[{"index": "0", "supported": 1}, {"index": 1, "supported": 1}]), "expected an integer"),
     (answer(links={"0": 1}), "links is not a list"),
-    (json.dumps({"status": "ok", "links": [], "unsupported_values": [], "verdict": "pass"}), "misses comment"),
-    (answer(grounded=True), "unexpected key(s) grounded"),
+    (json.dumps({"status": "ok", "grounded": True, "invented_facts": [], "contradicts_context": False, "links": [],
+                 "verdict": "pass"}), "misses comment"),
+    (json.dumps({"status": "ok", "links": [], "unsupported_values": [], "verdict": "pass", "comment": ""}),
+     "misses grounded, invented_facts, contradicts_context"),
+    (answer(sku_valid=True), "unexpected key(s) sku_valid"),
+    (answer(grounded="yes"), "grounded is \"yes\", expected true or false"),
+    (answer(contradicts_context=None), "contradicts_context is null, expected true or false"),
     (answer()[:-1] + ', "verdict": "fail"}', "appears twice"),
     (answer(status="maybe"), "expected ok or not_evaluable"),
     (answer(verdict="PASS"), "expected pass, warn or fail"),
     (answer(verdict=None), "expected pass, warn or fail"),
-    (answer(unsupported_values="none"), "unsupported_values"),
-    (answer(unsupported_values=[""]), "unsupported_values"),
+    (answer(invented_facts="none"), "invented_facts"),
+    (answer(invented_facts=[""]), "invented_facts"),
     (answer(comment=None), "comment is not a string"),
-    (answer(status="not_evaluable", verdict=None), "have a score"),
+    (answer(status="not_evaluable", verdict=None, grounded=None, contradicts_context=None), "have a score"),
     (answer(status="not_evaluable", verdict="pass", links=[{"index": 0, "supported": None},
                                                             {"index": 1, "supported": None}]), "with a verdict"),
+    (answer(status="not_evaluable", verdict=None, contradicts_context=None,
+            links=[{"index": 0, "supported": None}, {"index": 1, "supported": None}]), "but grounded judged"),
 ])
 def test_every_protocol_break_is_refused_with_its_reason(raw: str, reason: str) -> None:
     with pytest.raises(ProtocolError) as refused:
@@ -118,8 +133,8 @@ def test_every_protocol_break_is_refused_with_its_reason(raw: str, reason: str) 
 
 
 def test_not_evaluable_needs_null_scores_and_no_verdict() -> None:
-    verdict = parse_verdict(answer(status="not_evaluable", verdict=None, links=[{"index": 0, "supported": None},
-                                                                             {"index": 1, "supported": None}]), [0, 1])
+    verdict = parse_verdict(answer(status="not_evaluable", verdict=None, grounded=None, contradicts_context=None,
+                                   links=[{"index": 0, "supported": None}, {"index": 1, "supported": None}]), [0, 1])
     assert verdict.status == "not_evaluable" and verdict.verdict is None
 
 
@@ -164,7 +179,7 @@ def test_judge_request_is_one_call_at_temperature_zero_with_the_rubric(
 
     async def go() -> Any:
         try:
-            return await run_judge(provider, load_rubric("v1"), "work_procedure", links)
+            return await run_judge(provider, load_rubric("v2"), "work_procedure", links)
         finally:
             await provider.aclose()
 
@@ -175,19 +190,22 @@ def test_judge_request_is_one_call_at_temperature_zero_with_the_rubric(
     system, user = request.json["messages"]
     assert "strict checker of evidence links" in system["content"]
     assert "[0] field: rules[0]\nvalue: 요청만 검토한다.\nexcerpt: 검토를 요청한 작업만 검토할 수 있습니다." in user["content"]
-    assert request.json["response_format"]["json_schema"]["name"] == "judge_verdict_v1"
+    assert request.json["response_format"]["json_schema"]["name"] == "judge_verdict_v2"
 
 
 # ---------------------------------------------------------------- in the pipeline
 
 
 def verdict_for(request: dict[str, Any] | None, *, score: float = 1.0, low: dict[int, float] | None = None,
-                verdict: str = "pass", unsupported: list[str] | None = None) -> str:
+                verdict: str = "pass", invented: list[str] | None = None, contradicts: bool = False,
+                grounded: bool = True) -> str:
     """A valid judge answer for whatever links the request asks about."""
     indices = [int(i) for i in LinkIndex.findall((request or {})["messages"][1]["content"])]
     low = low or {}
-    return json.dumps({"status": "ok", "links": [{"index": i, "supported": low.get(i, score)} for i in indices],
-                       "unsupported_values": unsupported or [], "verdict": verdict, "comment": ""})
+    return json.dumps({"status": "ok", "grounded": grounded, "invented_facts": invented or [],
+                       "contradicts_context": contradicts,
+                       "links": [{"index": i, "supported": low.get(i, score)} for i in indices],
+                       "verdict": verdict, "comment": ""})
 
 
 @pytest.fixture
@@ -205,8 +223,8 @@ def judged_run(paths: list[Path], generator: ScriptedLLMServer, judge: ScriptedL
     limit = AdaptiveLimit(2)
     provider = from_string(f"openai:{generator_name}", base_url=generator.base_url, settings=FAST)
     judge_provider = from_string(f"openai:{judge_name}", base_url=judge.base_url, settings=FAST)
-    policy = resolve_policy(store, model_id(judge_provider), "v1", threshold, JudgeMode(mode))
-    run_judge_ = Judge(judge_provider, policy, load_rubric("v1"), same_model_as_generator=same_model(provider, judge_provider))
+    policy = resolve_policy(store, model_id(judge_provider), "v2", threshold, JudgeMode(mode))
+    run_judge_ = Judge(judge_provider, policy, load_rubric("v2"), same_model_as_generator=same_model(provider, judge_provider))
     engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=2),
                         limit=limit, judge=run_judge_)
 
@@ -218,10 +236,13 @@ def single(summary: RunSummary) -> Any:
     return summary.outcomes[0]
 
 
+def judge_attempts(store: Store, summary: RunSummary) -> list[Any]:
+    return [a for a in store.attempts_for(single(summary).document_run_id) if a.kind == "judge"]
+
+
 def judge_attempt(store: Store, summary: RunSummary) -> Any:
-    attempts = store.attempts_for(single(summary).document_run_id)
-    judged = [a for a in attempts if a.kind == "judge"]
-    assert len(judged) == 1, [(a.kind, a.outcome) for a in attempts]
+    judged = judge_attempts(store, summary)
+    assert len(judged) == 1, [(a.kind, a.outcome) for a in judged]
     return judged[0]
 
 
@@ -235,7 +256,7 @@ def test_garbage_from_the_judge_goes_to_manual_review_raw_and_never_as_a_score(
     assert outcome.state == "MANUAL_REVIEW" and outcome.cause.startswith("judge protocol error: not JSON")
     attempt = judge_attempt(store, summary)
     assert attempt.outcome == "protocol_error" and attempt.raw_response == garbage
-    assert attempt.parsed is None and attempt.passed is None and attempt.prompt_version == "judge/v1"
+    assert attempt.parsed is None and attempt.passed is None and attempt.prompt_version == "judge/v2"
     assert attempt.request["temperature"] == 0.0 and attempt.error.startswith("not JSON")
     document_run = store.document_runs_for(summary.run_id)[0]
     assert document_run.needs_person == ["JUDGE_PROTOCOL_ERROR"]
@@ -279,9 +300,14 @@ def test_judge_is_called_only_for_candidates_that_passed_every_rule(
     ("observe", {"low": {5: 0.3}, "verdict": "fail"}, "READY_FOR_REVIEW", [], None, "fail"),
     ("review", {"low": {5: 0.3}, "verdict": "fail"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode", "fail"),
     ("review", {"low": {5: 0.79}, "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode", "fail"),
-    ("review", {"verdict": "warn"}, "MANUAL_REVIEW", ["JUDGE_WARN"], "judge warn (review mode", "warn"),
-    ("review", {"unsupported": ["Approve or reject"], "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"],
+    # warn: the reviewer's queue, not back to the model, with the warning shown first
+    ("review", {"verdict": "warn"}, "READY_FOR_REVIEW", ["JUDGE_WARN"], "judge warn (review mode", "warn"),
+    ("review", {"invented": ["Approve or reject"], "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"],
      "judge fail (review mode", "fail"),
+    ("review", {"invented": ["within two days"], "verdict": "warn"}, "MANUAL_REVIEW", ["JUDGE_FAIL"],
+     "judge fail (review mode", "fail"),
+    ("review", {"contradicts": True, "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode",
+     "fail"),
     ("review", {"score": 0.8}, "READY_FOR_REVIEW", [], None, "pass"),
     # block without an admitting calibration on record is downgraded to review
     ("block", {"low": {5: 0.3}, "verdict": "fail"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode", "fail"),
@@ -289,7 +315,7 @@ def test_judge_is_called_only_for_candidates_that_passed_every_rule(
 def test_modes_decide_what_a_judge_failure_does(llm_server: Callable[..., ScriptedLLMServer], en_doc: Path, db_url: str,
                                                mode: str, reply: dict[str, Any], state: str, marks: list[str],
                                                cause_start: str | None, result: str) -> None:
-    generator = llm_server([Reply(GOOD_EN)])
+    generator = llm_server(lambda request, number: Reply(GOOD_EN))
     judge = llm_server(lambda request, number: Reply(verdict_for(request, **reply)))
     summary, store, run_judge_ = judged_run([en_doc], generator, judge, db_url, mode=mode)
     outcome = single(summary)
@@ -299,11 +325,19 @@ def test_modes_decide_what_a_judge_failure_does(llm_server: Callable[..., Script
         assert outcome.cause is None
     else:
         assert outcome.cause.startswith(cause_start)
-    attempt = judge_attempt(store, summary)
-    assert attempt.parsed["decision"]["result"] == result and run_judge_.counts == {result: 1}
+    # a measured fail in review or block mode is regenerated once and judged again (here: failed again)
+    regenerated = result == "fail" and mode != "observe"
+    judged = judge_attempts(store, summary)
+    assert len(judged) == (2 if regenerated else 1) and [a.number for a in judged] == list(range(1, len(judged) + 1))
+    attempt = judged[0]
+    assert attempt.parsed["decision"]["result"] == result and run_judge_.counts == {result: len(judged)}
     assert (attempt.outcome, attempt.passed) == (("passed", True) if result == "pass" else ("failed", False))
-    if "unsupported" in reply:
-        assert attempt.parsed["verdict"]["overridden"] and attempt.parsed["verdict"]["model_verdict"] == "pass"
+    kinds = [(a.kind, a.number) for a in store.attempts_for(outcome.document_run_id) if a.kind != "judge"]
+    assert kinds == ([("generate", 1), ("generate", 3)] if regenerated else [("generate", 1)])
+    if regenerated:
+        assert outcome.cause.endswith("(the judge failed it twice; regenerated once)") and run_judge_.regenerations == 1
+    if "invented" in reply or "contradicts" in reply:
+        assert attempt.parsed["verdict"]["overridden"] and attempt.parsed["verdict"]["model_verdict"] == reply["verdict"]
         assert "overridden to fail" in outcome.cause
     if "low" in reply and mode != "observe":
         assert f"processSteps[1] supported {reply['low'][5]:.2f} < 0.8" in outcome.cause
@@ -311,11 +345,11 @@ def test_modes_decide_what_a_judge_failure_does(llm_server: Callable[..., Script
         assert run_judge_.policy.mode is JudgeMode.review and "none is on record" in run_judge_.policy.reason
     config = store.get_run(summary.run_id).config["judge"]
     assert config["mode"] == run_judge_.policy.mode.value and config["requested_mode"] == mode
-    assert config["threshold"] == 0.8 and config["rubric_version"] == "v1"
+    assert config["threshold"] == 0.8 and config["rubric_version"] == "v2"
 
 
 def save(store: Store, verdict: str, model: str = "openai:judge", threshold: float = 0.8) -> int:
-    return store.save_calibration(judge_model=model, rubric_version="v1", threshold=threshold, verdict=verdict,
+    return store.save_calibration(judge_model=model, rubric_version="v2", threshold=threshold, verdict=verdict,
                                   labels_sha256="0" * 64, n_cases=120, report={"summary": f"test {verdict}"})
 
 
@@ -325,25 +359,26 @@ def test_block_needs_an_admitting_calibration_for_exactly_this_model_rubric_and_
         save(store, "admit-block", model="openai:other-judge")
         save(store, "admit-block", threshold=0.7)
         save(store, "admit-review")
-        assert resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block).mode is JudgeMode.review
-        assert "says admit-review" in resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block).reason
-        admitted = save(store, "admit-block")
-        policy = resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block)
-        assert policy.mode is JudgeMode.block and policy.reason is None and policy.calibration_id == admitted
         assert resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.block).mode is JudgeMode.review
-        assert store.latest_calibration("openai:judge", "v1", 0.8).id == admitted
+        assert "says admit-review" in resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.block).reason
+        admitted = save(store, "admit-block")
+        policy = resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.block)
+        assert policy.mode is JudgeMode.block and policy.reason is None and policy.calibration_id == admitted
+        assert resolve_policy(store, "openai:judge", "v3", 0.8, JudgeMode.block).mode is JudgeMode.review
+        assert store.latest_calibration("openai:judge", "v2", 0.8).id == admitted
 
-    generator = llm_server([Reply(GOOD_EN)])
+    generator = llm_server(lambda request, number: Reply(GOOD_EN))
     judge = llm_server(lambda request, number: Reply(verdict_for(request, low={5: 0.2}, verdict="fail")))
     summary, store, _ = judged_run([en_doc], generator, judge, db_url, mode="block")
     outcome = single(summary)
     assert outcome.state == "BLOCKED" and outcome.cause.startswith("BLOCK: judge fail (block mode")
+    assert outcome.cause.endswith("(the judge failed it twice; regenerated once)")
     assert f"calibration #{admitted}" in outcome.cause and "processSteps[1] supported 0.20 < 0.8" in outcome.cause
     assert store.document_runs_for(summary.run_id)[0].needs_person == ["BLOCK", "JUDGE_FAIL"]
 
     save(store, "reject")  # a newer report withdraws the admission
-    assert resolve_policy(store, "openai:judge", "v1", 0.8, JudgeMode.block).mode is JudgeMode.review
-    assert store.latest_calibration("openai:judge", "v1", 0.8).verdict == "reject"
+    assert resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.block).mode is JudgeMode.review
+    assert store.latest_calibration("openai:judge", "v2", 0.8).verdict == "reject"
 
 
 def test_judge_transport_failure_goes_to_a_person_not_to_error(
@@ -366,8 +401,8 @@ def test_interrupted_while_the_judge_thinks_is_recorded_and_resumable(
     store = open_store(db_url)
     provider = from_string("openai:generator", base_url=generator.base_url, settings=FAST)
     judge_provider = from_string("openai:judge", base_url=judge.base_url, settings=FAST)
-    policy = resolve_policy(store, model_id(judge_provider), "v1", 0.8, JudgeMode.review)
-    run_judge_ = Judge(judge_provider, policy, load_rubric("v1"))
+    policy = resolve_policy(store, model_id(judge_provider), "v2", 0.8, JudgeMode.review)
+    run_judge_ = Judge(judge_provider, policy, load_rubric("v2"))
     engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure")), judge=run_judge_)
 
     async def go() -> RunSummary:
@@ -598,7 +633,7 @@ def test_cli_calibrate_the_sample_prints_the_table_writes_the_plot_and_stores_th
     with open_store(db_url) as store:
         [stored] = store.calibrations()
         assert (stored.judge_model, stored.rubric_version, stored.threshold, stored.verdict) == (
-            "openai:sample-judge", "v1", 0.8, "admit-review")
+            "openai:sample-judge", "v2", 0.8, "admit-review")
         assert stored.report["judge"]["auroc"]["value"] > 0.85 and stored.n_cases == 48
 
     listed = extract("judge", "reports", "--format", "json", env=env, cwd=tmp_path)
@@ -621,9 +656,10 @@ def scripted_judge(request: dict[str, Any] | None, number: int) -> Reply:
     links = [(int(index), value) for index, value in LINK.findall(user)]
     scores = {index: 0.95 if value.startswith("yes") else 0.05 for index, value in links}
     unsupported = [value for index, value in links if scores[index] < 0.5]
-    return Reply(json.dumps({"status": "ok", "links": [{"index": i, "supported": s} for i, s in scores.items()],
-                             "unsupported_values": unsupported, "verdict": "fail" if unsupported else "pass",
-                             "comment": ""}))
+    return Reply(json.dumps({"status": "ok", "grounded": not unsupported, "invented_facts": unsupported,
+                             "contradicts_context": False,
+                             "links": [{"index": i, "supported": s} for i, s in scores.items()],
+                             "verdict": "fail" if unsupported else "pass", "comment": ""}))
 
 
 def test_cli_calibrate_with_a_judge_admits_block_and_run_then_blocks(
@@ -660,7 +696,7 @@ def test_cli_calibrate_with_a_judge_admits_block_and_run_then_blocks(
     # the scripted judge scores values not starting with "yes" at 0.05: the candidate is blocked
     [outcome] = summary["outcomes"]
     assert outcome["state"] == "BLOCKED" and outcome["cause"].startswith("BLOCK: judge fail (block mode")
-    assert summary["judge"]["results"] == {"fail": 1}
+    assert summary["judge"]["results"] == {"fail": 2} and summary["judge"]["regenerations"] == 1
 
 
 def test_cli_run_warns_when_the_judge_is_the_generator_and_says_why_block_is_refused(
@@ -673,7 +709,7 @@ def test_cli_run_warns_when_the_judge_is_the_generator_and_says_why_block_is_ref
                      "--format", "json", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "warning: the judge (openai:same) is the generator's own model" in result.stderr
-    assert "note: judge runs in review mode: block mode needs an admit-block calibration for openai:same + rubric v1 " \
+    assert "note: judge runs in review mode: block mode needs an admit-block calibration for openai:same + rubric v2 " \
            "+ threshold 0.8; none is on record" in result.stderr
     summary = json.loads(result.stdout)
     assert summary["counts"] == {"READY_FOR_REVIEW": 1} and summary["judge"]["same_model_as_generator"] is True

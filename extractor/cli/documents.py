@@ -15,7 +15,6 @@ from extractor.cli.app import (
     app,
     contract_named,
     emit_json,
-    fail,
     load_document,
     read_candidate,
 )
@@ -55,36 +54,6 @@ def validate(
 
         print_report(report, document)
     raise typer.Exit(0 if report.passed else 1)
-
-
-@app.command()
-def rules(
-    rule_id: Annotated[str | None, typer.Argument(help="print this rule's card")] = None,
-    contract: Annotated[str | None, typer.Option(help="only rules of this contract")] = None,
-    format: FormatOption = Format.text,
-) -> None:
-    """The rule catalogue, or the card of one rule."""
-    from extractor.rules import catalogue
-
-    cards = catalogue(contract_named(contract).name if contract else None)
-    if rule_id is not None:
-        match = [card for card in cards if card.rule_id == rule_id.upper()]
-        if not match:
-            fail(f"unknown rule id {rule_id!r}; `extract rules` lists them")
-        card = match[0]
-        if format is Format.json:
-            emit_json(card.to_json())
-            return
-        from extractor.ui.documents import print_rule_card
-
-        print_rule_card(card)
-        return
-    if format is Format.json:
-        emit_json([card.to_json() for card in cards])
-        return
-    from extractor.ui.documents import print_rules
-
-    print_rules(cards)
 
 
 @app.command()

@@ -8,6 +8,7 @@ Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,9 +16,19 @@ import typer
 
 from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.providers import ResponseFormat
-from extractor.vocab import DEFAULT_JUDGE_THRESHOLD, DEFAULT_RUBRIC, CalibrationVerdict, JudgeMode
+from extractor.vocab import (
+    DEFAULT_JUDGE_CONCURRENCY,
+    DEFAULT_JUDGE_QUEUE,
+    DEFAULT_JUDGE_THRESHOLD,
+    DEFAULT_JUDGE_TIMEOUT,
+    DEFAULT_RUBRIC,
+    CalibrationVerdict,
+    ExitCode,
+    JudgeMode,
+)
 
 if TYPE_CHECKING:
+    from extractor.contracts import Contract
     from extractor.generate import Provider
     from extractor.judge.modes import Judge
     from extractor.providers import ProviderSettings
@@ -36,42 +47,69 @@ ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-def build_run_judge(spec: str, *, generator: Provider, store: Store, mode: JudgeMode | None, threshold: float,
-                    rubric_version: str, base_url: str | None, settings: ProviderSettings,
-                    on_rate_limit: Any = None, on_timeout: Any = None) -> Judge:
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge options of ``extract run`` (and ``extract judge run``)."""
+
+    spec: str
+    mode: JudgeMode | None = None
+    threshold: float = DEFAULT_JUDGE_THRESHOLD
+    rubric_version: str = DEFAULT_RUBRIC
+    base_url: str | None = None
+    concurrency: int = DEFAULT_JUDGE_CONCURRENCY
+    queue: int = DEFAULT_JUDGE_QUEUE
+    timeout: float = DEFAULT_JUDGE_TIMEOUT
+
+
+def build_run_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
+                    settings: ProviderSettings) -> Judge:
     """The judge of a run, with its policy resolved against the calibrations on record.
 
-    Prints (stderr) why block was downgraded, and a warning when judge and generator are the same model.
+    The judge gets its own queue, concurrency and timeout (``settings`` with ``options.timeout``); its 429s and
+    timeouts lower only its own limit. Modes: ``--judge-mode`` for every metric, else the contract settings'
+    per-metric modes (default review). Prints (stderr) why block was downgraded, and a warning when judge
+    and generator are the same model.
     """
-    from extractor.judge.modes import Judge, resolve_policy, same_model
+    from dataclasses import replace
+
+    from extractor.judge.modes import Judge, JudgeQueue, resolve_policy, same_model
     from extractor.judge.stage import load_rubric, model_id
     from extractor.providers import from_string
 
-    if not 0.0 < threshold < 1.0:
-        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {threshold:g}")
+    if not 0.0 < options.threshold < 1.0:
+        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {options.threshold:g}")
+    if options.queue < options.concurrency:
+        fail(f"--judge-queue ({options.queue}) must be at least --judge-concurrency ({options.concurrency})")
     try:
-        rubric = load_rubric(rubric_version)
+        rubric = load_rubric(options.rubric_version)
     except FileNotFoundError as error:
         fail(str(error))
+    queue = JudgeQueue(options.concurrency, options.queue)
     try:
-        provider = from_string(spec, base_url=base_url, settings=settings, on_rate_limit=on_rate_limit,
-                               on_timeout=on_timeout)
+        provider = from_string(options.spec, base_url=options.base_url,
+                               settings=replace(settings, timeout_s=options.timeout),
+                               on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
-    requested = mode or JudgeMode.review
-    policy = resolve_policy(store, model_id(provider), rubric.version, threshold, requested)
+    requested = options.mode or JudgeMode.review
+    metric_modes = {} if options.mode is not None else dict(contract.modes.judge)
+    try:
+        policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold, requested, metric_modes)
+    except ValueError as error:
+        fail(f"{contract.folder / 'rules.json'}: {error}")
     if policy.reason:
         typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
-    same = same_model(generator, provider)
+    same = generator is not None and same_model(generator, provider)
     if same:
         typer.echo(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
                    "generator's blind spots. Use a different model for the judge (recorded in the run config).",
                    err=True)
-    return Judge(provider, policy, rubric, same_model_as_generator=same)
+    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue, timeout_s=options.timeout)
 
 
 def judge_summary(judge: Judge) -> dict[str, Any]:
-    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items()))}
+    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items())),
+            "regenerations": judge.regenerations}
 
 
 # ---------------------------------------------------------------- extract judge calibrate
@@ -199,6 +237,71 @@ def _store_report(report: dict[str, Any], database: str | None) -> int:
             threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
             n_cases=report["cases"]["used"], report=report,
         )
+
+
+# ---------------------------------------------------------------- extract judge run
+
+
+@judge_app.command("run")
+def run_afterwards(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id (or a unique prefix of 6+ characters)")],
+    judge: Annotated[str, typer.Option("--judge", help="the judge model (openai:<model>, local:<path.gguf>, local)")],
+    judge_mode: Annotated[JudgeMode | None, typer.Option(help="every judge metric in this mode [default: the "
+                                                             "contract settings, else review]")] = None,
+    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
+    judge_rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
+    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [env OPENAI_BASE_URL]")] = None,
+    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight")] = DEFAULT_JUDGE_CONCURRENCY,
+    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
+    response_format: ResponseFormatOption = ResponseFormat.auto,
+    force: Annotated[bool, typer.Option(help="judge again documents a judge has seen")] = False,
+    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """Judge a finished run afterwards: every waiting document whose candidate passes the rules, in place.
+
+    Each call is a judge attempt of its document run; documents are routed again as a judged run routes
+    them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
+    here). Exit 0 when nothing judged needs a person, 3 when some document now does.
+    """
+    import asyncio
+
+    from extractor.judge.afterwards import judge_run
+    from extractor.providers import ProviderSettings
+    from extractor.review import resolve_run
+    from extractor.store import open_store
+
+    store = open_store(database)
+    found = resolve_run(store, run_ref)
+    if found is None:
+        fail(f"no run {run_ref!r} (see `extract runs`)")
+    from extractor.contracts import get_contract
+
+    contract = get_contract(found.contract, found.contract_version)
+    options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url, judge_concurrency,
+                           max(judge_concurrency, DEFAULT_JUDGE_QUEUE), judge_timeout)
+    built = build_run_judge(options, generator=None, store=store, contract=contract,
+                            settings=ProviderSettings(response_format=response_format))
+
+    async def judged() -> list[Any]:
+        try:
+            return await judge_run(store, found, built, force=force)
+        finally:
+            await built.aclose()
+
+    results = asyncio.run(judged())
+    if format is Format.json:
+        emit_json({"run_id": found.id, "judge": judge_summary(built), "documents": [r.to_json() for r in results]})
+    else:
+        for result in results:
+            shown = result.result or "skipped"
+            typer.echo(f"{result.document_run_id}  {result.path}: {shown}, {result.before} -> {result.state}"
+                       + (f" ({result.why})" if result.why else ""))
+        from extractor.ui.judge import print_judge_summary
+
+        print_judge_summary(built)
+    person = any(r.result is not None and r.state == "MANUAL_REVIEW" for r in results)
+    raise typer.Exit(ExitCode.MANUAL_REVIEW if person else ExitCode.OK)
 
 
 # ---------------------------------------------------------------- extract judge reports / show

@@ -8,12 +8,15 @@ from typing import Annotated
 import typer
 
 from extractor.cli.app import ContractOption, Format, FormatOption, app, contract_named, emit_json, fail
-from extractor.cli.judge import ResponseFormatOption
+from extractor.cli.judge import JudgeOptions, ResponseFormatOption
 from extractor.providers import ResponseFormat
 from extractor.vocab import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTRACT,
+    DEFAULT_JUDGE_CONCURRENCY,
+    DEFAULT_JUDGE_QUEUE,
     DEFAULT_JUDGE_THRESHOLD,
+    DEFAULT_JUDGE_TIMEOUT,
     DEFAULT_PROMPT_VERSION,
     DEFAULT_RUBRIC,
     ExitCode,
@@ -66,6 +69,11 @@ def run(
     judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
     judge_rubric: Annotated[str, typer.Option(help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
     judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [default: --base-url]")] = None,
+    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight (its own slots: "
+                                                   "judging never holds generation slots)")] = DEFAULT_JUDGE_CONCURRENCY,
+    judge_queue: Annotated[int, typer.Option(min=1, max=4096, help="documents that may wait for the judge; when "
+                                             "full, the batch slows to the judge's pace")] = DEFAULT_JUDGE_QUEUE,
+    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
@@ -83,9 +91,12 @@ def run(
     try:
         _run(paths, contract=contract, model=model, prompt_version=prompt_version, concurrency=concurrency,
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
-             retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database, judge=judge,
-             judge_mode=judge_mode, judge_threshold=judge_threshold, judge_rubric=judge_rubric,
-             judge_base_url=judge_base_url, response_format=response_format, format=format)
+             retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
+             judge_options=None if judge is None else JudgeOptions(
+                 judge, judge_mode, judge_threshold, judge_rubric, judge_base_url or base_url, judge_concurrency,
+                 judge_queue, judge_timeout),
+             judge_flags_given=judge_mode is not None or judge_base_url is not None
+             or judge_threshold != DEFAULT_JUDGE_THRESHOLD, response_format=response_format, format=format)
     except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
         typer.echo("interrupted before any document was started", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
@@ -97,9 +108,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: str, concurrency: int, force: bool,
          retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
-         max_tokens: int | None, tag: list[str] | None, database: str | None, judge: str | None,
-         judge_mode: JudgeMode | None, judge_threshold: float, judge_rubric: str, judge_base_url: str | None,
-         response_format: ResponseFormat, format: Format) -> None:
+         max_tokens: int | None, tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
+         judge_flags_given: bool, response_format: ResponseFormat, format: Format) -> None:
     import asyncio
 
     from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
@@ -130,14 +140,12 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
                            retry_errors=retry_errors, max_tokens=max_tokens, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
     run_judge = None
-    if judge is not None:
+    if judge_options is not None:
         from extractor.cli.judge import build_run_judge
 
-        run_judge = build_run_judge(
-            judge, generator=provider, store=store, mode=judge_mode, threshold=judge_threshold,
-            rubric_version=judge_rubric, base_url=judge_base_url or base_url, on_rate_limit=limit.on_rate_limit,
-            on_timeout=limit.on_timeout, settings=call_settings)
-    elif judge_mode is not None or judge_base_url is not None or judge_threshold != DEFAULT_JUDGE_THRESHOLD:
+        run_judge = build_run_judge(judge_options, generator=provider, store=store, contract=chosen,
+                                    settings=call_settings)
+    elif judge_flags_given:
         fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
     progress = RunProgress(enabled=format is Format.text)
     try:

@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor.contracts.settings import Modes, RuleMode, rule_mode, settings_sha256
 from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, Rule
 from extractor.rules.guards import EXTENT_RULES, Guards
@@ -62,6 +63,20 @@ class Contract:
         """Warning rule ids that send a document to a person instead of the review queue's normal path (the
         contract's own, and always the extent warnings: nothing extracted is not a pass)."""
         return frozenset(self.settings.get("needs_person", ())) | frozenset(EXTENT_RULES)
+
+    @cached_property
+    def modes(self) -> Modes:
+        """Per-rule and per-judge-metric modes from the settings (``extractor.contracts.settings``)."""
+        return Modes.parse(self.settings)
+
+    def rule_mode(self, rule_id: str, *, error: bool) -> RuleMode:
+        """What a finding of ``rule_id`` may do: observe, review (a person) or block (a person, BLOCK mark)."""
+        return rule_mode(self.settings, self.modes, rule_id, error=error, needs_person=self.needs_person)
+
+    @cached_property
+    def settings_sha256(self) -> str:
+        """The settings' digest, part of a run's configuration hash (a recalibrated threshold is a new config)."""
+        return settings_sha256(self.settings)
 
     @property
     def has_coverage(self) -> bool:

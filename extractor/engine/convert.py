@@ -25,12 +25,13 @@ from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.generate.prompt import PromptTemplate, render_request
 from extractor.repair import render_repair
-from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
+from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState, JudgeResult
 from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
     from extractor.engine.limit import AdaptiveLimit
     from extractor.judge.modes import Judge, JudgeDecision
+    from extractor.judge.stage import JudgeOutcome
     from extractor.store import AttemptRecord
 
 INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
@@ -142,20 +143,22 @@ class ModelCalls:
         asked = await self.ask(job, request, number=number, kind=kind)
         return await self.check(job, request, asked, number=number, kind=kind)
 
-    async def judge(self, job: Job, report: Report) -> tuple[JudgeDecision | None, int]:
+    async def judge(self, job: Job, report: Report, *, number: int = 1) -> JudgeCall | None:
         """With a judge: one judge call for a candidate that passed the rules, recorded as it happened (its raw
-        answer always); ``(None, 0)`` without one."""
+        answer always); None without a judge. The call waits in the judge's own queue and takes the judge's
+        own slot, never a generation slot."""
         from extractor.judge.modes import attempt_fields
 
         judge = self.judge_model
         if judge is None:
-            return None, 0
+            return None
         from extractor.store import AttemptRecord
 
-        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=1, kind=AttemptKind.judge,
+        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=number, kind=AttemptKind.judge,
                                     prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
         try:
-            async with self.stop.waiting(), self.limit:  # a judge call is a model call: it takes a slot too
+            async with self.stop.waiting(), judge.queue.slot():
+                base["created_at"] = datetime.now(UTC)
                 outcome, decision = await judge.evaluate(report)
         except Interrupted:
             request = judge.request_for(report)
@@ -167,7 +170,15 @@ class ModelCalls:
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
             await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
                                                       **attempt_fields(outcome, decision, judge.policy)))
-        return decision, outcome.tokens
+        return JudgeCall(outcome, decision, outcome.tokens)
+
+
+class JudgeCall(NamedTuple):
+    """One judge call's outcome, what it decided, and the tokens it cost."""
+
+    outcome: JudgeOutcome
+    decision: JudgeDecision
+    tokens: int
 
 
 Converter = Callable[[Job, ModelCalls], Awaitable[Conversion]]
@@ -177,9 +188,11 @@ Converter = Callable[[Job, ModelCalls], Awaitable[Conversion]]
 async def convert(job: Job, calls: ModelCalls) -> Conversion:
     """Generate; if the candidate fails, one repair that names every finding; judge what passed; route.
 
-    At most two generation calls per document per run; a call that got no answer ends the document in
-    ERROR (nothing was decided, a rerun retries it). A first candidate with a critical finding is not repaired:
-    the document is BLOCKED with that candidate as its final attempt (a repair could only hide what the model did).
+    Per document and run at most five model calls (``CALL_BOUND``): generate, one repair, one judge call;
+    after a judge ``fail`` (review or block mode) one regeneration with stronger context, validated and
+    judged again; a second fail goes to a person. A generation call that got no answer ends the document
+    in ERROR (nothing was decided, a rerun retries it). A candidate with a critical finding is not
+    repaired: the document is BLOCKED with it as its final attempt (a repair could only hide what the model did).
     """
     settings = calls.settings
     request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
@@ -198,13 +211,62 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
             return Conversion(DocumentState.ERROR, f"repair call failed: {error.cause}", rule_ids(first.report),
                               final_attempt_id=first.attempt_id, tokens=tokens)
         earlier, tokens = first.report, tokens + final.tokens
-    decision = None
-    if final.report.passed:  # the judge runs here and only here: after every deterministic rule passed
-        decision, spent = await calls.judge(job, final.report)
-        tokens += spent
-    routed = route(final.report, decision, settings, earlier=earlier)
-    return Conversion(routed.state, routed.cause, rule_ids(final.report), routed.needs_person, final.attempt_id,
-                      tokens)
+    if not final.report.passed:  # the judge runs only after every deterministic rule passed
+        routed = route(final.report, None, settings, earlier=earlier)
+        return Conversion(routed.state, routed.cause, rule_ids(final.report), routed.needs_person,
+                          final.attempt_id, tokens)
+    judged = await calls.judge(job, final.report)
+    if judged is None or not judged.decision.regenerate:
+        routed = route(final.report, None if judged is None else judged.decision, settings, earlier=earlier)
+        return Conversion(routed.state, routed.cause, rule_ids(final.report), routed.needs_person,
+                          final.attempt_id, tokens + (0 if judged is None else judged.tokens))
+    return await regenerate(job, calls, request, final, judged, tokens + judged.tokens)
+
+
+CALL_BOUND = 5
+"""Model calls one document may cost in one run: generate, repair, judge, regenerate, judge again."""
+REGENERATE_NUMBER = 3
+"""The regeneration is the document's third generation call (``generate`` #3; #2 is the repair's number)."""
+
+
+async def regenerate(job: Job, calls: ModelCalls, request: GenerationRequest, failed: Answer, judged: JudgeCall,
+                     tokens: int) -> Conversion:
+    """After a judge fail: one regeneration with the judge's findings and the sentences around every excerpt,
+    validated and judged again. What still fails (rules or judge), or cannot be asked, goes to a person."""
+    from extractor.judge.regenerate import render_regeneration
+
+    judge = calls.judge_model
+    assert judge is not None
+    judge.regenerations += 1
+    settings = calls.settings
+    first_cause = judged.decision.cause or "judge fail"
+    regeneration = render_regeneration(judge.rubric, request, failed.result.text, judged.outcome,
+                                       judge.policy.threshold, failed.report, job.document)
+    try:
+        again = await calls.generate(job, regeneration, number=REGENERATE_NUMBER, kind=AttemptKind.generate)
+    except ProviderError as error:
+        routed = route(failed.report, judged.decision, settings)
+        return Conversion(routed.state, f"{routed.cause}; regeneration call failed: {error.cause}",
+                          rule_ids(failed.report), routed.needs_person, failed.attempt_id, tokens)
+    tokens += again.tokens
+    if again.report.critical:  # what the regeneration wrote is blocked like any other candidate
+        routed = route(again.report, None, settings)
+        return Conversion(routed.state, routed.cause, rule_ids(again.report), routed.needs_person, again.attempt_id,
+                          tokens)
+    if not again.report.passed:
+        routed = route(failed.report, judged.decision, settings)
+        return Conversion(DocumentState.MANUAL_REVIEW,
+                          f"{first_cause}; the regeneration failed validation: {len(again.report.errors)} error(s)",
+                          rule_ids(again.report), routed.needs_person, failed.attempt_id, tokens)
+    second = await calls.judge(job, again.report, number=2)
+    assert second is not None
+    routed = route(again.report, second.decision, settings)
+    cause = routed.cause
+    if cause is not None:
+        twice = second.decision.result is JudgeResult.fail
+        cause += " (the judge failed it twice; regenerated once)" if twice else " (after one regeneration)"
+    return Conversion(routed.state, cause, rule_ids(again.report), routed.needs_person, again.attempt_id,
+                      tokens + second.tokens)
 
 
 def rule_ids(report: Report) -> tuple[str, ...]:

@@ -80,7 +80,7 @@ class Engine:
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
                     "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors,
-                    "guards": s.contract.guards.to_json()}
+                    "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256}
             | ({"judge": self.judge.config()} if self.judge else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )
@@ -127,8 +127,11 @@ class Engine:
             self.progress.finished(outcome)
         heartbeat = asyncio.create_task(self._heartbeat())
         pending = iter(files)
+        # documents waiting for the judge have workers of their own (its queue depth), so they never leave
+        # the generation slots without documents to fill them
+        judging = self.judge.queue.depth if self.judge is not None else 0
         self._workers = [asyncio.create_task(self._worker(pending, summary))
-                         for _ in range(min(len(files), 2 * self.limit.maximum))]
+                         for _ in range(min(len(files), 2 * self.limit.maximum + judging))]
         try:
             try:
                 await asyncio.wait(self._workers)  # unlike gather, a cancelled wait leaves the workers running

@@ -129,33 +129,3 @@ class NormalizedText:
             found.append(position)
             position = self.norm.find(needle, position + 1)
         return found
-
-
-_HANGUL = re.compile(r"[\uac00-\ud7a3]+")
-_WORD = re.compile(r"[^\W_]+")
-_STOP_WORDS = frozenset(
-    "the a an and or of to in on for by with at from is are be was were it its this that as not no "
-    "и в во на с со по к ко о об от до из за для не ни а но или что это как же ли бы".split()
-)
-
-
-def support_tokens(text: str) -> set[str]:
-    """Tokens for lexical support between a value and its evidence, per script.
-
-    Korean attaches endings to stems (``작성한다`` / ``작성합니다``), so Hangul runs give character
-    bigrams; Cyrillic and Latin words give 5-letter prefixes (a crude, deterministic stemmer) minus
-    stop words. Digits stay significant.
-    """
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    tokens: set[str] = set()
-    for run in _HANGUL.findall(folded):
-        tokens.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    for word in _WORD.findall(_HANGUL.sub(" ", folded)):
-        if word not in _STOP_WORDS and (len(word) >= 3 or word.isdigit()):
-            tokens.add(word[:5])
-    return tokens
-
-
-def article_words(text: str, min_length: int) -> set[str]:
-    """Seed 000's claim-support words: NFKC, casefold, alphanumeric runs of ``min_length`` or more."""
-    return {word for word in _WORD.findall(_nfkc_casefold(text)) if len(word) >= min_length}

@@ -75,6 +75,7 @@ class Case:
     value: str = ""
     excerpt: str = ""
     source: str = ""
+    language: str = ""  # optional: per-language figures (lexical support calibration)
     judge_status: str = "scored"  # "scored", "missing", "protocol_error", "not_evaluable"
     judge_error: str | None = None
 

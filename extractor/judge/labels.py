@@ -1,7 +1,9 @@
 """Reading a labels CSV for calibration, and scoring its cases with a judge.
 
 Columns: ``case_id``, ``human_label_1``, ``human_label_2`` (1 = the excerpt supports the value, 0 = it does
-not), optionally ``adjudicated_label`` (the final word on a disagreement), and either a judge score
+not) or one ``label`` column (one annotator: both labels are that one, so kappa says nothing about
+reliability and block is never admitted on it), optionally ``adjudicated_label`` (the final word on a
+disagreement) and ``language`` (per-language figures), and either a judge score
 column (``--scores-column``; an empty cell means the judge gave no score) or ``value`` + ``excerpt``
 (optionally ``field``, ``source``) to run the judge on. Anything else is refused with one line naming the
 file, the row and the problem: a calibration built on a silently "fixed" label would certify nothing.
@@ -14,6 +16,7 @@ import csv
 import io
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from extractor.errors import ExtractorError
@@ -71,7 +74,9 @@ def read_labels(path: Path, scores_column: str | None = None, *, need_texts: boo
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     header = [name.strip() for name in reader.fieldnames or []]
     reader.fieldnames = header
-    wanted = [*REQUIRED, *([scores_column] if scores_column else []), *(TEXT_COLUMNS if need_texts else ())]
+    single = "label" in header and not {"human_label_1", "human_label_2"} & set(header)
+    labels = ("case_id", "label") if single else REQUIRED
+    wanted = [*labels, *([scores_column] if scores_column else []), *(TEXT_COLUMNS if need_texts else ())]
     missing = [name for name in wanted if name not in header]
     if missing:
         raise LabelsError(f"{path}: missing column(s) {', '.join(missing)} (has: {', '.join(header) or 'none'})")
@@ -96,15 +101,17 @@ def read_labels(path: Path, scores_column: str | None = None, *, need_texts: boo
             raise LabelsError(f"{where}: value is empty (the judge needs a value and an excerpt)")
         if (row.get("judge_model") or "").strip():
             models.add(row["judge_model"].strip())
+        first, second = ("label", "label") if single else ("human_label_1", "human_label_2")
         cases.append(Case(
             case_id=case_id,
-            label_1=_label(row.get("human_label_1"), "human_label_1", where),  # type: ignore[arg-type]
-            label_2=_label(row.get("human_label_2"), "human_label_2", where),  # type: ignore[arg-type]
+            label_1=_label(row.get(first), first, where),  # type: ignore[arg-type]
+            label_2=_label(row.get(second), second, where),  # type: ignore[arg-type]
             adjudicated=_label(row.get("adjudicated_label"), "adjudicated_label", where, optional=True),
             score=score,
             value=value,
             excerpt=excerpt,
             source=(row.get("source") or "").strip(),
+            language=(row.get("language") or "").strip(),
             judge_status="scored" if score is not None or not scores_column else "missing",
             judge_error=None if score is not None or not scores_column else f"empty {scores_column} cell",
         ))
@@ -142,8 +149,7 @@ async def score_cases(cases: list[Case], provider: Provider, rubric: Rubric, *, 
             status, error = ("scored", None) if score is not None else ("not_evaluable", "the judge scored null")
         else:
             score, status, error = None, outcome.kind, outcome.error
-        scored = Case(case.case_id, case.label_1, case.label_2, case.adjudicated, score, case.value, case.excerpt,
-                      case.source, status, error)
+        scored = replace(case, score=score, judge_status=status, judge_error=error)
         if on_case is not None:
             on_case(scored)
         return scored

@@ -14,19 +14,31 @@ never pass as a score or as "passed" (NOT_EVALUABLE and broken answers -> review
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from extractor.engine.limit import AdaptiveLimit
 from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, Provider
 from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
-from extractor.vocab import AttemptOutcome, CalibrationVerdict, JudgeMode, JudgeResult, JudgeVerdict
+from extractor.vocab import (
+    DEFAULT_JUDGE_CONCURRENCY,
+    DEFAULT_JUDGE_QUEUE,
+    MARK_BLOCK,
+    AttemptOutcome,
+    CalibrationVerdict,
+    JudgeMode,
+    JudgeResult,
+    JudgeVerdict,
+)
 
 if TYPE_CHECKING:
     from extractor.store import Store
 
-MARK_BLOCK = "BLOCK"
 MARKS: dict[JudgeResult, str] = {
     JudgeResult.warn: "JUDGE_WARN",
     JudgeResult.fail: "JUDGE_FAIL",
@@ -34,12 +46,25 @@ MARKS: dict[JudgeResult, str] = {
     JudgeResult.protocol_error: "JUDGE_PROTOCOL_ERROR",
     JudgeResult.transport_error: "JUDGE_NOT_JUDGED",
 }
-"""Marks added to a document run's ``needs_person`` so a reviewer sees why the judge sent it."""
+"""Marks added to a document run's ``needs_person`` so a reviewer sees why the judge sent it (a warning is
+marked on a READY_FOR_REVIEW document too, and shown first in ``extract review``)."""
+
+JUDGE_METRICS = ("support", "invented_facts", "contradicts_context", "grounded", "verdict")
+"""What a judge answer measures, each with its own mode in the contract settings (``modes.judge``):
+``support`` a link scored below the threshold, ``invented_facts`` the judge listed invented facts,
+``contradicts_context`` a value contradicts its excerpt, ``grounded`` the judge said not grounded,
+``verdict`` the judge's own fail or warn."""
+
+_STRENGTH = {JudgeMode.observe: 0, JudgeMode.review: 1, JudgeMode.block: 2}
 
 
 @dataclass(frozen=True)
 class JudgePolicy:
-    """The judge as a run uses it; ``reason`` says why ``mode`` is lower than ``requested``."""
+    """The judge as a run uses it; ``reason`` says why a mode is lower than requested.
+
+    ``mode`` is the mode of every metric not named in ``metric_modes`` (the contract settings' per-metric
+    modes, or ``--judge-mode`` for all of them).
+    """
 
     model: str
     rubric_version: str
@@ -48,22 +73,33 @@ class JudgePolicy:
     requested: JudgeMode
     reason: str | None = None
     calibration_id: int | None = None
+    metric_modes: tuple[tuple[str, JudgeMode], ...] = ()
+
+    def mode_for(self, metric: str) -> JudgeMode:
+        return dict(self.metric_modes).get(metric, self.mode)
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "rubric_version": self.rubric_version, "threshold": self.threshold,
                 "mode": self.mode.value, "requested_mode": self.requested.value, "downgrade_reason": self.reason,
-                "calibration_id": self.calibration_id}
+                "calibration_id": self.calibration_id,
+                "metric_modes": {metric: self.mode_for(metric).value for metric in JUDGE_METRICS}}
 
 
-def resolve_policy(store: Store, model: str, rubric_version: str, threshold: float,
-                   requested: JudgeMode) -> JudgePolicy:
-    """``requested`` if allowed; ``block`` without an admitting calibration on record becomes ``review``."""
+def resolve_policy(store: Store, model: str, rubric_version: str, threshold: float, requested: JudgeMode,
+                   metric_modes: Mapping[str, JudgeMode] | None = None) -> JudgePolicy:
+    """``requested`` (and the per-metric modes) if allowed; block without an admitting calibration on record
+    for this model + rubric + threshold becomes review, for every metric, with the reason."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"judge threshold must be between 0 and 1 (exclusive), not {threshold}")
+    unknown = sorted(set(metric_modes or {}) - set(JUDGE_METRICS))
+    if unknown:
+        raise ValueError(f"unknown judge metric(s) {', '.join(unknown)} (known: {', '.join(JUDGE_METRICS)})")
     latest = store.latest_calibration(model, rubric_version, threshold)
     calibration_id = latest.id if latest is not None else None
-    if requested is not JudgeMode.block:
-        return JudgePolicy(model, rubric_version, threshold, requested, requested, calibration_id=calibration_id)
+    wanted = dict(metric_modes or {})
+    if requested is not JudgeMode.block and JudgeMode.block not in wanted.values():
+        return JudgePolicy(model, rubric_version, threshold, requested, requested, calibration_id=calibration_id,
+                           metric_modes=tuple(sorted(wanted.items())))
     key = f"{model} + rubric {rubric_version} + threshold {threshold:g}"
     if latest is None:
         reason = (f"block mode needs an admit-block calibration for {key}; none is on record "
@@ -72,13 +108,21 @@ def resolve_policy(store: Store, model: str, rubric_version: str, threshold: flo
         reason = (f"block mode needs an admit-block calibration for {key}; the latest (#{latest.id}, "
                   f"{latest.created_at:%Y-%m-%d}) says {latest.verdict}" + (f": {latest.summary}" if latest.summary else ""))
     else:
-        return JudgePolicy(model, rubric_version, threshold, JudgeMode.block, requested, calibration_id=latest.id)
-    return JudgePolicy(model, rubric_version, threshold, JudgeMode.review, requested, reason, calibration_id)
+        return JudgePolicy(model, rubric_version, threshold, requested, requested, calibration_id=latest.id,
+                           metric_modes=tuple(sorted(wanted.items())))
+    lowered = {metric: JudgeMode.review if mode is JudgeMode.block else mode for metric, mode in wanted.items()}
+    mode = JudgeMode.review if requested is JudgeMode.block else requested
+    return JudgePolicy(model, rubric_version, threshold, mode, requested, reason, calibration_id,
+                       tuple(sorted(lowered.items())))
 
 
 @dataclass(frozen=True)
 class JudgeDecision:
-    """What one judge outcome does to a document that passed every rule."""
+    """What one judge outcome does to a document that passed every rule.
+
+    ``regenerate``: a measured fail in review or block mode earns one regeneration with stronger context
+    (seed 004) before a person sees it; the caller decides whether this document still has it.
+    """
 
     result: JudgeResult
     to_person: bool
@@ -87,11 +131,21 @@ class JudgeDecision:
     marks: tuple[str, ...]
     failing: tuple[int, ...] = ()  # link indices scoring below the threshold
     unevaluated: tuple[int, ...] = ()  # link indices the judge scored null
+    metrics: tuple[str, ...] = ()  # the judge metrics that failed (JUDGE_METRICS)
+
+    @property
+    def evaluable(self) -> bool:
+        """False when the judge gave no measurement (outage, garbage, not_evaluable): NOT_EVALUABLE."""
+        return self.result in (JudgeResult.passed, JudgeResult.warn, JudgeResult.fail)
+
+    @property
+    def regenerate(self) -> bool:
+        return self.result is JudgeResult.fail and self.to_person
 
     def to_json(self) -> dict[str, Any]:
         return {"result": self.result, "to_person": self.to_person, "block": self.block, "cause": self.cause,
                 "marks": list(self.marks), "failing_links": list(self.failing),
-                "unevaluated_links": list(self.unevaluated)}
+                "unevaluated_links": list(self.unevaluated), "metrics": list(self.metrics)}
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -100,12 +154,13 @@ def _quote(text: str, limit: int = 80) -> str:
 
 
 def judge_decision(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
-    """The judge's result for one document and, with the mode, whether it goes to a person.
+    """The judge's result for one document and, with the modes, whether it goes to a person.
 
     A link fails when its score is below the threshold; the document fails when any link fails or the
-    (overridden) verdict is ``fail``; ``warn`` is the judge's own partial-support verdict.
+    (overridden) verdict is ``fail``; ``warn`` is the judge's own partial-support verdict (or a "not
+    grounded" that lists nothing). No measurement (outage, protocol error, not_evaluable) always goes to a
+    person as NOT_EVALUABLE, in every mode, and is never counted as a fail.
     """
-    mode = policy.mode
     if outcome.kind == "transport_error":
         cause = f"judge call failed: {outcome.error}; the candidate passed the rules but was not judged"
         return JudgeDecision(JudgeResult.transport_error, True, False, cause, (MARKS[JudgeResult.transport_error],))
@@ -119,31 +174,43 @@ def judge_decision(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
     by_index = {link.index: link for link in outcome.links}
     failing = tuple(s.index for s in verdict.links if s.supported is not None and s.supported < policy.threshold)
     unevaluated = tuple(s.index for s in verdict.links if s.supported is None)
+    metrics = [name for name, failed in (
+        ("support", bool(failing)), ("invented_facts", bool(verdict.invented_facts)),
+        ("contradicts_context", verdict.contradicts_context is True), ("grounded", verdict.grounded is False),
+        ("verdict", verdict.model_verdict in (JudgeVerdict.fail, JudgeVerdict.warn))) if failed]
     details = [f"{by_index[i].field_path} supported {verdict.score(i):.2f} < {policy.threshold:g}" for i in failing]
-    if verdict.unsupported_values:
-        details.append("unsupported: " + ", ".join(_quote(v) for v in verdict.unsupported_values[:5]))
+    if verdict.invented_facts:
+        details.append("invented: " + ", ".join(_quote(v) for v in verdict.invented_facts[:5]))
+    if verdict.contradicts_context:
+        details.append("contradicts the context")
     if verdict.overridden:
-        details.append(f"verdict {verdict.model_verdict} overridden to {verdict.verdict} (unsupported values listed)")
+        details.append(f"verdict {verdict.model_verdict} overridden to {verdict.verdict} ({verdict.override_reason})")
     if verdict.verdict is JudgeVerdict.fail or failing:
         result = JudgeResult.fail
     elif unevaluated:
         paths = ", ".join(by_index[i].field_path for i in unevaluated)
         return JudgeDecision(JudgeResult.not_evaluable, True, False, f"judge not evaluable: it could not score {paths}",
                              (MARKS[JudgeResult.not_evaluable],), failing, unevaluated)
-    elif verdict.verdict is JudgeVerdict.warn:
+    elif verdict.verdict is JudgeVerdict.warn or verdict.grounded is False:
         result = JudgeResult.warn
+        if verdict.grounded is False and verdict.verdict is not JudgeVerdict.warn:
+            details.append(f"judge said not grounded but verdict {verdict.verdict}")
         details.append(f"comment: {_quote(verdict.comment, 160)}" if verdict.comment else "partly supported")
     else:
         return JudgeDecision(JudgeResult.passed, False, False, None, (), failing, unevaluated)
+    mode = max((policy.mode_for(m) for m in metrics), key=_STRENGTH.__getitem__, default=policy.mode)
     if mode is JudgeMode.observe:
-        return JudgeDecision(result, False, False, None, (), failing, unevaluated)
+        return JudgeDecision(result, False, False, None, (), failing, unevaluated, tuple(metrics))
     block = mode is JudgeMode.block and result is JudgeResult.fail
     where = f"{mode.value} mode, threshold {policy.threshold:g}"
     if block and policy.calibration_id is not None:
         where += f", calibration #{policy.calibration_id}"
     cause = f"judge {result} ({where}): " + "; ".join(details)
     marks = (MARK_BLOCK, MARKS[result]) if block else (MARKS[result],)
-    return JudgeDecision(result, True, block, ("BLOCK: " + cause) if block else cause, marks, failing, unevaluated)
+    # a warning is shown to the reviewer first but does not hold the document back (seed 004: warn -> review)
+    to_person = result is JudgeResult.fail
+    return JudgeDecision(result, to_person, block, ("BLOCK: " + cause) if block else cause, marks, failing,
+                         unevaluated, tuple(metrics))
 
 
 ATTEMPT_OUTCOME: dict[JudgeResult, AttemptOutcome] = {
@@ -175,19 +242,49 @@ def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: Judge
     return fields
 
 
+class JudgeQueue:
+    """The judge's own bounded queue: ``depth`` documents may wait for it, ``concurrency`` calls run at once.
+
+    Why its own: a judge call that took a generation slot would let slow judging (seed 004: a proxy that
+    cuts at 100 s, a queue that grows at peak) starve generation. Judge calls take slots only here, with
+    their own adaptive limit (halved on the judge's 429s and timeouts) and their provider's own timeout.
+    When ``depth`` documents already wait, the next one waits to enter (backpressure): the batch slows to
+    the judge's pace instead of piling up candidates in memory.
+    """
+
+    def __init__(self, concurrency: int = DEFAULT_JUDGE_CONCURRENCY, depth: int = DEFAULT_JUDGE_QUEUE) -> None:
+        if concurrency < 1 or depth < concurrency:
+            raise ValueError(f"judge queue needs concurrency >= 1 and depth >= concurrency, not {concurrency}/{depth}")
+        self.limit = AdaptiveLimit(concurrency)
+        self.depth = depth
+        self._room: asyncio.Semaphore | None = None
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """A place in the queue, then one of the judge's call slots."""
+        if self._room is None:
+            self._room = asyncio.Semaphore(self.depth)
+        async with self._room, self.limit:
+            yield
+
+
 class Judge:
-    """The judge a run uses: its provider, rubric and policy, plus per-run counts for the summary.
+    """The judge a run uses: its provider, rubric, policy and queue, plus per-run counts for the summary.
 
     ``aclose`` closes its provider (the pipeline does, at the end of a run).
     """
 
     def __init__(self, provider: Provider, policy: JudgePolicy, rubric: Rubric, *,
-                 same_model_as_generator: bool = False) -> None:
+                 same_model_as_generator: bool = False, queue: JudgeQueue | None = None,
+                 timeout_s: float | None = None) -> None:
         self.provider = provider
         self.policy = policy
         self.rubric = rubric
         self.same_model_as_generator = same_model_as_generator
+        self.queue = queue or JudgeQueue()
+        self.timeout_s = timeout_s  # the judge provider's own call timeout, recorded in the run config
         self.counts: Counter[str] = Counter()
+        self.regenerations = 0
         self._closed = False
 
     @property
@@ -196,7 +293,9 @@ class Judge:
 
     def config(self) -> dict[str, Any]:
         """What the run config records under ``judge`` (the model itself is ``RunConfig.judge_model``)."""
-        return {**self.policy.to_json(), "same_model_as_generator": self.same_model_as_generator}
+        return {**self.policy.to_json(), "same_model_as_generator": self.same_model_as_generator,
+                "concurrency": self.queue.limit.maximum, "queue": self.queue.depth,
+                "timeout_s": self.timeout_s}
 
     def request_for(self, report: Report) -> GenerationRequest | None:
         """The request ``evaluate`` sends for this report (None: nothing to judge, no call)."""

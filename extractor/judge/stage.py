@@ -32,11 +32,15 @@ OutcomeKind = Literal["judged", "not_evaluable", "protocol_error", "transport_er
 
 @dataclass(frozen=True)
 class Rubric:
-    """``prompts/judge/<version>/``: the version is the folder name and is recorded with every call."""
+    """``prompts/judge/<version>/``: the version is the folder name and is recorded with every call.
+
+    ``regenerate`` is the instruction of the one regeneration after a judge fail (seed 004).
+    """
 
     version: str
     system: Template
     user: Template
+    regenerate: Template
 
     @property
     def prompt_version(self) -> str:
@@ -48,11 +52,11 @@ class Rubric:
 def load_rubric(version: str = DEFAULT_RUBRIC) -> Rubric:
     """Read one rubric version; ``FileNotFoundError`` names the versions that exist."""
     folder = data_dir("prompts") / "judge" / version
-    if not (folder / "system.txt").is_file() or not (folder / "user.txt").is_file():
+    if not all((folder / f"{part}.txt").is_file() for part in ("system", "user", "regenerate")):
         known = sorted(p.name for p in (data_dir("prompts") / "judge").glob("v*") if p.is_dir()) or ["none"]
         raise FileNotFoundError(f"no judge rubric judge/{version} (have: {', '.join(known)})")
     read = lambda part: Template((folder / f"{part}.txt").read_text(encoding="utf-8"))  # noqa: E731
-    return Rubric(version, read("system"), read("user"))
+    return Rubric(version, read("system"), read("user"), read("regenerate"))
 
 
 def model_id(provider: Provider) -> str:

@@ -5,8 +5,13 @@ Why strict: a judge that answers garbage must never become a score. A string ``"
 a link left out all raise ``ProtocolError`` with the reason; the caller stores the raw text and sends the
 document to a person. Nothing is coerced, rounded, clipped or defaulted.
 
-The one change code makes to a valid answer is the deterministic override: a ``pass`` that lists
-unsupported values contradicts itself, and the list wins (``pass`` -> ``fail``, recorded as overridden).
+The answer carries seed 004's fields: ``grounded`` (every value is supported by its excerpt),
+``invented_facts`` (what the candidate states that no excerpt says), ``contradicts_context`` (some value says
+the opposite of its excerpt), per-link ``supported`` scores and ``verdict`` pass/warn/fail.
+
+The one change code makes to a valid answer is the deterministic override (seed 004): a non-empty
+``invented_facts`` or ``contradicts_context: true`` make the verdict ``fail`` whatever the judge wrote
+(``pass`` or ``warn``), recorded as overridden with the reason. Rules are above the model's opinion.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from extractor.vocab import JudgeVerdict, values_of
 Status = Literal["ok", "not_evaluable"]
 
 STATUSES: tuple[Status, ...] = ("ok", "not_evaluable")
-TOP_KEYS = ("status", "links", "unsupported_values", "verdict", "comment")
+TOP_KEYS = ("status", "grounded", "invented_facts", "contradicts_context", "links", "verdict", "comment")
 LINK_KEYS = ("index", "supported")
 MAX_COMMENT_CHARS = 2000
 
@@ -44,7 +49,9 @@ VERDICT_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "unsupported_values": {"type": "array", "items": {"type": "string"}},
+        "grounded": {"type": ["boolean", "null"]},
+        "invented_facts": {"type": "array", "items": {"type": "string"}},
+        "contradicts_context": {"type": ["boolean", "null"]},
         "verdict": {"type": ["string", "null"], "enum": [*values_of(JudgeVerdict), None]},
         "comment": {"type": "string"},
     },
@@ -72,7 +79,9 @@ class LinkScore:
 class ParsedVerdict:
     status: Status
     links: tuple[LinkScore, ...]
-    unsupported_values: tuple[str, ...]
+    grounded: bool | None
+    invented_facts: tuple[str, ...]
+    contradicts_context: bool | None
     verdict: JudgeVerdict | None
     """After the override; ``None`` only with status ``not_evaluable``."""
     comment: str
@@ -82,6 +91,13 @@ class ParsedVerdict:
     @property
     def overridden(self) -> bool:
         return self.verdict != self.model_verdict
+
+    @property
+    def override_reason(self) -> str | None:
+        """Why the override changed the judge's verdict (None when it did not)."""
+        if not self.overridden:
+            return None
+        return override_reason(self.invented_facts, self.contradicts_context)
 
     def score(self, index: int) -> float | None:
         for link in self.links:
@@ -93,10 +109,13 @@ class ParsedVerdict:
         return {
             "status": self.status,
             "links": [{"index": link.index, "supported": link.supported} for link in self.links],
-            "unsupported_values": list(self.unsupported_values),
+            "grounded": self.grounded,
+            "invented_facts": list(self.invented_facts),
+            "contradicts_context": self.contradicts_context,
             "verdict": self.verdict,
             "model_verdict": self.model_verdict,
             "overridden": self.overridden,
+            "override_reason": self.override_reason,
             "comment": self.comment,
         }
 
@@ -171,9 +190,13 @@ def parse_verdict(raw: str, expected_indices: Iterable[int]) -> ParsedVerdict:
     if left_out:
         raise ProtocolError(f"link(s) {', '.join(map(str, left_out))} not scored")
 
-    unsupported = data["unsupported_values"]
-    if not isinstance(unsupported, list) or not all(isinstance(v, str) and v.strip() for v in unsupported):
-        raise ProtocolError("unsupported_values is not a list of non-empty strings")
+    invented = data["invented_facts"]
+    if not isinstance(invented, list) or not all(isinstance(v, str) and v.strip() for v in invented):
+        raise ProtocolError("invented_facts is not a list of non-empty strings")
+    flags = {name: data[name] for name in ("grounded", "contradicts_context")}
+    for name, flag in flags.items():
+        if status == "ok" and not isinstance(flag, bool):
+            raise ProtocolError(f"{name} is {json.dumps(flag)[:40]}, expected true or false")
 
     verdict = data["verdict"]
     if status == "ok" and verdict not in values_of(JudgeVerdict):
@@ -181,6 +204,10 @@ def parse_verdict(raw: str, expected_indices: Iterable[int]) -> ParsedVerdict:
     if status == "not_evaluable":
         if verdict is not None:
             raise ProtocolError("status not_evaluable with a verdict (expected null)")
+        judged = [name for name, flag in flags.items() if flag is not None]
+        if judged or invented:
+            raise ProtocolError(f"status not_evaluable but {', '.join(judged or ['invented_facts'])} judged "
+                                "(expected null and [])")
         scored = [link.index for link in links if link.supported is not None]
         if scored:
             raise ProtocolError(f"status not_evaluable but link(s) {', '.join(map(str, scored))} have a score")
@@ -191,13 +218,25 @@ def parse_verdict(raw: str, expected_indices: Iterable[int]) -> ParsedVerdict:
     if len(comment) > MAX_COMMENT_CHARS:
         raise ProtocolError(f"comment is {len(comment)} characters (limit {MAX_COMMENT_CHARS})")
 
-    final = override(None if verdict is None else JudgeVerdict(verdict), unsupported)
-    return ParsedVerdict(status, tuple(sorted(links, key=lambda link: link.index)), tuple(unsupported),
-                        final, comment, None if verdict is None else JudgeVerdict(verdict))
+    said = None if verdict is None else JudgeVerdict(verdict)
+    final = override(said, invented, flags["contradicts_context"])
+    return ParsedVerdict(status, tuple(sorted(links, key=lambda link: link.index)), flags["grounded"],
+                         tuple(invented), flags["contradicts_context"], final, comment, said)
 
 
-def override(verdict: JudgeVerdict | None, unsupported_values: list[str] | tuple[str, ...]) -> JudgeVerdict | None:
-    """Rules above the model's opinion: ``pass`` with listed unsupported values is a ``fail``."""
-    if verdict is JudgeVerdict.passed and unsupported_values:
+def override_reason(invented_facts: list[str] | tuple[str, ...], contradicts_context: bool | None) -> str | None:
+    """What in the answer forces ``fail``: invented facts listed, or a contradiction of the context."""
+    reasons = []
+    if invented_facts:
+        reasons.append(f"{len(invented_facts)} invented fact(s) listed")
+    if contradicts_context is True:
+        reasons.append("contradicts_context is true")
+    return " and ".join(reasons) or None
+
+
+def override(verdict: JudgeVerdict | None, invented_facts: list[str] | tuple[str, ...],
+             contradicts_context: bool | None) -> JudgeVerdict | None:
+    """Rules above the model's opinion: invented facts or a contradiction make any verdict ``fail``."""
+    if verdict is not None and override_reason(invented_facts, contradicts_context):
         return JudgeVerdict.fail
     return verdict

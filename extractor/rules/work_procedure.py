@@ -20,7 +20,7 @@ from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
 from extractor.evidence.source import Source
-from extractor.evidence.text import support_tokens
+from extractor.evidence.support import support_score
 from extractor.rules import EvidenceModel, Hit, rule
 
 CONTRACT = "work_procedure"
@@ -342,29 +342,35 @@ def value_without_evidence(ctx: Context) -> Iterator[Hit]:
     contract=CONTRACT,
     stage="evidence",
     severity=Severity.WARNING,
-    fires_when="a value shares too little with the evidence attached to it",
+    fires_when="a value's found excerpts state too little of it (lexical support score)",
     inputs="the value text (name, action, rule, scalar) and its found excerpts",
-    normalisation="NFKC + casefold; Hangul: character bigrams; Cyrillic/Latin: 5-letter word prefixes without "
-    "stop words (threshold in contracts/work_procedure/v1/rules.json)",
-    passes="share of the value's tokens present in its excerpts >= weak_support.threshold",
+    normalisation="NFKC + casefold; Hangul: particles and endings stripped, stem bigrams; Cyrillic/Latin: Snowball "
+    "stems without stop words; numbers whole (extractor.evidence.support)",
+    passes="support_score(value, its excerpts) >= weak_support.threshold; below judge_band_lower it is likely "
+    "unsupported, between the two a judge decides; both fitted by `extract rules calibrate EVIDENCE_WEAK_SUPPORT "
+    "LABELS.csv` (contracts/work_procedure/v1/rules.json)",
     location="$.<field> or $.<list>[i]",
     judge_needed_after_failure="yes: exact match proves the excerpt exists, not that it supports the value; "
     "routed to a judge or reviewer, never auto-rejected",
 )
 def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
-    threshold = float(ctx.settings.get("weak_support", {}).get("threshold", 0.5))
+    section = ctx.settings.get("weak_support", {})
+    threshold = float(section.get("threshold", 0.5))
+    band_lower = float(section.get("judge_band_lower", threshold))
+    min_length = int(section.get("min_word_length", 3))
     for unit in ctx.units:
         found = [entry for entry in ctx.evidence_for(unit.steps) if entry.spans]
-        value_tokens = support_tokens(unit.text)
-        if not found or not value_tokens:
+        if not found:
             continue
-        support = set().union(*(support_tokens(entry.excerpt) for entry in found))
-        share = len(value_tokens & support) / len(value_tokens)
-        if share < threshold:
-            yield Hit(location(*unit.steps),
-                      f"only {share:.0%} of {unit.path}'s words appear in its evidence (threshold {threshold:.0%}); "
-                      "check that the excerpt really says this",
-                      {"support": round(share, 3), "threshold": threshold})
+        share = support_score(unit.text, " ".join(entry.excerpt for entry in found), min_length)
+        if share is None or share >= threshold:
+            continue
+        verdict = ("likely unsupported" if share < band_lower
+                   else f"in the judge band [{band_lower:.2f}, {threshold:.2f})")
+        yield Hit(location(*unit.steps),
+                  f"{unit.path}'s evidence supports {share:.0%} of it (threshold {threshold:.0%}, {verdict}); "
+                  "check that the excerpt really says this",
+                  {"support": round(share, 3), "threshold": threshold, "judge_band_lower": band_lower})
 
 
 # ---------------------------------------------------------------- coverage

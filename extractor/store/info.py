@@ -50,12 +50,14 @@ class RunConfig:
         "judge_model",
     )
 
-    JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode")
-    """A judge's rubric, threshold and mode change routing as much as its model does."""
+    JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode", "metric_modes")
+    """A judge's rubric, threshold and modes change routing as much as its model does."""
 
     @property
     def config_hash(self) -> str:
         payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        if "contract_settings_sha256" in self.config:  # thresholds, bands and modes decide results too
+            payload["contract_settings"] = self.config["contract_settings_sha256"]
         judge = self.config.get("judge")
         if judge:
             payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}

@@ -162,8 +162,9 @@ def print_judge_summary(judge: Judge, console: Console | None = None) -> None:
     console = console or open_console()
     counts = ", ".join(f"{name} {count}" for name, count in sorted(judge.counts.items())) or "no document judged"
     policy = judge.policy
+    regenerated = f", {judge.regenerations} regenerated after a fail" if judge.regenerations else ""
     console.print(f"judge {judge.model} ({policy.mode.value} mode, threshold {policy.threshold:g}, rubric "
-                  f"{policy.rubric_version}): {counts}", highlight=False, markup=False)
+                  f"{policy.rubric_version}): {counts}{regenerated}", highlight=False, markup=False)
 
 
 def write_sweep_plot(report: dict[str, Any], path: Path) -> Path:

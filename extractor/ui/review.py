@@ -88,6 +88,13 @@ def _rules(counts: dict[str, int]) -> str:
 # -- review queue ------------------------------------------------------------------------------------------
 
 
+def _cause(item: Any) -> Text:
+    """The cause, with a judge warning flagged first (a READY_FOR_REVIEW document the judge warned about)."""
+    if "JUDGE_WARN" in (item.needs_person or ()):
+        return Text.assemble(("JUDGE WARNING ", "bold yellow"), item.cause or "")
+    return Text(item.cause or "")
+
+
 def print_queue(items: list[Any], total: int, console: Console | None = None) -> None:
     """The first ``len(items)`` of ``total`` waiting documents."""
     console = console or open_console()
@@ -103,7 +110,7 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
             str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
             _short(item.sha256), f"{item.model} / {item.prompt_version}",
             Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"),
-            ", ".join(str(i) for i in item.alternatives), item.cause or "",
+            ", ".join(str(i) for i in item.alternatives), _cause(item),
         )
     print_table(console, table)
     if len(items) < total:
@@ -232,6 +239,10 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
     console = console or open_console()
     document_run, run, document = view["document_run"], view["run"], view["document"]
     state = document_run["state"]
+    judge_marks = [m for m in document_run.get("needs_person") or [] if m.startswith("JUDGE_")]
+    if judge_marks and document_run["cause"]:  # the judge's warning (or why it did not judge) comes first
+        console.print(Panel(Text(document_run["cause"]), title=f"judge: {', '.join(judge_marks)}", title_align="left",
+                            border_style="yellow", expand=False))
     header = Text.assemble(
         (f"document run {document_run['id']}  ", "bold"), (state, STATE_STYLE.get(state, "")),
         f"  {display_path(document['path'])}  sha256 {_short(document['sha256'], 16)}\n",
@@ -466,8 +477,8 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
         console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
                            style="yellow"))
         for d in unevaluable[:20]:
-            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline_state']}, "
-                          f"candidate {d['candidate_state']}")
+            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline']}, "
+                          f"candidate {d['candidate']}")
     unmatched = result["unmatched"]
     for name, label in (("baseline_only", "baseline only"), ("candidate_only", "candidate only")):
         if unmatched[name]:

@@ -1,0 +1,132 @@
+"""``extract rules``: the rule catalogue, one rule's card, and ``extract rules calibrate RULE_ID LABELS.csv``.
+
+``extract rules RULE_ID`` keeps working next to the ``calibrate`` subcommand: a first word that is not a
+subcommand is a rule id (``Rules.resolve_command``). Exit codes of ``calibrate``: 0 admitted (review or
+block), 1 rejected (the score cannot tell the classes apart: nothing is written), 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from extractor.cli.app import Commands, Format, FormatOption, app, contract_named, emit_json, fail
+
+
+class Rules(Commands):
+    """``extract rules [RULE_ID]`` and its subcommands in one group."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            return "card", self.commands["card"], args
+        return super().resolve_command(ctx, args)
+
+
+rules_app = typer.Typer(cls=Rules, invoke_without_command=True,
+                        help="The rule catalogue (extract rules RULE_ID for a card); calibrate a lexical-support rule.")
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.callback()
+def catalogue(
+    ctx: typer.Context,
+    contract: Annotated[str | None, typer.Option(help="only rules of this contract")] = None,
+    format: FormatOption = Format.text,
+) -> None:
+    """The rule catalogue, or the card of one rule (extract rules RULE_ID)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from extractor.rules import catalogue as cards_of
+
+    cards = cards_of(contract_named(contract).name if contract else None)
+    if format is Format.json:
+        emit_json([card.to_json() for card in cards])
+        return
+    from extractor.ui.documents import print_rules
+
+    print_rules(cards)
+
+
+@rules_app.command(hidden=True)
+def card(
+    rule_id: Annotated[str, typer.Argument(help="print this rule's card")],
+    format: FormatOption = Format.text,
+) -> None:
+    """One rule's card: inputs, normalisation, pass condition, location, judge needed."""
+    from extractor.rules import catalogue as cards_of
+
+    match = [c for c in cards_of() if c.rule_id == rule_id.upper()]
+    if not match:
+        fail(f"unknown rule id {rule_id!r}; `extract rules` lists them")
+    if format is Format.json:
+        emit_json(match[0].to_json())
+        return
+    from extractor.ui.documents import print_rule_card
+
+    print_rule_card(match[0])
+
+
+@rules_app.command()
+def calibrate(
+    rule_id: Annotated[str, typer.Argument(help="EVIDENCE_WEAK_SUPPORT or CLAIM_LOW_LEXICAL_SUPPORT")],
+    labels: Annotated[list[Path], typer.Argument(help="CSV file(s): case_id, value, excerpt, label (1 = supported) "
+                                                 "or human_label_1 + human_label_2; optional language")],
+    settings: Annotated[Path | None, typer.Option(help="contract settings file to write [default: the rule's "
+                                                  "contract rules.json]")] = None,
+    write: Annotated[bool, typer.Option("--write/--no-write", help="write the threshold and band into the "
+                                        "settings")] = True,
+    max_miss: Annotated[float, typer.Option(help="share of wrong rows allowed in the fail and pass zones; the rest "
+                                            "is the judge band")] = 0.1,
+    min_word_length: Annotated[int | None, typer.Option(help="shortest Latin/Cyrillic word counted "
+                                                        "[default: the rule's]")] = None,
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42,
+    format: FormatOption = Format.text,
+) -> None:
+    """Fit a lexical-support rule's threshold and judge band on labelled rows; write them into the contract settings.
+
+    Measured like a judge (AUROC, MCC, sweep, 95% bootstrap intervals, verdict), per language when the rows
+    have a language column. A rejected score (AUROC lower bound near 0.5) writes nothing and exits 1.
+    """
+    from extractor.contracts import get_contract
+    from extractor.rules import get
+    from extractor.rules.calibrate import calibrate_rule, write_settings
+
+    report = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
+                            resamples=resamples, seed=seed)
+    target = settings or get_contract(get(report["rule_id"]).card.contract).folder / "rules.json"
+    written = write and report["verdict"] != "reject"
+    if written:
+        write_settings(target, report["settings_section"], report["settings"])
+    if format is Format.json:
+        emit_json({**report, "settings_file": str(target), "written": written})
+    else:
+        _print(report, target, written)
+    raise typer.Exit(1 if report["verdict"] == "reject" else 0)
+
+
+def _print(report: dict[str, Any], target: Path, written: bool) -> None:
+    from extractor.judge.render import fmt
+
+    judge = report["judge"]
+    lower, upper = report["band"]
+    typer.echo(f"{report['rule_id']} on {report['labels_file']}: {report['cases']['used']} rows "
+               f"({report['balance']['supported']} supported, {report['balance']['unsupported']} not), "
+               f"score {report['rubric_version']}")
+    typer.echo(f"AUROC {fmt(judge['auroc'])}")
+    typer.echo(f"fitted threshold {report['fitted_threshold']:g}: MCC {fmt(judge['mcc'])}, "
+               f"agreement {fmt(judge['agreement'])}")
+    typer.echo(f"band: fail below {lower:g}, route to judge in [{lower:g}, {upper:g}), pass from {upper:g}")
+    for language, figures in report["by_language"].items():
+        auroc = "undefined" if figures["auroc"] is None else (
+            f"{figures['auroc']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
+        typer.echo(f"  {language}: AUROC {auroc}, n={figures['n']} ({figures['supported']} supported)")
+    typer.echo("sweep: " + "  ".join(f"{row['threshold']:g}: MCC {row['mcc']['value']:.2f}"
+                                     if row["mcc"]["value"] is not None else f"{row['threshold']:g}: -"
+                                     for row in judge["sweep"]))
+    for reason in report["reasons"]:
+        typer.echo(f"  {reason}")
+    typer.echo(f"verdict: {report['verdict']}")
+    typer.echo(f"written to {target} ({report['settings_section']})" if written else "nothing written")

@@ -1,0 +1,164 @@
+"""Calibrating a lexical-support rule's threshold and "route to judge" band on labelled rows (seed 000).
+
+Each row is a value, an excerpt and a label (1 = the excerpt supports the value). The rule's score
+(``extractor.evidence.support.support_score``) is the instrument; the judge calibration machinery
+(``extractor.judge.calibration``: AUROC, threshold sweep, 1,000-resample bootstrap intervals, verdict) measures
+it exactly as it measures a judge. On top, this module fits what the rule needs:
+
+- ``threshold``: the score with the best MCC on the rows (ties: the middle of the best run);
+- the band ``[lower, upper]``: below ``lower`` at most ``max_miss`` (default 10%) of the rows are supported
+  (safe to fail), from ``upper`` up at most ``max_miss`` are unsupported (safe to pass); between them the
+  rule routes to a judge instead of deciding (seed 000: "borderline cases go to the judge").
+
+The result is written into the contract settings section of the rule (``weak_support`` or
+``lexical_support``), which is part of every run's configuration hash: a recalibrated rule is a new
+configuration, and a rerun does not take the old results for the new thresholds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from extractor.contracts.settings import CALIBRATED_RULES
+from extractor.errors import UsageError
+from extractor.evidence.support import TOKENIZER, support_score
+from extractor.judge.calibration import (
+    CalibrationInput,
+    Case,
+    VerdictPolicy,
+    auroc_rows,
+    bootstrap_indices,
+    calibrate,
+    mcc_rows,
+    percentile_interval,
+    sha256_of,
+)
+from extractor.judge.labels import read_labels
+
+GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
+BAND_KEYS = {"EVIDENCE_WEAK_SUPPORT": "threshold", "CLAIM_LOW_LEXICAL_SUPPORT": "minimum_overlap"}
+"""The settings key each rule reads as the upper edge of its band (at or above it the rule passes)."""
+DEFAULT_MIN_WORD_LENGTH = {"EVIDENCE_WEAK_SUPPORT": 3, "CLAIM_LOW_LEXICAL_SUPPORT": 4}
+
+
+def score_rows(cases: list[Case], min_word_length: int) -> list[Case]:
+    """Each case scored by the rule's support score; a value with no checkable token has no score."""
+    scored = []
+    for case in cases:
+        score = support_score(case.value, case.excerpt, min_word_length)
+        scored.append(replace(case, score=score, judge_status="scored" if score is not None else "not_evaluable",
+                              judge_error=None if score is not None else "the value has no checkable token"))
+    return scored
+
+
+def fit_threshold(y: np.ndarray, scores: np.ndarray) -> float:
+    """The grid threshold with the best MCC (predicting supported when score >= t); the middle of a tie run."""
+    predicted = scores[None, :] >= GRID[:, None]
+    mcc = mcc_rows(np.broadcast_to(y, predicted.shape), predicted)
+    best = np.flatnonzero(np.isclose(mcc, mcc.max()))
+    return float(GRID[best[len(best) // 2]])
+
+
+def fit_band(y: np.ndarray, scores: np.ndarray, threshold: float, max_miss: float) -> tuple[float, float]:
+    """``(lower, upper)`` around ``threshold``: the widest safe-to-fail zone and the widest safe-to-pass zone."""
+    lower = 0.0
+    for t in GRID:
+        below = scores < t
+        if below.any() and y[below].mean() > max_miss:
+            break
+        lower = float(t)
+    upper = 1.0
+    for t in GRID[::-1]:
+        above = scores >= t
+        if above.any() and (1 - y[above]).mean() > max_miss:
+            break
+        upper = float(t)
+    return min(lower, threshold), max(upper, threshold)
+
+
+def by_language(cases: list[Case], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """AUROC with its bootstrap interval per ``language`` column value (when the rows have one)."""
+    out: dict[str, dict[str, Any]] = {}
+    for language in sorted({c.language for c in cases if c.language}):
+        used = [c for c in cases if c.language == language and c.gold is not None and c.score is not None]
+        y = np.array([c.gold for c in used], dtype=np.int64)
+        s = np.array([c.score for c in used], dtype=np.float64)
+        point = float(auroc_rows(y, s)[0]) if used else float("nan")
+        idx = bootstrap_indices(len(used), resamples, seed) if used else np.zeros((0, 0), dtype=np.int64)
+        interval = percentile_interval(auroc_rows(y[idx], s[idx])) if used else None
+        out[language] = {"n": len(used), "supported": int(y.sum()), "auroc": None if np.isnan(point) else point,
+                         "low": interval[0] if interval else None, "high": interval[1] if interval else None}
+    return out
+
+
+def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, min_word_length: int | None = None,
+                   resamples: int = 1000, seed: int = 42) -> dict[str, Any]:
+    """The full report: the judge calibration report of the score, plus the fitted threshold, band and the
+    settings section to write."""
+    rule_id = rule_id.upper()
+    if rule_id not in CALIBRATED_RULES:
+        raise UsageError(f"{rule_id} has no calibrated threshold (calibratable: {', '.join(sorted(CALIBRATED_RULES))})")
+    if not 0.0 < max_miss < 0.5:
+        raise UsageError(f"--max-miss must be between 0 and 0.5, not {max_miss:g}")
+    length = min_word_length if min_word_length is not None else DEFAULT_MIN_WORD_LENGTH[rule_id]
+    if not files:
+        raise UsageError("no labels file given")
+    cases = []
+    for path in files:
+        cases += read_labels(path, need_texts=True)[0]
+    repeated = sorted(case_id for case_id, n in Counter(c.case_id for c in cases).items() if n > 1)
+    if repeated:
+        raise UsageError(f"case_id {repeated[0]!r} appears in more than one labels file")
+    cases = score_rows(cases, length)
+    used = [c for c in cases if c.gold is not None and c.score is not None]
+    y = np.array([c.gold for c in used], dtype=np.int64)
+    scores = np.array([c.score for c in used], dtype=np.float64)
+    if len(set(y.tolist())) < 2:
+        raise UsageError(f"{', '.join(map(str, files))}: the usable rows have one label only; a threshold needs both "
+                         "classes")
+    threshold = fit_threshold(y, scores)
+    lower, upper = fit_band(y, scores, threshold, max_miss)
+    digest = sha256_of(str(files[0])) if len(files) == 1 else hashlib.sha256(
+        "".join(sha256_of(str(path)) for path in files).encode()).hexdigest()
+    names = ", ".join(str(path) for path in files)
+    report = calibrate(CalibrationInput(cases, f"rule:{rule_id}", TOKENIZER, names, digest,
+                                        "support_score", [f"band: fail below {lower:g}, judge in [{lower:g}, {upper:g}), "
+                                                          f"pass from {upper:g}"]),
+                       VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed))
+    languages = by_language(cases, resamples, seed)
+    judge = report["judge"]
+    section = {
+        BAND_KEYS[rule_id]: upper,
+        "judge_band_lower": lower,
+        "min_word_length": length,
+        "calibration": {
+            "verdict": report["verdict"], "fitted_threshold": threshold, "band": [lower, upper], "max_miss": max_miss,
+            "n": report["cases"]["used"], "auroc": judge["auroc"]["value"],
+            "auroc_95ci": [judge["auroc"]["low"], judge["auroc"]["high"]],
+            "mcc": judge["mcc"]["value"], "mcc_95ci": [judge["mcc"]["low"], judge["mcc"]["high"]],
+            "by_language": {k: {"n": v["n"], "auroc": v["auroc"]} for k, v in languages.items()},
+            "labels_files": [path.name for path in files], "labels_sha256": report["labels_sha256"], "tokenizer": TOKENIZER,
+            "calibrated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
+    return {**report, "rule_id": rule_id, "settings_section": CALIBRATED_RULES[rule_id], "fitted_threshold": threshold,
+            "band": [lower, upper], "by_language": languages, "settings": section}
+
+
+def write_settings(path: Path, section: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``values`` into ``section`` of the settings file at ``path`` (other keys kept); the new settings."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: cannot read the contract settings ({error})") from None
+    settings[section] = {**settings.get(section, {}), **values}
+    path.write_text(json.dumps(settings, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return dict(settings)
