@@ -28,6 +28,7 @@ from extractor.errors import InputError
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
+    from extractor.contracts.registry import ContractRef
     from extractor.evidence.report import Report
 
 log = logging.getLogger(__name__)
@@ -58,36 +59,13 @@ def _load_measured(path: Path, environment: dict[str, str | None]) -> tuple[Docu
     return document, time.thread_time() - started
 
 
-ContractRef = tuple[str, int, str | None, str]
-"""What names a contract across processes: name, version, folder (a contract written as files) and content hash."""
-
-
-def _contract_here(ref: ContractRef) -> Contract:
-    """The contract ``ref`` names, in this process: a file contract is loaded from its folder once (and again
-    when its content hash changed), a built-in must be the version this code defines."""
-    from extractor.contracts import get_contract
-    from extractor.contracts.files import load
-
-    name, version, folder, digest = ref
-    if folder is None:
-        found = get_contract(name)
-        if found.version != version:
-            raise ValueError(f"contract {name} is version {found.version} here, not {version}")
-        return found
-    if _FILE_CONTRACTS.get(folder) is None or _FILE_CONTRACTS[folder].content_hash != digest:
-        _FILE_CONTRACTS[folder] = load(Path(folder))
-    return _FILE_CONTRACTS[folder]
-
-
-_FILE_CONTRACTS: dict[str, Contract] = {}
-
-
 def _validate_measured(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
     """The validator's report on one answer (the contract named, as this code defines it) and its CPU seconds."""
+    from extractor.contracts.files import resolve
     from extractor.validate import validate
 
     started = time.thread_time()
-    found = _contract_here(contract)
+    found = resolve(contract)
     report = validate(raw, document, found)
     return report, time.thread_time() - started
 
@@ -188,9 +166,7 @@ async def prepare(path: Path) -> tuple[Document, float]:
 async def validate(raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
     """The validator's report on one model answer, computed in the validation worker, and its CPU seconds."""
     try:
-        ref = (contract.name, contract.version, str(contract.folder) if contract.from_files else None,
-               contract.content_hash)
-        return await _VALIDATION.call(_validate_measured, raw, document, ref)
+        return await _VALIDATION.call(_validate_measured, raw, document, contract.ref)
     except BrokenProcessPool:  # the answer is still judged, here: a verdict never goes missing
         from extractor.validate import validate as validate_here
 

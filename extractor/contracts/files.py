@@ -25,6 +25,7 @@ from extractor.contracts.envelope import ENVELOPE, envelope_problems, with_envel
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
+    ContractRef,
     RecordKeys,
     register,
     registered,
@@ -76,6 +77,30 @@ def load_named(name: str) -> None:
     for found in discover():
         if found.name == name and registered(found.name, found.version) is None:
             register(load(found.folder))
+
+
+_BY_FOLDER: dict[str, Contract] = {}
+
+
+def resolve(ref: ContractRef) -> Contract:
+    """The contract ``ref`` names, in this process: a registered one when it is the same content, else loaded
+    from its folder (once, and again when the folder's content hash changed); ``KeyError`` when unknown."""
+    name, version, folder, digest = ref
+    known = registered(name, version)
+    if known is not None and (folder is None or known.content_hash == digest):
+        return known
+    if folder is None:
+        from extractor.contracts.registry import get_contract
+
+        found = get_contract(name)
+        if found.version != version:
+            raise KeyError(f"contract {name} is version {found.version} here, not {version}")
+        return found
+    if folder not in _BY_FOLDER or _BY_FOLDER[folder].content_hash != digest:
+        if not Path(folder).is_dir():
+            raise KeyError(f"contract {name} v{version}: its folder {folder} no longer exists")
+        _BY_FOLDER[folder] = load(Path(folder))
+    return _BY_FOLDER[folder]
 
 
 def content_hash(folder: Path, extra: Iterable[Path] = ()) -> str:
@@ -313,3 +338,45 @@ def _evidence_settings(table: Any, record: Mapping[str, Any], where: Path, lines
         else:
             exempt.append(tuple(str(s) for s in steps))
     return settings, text, exempt
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One line of ``extract contracts``: a usable contract, or a broken one with its problems."""
+
+    name: str
+    version: int
+    kind: str  # "built-in", "files" or "code"
+    folder: Path
+    content_hash: str = ""
+    rules: int = 0
+    problems: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "kind": self.kind, "folder": str(self.folder),
+                "content_hash": self.content_hash, "rules": self.rules, "problems": list(self.problems)}
+
+
+def listing() -> list[Listed]:
+    """The built-in contracts, then every contract folder on the search path (loaded, or its problems)."""
+    from extractor.contracts.registry import contracts
+
+    rows: dict[tuple[str, int], Listed] = {}
+    for contract in contracts():
+        kind = "built-in" + ("" if contract.from_files else " (code rules)")
+        rows[(contract.name, contract.version)] = Listed(contract.name, contract.version, kind, contract.folder,
+                                                         contract.content_hash, len(contract.rules))
+    for found in discover():
+        if (found.name, found.version) in rows and rows[(found.name, found.version)].folder == found.folder:
+            continue
+        try:
+            contract = registered(found.name, found.version)
+            if contract is None or contract.folder != found.folder:
+                contract = load(found.folder)
+        except ContractError as error:
+            rows.setdefault((found.name, found.version), Listed(found.name, found.version, "files", found.folder,
+                                                                problems=tuple(error.problems)))
+            continue
+        rows.setdefault((found.name, found.version), Listed(found.name, found.version, "files", found.folder,
+                                                            contract.content_hash, len(contract.rules)))
+    return sorted(rows.values(), key=lambda row: (row.name, row.version))

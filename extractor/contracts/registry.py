@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 PATH_ENV = "EXTRACT_CONTRACTS_PATH"
+ContractRef = tuple[str, int, str | None, str]
+"""Name, version, folder (a contract written as files, else None) and content hash."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ class Contract:
     @property
     def id(self) -> str:
         return f"{self.name}@v{self.version}"
+
+    @property
+    def ref(self) -> ContractRef:
+        """What names this contract in another process (the validation worker) or a later one (review)."""
+        return self.name, self.version, str(self.folder) if self.from_files else None, self.content_hash
 
     @property
     def record_schema(self) -> dict[str, Any]:

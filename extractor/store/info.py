@@ -56,6 +56,8 @@ class RunConfig:
     @property
     def config_hash(self) -> str:
         payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
+        if self.config.get("contract_hash"):  # an edited contract or catalogue is a new configuration
+            payload["contract_hash"] = self.config["contract_hash"]
         judge = self.config.get("judge")
         if judge:
             payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
