@@ -54,7 +54,7 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
                    temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
     """The first request for a document: rules, the contract schema, the IDed sentences."""
     fixed = {"contract_id": contract.id, "schema": contract.schema_text, "fields": field_guide(contract.record_schema)}
-    system = prompt.system.substitute()
+    system = prompt.system.substitute(**fixed)
     return GenerationRequest(
         messages=[{"role": "system", "content": system},
                   {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentence_lines(document))}],
