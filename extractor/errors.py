@@ -46,6 +46,22 @@ class InputError(ExtractorError):
         return type(self), (self.path, self.problem)
 
 
+class ContractError(ExtractorError):
+    """A contract that cannot be used: one line per problem, each naming the file, refused before any model call.
+
+    ``str(error)`` puts each problem on its own line (the CLI's ``error: `` prefix repeated on each).
+    """
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\nerror: ".join(problems))
+        self.problems = problems
+
+    def __reduce__(self) -> tuple[type[ContractError], tuple[list[str]]]:
+        return type(self), (self.problems,)
+
+
 class StoreError(ExtractorError):
     """The database cannot be used as it is (unreachable, newer than this extractor, damaged)."""
 

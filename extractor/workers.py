@@ -28,6 +28,7 @@ from extractor.errors import InputError
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
+    from extractor.contracts.registry import ContractRef
     from extractor.evidence.report import Report
 
 log = logging.getLogger(__name__)
@@ -58,15 +59,13 @@ def _load_measured(path: Path, environment: dict[str, str | None]) -> tuple[Docu
     return document, time.thread_time() - started
 
 
-def _validate_measured(raw: str, document: Document, contract: tuple[str, int]) -> tuple[Report, float]:
+def _validate_measured(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
     """The validator's report on one answer (the contract named, as this code defines it) and its CPU seconds."""
-    from extractor.contracts import get_contract
+    from extractor.contracts.files import resolve
     from extractor.validate import validate
 
     started = time.thread_time()
-    found = get_contract(contract[0])
-    if found.version != contract[1]:
-        raise ValueError(f"contract {contract[0]} is version {found.version} here, not {contract[1]}")
+    found = resolve(contract)
     report = validate(raw, document, found)
     return report, time.thread_time() - started
 
@@ -167,7 +166,7 @@ async def prepare(path: Path) -> tuple[Document, float]:
 async def validate(raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
     """The validator's report on one model answer, computed in the validation worker, and its CPU seconds."""
     try:
-        return await _VALIDATION.call(_validate_measured, raw, document, (contract.name, contract.version))
+        return await _VALIDATION.call(_validate_measured, raw, document, contract.ref)
     except BrokenProcessPool:  # the answer is still judged, here: a verdict never goes missing
         from extractor.validate import validate as validate_here
 

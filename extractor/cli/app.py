@@ -96,12 +96,17 @@ class Format(StrEnum):
 
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines")]
 ContractOption = Annotated[str, typer.Option("--contract", help="output contract (`extract contracts` lists them)")]
+ContractsOption = Annotated[list[Path] | None, typer.Option(
+    "--contracts", help="a folder of contracts written as files (<dir>/<name>/v<N>/schema.json + checks.toml); "
+    "repeatable [env EXTRACT_CONTRACTS_PATH]")]
 
 
-def contract_named(name: str) -> Any:
-    """The contract called ``name``, or a one-line failure naming the contracts that exist."""
-    from extractor.contracts import get_contract
+def contract_named(name: str, dirs: list[Path] | None = None) -> Any:
+    """The contract called ``name`` (looked for in ``dirs`` too), or a one-line failure naming the contracts that
+    exist; a broken contract is refused with one line per problem (``ContractError``)."""
+    from extractor.contracts import get_contract, use_dirs
 
+    use_dirs(dirs or ())
     try:
         return get_contract(name)
     except KeyError as error:

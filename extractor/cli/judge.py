@@ -96,7 +96,7 @@ def build_run_judge(options: JudgeOptions, *, generator: Provider | None, store:
     try:
         policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold, requested, metric_modes)
     except ValueError as error:
-        fail(f"{contract.folder / 'rules.json'}: {error}")
+        fail(f"contract {contract.id} ({contract.folder}): {error}")
     if policy.reason:
         typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
     same = generator is not None and same_model(generator, provider)

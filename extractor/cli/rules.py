@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from extractor.cli.app import Commands, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.cli.app import Commands, ContractsOption, Format, FormatOption, app, contract_named, emit_json, fail
 
 
 class Rules(Commands):
@@ -33,9 +33,13 @@ app.add_typer(rules_app, name="rules")
 def catalogue(
     ctx: typer.Context,
     contract: Annotated[str | None, typer.Option(help="only rules of this contract")] = None,
+    contracts: ContractsOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """The rule catalogue, or the card of one rule (extract rules RULE_ID)."""
+    """The rule catalogue, or the card of one rule (extract rules RULE_ID; a contract's declared checks have cards)."""
+    from extractor.contracts import use_dirs
+
+    use_dirs(contracts or ())
     if ctx.invoked_subcommand is not None:
         return
     from extractor.rules import catalogue as cards_of
@@ -52,10 +56,14 @@ def catalogue(
 @rules_app.command(hidden=True)
 def card(
     rule_id: Annotated[str, typer.Argument(help="print this rule's card")],
+    contracts: ContractsOption = None,
     format: FormatOption = Format.text,
 ) -> None:
     """One rule's card: inputs, normalisation, pass condition, location, judge needed."""
+    from extractor.contracts import use_dirs
     from extractor.rules import catalogue as cards_of
+
+    use_dirs(contracts or ())
 
     match = [c for c in cards_of() if c.rule_id == rule_id.upper()]
     if not match:
@@ -73,8 +81,8 @@ def calibrate(
     rule_id: Annotated[str, typer.Argument(help="EVIDENCE_WEAK_SUPPORT or CLAIM_LOW_LEXICAL_SUPPORT")],
     labels: Annotated[list[Path], typer.Argument(help="CSV file(s): case_id, value, excerpt, label (1 = supported) "
                                                  "or human_label_1 + human_label_2; optional language")],
-    settings: Annotated[Path | None, typer.Option(help="contract settings file to write [default: the rule's "
-                                                  "contract rules.json]")] = None,
+    settings: Annotated[Path | None, typer.Option(help="calibration file to write [default: calibration.json in "
+                                                  "the rule's contract folder]")] = None,
     write: Annotated[bool, typer.Option("--write/--no-write", help="write the threshold and band into the "
                                         "settings")] = True,
     max_miss: Annotated[float, typer.Option(help="share of wrong rows allowed in the fail and pass zones; the rest "
@@ -91,12 +99,13 @@ def calibrate(
     have a language column. A rejected score (AUROC lower bound near 0.5) writes nothing and exits 1.
     """
     from extractor.contracts import get_contract
+    from extractor.contracts.files import CALIBRATION_FILE
     from extractor.rules import get
     from extractor.rules.calibrate import calibrate_rule, write_settings
 
     report = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
                             resamples=resamples, seed=seed)
-    target = settings or get_contract(get(report["rule_id"]).card.contract).folder / "rules.json"
+    target = settings or get_contract(get(report["rule_id"]).card.contract).folder / CALIBRATION_FILE
     written = write and report["verdict"] != "reject"
     if written:
         write_settings(target, report["settings_section"], report["settings"])
@@ -108,7 +117,7 @@ def calibrate(
 
 
 def _print(report: dict[str, Any], target: Path, written: bool) -> None:
-    from extractor.judge.render import fmt
+    from extractor.ui.judge import fmt
 
     judge = report["judge"]
     lower, upper = report["band"]

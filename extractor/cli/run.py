@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from extractor.cli.app import ContractOption, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.cli.app import (
+    ContractOption,
+    ContractsOption,
+    Format,
+    FormatOption,
+    app,
+    contract_named,
+    emit_json,
+    fail,
+)
 from extractor.cli.judge import JudgeOptions, ResponseFormatOption
 from extractor.providers import ResponseFormat
 from extractor.vocab import (
@@ -44,6 +54,7 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 def run(
     paths: Annotated[list[str], typer.Argument(help="files, folders (recursive) and globs")],
     contract: ContractOption = DEFAULT_CONTRACT,
+    contracts: ContractsOption = None,
     model: Annotated[str | None, typer.Option(help="openai:<model>, local:<path.gguf> or local "
                                               "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
     prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
@@ -89,7 +100,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     try:
-        _run(paths, contract=contract, model=model, prompt_version=prompt_version, concurrency=concurrency,
+        _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
              retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
              judge_options=None if judge is None else JudgeOptions(
@@ -106,7 +117,8 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: str, concurrency: int, force: bool,
+def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
+         concurrency: int, force: bool,
          retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
          max_tokens: int | None, tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
          judge_flags_given: bool, response_format: ResponseFormat, format: Format) -> None:
@@ -117,7 +129,7 @@ def _run(paths: list[str], *, contract: str, model: str | None, prompt_version: 
     from extractor.store import open_store
     from extractor.ui.run import RunProgress, print_nothing_found, print_summary
 
-    chosen = contract_named(contract)
+    chosen = contract_named(contract, contracts)  # a broken contract is refused here, before any model call
     discovery = discover(paths)
     if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
         print_nothing_found(discovery, as_json=format is Format.json)

@@ -1,22 +1,25 @@
 """The contract registry: every contract the product knows is one ``Contract`` spec, registered once.
 
 A spec carries everything the stages read from a contract: the JSON Schema the model is shown and the
-validator enforces, the rule settings (``rules.json``), the content rules in stage order, the evidence model
-(the rules' shared context, field and sentence states, judge links, whether there is sentence coverage and
+validator enforces, the rule settings (checks.toml, or ``rules.json`` for a code contract, with
+``calibration.json``), the content rules in stage order, the evidence model (the rules' shared context, field and sentence states, judge links, whether there is sentence coverage and
 what the repair lists as unaccounted), and where its files live. Stages look a contract up here by name
 and version and never branch on a contract's name.
 
-Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder with
-``schema.json`` and a checks file, issue 11) registers through the same ``register`` with a spec built from
-its folder: a generic evidence model and declarative rules instead of Python ones, its own prompt folder.
-The validation worker process looks contracts up here by name and version, so file contracts must be
-registered there too (from the same search path, passed to the worker like ingest's settings).
+Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder
+``<dir>/<name>/v<N>/`` with ``schema.json`` and ``checks.toml``, issue 11) registers through the same
+``register`` with a spec built from its folder (``extractor.contracts.files``): the generic evidence model
+and rules plus its declared checks, the generic prompt templates unless the folder overrides them. Folders
+are found through ``use_dirs`` (``--contracts DIR``) and ``EXTRACT_CONTRACTS_PATH``; ``get_contract`` loads
+a name it does not know yet from there. The validation worker process gets a file contract's folder with
+each call and loads it there once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +35,23 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+PATH_ENV = "EXTRACT_CONTRACTS_PATH"
+ContractRef = tuple[str, int, str | None, str]
+"""Name, version, folder (a contract written as files, else None) and content hash."""
+
+
+@dataclass(frozen=True)
+class RecordKeys:
+    """What code that merges or splits records (long documents) reads from a contract, typed.
+
+    ``identity``: per list path (``participants``), the item fields whose raw value identifies an item
+    (declared ``unique`` checks without normalisation); ``sequences``: field paths of declared ``sequence``
+    checks (``processSteps[].order``); ``references``: ``(field, target)`` path pairs of ``reference`` checks.
+    """
+
+    identity: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sequences: tuple[str, ...] = ()
+    references: tuple[tuple[str, str], ...] = ()
 
 
 def contract_dir(name: str, version: int) -> Path:
@@ -49,14 +69,31 @@ class Contract:
     settings: dict[str, Any] = field(repr=False)
     model: EvidenceModel[Any] = field(repr=False)
     rules: tuple[Rule[Any], ...] = field(repr=False)
-    folder: Path  # where schema.json and rules.json are
+    folder: Path  # where schema.json and checks.toml (rules.json for code contracts) are
     prompts: Path  # its prompt versions: <prompts>/<version>/{system,user,repair}.txt
     pydantic: type[BaseModel] | None = field(default=None, repr=False)  # built-ins: the schema's source
     guards: Guards = field(default_factory=Guards, repr=False)  # the built-in critical and extent checks' settings
+    prompt_fallback: Path | None = None  # where a part missing from ``prompts`` is read (the generic templates)
+    content_hash: str = ""  # sha256 over its files (schema, checks, templates, catalogues): a new one is a new config
+    keys: RecordKeys = field(default_factory=RecordKeys, repr=False)
+    from_files: bool = False  # built from a folder by the file loader (the worker loads it from ``folder``)
 
     @property
     def id(self) -> str:
         return f"{self.name}@v{self.version}"
+
+    @property
+    def ref(self) -> ContractRef:
+        """What names this contract in another process (the validation worker) or a later one (review)."""
+        return self.name, self.version, str(self.folder) if self.from_files else None, self.content_hash
+
+    @property
+    def record_schema(self) -> dict[str, Any]:
+        """The schema without the standard envelope parts: the user's record alone."""
+        from extractor.contracts.envelope import ENVELOPE
+
+        return {**self.schema, "properties": {name: value for name, value in self.schema.get("properties", {}).items()
+                                              if name not in ENVELOPE}}
 
     @property
     def needs_person(self) -> frozenset[str]:
@@ -156,7 +193,15 @@ def register(contract: Contract) -> Contract:
 
 
 def get_contract(name: str, version: int | None = None) -> Contract:
-    """A registered contract (its latest version by default); ``KeyError`` names the known contracts."""
+    """A registered contract (its latest version by default); ``KeyError`` names the known contracts.
+
+    A name not registered yet is looked for in the contract folders (``search_dirs``); a broken contract
+    there raises ``ContractError`` (one line per problem).
+    """
+    if not any(n == name for n, _ in _CONTRACTS):
+        from extractor.contracts.files import load_named
+
+        load_named(name)
     versions = [v for n, v in _CONTRACTS if n == name]
     chosen = max(versions, default=None) if version is None else version
     found = None if chosen is None else _CONTRACTS.get((name, chosen))
@@ -173,3 +218,25 @@ def contracts() -> Sequence[Contract]:
 
 def names() -> list[str]:
     return sorted({name for name, _ in _CONTRACTS})
+
+
+_DIRS: list[Path] = []
+
+
+def use_dirs(dirs: Iterable[Path | str]) -> None:
+    """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``."""
+    for folder in dirs:
+        path = Path(folder).expanduser().resolve()
+        if path not in _DIRS:
+            _DIRS.append(path)
+
+
+def search_dirs() -> list[Path]:
+    """The contract folders: ``use_dirs`` first, then ``EXTRACT_CONTRACTS_PATH`` (os.pathsep-separated)."""
+    from_env = [Path(part).expanduser().resolve() for part in os.environ.get(PATH_ENV, "").split(os.pathsep) if part]
+    return list(dict.fromkeys([*_DIRS, *from_env]))
+
+
+def registered(name: str, version: int) -> Contract | None:
+    """The contract registered under ``name`` and ``version``, without looking in folders."""
+    return _CONTRACTS.get((name, version))

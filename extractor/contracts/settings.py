@@ -1,4 +1,5 @@
-"""The typed part of a contract's settings (``rules.json``): what each rule and judge metric may do.
+"""The typed part of a contract's settings (``[modes]`` of checks.toml; ``rules.json`` for a code contract):
+what each rule and judge metric may do.
 
 Seed 001's modes, per rule id and per judge metric: ``observe`` reports only, ``review`` sends the document
 to a person, ``block`` sends it with a BLOCK mark. Defaults: a judge metric is ``review``; a warning is

@@ -80,7 +80,9 @@ class Engine:
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
                     "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors,
-                    "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256}
+                    "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
+                    "contract_hash": s.contract.content_hash}
+            | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})
             | ({"judge": self.judge.config()} if self.judge else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )

@@ -60,23 +60,23 @@ def related(a: tuple[Step, ...], b: tuple[Step, ...]) -> bool:
 
 def in_schema(schema: Mapping[str, Any], steps: tuple[Step, ...]) -> bool:
     """Whether the path names a field the contract defines (indices allowed on arrays)."""
-    node = _deref(schema, schema)
+    node = deref(schema, schema)
     for step in steps:
-        options = [_deref(schema, option) for option in node.get("anyOf", [node])]
+        options = [deref(schema, option) for option in node.get("anyOf", [node])]
         if isinstance(step, int):
             arrays = [option for option in options if option.get("type") == "array"]
             if not arrays:
                 return False
-            node = _deref(schema, arrays[0].get("items", {}))
+            node = deref(schema, arrays[0].get("items", {}))
         else:
             objects = [option for option in options if step in option.get("properties", {})]
             if not objects:
                 return False
-            node = _deref(schema, objects[0]["properties"][step])
+            node = deref(schema, objects[0]["properties"][step])
     return True
 
 
-def _deref(root: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any]:
+def deref(root: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any]:
     reference = node.get("$ref")
     if not reference:
         return node

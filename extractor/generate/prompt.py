@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from string import Template
+from typing import Any
 
 from extractor.contracts import Contract
 from extractor.document import Document
@@ -32,11 +33,15 @@ class PromptTemplate:
 def load_prompt(contract: Contract, version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
     """Read one prompt version of a contract (``<contract.prompts>/<version>/``); ``FileNotFoundError`` names
     the folder and the versions that exist."""
-    folder = contract.prompts / version
-    if not folder.is_dir():
-        known = sorted(p.name for p in contract.prompts.glob("v*")) or ["none"]
-        raise FileNotFoundError(f"no prompt {contract.name}/{version} (have: {', '.join(known)})")
-    texts = {part: Template((folder / f"{part}.txt").read_text(encoding="utf-8")) for part in PARTS}
+    folders = [root / version for root in (contract.prompts, contract.prompt_fallback) if root is not None]
+    texts: dict[str, Template] = {}
+    for part in PARTS:
+        found = next((folder / f"{part}.txt" for folder in folders if (folder / f"{part}.txt").is_file()), None)
+        if found is None:
+            roots = [root for root in (contract.prompts, contract.prompt_fallback) if root is not None]
+            known = sorted({p.name for root in roots for p in root.glob("v*")}) or ["none"]
+            raise FileNotFoundError(f"no prompt {contract.name}/{version} (have: {', '.join(known)})")
+        texts[part] = Template(found.read_text(encoding="utf-8"))
     return PromptTemplate(contract.name, version, **texts)
 
 
@@ -48,8 +53,8 @@ def sentence_lines(document: Document) -> str:
 def render_request(prompt: PromptTemplate, contract: Contract, document: Document, *,
                    temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
     """The first request for a document: rules, the contract schema, the IDed sentences."""
-    fixed = {"contract_id": contract.id, "schema": contract.schema_text}
-    system = prompt.system.substitute()
+    fixed = {"contract_id": contract.id, "schema": contract.schema_text, "fields": field_guide(contract.record_schema)}
+    system = prompt.system.substitute(**fixed)
     return GenerationRequest(
         messages=[{"role": "system", "content": system},
                   {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentence_lines(document))}],
@@ -67,3 +72,42 @@ def fixed_pieces(template: Template, **fixed: str) -> tuple[str, ...]:
     cut = "\x00"  # no template or fixed value contains NUL
     text = template.substitute(**fixed, **{name: cut for name in template.get_identifiers() if name not in fixed})
     return tuple(piece for piece in text.split(cut) if piece)
+
+
+def field_guide(schema: dict[str, Any]) -> str:
+    """The record's fields as the prompt lists them: path, type, whether it may be null, description.
+
+    The generic templates show this next to the schema: models follow a described field list better than a
+    schema alone, and a nullable field is marked as the one to leave null (with a question) when unstated.
+    """
+    from extractor.rules.generic import variants
+
+    lines: list[str] = []
+
+    def walk(node: dict[str, Any], path: str, depth: int) -> None:
+        options, nullable = variants(schema, node)
+        kinds = [str(option.get("type", "any")) for option in options]
+        described = next((o.get("description") for o in [node, *options] if o.get("description")), "")
+        facts = []
+        for option in options:
+            facts += [f"one of {', '.join(map(str, option['enum']))}"] if "enum" in option else []
+            facts += [f"pattern {option['pattern']}"] if "pattern" in option else []
+            facts += [f"{key} {option[key]}" for key in ("minimum", "maximum", "format") if key in option]
+        if path:
+            kind = " or ".join(kinds) + (" or null: null when the source does not state it, plus a missingFields "
+                                         "question" if nullable else "")
+            detail = "; ".join(facts)
+            lines.append(f"{'  ' * depth}- {path} ({kind}{'; ' + detail if detail else ''})"
+                         + (f": {described}" if described else ""))
+        for option in options:
+            if option.get("type") == "object":
+                for name, child in option.get("properties", {}).items():
+                    walk(child, f"{path}.{name}" if path else name, depth + (1 if path else 0))
+            elif option.get("type") == "array":
+                items = option.get("items", {})
+                item_options, _ = variants(schema, items)
+                if any(o.get("type") == "object" for o in item_options):
+                    walk(items, f"{path}[]", depth + 1)
+
+    walk(schema, "", 0)
+    return "\n".join(lines)

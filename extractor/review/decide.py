@@ -135,7 +135,7 @@ def reingest(document_run: DocumentRunInfo, source: Path | None = None) -> Docum
 def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text: str,
                  source: Path | None = None, *, override_block: bool = False) -> Report:
     """Validate an edited candidate against the document exactly as the run segmented it."""
-    from extractor.contracts import get_contract
+    from extractor.contracts.files import resolve
     from extractor.segment import segment
     from extractor.validate import validate
 
@@ -150,7 +150,8 @@ def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text
         raise Refused("re-segmenting the source gave different sentences than the run stored; "
                       "run the document again and review the new result")
     try:
-        contract = get_contract(run.contract, run.contract_version)
+        contract = resolve((run.contract, run.contract_version, (run.config or {}).get("contract_folder"),
+                            (run.config or {}).get("contract_hash", "")))
     except KeyError as error:
         raise ReviewError(str(error.args[0])) from None
     report = validate(text, document, contract)

@@ -4,13 +4,15 @@ A card answers four questions (docs/design.md#rules: what is read, which normali
 failure is reported) plus whether a judge is still needed after a failure. Rule functions only say where
 and why they fire (``Hit``); the registry stamps the stable ``rule_id`` and severity from the card.
 
-Modules: ``structure`` (every contract, runs first), ``guards`` (every contract: the critical checks on any
-response, parsed or not, and the extent warnings after the content rules), ``work_procedure`` and
-``rag_answer`` (content rules in stage order: references -> order -> evidence -> coverage -> completeness).
-Each contract's module also exports its ``EvidenceModel``: the context its rules share and what the report,
-the repair and the judge read from a checked candidate. A contract (``extractor.contracts``) names its model
-and its rules; nothing in this package imports a contract, so imports go one way: evidence <- rules <-
-contracts <- validate.
+Modules: ``structure`` (every contract, runs first); ``guards`` (every contract: the critical checks on any
+response, parsed or not, and the extent warnings after the content rules); ``generic`` (the rules every
+contract written as files gets: evidence, coverage, completeness) and ``declared`` (its ``checks.toml``
+checks: references, order, values), with ``lookup`` (reference data); ``rag_answer`` (a contract whose rules
+are code). Content rules run in stage order: references -> order -> values -> evidence -> coverage ->
+completeness. A contract's ``EvidenceModel`` is the context its rules share and what the report, the repair
+and the judge read from a checked candidate. A contract (``extractor.contracts``) holds its model and its
+rules; nothing here imports a contract at import time, so imports go one way: evidence <- rules <- contracts
+<- validate (``catalogue`` reads the contract registry when called).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from extractor.document import Document
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
 from extractor.evidence.source import Source
 
-STAGES = ("structure", "critical", "references", "order", "evidence", "coverage", "completeness")
+STAGES = ("structure", "critical", "references", "order", "values", "evidence", "coverage", "completeness")
 C = TypeVar("C")
 
 
@@ -122,13 +124,20 @@ def rule(
 
 def _load() -> None:
     # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
-    from extractor.rules import guards, rag_answer, structure, work_procedure  # noqa: F401
+    from extractor.rules import guards, rag_answer, structure  # noqa: F401
 
 
 def catalogue(contract: str | None = None) -> list[Card]:
-    """All cards in stage order, optionally only those that apply to ``contract``."""
+    """All cards in stage order (structure rules, then each contract's own), optionally of one contract only.
+
+    A contract's cards come from the contract registry: the rules a contract runs are the ones it holds.
+    """
     _load()
-    cards = [r.card for r in _REGISTRY.values() if contract is None or r.card.contract in (contract, "*")]
+    from extractor.contracts import contracts, get_contract
+
+    chosen = [get_contract(contract)] if contract else contracts()
+    cards = [r.card for r in _REGISTRY.values() if r.card.contract == "*"]
+    cards += [r.card for spec in chosen for r in spec.rules]
     return sorted(cards, key=lambda card: STAGES.index(card.stage))
 
 

@@ -154,11 +154,12 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
 
 
 def write_settings(path: Path, section: str, values: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``values`` into ``section`` of the settings file at ``path`` (other keys kept); the new settings."""
+    """Merge ``values`` into ``section`` of the calibration file at ``path`` (made if missing; other keys
+    kept); what the file now holds."""
     try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
+        settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read the contract settings ({error})") from None
+        raise UsageError(f"{path}: cannot read the calibration file ({error})") from None
     settings[section] = {**settings.get(section, {}), **values}
     path.write_text(json.dumps(settings, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return dict(settings)

@@ -138,7 +138,7 @@ def claim_not_checkable(ctx: Context) -> Iterator[Hit]:
     normalisation=SUPPORT_NORMALISATION,
     passes="support_score(claim, its blocks) >= minimum_overlap (default 0.55); between judge_band_lower and "
     "minimum_overlap the finding is only a warning routed to a judge; both fitted on labelled rows by "
-    "`extract rules calibrate CLAIM_LOW_LEXICAL_SUPPORT LABELS.csv` (contracts/rag_answer/v1/rules.json)",
+    "`extract rules calibrate CLAIM_LOW_LEXICAL_SUPPORT LABELS.csv` (contracts/rag_answer/v1/calibration.json)",
     location="$.claims[i]",
     judge_needed_after_failure="yes in the judge band; below it the claim lacks support",
 )

@@ -58,6 +58,8 @@ class RunConfig:
         payload: dict[str, Any] = {name: getattr(self, name) for name in self.RESULT_FIELDS}
         if "contract_settings_sha256" in self.config:  # thresholds, bands and modes decide results too
             payload["contract_settings"] = self.config["contract_settings_sha256"]
+        if self.config.get("contract_hash"):  # an edited contract or catalogue is a new configuration
+            payload["contract_hash"] = self.config["contract_hash"]
         judge = self.config.get("judge")
         if judge:
             payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}

@@ -1,18 +1,23 @@
-"""Content rules of the ``work_procedure`` contract (docs/design.md#rules), in stage order.
+"""The generic content rules every contract written as files gets (issue 11), in stage order.
 
-They run only on a candidate that passed the schema, so they may index fields without guarding.
-Evidence matching is exact after the contract's normalisation (NFC + whitespace collapse): case,
+They read the standard envelope around any record (``evidence``, ``missingFields``, ``sentenceCoverage``)
+and the record's shape derived from its schema (``Shape``): which values need evidence (every non-null
+scalar leaf outside a list and every list item, minus exempt paths), which fields may be null (then a
+``missingFields`` question makes them NEEDS_INPUT), which item fields hold an item's text. A contract
+gets its own copies (``for_contract``), so a card names the contract it belongs to.
+
+They run only on a candidate that passed the schema, so they may index the envelope without guarding.
+Evidence matching is exact after the contract's normalisation (default NFC + whitespace collapse): case,
 punctuation, digits and negations stay significant.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
 from typing import Any
 
 from extractor.document import Document
@@ -21,11 +26,97 @@ from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
 from extractor.evidence.source import Source
 from extractor.evidence.support import support_score
-from extractor.rules import EvidenceModel, Hit, rule
+from extractor.rules import Card, EvidenceModel, Hit, Rule
 
-CONTRACT = "work_procedure"
-NULLABLE_FIELDS = ("documentPurpose", "assignmentRule")
-_ITEM_TEXT = {"participants": "name", "processSteps": "action", "rules": None}
+ENVELOPE = ("missingFields", "evidence", "sentenceCoverage")
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ListShape:
+    """A list of the record: its items are values that need evidence."""
+
+    path: Path
+    text: tuple[str, ...] | None  # item fields whose text states the item; None: the item is a scalar
+
+
+@dataclass(frozen=True)
+class Label:
+    """An item field that refers to another list's item: a step is shown as ``<actor's name>: <action>``."""
+
+    list_path: Path
+    field: str
+    target: Path
+    key: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the generic rules read from a record schema (and a contract's ``[evidence]`` settings)."""
+
+    scalars: tuple[Path, ...]  # scalar leaves outside lists, in schema order
+    nullable: tuple[Path, ...]  # those the schema lets be null: a question makes them NEEDS_INPUT
+    lists: tuple[ListShape, ...]
+    exempt: frozenset[Path] = frozenset()  # values that need no evidence
+    labels: tuple[Label, ...] = ()
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any], text: Mapping[str, Iterable[str]] | None = None,
+           exempt: Iterable[Path] = (), labels: Iterable[Label] = ()) -> Shape:
+        """The shape of ``schema`` (refs inlined or not); ``text`` overrides an object list's text fields."""
+        scalars: list[Path] = []
+        nullable: list[Path] = []
+        lists: list[ListShape] = []
+        chosen = {name: tuple(fields) for name, fields in (text or {}).items()}
+
+        def walk(node: Mapping[str, Any], path: Path) -> None:
+            options, can_be_null = variants(schema, node)
+            kinds = {option.get("type") for option in options}
+            if "object" in kinds:
+                obj = next(option for option in options if option.get("type") == "object")
+                for name, child in obj.get("properties", {}).items():
+                    if path or name not in ENVELOPE:
+                        walk(child, (*path, name))
+            elif "array" in kinds:
+                array = next(option for option in options if option.get("type") == "array")
+                item_options, _ = variants(schema, array.get("items", {}))
+                item = next((option for option in item_options if option.get("type") == "object"), None)
+                dotted = ".".join(path)
+                if item is None:
+                    fields = None
+                elif dotted in chosen:
+                    fields = chosen[dotted]
+                else:
+                    fields = tuple(name for name, child in item.get("properties", {}).items() if _is_text(schema, child))
+                lists.append(ListShape(path, fields))
+            else:
+                scalars.append(path)
+                if can_be_null:
+                    nullable.append(path)
+
+        walk(schema, ())
+        return cls(tuple(scalars), tuple(nullable), tuple(lists), frozenset(exempt), tuple(labels))
+
+
+def variants(root: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
+    """The non-null alternatives a schema node allows, and whether it allows null."""
+    node = fieldpath.deref(root, node)
+    options = [fieldpath.deref(root, option) for option in node.get("anyOf", node.get("oneOf", [node]))]
+    expanded: list[Mapping[str, Any]] = []
+    for option in options:
+        kind = option.get("type")
+        if isinstance(kind, list):
+            expanded.extend({**option, "type": each} for each in kind)
+        else:
+            expanded.append(option)
+    can_be_null = any(option.get("type") == "null" for option in expanded)
+    return [option for option in expanded if option.get("type") != "null"], can_be_null
+
+
+def _is_text(root: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """A free-text item field: a string without a pattern or enum (ids and codes are not what a value says)."""
+    options, _ = variants(root, node)
+    return any(o.get("type") == "string" and "pattern" not in o and "enum" not in o for o in options)
 
 
 @dataclass(frozen=True)
@@ -56,16 +147,38 @@ class ValueUnit:
         return fieldpath.render(self.steps)
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def item_text(item: Any, fields: tuple[str, ...] | None) -> str:
+    """What a list item states: a scalar item itself, else its text fields joined."""
+    if fields is None or not isinstance(item, dict):
+        return _text(item)
+    return " ".join(_text(item[name]) for name in fields if item.get(name) is not None)
+
+
 class Context:
     """A schema-valid candidate and its source, with the shared derived facts computed once."""
 
     def __init__(self, candidate: dict[str, Any], source: Source, settings: Mapping[str, Any],
-                 schema: Mapping[str, Any]) -> None:
+                 schema: Mapping[str, Any], shape: Shape) -> None:
         self.candidate = candidate
         self.source = source
         self.schema = schema
         self.settings = settings
+        self.shape = shape
         self.matcher = source.matcher(self.settings.get("evidence_normalisation", "nfc_whitespace"))
+
+    @property
+    def example_field(self) -> str:
+        """A field of this contract to name in messages."""
+        paths = self.shape.nullable or self.shape.scalars or tuple(s.path for s in self.shape.lists)
+        return ", ".join(fieldpath.render(path) for path in paths[:2]) or "a field of the record"
+
+    @property
+    def example_list(self) -> str:
+        return fieldpath.render(self.shape.lists[0].path) if self.shape.lists else "items"
 
     def value_at(self, steps: tuple[Step, ...] | None) -> Any:
         """The value a path points at, or ``None`` when it points at nothing or at null."""
@@ -89,10 +202,13 @@ class Context:
 
     @cached_property
     def units(self) -> list[ValueUnit]:
-        units = [ValueUnit((name,), self.candidate[name]) for name in NULLABLE_FIELDS if self.candidate[name] is not None]
-        for list_name, text_key in _ITEM_TEXT.items():
-            for index, item in enumerate(self.candidate[list_name]):
-                units.append(ValueUnit((list_name, index), item if text_key is None else item[text_key]))
+        units = [ValueUnit(path, _text(value)) for path in self.shape.scalars
+                 if path not in self.shape.exempt and (value := self.value_at(path)) is not None]
+        for shape in self.shape.lists:
+            if shape.path in self.shape.exempt:
+                continue
+            for index, item in enumerate(self.value_at(shape.path) or ()):
+                units.append(ValueUnit((*shape.path, index), item_text(item, shape.text)))
         return units
 
     def evidence_for(self, steps: tuple[Step, ...]) -> list[ResolvedEvidence]:
@@ -128,155 +244,38 @@ class Context:
         return {"sentence_id": sentence_id, **extra}
 
 
-def _name_key(name: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", name).casefold().split())
+
+
+TEMPLATES: list[Rule[Context]] = []
+
+
+def generic_rule(rule_id: str, *, stage: str, fires_when: str, inputs: str, normalisation: str, passes: str,
+                 location: str, judge_needed_after_failure: str = "no", severity: Severity = Severity.ERROR
+                 ) -> Callable[[Callable[[Context], Iterable[Hit]]], Callable[[Context], Iterable[Hit]]]:
+    """Add a generic rule (its card says contract ``*`` until a contract takes a copy)."""
+    card = Card(rule_id, "*", stage, severity, fires_when, inputs, normalisation, passes, location,
+                judge_needed_after_failure)
+
+    def add(check: Callable[[Context], Iterable[Hit]]) -> Callable[[Context], Iterable[Hit]]:
+        TEMPLATES.append(Rule(card, check))
+        return check
+
+    return add
+
+
+def for_contract(name: str) -> list[Rule[Context]]:
+    """The generic rules as ``name``'s own: same checks, cards that name the contract."""
+    return [Rule(replace(template.card, contract=name), template.check) for template in TEMPLATES]
 
 
 # ---------------------------------------------------------------- references
 
 
-@rule(
-    "PARTICIPANT_ID_DUPLICATE",
-    contract=CONTRACT,
-    stage="references",
-    fires_when="two participants share an id",
-    inputs="participants[*].id",
-    normalisation="none (ids are compared exactly)",
-    passes="every participant id is unique",
-    location="$.participants[i].id of every repeat after the first",
-)
-def participant_id_duplicate(ctx: Context) -> Iterator[Hit]:
-    first_seen: dict[str, int] = {}
-    for index, participant in enumerate(ctx.candidate["participants"]):
-        pid = participant["id"]
-        if pid in first_seen:
-            yield Hit(location("participants", index, "id"),
-                      f'participant id "{pid}" is already used by participants[{first_seen[pid]}]; give each '
-                      "participant one id and merge or rename the repeat")
-        else:
-            first_seen[pid] = index
-
-
-@rule(
-    "PARTICIPANT_NAME_DUPLICATE",
-    contract=CONTRACT,
-    stage="references",
-    fires_when="one name appears under two different ids",
-    inputs="participants[*].name, participants[*].id",
-    normalisation="NFC, case folded, whitespace collapsed",
-    passes="each name belongs to exactly one id",
-    location="$.participants[i].name of the later entry",
-)
-def participant_name_duplicate(ctx: Context) -> Iterator[Hit]:
-    owner: dict[str, tuple[int, str]] = {}
-    for index, participant in enumerate(ctx.candidate["participants"]):
-        key = _name_key(participant["name"])
-        if key in owner and owner[key][1] != participant["id"]:
-            first_index, first_id = owner[key]
-            yield Hit(location("participants", index, "name"),
-                      f'"{participant["name"]}" is both "{first_id}" (participants[{first_index}]) and '
-                      f'"{participant["id"]}"; one person or role must have one id')
-        owner.setdefault(key, (index, participant["id"]))
-
-
-@rule(
-    "ACTOR_UNKNOWN",
-    contract=CONTRACT,
-    stage="references",
-    fires_when="a step's actorId is not the id of any participant",
-    inputs="processSteps[*].actorId, participants[*].id",
-    normalisation="none (ids are compared exactly)",
-    passes="every actorId is a participant id",
-    location="$.processSteps[i].actorId",
-)
-def actor_unknown(ctx: Context) -> Iterator[Hit]:
-    known = [p["id"] for p in ctx.candidate["participants"]]
-    for index, step in enumerate(ctx.candidate["processSteps"]):
-        if step["actorId"] not in known:
-            yield Hit(location("processSteps", index, "actorId"),
-                      f'actorId "{step["actorId"]}" is not a participant id (known: {", ".join(known) or "none"}); '
-                      "use an existing id or add the participant with its evidence")
-
-
-# ---------------------------------------------------------------- order
-
-
-@rule(
-    "STEP_ORDER_DUPLICATE",
-    contract=CONTRACT,
-    stage="order",
-    fires_when="two steps share an order number",
-    inputs="processSteps[*].order",
-    normalisation="none",
-    passes="every order number is used once",
-    location="$.processSteps[i].order of every repeat after the first",
-)
-def step_order_duplicate(ctx: Context) -> Iterator[Hit]:
-    first_seen: dict[int, int] = {}
-    for index, step in enumerate(ctx.candidate["processSteps"]):
-        if step["order"] in first_seen:
-            yield Hit(location("processSteps", index, "order"),
-                      f"order {step['order']} is already used by processSteps[{first_seen[step['order']]}]")
-        else:
-            first_seen[step["order"]] = index
-
-
-@rule(
-    "STEP_ORDER_GAP",
-    contract=CONTRACT,
-    stage="order",
-    fires_when="the distinct order numbers are not exactly 1..n",
-    inputs="processSteps[*].order",
-    normalisation="repeats counted once (STEP_ORDER_DUPLICATE reports them)",
-    passes="sorted distinct orders == [1, 2, ..., n]",
-    location="$.processSteps",
-)
-def step_order_gap(ctx: Context) -> Iterator[Hit]:
-    orders = sorted({step["order"] for step in ctx.candidate["processSteps"]})
-    expected = list(range(1, len(orders) + 1))
-    if orders != expected:
-        missing = sorted(set(expected) - set(orders))
-        yield Hit(location("processSteps"),
-                  f"step orders are {orders}, expected {expected}" + (f" (missing {missing})" if missing else ""))
-
-
-@rule(
-    "STEP_ORDER_INVERTED",
-    contract=CONTRACT,
-    stage="order",
-    severity=Severity.WARNING,
-    fires_when="a later step's evidence lies before an earlier step's evidence in the source",
-    inputs="processSteps[*].order, evidence spans of each step",
-    normalisation="evidence as for EVIDENCE_NOT_IN_SOURCE; of repeated excerpts the first occurrence after "
-    "the previous step's is used",
-    passes="following steps by order, each step's evidence starts after the previous step's",
-    location="$.processSteps[i] of the step that comes too early",
-    judge_needed_after_failure="yes: a person decides whether the source order or the extracted order is right",
-)
-def step_order_inverted(ctx: Context) -> Iterator[Hit]:
-    steps = sorted(enumerate(ctx.candidate["processSteps"]), key=lambda pair: pair[1]["order"])
-    previous: tuple[int, int] | None = None  # (start offset, step index)
-    for index, step in steps:
-        starts = sorted(span[0] for entry in ctx.evidence_for(("processSteps", index)) for span in entry.spans)
-        if not starts:
-            continue
-        if previous is None:
-            previous = (starts[0], index)
-            continue
-        after = [start for start in starts if start >= previous[0]]
-        if not after:
-            yield Hit(location("processSteps", index),
-                      f"step order {step['order']} is backed by source text at offset {starts[0]}, before the text "
-                      f"of the step before it (processSteps[{previous[1]}] at offset {previous[0]})")
-        previous = (after[0] if after else starts[0], index)
-
-
 # ---------------------------------------------------------------- evidence
 
 
-@rule(
+@generic_rule(
     "EVIDENCE_NOT_IN_SOURCE",
-    contract=CONTRACT,
     stage="evidence",
     fires_when="a sourceExcerpt, normalised, is not a substring of the normalised document",
     inputs="evidence[*].sourceExcerpt, the document's canonical text",
@@ -300,9 +299,8 @@ def evidence_not_in_source(ctx: Context) -> Iterator[Hit]:
         yield Hit(location("evidence", entry.index, "sourceExcerpt"), message, hint)
 
 
-@rule(
+@generic_rule(
     "EVIDENCE_FIELD_PATH_INVALID",
-    contract=CONTRACT,
     stage="evidence",
     fires_when="an evidence fieldPath is not a path, or resolves to nothing (or to null) in the candidate",
     inputs="evidence[*].fieldPath, the candidate",
@@ -315,40 +313,43 @@ def evidence_field_path_invalid(ctx: Context) -> Iterator[Hit]:
         if not entry.points_at_value:
             yield Hit(location("evidence", entry.index, "fieldPath"),
                       f'fieldPath "{entry.field_path}" points at no value of this candidate (paths are 0-based: '
-                      "processSteps[0] is the first step)")
+                      f"{ctx.example_list}[0] is the first item)")
 
 
-@rule(
+@generic_rule(
     "VALUE_WITHOUT_EVIDENCE",
-    contract=CONTRACT,
     stage="evidence",
-    fires_when="a participant, step, rule or non-null scalar field has no evidence entry",
-    inputs="participants[*], processSteps[*], rules[*], documentPurpose, assignmentRule, evidence[*].fieldPath",
+    fires_when="a list item or a non-null scalar field outside lists has no evidence entry (paths the contract "
+    "exempts in checks.toml [evidence] exempt need none)",
+    inputs="every list item, every non-null scalar leaf outside lists, evidence[*].fieldPath",
     normalisation="an evidence path inside a value (processSteps[1].action) counts for it",
     passes="every value has at least one evidence entry pointing at it",
     location="$.<field> or $.<list>[i] of the unsupported value",
     judge_needed_after_failure="no: a value without a source is removed or asked about, not judged",
 )
 def value_without_evidence(ctx: Context) -> Iterator[Hit]:
+    nullable = "/".join(fieldpath.render(path) for path in ctx.shape.nullable)
     for unit in ctx.units:
         if not ctx.evidence_for(unit.steps):
             yield Hit(location(*unit.steps),
                       f"{unit.path} has no evidence; add an excerpt copied from the source, or, if the source does "
-                      "not state it, remove it (for documentPurpose/assignmentRule: null plus a missingFields question)")
+                      "not state it, remove it" + (f" (for {nullable}: null plus a missingFields question)" if nullable
+                                                    else ""))
 
 
-@rule(
+@generic_rule(
     "EVIDENCE_WEAK_SUPPORT",
-    contract=CONTRACT,
     stage="evidence",
     severity=Severity.WARNING,
     fires_when="a value's found excerpts state too little of it (lexical support score)",
-    inputs="the value text (name, action, rule, scalar) and its found excerpts",
+    inputs="the value text (a scalar; an item's free-text fields, or those checks.toml [evidence] text names) and "
+    "its found excerpts",
     normalisation="NFKC + casefold; Hangul: particles and endings stripped, stem bigrams; Cyrillic/Latin: Snowball "
     "stems without stop words; numbers whole (extractor.evidence.support)",
-    passes="support_score(value, its excerpts) >= weak_support.threshold; below judge_band_lower it is likely "
-    "unsupported, between the two a judge decides; both fitted by `extract rules calibrate EVIDENCE_WEAK_SUPPORT "
-    "LABELS.csv` (contracts/work_procedure/v1/rules.json)",
+    passes="support_score(value, its excerpts) >= weak_support.threshold (checks.toml [evidence] "
+    "weak_support_threshold, default 0.5); below judge_band_lower it is likely unsupported, between the two a "
+    "judge decides; both fitted by `extract rules calibrate EVIDENCE_WEAK_SUPPORT LABELS.csv` (written to the "
+    "contract folder's calibration.json)",
     location="$.<field> or $.<list>[i]",
     judge_needed_after_failure="yes: exact match proves the excerpt exists, not that it supports the value; "
     "routed to a judge or reviewer, never auto-rejected",
@@ -383,9 +384,8 @@ def _coverage_entries(ctx: Context) -> dict[str, list[int]]:
     return entries
 
 
-@rule(
+@generic_rule(
     "SENTENCE_NOT_ACCOUNTED",
-    contract=CONTRACT,
     stage="coverage",
     fires_when="a sentence id of the document has no sentenceCoverage entry",
     inputs="the document's sentence ids, sentenceCoverage[*].sentenceId",
@@ -403,9 +403,8 @@ def sentence_not_accounted(ctx: Context) -> Iterator[Hit]:
                       ctx.coverage_hint(sentence.id, text=sentence.text))
 
 
-@rule(
+@generic_rule(
     "SENTENCE_ID_UNKNOWN",
-    contract=CONTRACT,
     stage="coverage",
     fires_when="a coverage entry names a sentence id the document does not have",
     inputs="sentenceCoverage[*].sentenceId, the document's sentence ids",
@@ -421,9 +420,8 @@ def sentence_id_unknown(ctx: Context) -> Iterator[Hit]:
                       f'"{entry["sentenceId"]}" is not a sentence of this document (it has s1..s{count})')
 
 
-@rule(
+@generic_rule(
     "SENTENCE_COVERAGE_DUPLICATE",
-    contract=CONTRACT,
     stage="coverage",
     fires_when="one sentence has more than one coverage entry",
     inputs="sentenceCoverage[*].sentenceId",
@@ -439,9 +437,8 @@ def sentence_coverage_duplicate(ctx: Context) -> Iterator[Hit]:
                       ctx.coverage_hint(sentence_id))
 
 
-@rule(
+@generic_rule(
     "COVERAGE_MAPPED_WITHOUT_EVIDENCE",
-    contract=CONTRACT,
     stage="coverage",
     fires_when="a sentence declared MAPPED has no fieldPaths, a fieldPath resolves to nothing, or no found "
     "evidence span of those fields overlaps the sentence",
@@ -474,9 +471,8 @@ def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
                       "fields quotes this sentence; add an excerpt from it or change its status", hint)
 
 
-@rule(
+@generic_rule(
     "COVERAGE_REASON_MISSING",
-    contract=CONTRACT,
     stage="coverage",
     fires_when="a sentence is UNMAPPED or EXCLUDED without a reason",
     inputs="sentenceCoverage[*].status, sentenceCoverage[*].reason",
@@ -499,27 +495,25 @@ def _asked(ctx: Context) -> Counter[tuple[Step, ...] | None]:
     return Counter(fieldpath.parse(entry["fieldPath"]) for entry in ctx.candidate["missingFields"])
 
 
-@rule(
+@generic_rule(
     "NULL_WITHOUT_QUESTION",
-    contract=CONTRACT,
     stage="completeness",
     fires_when="a nullable required field is null and no missingFields entry asks for it",
-    inputs="documentPurpose, assignmentRule, missingFields[*].fieldPath",
+    inputs="the fields the schema lets be null (outside lists), missingFields[*].fieldPath",
     normalisation="paths parsed as for evidence",
     passes="every null field has a missingFields question with its path",
     location="$.<field>",
 )
 def null_without_question(ctx: Context) -> Iterator[Hit]:
     asked = _asked(ctx)
-    for name in NULLABLE_FIELDS:
-        if ctx.candidate[name] is None and asked[(name,)] == 0:
-            yield Hit(location(name), f"{name} is null but missingFields has no question for it; ask what the "
-                      "source leaves open, or fill it from the source with evidence")
+    for path in ctx.shape.nullable:
+        if fieldpath.resolve(ctx.candidate, path) is None and asked[path] == 0:
+            yield Hit(location(*path), f"{fieldpath.render(path)} is null but missingFields has no question for it; "
+                      "ask what the source leaves open, or fill it from the source with evidence")
 
 
-@rule(
+@generic_rule(
     "QUESTION_FOR_PRESENT_VALUE",
-    contract=CONTRACT,
     stage="completeness",
     fires_when="missingFields asks for a field that has a non-null scalar value",
     inputs="missingFields[*].fieldPath, the candidate",
@@ -537,9 +531,8 @@ def question_for_present_value(ctx: Context) -> Iterator[Hit]:
                       "null if the source does not state it")
 
 
-@rule(
+@generic_rule(
     "MISSING_FIELD_PATH_INVALID",
-    contract=CONTRACT,
     stage="completeness",
     fires_when="a missingFields fieldPath names no field of the contract",
     inputs="missingFields[*].fieldPath, the contract schema",
@@ -552,7 +545,7 @@ def missing_field_path_invalid(ctx: Context) -> Iterator[Hit]:
         steps = fieldpath.parse(entry["fieldPath"])
         if steps is None or not fieldpath.in_schema(ctx.schema, steps):
             yield Hit(location("missingFields", index, "fieldPath"),
-                      f'"{entry["fieldPath"]}" is not a field of {CONTRACT} (e.g. documentPurpose, assignmentRule)')
+                      f'"{entry["fieldPath"]}" is not a field of this contract (e.g. {ctx.example_field})')
 
 
 # ---------------------------------------------------------------- states for the report
@@ -562,10 +555,14 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
     """Field states, sentence states and evidence spans, derived from the checked candidate and findings."""
     asked = _asked(ctx)
     fields: dict[str, FieldState] = {}
-    for name in NULLABLE_FIELDS:
-        if ctx.candidate[name] is None:
-            fields[name] = (FieldState(name, "NEEDS_INPUT") if asked[(name,)]
+    for path in ctx.shape.nullable:
+        if fieldpath.resolve(ctx.candidate, path) is None:
+            name = fieldpath.render(path)
+            fields[name] = (FieldState(name, "NEEDS_INPUT") if asked[path]
                             else FieldState(name, None, "NULL_WITHOUT_QUESTION"))
+    for path in ctx.shape.exempt:
+        if ctx.value_at(path) is not None:
+            fields[fieldpath.render(path)] = FieldState(fieldpath.render(path), "PRESENT")
     for unit in ctx.units:
         entries = ctx.evidence_for(unit.steps)
         if not entries:
@@ -601,27 +598,33 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
 # ---------------------------------------------------------------- what the judge and the repair read
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _describe(candidate: dict[str, Any], value: Any) -> str:
-    """A value as a person would state it: a step as ``actor: action``, a participant by name.
+def _describe(candidate: dict[str, Any], steps: tuple[Step, ...], value: Any, shape: Shape) -> str:
+    """A value as a person would state it: an item by its text fields, prefixed by the text of the item one of
+    its fields refers to (a step as ``<actor's name>: <action>``).
 
     Internal ids (``requester``) are not claims of the document; showing them would invite the judge to
     call them unsupported.
     """
-    if isinstance(value, dict) and isinstance(value.get("action"), str):
-        names = {p.get("id"): p.get("name") for p in candidate.get("participants", []) if isinstance(p, dict)}
-        actor = names.get(value.get("actorId")) or value.get("actorId")
-        return f"{actor}: {value['action']}" if actor else str(value["action"])
-    if isinstance(value, dict) and isinstance(value.get("name"), str):
-        name: str = value["name"]
-        return name
-    return _text(value)
+    if not isinstance(value, dict) or len(steps) < 2 or not isinstance(steps[-1], int):
+        return _text(value)
+    list_path = tuple(step for step in steps[:-1] if isinstance(step, str))
+    lists = {s.path: s for s in shape.lists}
+    own = lists.get(list_path)
+    text = item_text(value, own.text if own else None)
+    for label in shape.labels:
+        if label.list_path != list_path or value.get(label.field) is None:
+            continue
+        targets = fieldpath.resolve(candidate, label.target)
+        target_shape = lists.get(label.target)
+        for target in targets if isinstance(targets, list) else ():
+            if isinstance(target, dict) and target.get(label.key) == value[label.field]:
+                name = item_text(target, target_shape.text if target_shape else None) or value[label.field]
+                return f"{name}: {text}"
+        return f"{value[label.field]}: {text}"
+    return text
 
 
-def links(report: Report) -> list[JudgeLink]:
+def links(report: Report, shape: Shape) -> list[JudgeLink]:
     """Every evidence entry with a found span, with the value at its ``fieldPath``."""
     candidate = report.candidate
     if not isinstance(candidate, dict):
@@ -634,9 +637,9 @@ def links(report: Report) -> list[JudgeLink]:
         steps = fieldpath.parse(span.field_path)
         value = fieldpath.MISSING if steps is None else fieldpath.resolve(candidate, steps)
         excerpt = evidence[span.index].get("sourceExcerpt", "")
-        if value is fieldpath.MISSING or value is None or not excerpt.strip():
+        if steps is None or value is fieldpath.MISSING or value is None or not excerpt.strip():
             continue
-        found.append(JudgeLink(len(found), span.field_path, _describe(candidate, value), excerpt,
+        found.append(JudgeLink(len(found), span.field_path, _describe(candidate, steps, value, shape), excerpt,
                                f"evidence[{span.index}]"))
     return found
 
@@ -646,4 +649,7 @@ def unaccounted(report: Report, document: Document) -> set[str]:
     return set(report.unaccounted)
 
 
-MODEL = EvidenceModel(context=Context, states=states, links=links, unaccounted=unaccounted, has_coverage=True)
+def evidence_model(shape: Shape) -> EvidenceModel[Context]:
+    """The evidence model of a contract with this record shape."""
+    return EvidenceModel(context=partial(Context, shape=shape), states=states, links=partial(links, shape=shape),
+                         unaccounted=unaccounted, has_coverage=True)

@@ -1,0 +1,436 @@
+"""Contracts written as files: ``<dir>/<name>/v<N>/`` with ``schema.json`` and ``checks.toml``.
+
+``schema.json`` is JSON Schema 2020-12 of the record alone (its ``description``s reach the prompt; a field
+that may be null is one the source may leave open, so NEEDS_INPUT); the standard envelope is added
+(``extractor.contracts.envelope``). ``checks.toml`` (TOML: comments, no quoting of keys; read by the
+standard library's ``tomllib``) holds ``[evidence]`` settings and the ``[[check]]`` declarations
+(``extractor.rules.declared``). Templates in ``prompts/<version>/`` override the generic ones part by part.
+
+A contract is checked completely when it is loaded, before any model call: every problem is one line
+naming the file (``problems``), and a broken contract is refused with all of them (``ContractError``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.contracts.envelope import ENVELOPE, envelope_problems, with_envelope
+from extractor.contracts.registry import (
+    SCHEMA_DIALECT,
+    Contract,
+    ContractRef,
+    RecordKeys,
+    register,
+    registered,
+    search_dirs,
+)
+from extractor.errors import ContractError
+from extractor.evidence import fieldpath
+from extractor.evidence.text import NORMALISATIONS
+from extractor.resources import data_dir
+from extractor.rules import Rule
+from extractor.rules import generic as generic_rules
+from extractor.rules.guards import Guards
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+SCHEMA_FILE = "schema.json"
+CHECKS_FILE = "checks.toml"
+TEMPLATES_DIR = "prompts"
+_VERSION = re.compile(r"^v([1-9][0-9]*)$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_TOP_KEYS = {"description", "evidence", "check", "guards", "modes"}
+CALIBRATION_FILE = "calibration.json"
+"""Written by ``extract rules calibrate`` (machine-made, beside the person-made checks.toml): the fitted
+threshold, judge band and calibration record of each lexical-support rule, read over ``[evidence]``."""
+_EVIDENCE_KEYS = {"normalisation", "max_occurrences_per_excerpt", "weak_support_threshold", "text", "exempt"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A contract folder on the search path."""
+
+    name: str
+    version: int
+    folder: Path
+
+
+def discover(dirs: Iterable[Path] | None = None) -> list[Found]:
+    """Every ``<dir>/<name>/v<N>/`` holding a ``schema.json``, by name and version (first folder wins)."""
+    found: dict[tuple[str, int], Found] = {}
+    for root in search_dirs() if dirs is None else dirs:
+        for schema in sorted(root.glob(f"*/v*/{SCHEMA_FILE}")):
+            folder = schema.parent
+            version = _VERSION.match(folder.name)
+            if version and _NAME.match(folder.parent.name):
+                found.setdefault((folder.parent.name, int(version.group(1))),
+                                 Found(folder.parent.name, int(version.group(1)), folder))
+    return sorted(found.values(), key=lambda f: (f.name, f.version))
+
+
+def load_named(name: str) -> None:
+    """Register every version of ``name`` found on the search path (nothing when there is none)."""
+    for found in discover():
+        if found.name == name and registered(found.name, found.version) is None:
+            register(load(found.folder))
+
+
+_BY_FOLDER: dict[str, Contract] = {}
+
+
+def resolve(ref: ContractRef) -> Contract:
+    """The contract ``ref`` names, in this process: a registered one when it is the same content, else loaded
+    from its folder (once, and again when the folder's content hash changed); ``KeyError`` when unknown."""
+    name, version, folder, digest = ref
+    known = registered(name, version)
+    if known is not None and (folder is None or known.content_hash == digest):
+        return known
+    if folder is None:
+        from extractor.contracts.registry import get_contract
+
+        found = get_contract(name)
+        if found.version != version:
+            raise KeyError(f"contract {name} is version {found.version} here, not {version}")
+        return found
+    if folder not in _BY_FOLDER or _BY_FOLDER[folder].content_hash != digest:
+        if not Path(folder).is_dir():
+            raise KeyError(f"contract {name} v{version}: its folder {folder} no longer exists")
+        _BY_FOLDER[folder] = load(Path(folder))
+    return _BY_FOLDER[folder]
+
+
+def content_hash(folder: Path, extra: Iterable[Path] = ()) -> str:
+    """sha256 over the contract's files (names and bytes): schema, checks, templates, catalogues."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in [*files, *sorted(set(extra) - set(files))]:
+        name = path.relative_to(folder).as_posix() if path.is_relative_to(folder) else path.as_posix()
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def problems(folder: Path) -> list[str]:
+    """Every problem of the contract in ``folder``, one line each (empty when it can be used)."""
+    try:
+        load(folder)
+    except ContractError as error:
+        return error.problems
+    return []
+
+
+def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel] | None = None) -> Contract:
+    """The contract in ``folder`` as a spec, or ``ContractError`` listing every problem found."""
+    folder = folder.resolve()
+    version_match = _VERSION.match(folder.name)
+    name = folder.parent.name
+    lines: list[str] = []
+    if not version_match or not _NAME.match(name):
+        raise ContractError([f"{folder}: a contract folder is <name>/v<N>/ with a lowercase name, e.g. "
+                             "purchase_order/v1"])
+    version = int(version_match.group(1))
+    record = _read_schema(folder / SCHEMA_FILE, lines)
+    checks = _read_checks(folder / CHECKS_FILE, lines)
+    if record is None or checks is None:
+        raise ContractError(lines)
+    where = folder / CHECKS_FILE
+    settings, shape_text, exempt = _evidence_settings(checks.get("evidence", {}), record, where, lines)
+    guards = _guards(checks.get("guards", {}), record, where, lines)
+    settings = with_calibration(settings | _modes(checks.get("modes"), where, lines), folder, lines)
+    example_list = next((key for key, value in record.get("properties", {}).items()
+                         if key not in ENVELOPE and value.get("type") == "array"), "items")
+    example_field = next((key for key in record.get("properties", {}) if key not in ENVELOPE), "field")
+    schema = with_envelope(record, example_field, example_list)
+    from extractor.rules import declared
+
+    rules: list[Rule[Any]] = generic_rules.for_contract(name)
+    known = {rule.card.rule_id for rule in rules} | {"OUTPUT_NOT_JSON", "SCHEMA_VIOLATION"}
+    identity: dict[str, list[str]] = {}
+    sequences: list[str] = []
+    references: list[tuple[str, str]] = []
+    labels: list[generic_rules.Label] = []
+    needs_person: set[str] = set()
+    catalogues: list[Path] = []
+    checks_list = checks.get("check", [])
+    if not isinstance(checks_list, list):
+        lines.append(f"{where}: check must be a list of [[check]] tables")
+        checks_list = []
+    for number, entry in enumerate(checks_list, 1):
+        label = f"check {number} ({entry.get('type', '?')} {entry.get('id', '?')})" if isinstance(entry, dict) \
+            else f"check {number}"
+        if not isinstance(entry, dict):
+            lines.append(f"{where}: {label} must be a table")
+            continue
+        try:
+            made = declared.build(name, schema, folder, entry, known)
+        except declared.CheckError as error:
+            lines.append(f"{where}: {label}: {error}")
+            continue
+        rules.extend(made.rules)
+        needs_person |= made.needs_person
+        catalogues.extend(made.files)
+        if made.type == "unique" and made.identity:
+            list_path, _, key = made.field.rpartition("[].")
+            if list_path:
+                identity.setdefault(list_path, []).append(key)
+        elif made.type == "sequence":
+            sequences.append(made.field)
+        elif made.type == "reference" and made.target:
+            references.append((made.field, made.target))
+            source_list, _, source_field = made.field.rpartition("[].")
+            target_list, _, target_key = made.target.rpartition("[].")
+            if source_list and target_list and "[]" not in source_field + target_key:
+                labels.append(generic_rules.Label(tuple(source_list.split(".")), source_field,
+                                                  tuple(target_list.split(".")), target_key))
+    if lines:
+        raise ContractError(lines)
+    from extractor.rules import STAGES
+
+    rules.sort(key=lambda rule: STAGES.index(rule.card.stage))
+    shape = generic_rules.Shape.of(schema, shape_text, exempt, labels)
+    override = folder / TEMPLATES_DIR
+    return Contract(
+        name=name, version=version, schema=schema, settings={**settings, "needs_person": sorted(needs_person)},
+        guards=guards,
+        model=generic_rules.evidence_model(shape), rules=tuple(rules), folder=folder,
+        prompts=prompts or override, pydantic=pydantic,
+        prompt_fallback=None if prompts else data_dir("prompts") / "generic",
+        content_hash=content_hash(folder, catalogues),
+        keys=RecordKeys({path: tuple(keys) for path, keys in identity.items()}, tuple(sequences), tuple(references)),
+        from_files=True,
+    )
+
+
+def _read_schema(path: Path, lines: list[str]) -> dict[str, Any] | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        lines.append(f"{path}: missing (a contract folder needs schema.json)")
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        lines.append(f"{path}: cannot be read ({error})")
+        return None
+    except json.JSONDecodeError as error:
+        lines.append(f"{path}: not JSON: {error.msg} at line {error.lineno} column {error.colno}")
+        return None
+    if not isinstance(schema, dict):
+        lines.append(f"{path}: the root must be a JSON Schema object")
+        return None
+    if schema.get("$schema", SCHEMA_DIALECT) != SCHEMA_DIALECT:
+        lines.append(f"{path}: $schema must be {SCHEMA_DIALECT} (JSON Schema 2020-12)")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        at = "/".join(map(str, error.absolute_path)) or "the root"
+        lines.append(f"{path}: invalid JSON Schema at {at}: {error.message}")
+        return None
+    if schema.get("type") != "object" or not schema.get("properties"):
+        lines.append(f'{path}: the root must be an object with properties ("type": "object"), not '
+                     f"{schema.get('type', 'untyped')!r}")
+        return None
+    cycle = _recursion(schema)
+    if cycle:
+        lines.append(f"{path}: recursive schema ({cycle}); a record must have a fixed depth")
+        return None
+    outside = sorted({ref for ref in _refs(schema) if not ref.startswith("#/$defs/")
+                      or ref.removeprefix("#/$defs/") not in schema.get("$defs", {})})
+    if outside:
+        lines.append(f"{path}: only references to this file's $defs are allowed, not {', '.join(outside)}")
+        return None
+    lines.extend(f"{path}: {problem}" for problem in envelope_problems(schema))
+    return schema
+
+
+def _refs(node: Any) -> Iterable[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            yield node["$ref"]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def _recursion(schema: Mapping[str, Any]) -> str | None:
+    """A ``$ref`` cycle among the schema's definitions (``A -> B -> A``), or ``None``."""
+    definitions = schema.get("$defs", {})
+    edges = {name: [ref.removeprefix("#/$defs/") for ref in _refs(body)] for name, body in definitions.items()}
+    edges["#"] = [ref.removeprefix("#/$defs/") for ref in _refs({k: v for k, v in schema.items() if k != "$defs"})]
+    if "#" in edges["#"] or any("#" in targets for targets in edges.values()):
+        return "a reference to the root (#)"
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> str | None:
+        if state.get(node) == 1:
+            return " -> ".join([*trail[trail.index(node):], node])
+        if state.get(node) == 2 or node not in edges:
+            return None
+        state[node] = 1
+        for target in edges[node]:
+            found = visit(target, [*trail, node])
+            if found:
+                return found
+        state[node] = 2
+        return None
+
+    for start in edges:
+        found = visit(start, [])
+        if found:
+            return found
+    return None
+
+
+def _read_checks(path: Path, lines: list[str]) -> dict[str, Any] | None:
+    if not path.exists():
+        return {}
+    try:
+        checks = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        lines.append(f"{path}: cannot be read ({error})")
+        return None
+    except tomllib.TOMLDecodeError as error:
+        lines.append(f"{path}: not TOML: {error}")
+        return None
+    unknown = sorted(set(checks) - _TOP_KEYS)
+    if unknown:
+        lines.append(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
+    return checks
+
+
+def _guards(table: Any, record: Mapping[str, Any], where: Path, lines: list[str]) -> Guards:
+    """``[guards]``: the built-in critical and extent checks (``extractor.rules.guards.Guards``); the values
+    they read are the record's own fields unless ``value_fields`` says otherwise."""
+    if not isinstance(table, dict):
+        lines.append(f"{where}: [guards] must be a table")
+        table = {}
+    fields = [key for key in record.get("properties", {}) if key not in ENVELOPE]
+    try:
+        return Guards.from_mapping({"value_fields": fields, **table})
+    except ValueError as error:
+        lines.append(f"{where}: [guards] {error}")
+        return Guards()
+
+
+def _modes(modes: Any, where: Path, lines: list[str]) -> dict[str, Any]:
+    """``[modes]``: observe/review/block per rule id and per judge metric (``extractor.contracts.settings``)."""
+    from extractor.contracts.settings import Modes, SettingsError
+
+    if modes is None:
+        return {}
+    try:
+        Modes.parse({"modes": modes})
+    except SettingsError as error:
+        lines.append(f"{where}: [modes] {error}")
+        return {}
+    return {"modes": modes}
+
+
+def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:
+    """``settings`` with what ``calibration.json`` in ``folder`` fitted laid over each section it names."""
+    from extractor.contracts.settings import CALIBRATED_RULES
+
+    path = folder / CALIBRATION_FILE
+    if not path.exists():
+        return dict(settings)
+    try:
+        fitted = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        lines.append(f"{path}: cannot be read ({error})")
+        return dict(settings)
+    sections = set(CALIBRATED_RULES.values())
+    if not isinstance(fitted, dict) or set(fitted) - sections or not all(isinstance(v, dict) for v in fitted.values()):
+        lines.append(f"{path}: expected an object with section(s) {', '.join(sorted(sections))}")
+        return dict(settings)
+    return {**settings, **{section: {**settings.get(section, {}), **values} for section, values in fitted.items()}}
+
+
+def _evidence_settings(table: Any, record: Mapping[str, Any], where: Path, lines: list[str]
+                       ) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], list[tuple[str, ...]]]:
+    """``[evidence]``: normalisation, limits, an object list's text fields and the exempt paths, checked."""
+    settings: dict[str, Any] = {"evidence_normalisation": "nfc_whitespace", "max_occurrences_per_excerpt": 20,
+                                "weak_support": {"threshold": 0.5}}
+    if not isinstance(table, dict):
+        lines.append(f"{where}: [evidence] must be a table")
+        return settings, {}, []
+    for key in sorted(set(table) - _EVIDENCE_KEYS):
+        lines.append(f"{where}: [evidence] has unknown key {key!r} (known: {', '.join(sorted(_EVIDENCE_KEYS))})")
+    normalisation = table.get("normalisation", settings["evidence_normalisation"])
+    if normalisation not in NORMALISATIONS:
+        lines.append(f"{where}: [evidence] normalisation must be one of {', '.join(NORMALISATIONS)}, not {normalisation!r}")
+    limit = table.get("max_occurrences_per_excerpt", 20)
+    threshold = table.get("weak_support_threshold", 0.5)
+    if not isinstance(limit, int) or limit < 1:
+        lines.append(f"{where}: [evidence] max_occurrences_per_excerpt must be a positive integer")
+    if not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        lines.append(f"{where}: [evidence] weak_support_threshold must be a share between 0 and 1")
+    settings.update(evidence_normalisation=normalisation, max_occurrences_per_excerpt=limit,
+                    weak_support={"threshold": threshold})
+    text: dict[str, tuple[str, ...]] = {}
+    for list_path, fields in (table.get("text") or {}).items():
+        names = (fields,) if isinstance(fields, str) else tuple(fields)
+        for name in names:
+            steps = fieldpath.parse(f"{list_path}[0].{name}")
+            if steps is None or not fieldpath.in_schema(record, steps):
+                lines.append(f"{where}: [evidence] text: {list_path}[].{name} names no field of schema.json")
+        text[list_path] = names
+    exempt: list[tuple[str, ...]] = []
+    for raw in table.get("exempt") or []:
+        steps = fieldpath.parse(raw) if isinstance(raw, str) else None
+        if steps is None or not fieldpath.in_schema(record, steps) or any(isinstance(s, int) for s in steps):
+            lines.append(f"{where}: [evidence] exempt: {raw!r} names no field of schema.json (no indices)")
+        else:
+            exempt.append(tuple(str(s) for s in steps))
+    return settings, text, exempt
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One line of ``extract contracts``: a usable contract, or a broken one with its problems."""
+
+    name: str
+    version: int
+    kind: str  # "built-in", "files" or "code"
+    folder: Path
+    content_hash: str = ""
+    rules: int = 0
+    problems: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "kind": self.kind, "folder": str(self.folder),
+                "content_hash": self.content_hash, "rules": self.rules, "problems": list(self.problems)}
+
+
+def listing() -> list[Listed]:
+    """The built-in contracts, then every contract folder on the search path (loaded, or its problems)."""
+    from extractor.contracts.registry import contracts
+
+    rows: dict[tuple[str, int], Listed] = {}
+    for contract in contracts():
+        kind = "built-in" + ("" if contract.from_files else " (code rules)")
+        rows[(contract.name, contract.version)] = Listed(contract.name, contract.version, kind, contract.folder,
+                                                         contract.content_hash, len(contract.rules))
+    for found in discover():
+        if (found.name, found.version) in rows and rows[(found.name, found.version)].folder == found.folder:
+            continue
+        try:
+            contract = registered(found.name, found.version)
+            if contract is None or contract.folder != found.folder:
+                contract = load(found.folder)
+        except ContractError as error:
+            rows.setdefault((found.name, found.version), Listed(found.name, found.version, "files", found.folder,
+                                                                problems=tuple(error.problems)))
+            continue
+        rows.setdefault((found.name, found.version), Listed(found.name, found.version, "files", found.folder,
+                                                            contract.content_hash, len(contract.rules)))
+    return sorted(rows.values(), key=lambda row: (row.name, row.version))

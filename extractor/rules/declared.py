@@ -1,0 +1,457 @@
+"""Declarative checks: what a contract's ``checks.toml`` declares, turned into rules with cards.
+
+Every ``[[check]]`` has a ``type``, a stable rule ``id`` and a ``severity``: ``error``, ``warning`` or
+``review`` (a warning that sends the document to a person). Field paths use ``[]`` for "every item":
+``processSteps[].actorId``. Types:
+
+- ``reference``: ``field`` must be one of the values at ``target`` (``participants[].id``);
+- ``unique``: no two values at ``field`` are equal (``normalise = "casefold"``: NFC, case folded, whitespace
+  collapsed); ``same_item = "id"`` lets a repeat with the same sibling value pass (it is one entity, named twice);
+- ``sequence``: the numbers at ``field`` run ``start..n`` with no duplicate (rule ``<id>_DUPLICATE``) and no
+  gap (``<id>_GAP``); ``follow_source = "review"`` (or another severity) adds ``<id>_INVERTED``: an item whose
+  evidence lies wholly before the previous item's evidence;
+- ``lookup``: the value must be in a catalogue (``catalogue`` + ``column``: a CSV or JSONL file in the contract
+  folder; or ``database`` + ``query``); a miss names the nearest entries and how they differ;
+- ``range``: a number, or an ISO date, within ``min``/``max`` (either may be left out);
+- ``pattern``: the value must match (``matches``) or must not match (``forbids``) a regular expression
+  (``re.search``; anchor with ``^...$`` for the whole value).
+
+Null values are never checked here: whether a null needs a question is the generic rules' business.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from extractor.evidence import fieldpath
+from extractor.evidence.fieldpath import Step, location
+from extractor.evidence.report import Severity
+from extractor.rules import Card, Hit, Rule
+from extractor.rules.generic import Context, variants
+from extractor.rules.lookup import Catalogue, columns, database_url, load_file, load_query
+
+SEVERITIES = ("error", "warning", "review")
+_RULE_ID = re.compile(r"^[A-Z][A-Z0-9_]*$")
+Pattern = tuple[str | None, ...]  # None: every item of the list at that point
+
+
+class CheckError(ValueError):
+    """A declaration that cannot be checked; the message is one line a contract author can act on."""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The rules one ``[[check]]`` declares, and what the contract's spec reads from it."""
+
+    type: str
+    rules: list[Rule[Context]]
+    needs_person: frozenset[str] = frozenset()
+    field: str = ""
+    target: str | None = None
+    identity: bool = False  # a unique check on raw values: the field identifies an item of its list
+    files: tuple[Path, ...] = ()  # catalogue files: part of the contract's content hash
+
+
+def parse_pattern(text: str) -> Pattern | None:
+    """``processSteps[].actorId`` -> ``("processSteps", None, "actorId")``; ``None`` when it is no path."""
+    steps: list[str | None] = []
+    for part in text.strip().removeprefix("$.").split("."):
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\])*)", part)
+        if not match:
+            return None
+        steps.append(match.group(1))
+        steps.extend([None] * (len(match.group(2)) // 2))
+    return tuple(steps)
+
+
+def pattern_nodes(schema: Mapping[str, Any], pattern: Pattern) -> list[Mapping[str, Any]] | None:
+    """The schema node variants at ``pattern``, or ``None`` when the schema has no such path."""
+    node: Mapping[str, Any] = schema
+    for step in pattern:
+        options, _ = variants(schema, node)
+        if step is None:
+            arrays = [o for o in options if o.get("type") == "array"]
+            if not arrays:
+                return None
+            node = arrays[0].get("items", {})
+        else:
+            objects = [o for o in options if step in o.get("properties", {})]
+            if not objects:
+                return None
+            node = objects[0]["properties"][step]
+    return variants(schema, node)[0]
+
+
+def values_at(candidate: Any, pattern: Pattern) -> Iterator[tuple[tuple[Step, ...], Any]]:
+    """Every non-null value at ``pattern`` with its concrete path, in document order."""
+    stack: list[tuple[tuple[Step, ...], Any, int]] = [((), candidate, 0)]
+    found: list[tuple[tuple[Step, ...], Any]] = []
+    while stack:
+        path, node, depth = stack.pop()
+        if depth == len(pattern):
+            if node is not None:
+                found.append((path, node))
+            continue
+        step = pattern[depth]
+        if step is None and isinstance(node, list):
+            stack.extend(((*path, index), item, depth + 1) for index, item in reversed(list(enumerate(node))))
+        elif isinstance(step, str) and isinstance(node, dict) and step in node:
+            stack.append(((*path, step), node[step], depth + 1))
+    yield from found
+
+
+def _show(pattern: str) -> str:
+    return pattern.replace("[]", "[*]")
+
+
+def _key(value: Any, normalise: str) -> Any:
+    if normalise == "casefold" and isinstance(value, str):
+        return " ".join(unicodedata.normalize("NFC", value).casefold().split())
+    return value
+
+
+@dataclass
+class Build:
+    """What building a check needs: the contract, its full schema and folder, and the declaration."""
+
+    contract: str
+    schema: Mapping[str, Any]
+    folder: Path
+    entry: Mapping[str, Any]
+    known: set[str] = field(default_factory=set)
+
+    def text(self, name: str, required: bool = True) -> str | None:
+        value = self.entry.get(name)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise CheckError(f"needs {name} = \"...\"" if value is None else f"{name} must be a non-empty string")
+        return value.strip()
+
+    def path(self, name: str) -> tuple[str, Pattern, list[Mapping[str, Any]]]:
+        raw = self.text(name)
+        assert raw is not None
+        pattern = parse_pattern(raw)
+        if pattern is None:
+            raise CheckError(f"{name} {raw!r} is not a field path (write items of a list as name[], e.g. lines[].sku)")
+        nodes = pattern_nodes(self.schema, pattern)
+        if nodes is None:
+            raise CheckError(f"{name} {raw!r} names no field of schema.json")
+        return raw, pattern, nodes
+
+    def severity(self, name: str = "severity", default: str = "error") -> tuple[Severity, bool]:
+        value = self.entry.get(name, default)
+        if value not in SEVERITIES:
+            raise CheckError(f"{name} must be one of {', '.join(SEVERITIES)}, not {value!r}")
+        return (Severity.ERROR if value == "error" else Severity.WARNING), value == "review"
+
+    def rule_id(self, suffix: str = "") -> str:
+        base = self.text("id")
+        assert base is not None
+        if not _RULE_ID.match(base):
+            raise CheckError(f"id {base!r} must be UPPER_SNAKE_CASE")
+        rule_id = base + suffix
+        if rule_id in self.known:
+            raise CheckError(f"rule id {rule_id} is used twice in this contract")
+        self.known.add(rule_id)
+        return rule_id
+
+    def card(self, rule_id: str, stage: str, severity: Severity, review: bool, fires_when: str, inputs: str,
+             normalisation: str, passes: str, where: str) -> Card:
+        described = self.entry.get("description")
+        return Card(rule_id, self.contract, stage, severity,
+                    f"{described} ({fires_when})" if isinstance(described, str) and described else fires_when,
+                    inputs, normalisation, passes, where,
+                    "yes: severity review, a person decides" if review else "no")
+
+
+def _reference(build: Build) -> Declared:
+    raw, pattern, _ = build.path("field")
+    target_raw, target, _ = build.path("target")
+    rule_id = build.rule_id()
+    severity, review = build.severity()
+    leaf = next((step for step in reversed(pattern) if step), raw)
+
+    def check(ctx: Context) -> Iterator[Hit]:
+        known = [value for _, value in values_at(ctx.candidate, target)]
+        allowed = set(map(str, known))
+        for steps, value in values_at(ctx.candidate, pattern):
+            if str(value) not in allowed:
+                shown = ", ".join(map(str, known)) or "none"
+                yield Hit(location(*steps), f'{leaf} "{value}" is not one of {_show(target_raw)} (known: {shown}); '
+                          "use an existing one or add it with its evidence")
+
+    card = build.card(rule_id, "references", severity, review, f"a value of {_show(raw)} is not one of {_show(target_raw)}",
+                      f"{_show(raw)}, {_show(target_raw)}", "none (values are compared exactly, as text)",
+                      f"every {_show(raw)} equals some {_show(target_raw)}", f"$.{_show(raw)} of the unknown value")
+    return Declared("reference", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, target_raw)
+
+
+def _unique(build: Build) -> Declared:
+    raw, pattern, _ = build.path("field")
+    rule_id = build.rule_id()
+    severity, review = build.severity()
+    normalise = build.entry.get("normalise", "none")
+    if normalise not in ("none", "casefold"):
+        raise CheckError(f"normalise must be none or casefold, not {normalise!r}")
+    same_item = build.text("same_item", required=False)
+    if same_item is not None and (not pattern or pattern[-1] is None
+                                  or pattern_nodes(build.schema, (*pattern[:-1], same_item)) is None):
+        raise CheckError(f"same_item {same_item!r} names no field next to {raw}")
+
+    def check(ctx: Context) -> Iterator[Hit]:
+        first: dict[Any, tuple[tuple[Step, ...], Any]] = {}
+        for steps, value in values_at(ctx.candidate, pattern):
+            key = _key(value, normalise)
+            sibling = fieldpath.resolve(ctx.candidate, (*steps[:-1], same_item)) if same_item else None
+            if key in first:
+                earlier, earlier_sibling = first[key]
+                if same_item is None or earlier_sibling != sibling:
+                    also = f' (as "{earlier_sibling}", here "{sibling}")' if same_item else ""
+                    yield Hit(location(*steps), f'"{value}" is already used by {fieldpath.render(earlier[:-1]) or "$"}'
+                              f"{also}; each value of {_show(raw)} must be unique: merge or rename the repeat")
+            else:
+                first[key] = (steps, sibling)
+
+    how = "NFC, case folded, whitespace collapsed" if normalise == "casefold" else "none (compared exactly)"
+    card = build.card(rule_id, "references", severity, review, f"two values of {_show(raw)} are equal"
+                      + (f" under different {same_item}" if same_item else ""), _show(raw), how,
+                      f"every value of {_show(raw)} is used once", f"$.{_show(raw)} of every repeat after the first")
+    return Declared("unique", [Rule(card, check)], frozenset({rule_id} if review else ()), raw,
+                    identity=normalise == "none" and same_item is None)
+
+
+def _first_consistent(spans: list[tuple[int, int]], previous: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Of an item's evidence spans, the earliest-starting one not wholly before ``previous`` (None: all are).
+
+    Overlapping or containing the previous item's evidence is consistent (one sentence often states two
+    steps); choosing the earliest start leaves the most room for the items after it.
+    """
+    allowed = [span for span in spans if previous is None or span[1] > previous[0]]
+    return min(allowed, default=None)
+
+
+def _sequence(build: Build) -> Declared:
+    raw, pattern, nodes = build.path("field")
+    if not any(node.get("type") == "integer" for node in nodes) or len(pattern) < 2 or pattern[-2] is not None:
+        raise CheckError(f"field {raw!r} must be an integer field of list items (like steps[].order)")
+    lists_at = pattern[:-2]
+    start = build.entry.get("start", 1)
+    if not isinstance(start, int):
+        raise CheckError("start must be an integer")
+    follow = build.entry.get("follow_source", False)
+    duplicate_id, gap_id = build.rule_id("_DUPLICATE"), build.rule_id("_GAP")
+    shown = _show(raw)
+
+    def duplicates(ctx: Context) -> Iterator[Hit]:
+        first: dict[Any, tuple[Step, ...]] = {}
+        for steps, value in values_at(ctx.candidate, pattern):
+            if value in first:
+                yield Hit(location(*steps), f"{steps[-1]} {value} is already used by {fieldpath.render(first[value][:-1])}")
+            else:
+                first[value] = steps
+
+    def gaps(ctx: Context) -> Iterator[Hit]:
+        for list_steps, items in values_at(ctx.candidate, lists_at):
+            numbers = sorted({item.get(pattern[-1]) for item in items if isinstance(item, dict)} - {None})
+            expected = list(range(start, start + len(numbers)))
+            if numbers != expected:
+                missing = sorted(set(expected) - set(numbers))
+                yield Hit(location(*list_steps), f"{pattern[-1]} values are {numbers}, expected {expected}"
+                          + (f" (missing {missing})" if missing else ""))
+
+    severity, _ = build.severity()
+    rules = [
+        Rule(build.card(duplicate_id, "order", severity, False, f"two items share a {shown} number", shown, "none",
+                        "every number is used once", f"$.{shown} of every repeat after the first"), duplicates),
+        Rule(build.card(gap_id, "order", severity, False, f"the distinct {shown} numbers are not exactly {start}..n",
+                        shown, f"repeats counted once ({duplicate_id} reports them)",
+                        f"sorted distinct numbers == [{start}, ..., n]", "$.<the list>"), gaps),
+    ]
+    needs_person: set[str] = set()
+    if follow is not False:
+        build.entry = {**build.entry, "follow_severity": follow}
+        inverted_severity, review = build.severity("follow_severity", "review")
+        inverted_id = build.rule_id("_INVERTED")
+        if review:
+            needs_person.add(inverted_id)
+
+        def inverted(ctx: Context) -> Iterator[Hit]:
+            for list_steps, items in values_at(ctx.candidate, lists_at):
+                ordered = sorted((item.get(pattern[-1]), index) for index, item in enumerate(items)
+                                 if isinstance(item, dict) and isinstance(item.get(pattern[-1]), int))
+                previous: tuple[tuple[int, int], int] | None = None
+                for number, index in ordered:
+                    steps = (*list_steps, index)
+                    spans = sorted(span for entry in ctx.evidence_for(steps) for span in entry.spans)
+                    if not spans:
+                        continue
+                    chosen = _first_consistent(spans, previous[0] if previous else None)
+                    if chosen is None and previous is not None:
+                        yield Hit(location(*steps),
+                                  f"{pattern[-1]} {number} is backed by source text at offset {spans[0][0]}, wholly "
+                                  f"before the text of the item before it ({fieldpath.render((*list_steps, previous[1]))}"
+                                  f" at offset {previous[0][0]})")
+                    previous = (chosen or spans[0], index)
+
+        rules.append(Rule(build.card(
+            inverted_id, "order", inverted_severity, review,
+            f"an item's evidence lies wholly before the evidence of the item numbered before it ({shown})",
+            f"{shown}, the evidence spans of each item",
+            "evidence as for EVIDENCE_NOT_IN_SOURCE; evidence that overlaps or contains the previous item's counts as "
+            "in order; of an excerpt found several times, any occurrence consistent with the order counts",
+            "following the numbers, each item has an evidence span ending after the previous item's chosen span starts",
+            "$.<list>[i] of the item that comes too early"), inverted))
+    return Declared("sequence", rules, frozenset(needs_person), raw)
+
+
+def _catalogue_source(build: Build) -> tuple[Callable[[], Catalogue], tuple[Path, ...], str]:
+    file = build.text("catalogue", required=False)
+    if file is not None:
+        column = build.text("column")
+        assert column is not None
+        path = (build.folder / file).resolve()
+        if not path.is_relative_to(build.folder.resolve()):
+            raise CheckError(f"catalogue {file!r} must be inside the contract folder")
+        if not path.is_file():
+            raise CheckError(f"catalogue {file} does not exist in {build.folder}")
+        if path.suffix.lower() not in (".csv", ".jsonl"):
+            raise CheckError(f"catalogue {file} must be a .csv or .jsonl file")
+        try:
+            names = columns(path)
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise CheckError(f"catalogue {file} cannot be read ({error})") from None
+        if column not in names:
+            raise CheckError(f"catalogue {file} has no column {column!r} (columns: {', '.join(names) or 'none'})")
+        return (lambda: load_file(path, column)), (path,), f"{file} column {column}"
+    database, query = build.text("database", required=False), build.text("query", required=False)
+    if database is None or query is None:
+        raise CheckError("needs catalogue + column, or database + query")
+    if not database_url(database):
+        raise CheckError(f"database {database!r} is empty (is the environment variable set?)")
+    name = build.text("name", required=False) or "the catalogue query"
+    return (lambda: load_query(database_url(database), query, name)), (), f"{database}: {query}"
+
+
+def _lookup(build: Build) -> Declared:
+    raw, pattern, _ = build.path("field")
+    rule_id = build.rule_id()
+    severity, review = build.severity()
+    load, files, described = _catalogue_source(build)
+    leaf = next((step for step in reversed(pattern) if step), raw)
+
+    def check(ctx: Context) -> Iterator[Hit]:
+        catalogue = load()
+        for steps, value in values_at(ctx.candidate, pattern):
+            text = str(value).strip()
+            if text in catalogue:
+                continue
+            near = catalogue.nearest(text)
+            message = f"{leaf} {text} is not in {catalogue.name}"
+            if near:
+                message += "; nearest " + ", ".join(f"{n.entry} ({n.difference})" for n in near)
+            yield Hit(location(*steps), message, {"nearest": [{"entry": n.entry, "difference": n.difference}
+                                                              for n in near]})
+
+    card = build.card(rule_id, "values", severity, review, f"a value of {_show(raw)} is not in the catalogue",
+                      f"{_show(raw)}, {described}", "surrounding whitespace stripped; otherwise exact",
+                      "the value is an entry of the catalogue",
+                      f"$.{_show(raw)} (message and hint: the nearest entries, one edit away, and how they differ)")
+    return Declared("lookup", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, files=files)
+
+
+def _bound(value: Any, name: str, dated: bool) -> float | date | None:
+    if value is None:
+        return None
+    if dated:
+        if isinstance(value, date):
+            return value
+        try:
+            return date.fromisoformat(str(value))
+        except ValueError:
+            raise CheckError(f"{name} {value!r} is not an ISO date (YYYY-MM-DD)") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CheckError(f"{name} must be a number, not {value!r}")
+    return value
+
+
+def _range(build: Build) -> Declared:
+    raw, pattern, nodes = build.path("field")
+    rule_id = build.rule_id()
+    severity, review = build.severity()
+    dated = any(node.get("format") == "date" for node in nodes) or isinstance(build.entry.get("min", build.entry.get("max")),
+                                                                                 str | date)
+    if not dated and not any(node.get("type") in ("integer", "number") for node in nodes):
+        raise CheckError(f"field {raw!r} is neither a number nor a date (format: date) in schema.json")
+    low, high = _bound(build.entry.get("min"), "min", dated), _bound(build.entry.get("max"), "max", dated)
+    if low is None and high is None:
+        raise CheckError("needs min, max or both")
+    corridor = f"[{'' if low is None else low}, {'' if high is None else high}]"
+
+    def check(ctx: Context) -> Iterator[Hit]:
+        for steps, value in values_at(ctx.candidate, pattern):
+            if dated:
+                try:
+                    number: Any = date.fromisoformat(str(value))
+                except ValueError:
+                    yield Hit(location(*steps), f'{fieldpath.render(steps)} "{value}" is not a date (YYYY-MM-DD)')
+                    continue
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                continue  # the schema says what type it is; a range only reads numbers
+            else:
+                number = value
+            if (low is not None and number < low) or (high is not None and number > high):
+                yield Hit(location(*steps), f"{fieldpath.render(steps)} is {value}, outside {corridor}; check the "
+                          "source (a misread digit or unit?) or leave it to a person")
+
+    card = build.card(rule_id, "values", severity, review, f"a value of {_show(raw)} lies outside {corridor}",
+                      _show(raw), "dates read as ISO YYYY-MM-DD" if dated else "none", f"min <= value <= max {corridor}",
+                      f"$.{_show(raw)}")
+    return Declared("range", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
+
+
+def _regex(build: Build) -> Declared:
+    raw, pattern, _ = build.path("field")
+    rule_id = build.rule_id()
+    severity, review = build.severity()
+    matches, forbids = build.text("matches", required=False), build.text("forbids", required=False)
+    if (matches is None) == (forbids is None):
+        raise CheckError("needs exactly one of matches or forbids")
+    expression = matches or forbids or ""
+    try:
+        compiled = re.compile(expression)
+    except re.error as error:
+        raise CheckError(f"regular expression {expression!r} is invalid: {error}") from None
+    must_match = matches is not None
+
+    def check(ctx: Context) -> Iterator[Hit]:
+        for steps, value in values_at(ctx.candidate, pattern):
+            if bool(compiled.search(str(value))) != must_match:
+                verb = "does not match" if must_match else "matches the forbidden"
+                yield Hit(location(*steps), f'{fieldpath.render(steps)} "{value}" {verb} pattern {expression}')
+
+    card = build.card(rule_id, "values", severity, review,
+                      f"a value of {_show(raw)} {'does not match' if must_match else 'matches'} {expression}",
+                      _show(raw), "none (re.search on the value as text)",
+                      f"the value {'matches' if must_match else 'does not match'} {expression}", f"$.{_show(raw)}")
+    return Declared("pattern", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
+
+
+TYPES: dict[str, Callable[[Build], Declared]] = {
+    "reference": _reference, "unique": _unique, "sequence": _sequence, "lookup": _lookup, "range": _range,
+    "pattern": _regex,
+}
+
+
+def build(contract: str, schema: Mapping[str, Any], folder: Path, entry: Mapping[str, Any], known: set[str]) -> Declared:
+    """One declared check as rules; ``CheckError`` says in one line why it cannot be."""
+    kind = entry.get("type")
+    if kind not in TYPES:
+        raise CheckError(f"unknown check type {kind!r} (known: {', '.join(TYPES)})")
+    return TYPES[kind](Build(contract, schema, folder, entry, known))

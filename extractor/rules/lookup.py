@@ -1,0 +1,178 @@
+"""Reference data for the ``lookup`` check: a catalogue of allowed values and its near-miss search.
+
+The wrong-SKU incident (seed 004): a value that is almost a catalogue entry is the dangerous kind, so a
+miss names the nearest entries and how they differ ("483902: last two digits swapped"). Kinds of
+difference, each one edit away: two neighbouring characters swapped, one character changed, one
+character missing, one extra, or the same code behind a different prefix (``SKU-483920`` / ``483920``).
+
+Speed: membership is a set lookup. The near-miss search generates the value's one-edit variants and
+asks the set about all of them at once (``set.intersection`` runs in C); substituted and inserted
+characters come only from the characters the catalogue has at that position among entries of that
+length (a character never seen there cannot make an entry), so a 1,000,000-entry catalogue of 8-digit
+codes answers in microseconds. The per-position alphabets and the prefix index are built on the first
+miss, not at load. Catalogues are loaded once per process and file state (``load``), so a run reads
+each file once however many documents it checks.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from operator import itemgetter
+from pathlib import Path
+
+_SEPARATOR = re.compile(r"[-_/.: ]")
+_TRAILING_DIGITS = re.compile(r"\d{4,}$")
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    entry: str
+    difference: str
+
+
+def _unit(a: str, b: str) -> str:
+    return "digits" if (a + b).isdigit() else "characters"
+
+
+def _core(value: str) -> str | None:
+    """The code behind a prefix: a trailing run of 4+ digits, else the part after the last separator."""
+    match = _TRAILING_DIGITS.search(value)
+    if match and match.start() > 0:
+        return match.group()
+    parts = _SEPARATOR.split(value)
+    return parts[-1] if len(parts) > 1 and parts[-1] else None
+
+
+class Catalogue:
+    """A set of allowed values with a near-miss search; ``name`` is how messages refer to it."""
+
+    def __init__(self, values: Iterable[str], name: str) -> None:
+        self.name = name
+        self.values = frozenset(values)
+
+    def __contains__(self, value: str) -> bool:
+        return value in self.values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @cached_property
+    def _alphabets(self) -> dict[int, list[str]]:
+        """Per length: for each position, the characters entries of that length have there (as one string)."""
+        by_length: dict[int, list[str]] = defaultdict(list)
+        for value in self.values:
+            by_length[len(value)].append(value)
+        alphabets: dict[int, list[str]] = {}
+        for length, values in by_length.items():
+            alphabets[length] = ["".join(sorted(set(map(itemgetter(i), values)))) for i in range(length)]
+        return alphabets
+
+    @cached_property
+    def _by_core(self) -> dict[str, list[str]]:
+        """Entries by the code behind their prefix (only entries that have a prefix)."""
+        index: dict[str, list[str]] = defaultdict(list)
+        for value in self.values:
+            core = _core(value)
+            if core is not None:
+                index[core].append(value)
+        return index
+
+    def nearest(self, value: str, limit: int = 3) -> list[NearMiss]:
+        """Entries one edit away from ``value`` (or with its code behind another prefix), closest kinds first."""
+        found: dict[str, str] = {}
+        n = len(value)
+        alphabets = self._alphabets
+        swapped = {value[:i] + value[i + 1] + value[i] + value[i + 2:]: i for i in range(n - 1) if value[i] != value[i + 1]}
+        for entry in self.values.intersection(swapped):
+            i = swapped[entry]
+            unit = _unit(value[i], value[i + 1])
+            where = "last two" if i == n - 2 else ("first two" if i == 0 else f"{unit[:-1]}s {i + 1} and {i + 2}")
+            found.setdefault(entry, f"{where} {unit} swapped" if i in (0, n - 2) else f"{where} swapped")
+        same = alphabets.get(n)
+        if same is not None:
+            changed = {value[:i] + c + value[i + 1:]: i for i in range(n) for c in same[i] if c != value[i]}
+            for entry in self.values.intersection(changed):
+                i = changed[entry]
+                found.setdefault(entry, f"{_unit(value[i], entry[i])[:-1]} {i + 1} changed ({value[i]} -> {entry[i]})")
+        shorter = alphabets.get(n - 1)
+        if shorter is not None:
+            dropped = {value[:i] + value[i + 1:]: i for i in range(n)}
+            for entry in self.values.intersection(dropped):
+                found.setdefault(entry, f"one extra character ({value[dropped[entry]]!r} at position {dropped[entry] + 1})")
+        longer = alphabets.get(n + 1)
+        if longer is not None:
+            added = {value[:i] + c + value[i:]: i for i in range(n + 1) for c in longer[i]}
+            for entry in self.values.intersection(added):
+                found.setdefault(entry, f"one character missing ({entry[added[entry]]!r} at position {added[entry] + 1})")
+        if len(found) < limit:
+            core = _core(value) or value
+            for entry in self._by_core.get(core, ()):
+                if entry != value:
+                    found.setdefault(entry, "same code, different prefix")
+            if core != value and core in self.values:
+                found.setdefault(core, "same code without the prefix")
+        return [NearMiss(entry, difference) for entry, difference in sorted(found.items())[:limit]]
+
+
+_LOADED: dict[tuple[str, ...], Catalogue] = {}
+
+
+def file_state(path: Path) -> str:
+    """What identifies a file's current content cheaply (its catalogue is reloaded when this changes)."""
+    stat = path.stat()
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
+def columns(path: Path) -> list[str]:
+    """The column names of a CSV file (its header) or of a JSONL file (the keys of its first record)."""
+    with path.open(encoding="utf-8-sig", newline="") as stream:
+        if path.suffix.lower() == ".jsonl":
+            first = next((line for line in stream if line.strip()), "{}")
+            record = json.loads(first)
+            return list(record) if isinstance(record, dict) else []
+        return next(csv.reader(stream), [])
+
+
+def load_file(path: Path, column: str) -> Catalogue:
+    """A CSV or JSONL column as a catalogue, read once per process and file state."""
+    key = ("file", str(path.resolve()), column, file_state(path))
+    if key not in _LOADED:
+        with path.open(encoding="utf-8-sig", newline="") as stream:
+            if path.suffix.lower() == ".jsonl":
+                values = [str(json.loads(line)[column]).strip() for line in stream if line.strip()]
+            else:
+                reader = csv.reader(stream)
+                position = next(reader).index(column)
+                values = [row[position].strip() for row in reader if len(row) > position]
+        _LOADED[key] = Catalogue((value for value in values if value), path.name)
+    return _LOADED[key]
+
+
+def load_query(url: str, query: str, name: str) -> Catalogue:
+    """The first column of a SQL query's rows as a catalogue, read once per process."""
+    key = ("sql", url, query)
+    if key not in _LOADED:
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(url)
+        try:
+            with engine.connect() as connection:
+                values = [str(row[0]).strip() for row in connection.execute(text(query)) if row[0] is not None]
+        finally:
+            engine.dispose()
+        _LOADED[key] = Catalogue(values, name)
+    return _LOADED[key]
+
+
+def database_url(value: str) -> str:
+    """A database setting: ``env:NAME`` reads the URL from the environment (keeps secrets out of files)."""
+    if value.startswith("env:"):
+        return os.environ.get(value[4:], "")
+    return value

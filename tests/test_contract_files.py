@@ -1,0 +1,390 @@
+"""Contracts written as files (issue 11): loading, refusal of broken ones, every declared check type (fires, and
+the nearest input does not), near-miss hints, the sequence check's reading of the source, and the
+``purchase_order`` sample end to end through real HTTP, the CLI and the run log."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from extractor.contracts.files import load, problems
+from extractor.evidence.report import Report
+from extractor.rules.lookup import Catalogue
+from extractor.store import open_store
+from extractor.validate import validate
+from tests.support.llm_server import Reply, ScriptedLLMServer
+from tests.test_rules import one_sentence_per_line
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+PO_CANDIDATES = SAMPLES / "expected" / "purchase_orders"
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["people", "items", "note"],
+    "properties": {
+        "people": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["id", "name"],
+            "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}, "name": {"type": "string"}}}},
+        "items": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["line", "code", "qty", "due", "owner"],
+            "properties": {"line": {"type": "integer"}, "code": {"type": "string"}, "qty": {"type": "integer"},
+                           "due": {"type": "string", "format": "date"},
+                           "owner": {"type": "string", "pattern": "^[a-z]+$"}}}},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "null when the source has none"},
+    },
+}
+CHECKS = """
+[evidence]
+text = { items = "code" }
+
+[[check]]
+type = "reference"
+id = "OWNER_UNKNOWN"
+field = "items[].owner"
+target = "people[].id"
+
+[[check]]
+type = "unique"
+id = "NAME_REPEATED"
+field = "people[].name"
+normalise = "casefold"
+
+[[check]]
+type = "sequence"
+id = "LINE"
+field = "items[].line"
+follow_source = "review"
+
+[[check]]
+type = "lookup"
+id = "CODE_UNKNOWN"
+field = "items[].code"
+catalogue = "codes.csv"
+column = "code"
+
+[[check]]
+type = "range"
+id = "QTY_RANGE"
+field = "items[].qty"
+min = 1
+max = 100
+
+[[check]]
+type = "range"
+id = "DUE_WINDOW"
+field = "items[].due"
+min = "2026-01-01"
+max = "2026-12-31"
+
+[[check]]
+type = "pattern"
+id = "NAME_DIGITS"
+field = "people[].name"
+forbids = "[0-9]"
+severity = "warning"
+"""
+LINES = ["Order list",
+         "Ann Lee and Bo Kim handle it.",
+         "Line 1: code AB-1234, 5 units, due 2026-03-01, owner Ann.",
+         "Line 2: code 483920, 7 units, due 2026-04-01, owner Bo."]
+DOCUMENT = one_sentence_per_line(LINES)
+BASE: dict[str, Any] = {
+    "people": [{"id": "ann", "name": "Ann Lee"}, {"id": "bo", "name": "Bo Kim"}],
+    "items": [{"line": 1, "code": "AB-1234", "qty": 5, "due": "2026-03-01", "owner": "ann"},
+              {"line": 2, "code": "483920", "qty": 7, "due": "2026-04-01", "owner": "bo"}],
+    "note": None,
+    "missingFields": [{"fieldPath": "note", "question": "Is there a note for the supplier?"}],
+    "evidence": [{"fieldPath": "people[0]", "sourceExcerpt": "Ann Lee"},
+                 {"fieldPath": "people[1]", "sourceExcerpt": "Bo Kim"},
+                 {"fieldPath": "items[0]", "sourceExcerpt": "code AB-1234"},
+                 {"fieldPath": "items[1]", "sourceExcerpt": "code 483920"}],
+    "sentenceCoverage": [{"sentenceId": "s1", "status": "EXCLUDED", "reason": "title"},
+                         {"sentenceId": "s2", "status": "MAPPED", "fieldPaths": ["people[0]", "people[1]"]},
+                         {"sentenceId": "s3", "status": "MAPPED", "fieldPaths": ["items[0]"]},
+                         {"sentenceId": "s4", "status": "MAPPED", "fieldPaths": ["items[1]"]}],
+}
+
+
+def write_contract(root: Path, name: str = "orders", schema: Any = SCHEMA, checks: str = CHECKS,
+                   catalogue: str = "code,label\nAB-1234,bolt\n483920,washer\n") -> Path:
+    folder = root / name / "v1"
+    folder.mkdir(parents=True)
+    (folder / "schema.json").write_text(schema if isinstance(schema, str) else json.dumps(schema), encoding="utf-8")
+    (folder / "checks.toml").write_text(checks, encoding="utf-8")
+    (folder / "codes.csv").write_text(catalogue, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def orders(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return load(write_contract(tmp_path_factory.mktemp("contracts")))
+
+
+def check(contract: Any, candidate: dict[str, Any], document: Any = DOCUMENT) -> Report:
+    return validate(json.dumps(candidate, ensure_ascii=False), document, contract)
+
+
+def edited(path: list[Any], value: Any) -> dict[str, Any]:
+    candidate = copy.deepcopy(BASE)
+    target = candidate
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return candidate
+
+
+def rule_ids(report: Report) -> set[str]:
+    return {finding.rule_id for finding in report.findings}
+
+
+def test_base_candidate_passes_with_generic_states(orders: Any) -> None:
+    report = check(orders, BASE)
+    assert report.findings == []
+    assert report.fields["note"].state == "NEEDS_INPUT"
+    assert {path for path, state in report.fields.items() if state.state == "PRESENT"} == {
+        "people[0]", "people[1]", "items[0]", "items[1]"}
+    assert [s.state for s in report.sentences] == ["EXCLUDED", "MAPPED", "MAPPED", "MAPPED"]
+
+
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # rule id: (candidate that fires it, nearest candidate that does not)
+    "OWNER_UNKNOWN": (edited(["items", 1, "owner"], "cy"), edited(["items", 1, "owner"], "ann")),
+    "NAME_REPEATED": (edited(["people", 1, "name"], " ann  LEE"), edited(["people", 1, "name"], "Ann Leed")),
+    "LINE_DUPLICATE": (edited(["items", 1, "line"], 1), edited(["items", 1, "line"], 2)),
+    "LINE_GAP": (edited(["items", 1, "line"], 3), edited(["items", 1, "line"], 2)),
+    "CODE_UNKNOWN": (edited(["items", 1, "code"], "483902"), edited(["items", 1, "code"], "483920")),
+    "QTY_RANGE": (edited(["items", 1, "qty"], 101), edited(["items", 1, "qty"], 100)),
+    "DUE_WINDOW": (edited(["items", 1, "due"], "2027-01-01"), edited(["items", 1, "due"], "2026-12-31")),
+    "NAME_DIGITS": (edited(["people", 0, "name"], "Ann Lee 2"), edited(["people", 0, "name"], "Ann Lee II")),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_declared_check_fires_and_nearest_input_does_not(orders: Any, rule_id: str) -> None:
+    fire, near = CASES[rule_id]
+    fired = check(orders, fire)
+    assert rule_id in rule_ids(fired), fired.to_json()["findings"]
+    finding = next(f for f in fired.findings if f.rule_id == rule_id)
+    assert finding.location.startswith("$.") and finding.message
+    assert rule_id not in rule_ids(check(orders, near))
+
+
+def test_every_declared_rule_has_a_card_and_a_case(orders: Any) -> None:
+    declared = {rule.card.rule_id for rule in orders.rules if rule.card.stage in ("references", "order", "values")}
+    assert declared == set(CASES) | {"LINE_INVERTED"}  # LINE_INVERTED: its own tests below
+    assert all(rule.card.contract == "orders" for rule in orders.rules)
+    assert orders.needs_person == {"LINE_INVERTED"}
+    assert orders.keys.sequences == ("items[].line",)
+    assert orders.keys.references == (("items[].owner", "people[].id"),)
+
+
+def test_lookup_miss_names_the_nearest_entry_and_the_difference(orders: Any) -> None:
+    finding = next(f for f in check(orders, CASES["CODE_UNKNOWN"][0]).findings if f.rule_id == "CODE_UNKNOWN")
+    assert finding.message == "code 483902 is not in codes.csv; nearest 483920 (last two digits swapped)"
+    assert finding.hint == {"nearest": [{"entry": "483920", "difference": "last two digits swapped"}]}
+
+
+@pytest.mark.parametrize(("value", "entry", "says"), [
+    ("483902", "483920", "last two digits swapped"),
+    ("438920", "483920", "digits 2 and 3 swapped"),
+    ("483970", "483920", "digit 5 changed (7 -> 2)"),
+    ("48392", "483920", "one character missing ('0' at position 6)"),
+    ("4839200", "483920", "one extra character ('0' at position 7)"),
+    ("SKU-483920", "483920", "same code without the prefix"),
+    ("XY-1234", "AB-1234", "same code, different prefix"),
+])
+def test_near_miss_kinds(value: str, entry: str, says: str) -> None:
+    catalogue = Catalogue(["483920", "AB-1234", "551204"], "codes.csv")
+    assert value not in catalogue
+    assert [(n.entry, n.difference) for n in catalogue.nearest(value)] == [(entry, says)]
+
+
+def test_far_value_has_no_near_miss() -> None:
+    assert Catalogue(["483920", "551204"], "codes.csv").nearest("999111") == []
+
+
+# ---------------------------------------------------------------- the sequence check reads the source
+
+
+def _two_items(contract: Any, first: str, second: str, lines: list[str]) -> Report:
+    """The base candidate with the two items' excerpts replaced, against a document of ``lines``."""
+    document = one_sentence_per_line(lines)
+    candidate = copy.deepcopy(BASE)
+    candidate["evidence"][2]["sourceExcerpt"] = first
+    candidate["evidence"][3]["sourceExcerpt"] = second
+    candidate["sentenceCoverage"] = [{"sentenceId": s.id, "status": "UNMAPPED", "reason": "test"}
+                                     for s in document.sentences]
+    return check(contract, candidate, document)
+
+
+def test_sequence_fires_when_the_later_item_lies_wholly_before(orders: Any) -> None:
+    report = _two_items(orders, "code AB-1234", "code 483920", ["code 483920 first.", "code AB-1234 then."])
+    assert "LINE_INVERTED" in rule_ids(report)
+    finding = next(f for f in report.findings if f.rule_id == "LINE_INVERTED")
+    assert finding.location == "$.items[1]" and finding.severity.value == "warning"
+
+
+def test_sequence_quiet_when_evidence_overlaps_or_contains_the_previous(orders: Any) -> None:
+    # one sentence states both items: the second item's excerpt contains the first's
+    report = _two_items(orders, "code AB-1234", "then code AB-1234 and code 483920",
+                        ["Begin: then code AB-1234 and code 483920 together."])
+    assert "LINE_INVERTED" not in rule_ids(report)
+    # overlapping excerpts, the second starting before the first
+    report = _two_items(orders, "AB-1234 and code", "then code AB-1234", ["Begin: then code AB-1234 and code 483920."])
+    assert "LINE_INVERTED" not in rule_ids(report)
+
+
+def test_sequence_any_consistent_occurrence_counts(orders: Any) -> None:
+    # the second item's excerpt occurs before and after the first item's: the later occurrence is consistent
+    lines = ["code 483920 is mentioned early.", "code AB-1234 comes first.", "code 483920 comes second."]
+    assert "LINE_INVERTED" not in rule_ids(_two_items(orders, "code AB-1234", "code 483920", lines))
+
+
+# ---------------------------------------------------------------- bad contracts are refused, one line each
+
+
+BROKEN: dict[str, tuple[Any, str, str]] = {
+    # case: (schema, checks, words of the one line)
+    "invalid JSON Schema": ({"type": "object", "properties": {"a": {"type": "strin"}}}, "", "invalid JSON Schema"),
+    "root not an object": ({"type": "array", "items": {"type": "string"}}, "", "the root must be an object"),
+    "recursive schema": ({"type": "object", "properties": {"tree": {"$ref": "#/$defs/Node"}},
+                          "$defs": {"Node": {"type": "object", "properties": {
+                              "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}},
+                         "", "recursive schema (Node -> Node)"),
+    "missing path": (SCHEMA, '[[check]]\ntype = "reference"\nid = "X"\nfield = "items[].nope"\ntarget = "people[].id"\n',
+                     "field 'items[].nope' names no field of schema.json"),
+    "missing catalogue": (SCHEMA, '[[check]]\ntype = "lookup"\nid = "X"\nfield = "items[].code"\n'
+                                  'catalogue = "gone.csv"\ncolumn = "code"\n', "catalogue gone.csv does not exist"),
+    "missing column": (SCHEMA, '[[check]]\ntype = "lookup"\nid = "X"\nfield = "items[].code"\n'
+                               'catalogue = "codes.csv"\ncolumn = "sku"\n', "has no column 'sku' (columns: code, label)"),
+    "unknown check type": (SCHEMA, '[[check]]\ntype = "regex"\nid = "X"\nfield = "note"\n', "unknown check type 'regex'"),
+    "not TOML": (SCHEMA, "[[check]\n", "not TOML"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_contract_gives_one_line_naming_the_file(tmp_path: Path, case: str) -> None:
+    schema, checks, words = BROKEN[case]
+    folder = write_contract(tmp_path, schema=schema, checks=checks)
+    found = problems(folder)
+    assert len(found) == 1, found
+    assert words in found[0] and str(folder) in found[0] and "\n" not in found[0]
+
+
+def extract(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "extractor", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def test_run_refuses_a_broken_contract_before_any_model_call(llm_server: Callable[..., ScriptedLLMServer],
+                                                             tmp_path: Path) -> None:
+    server = llm_server(lambda request, number: Reply("{}"))
+    root = tmp_path / "contracts"
+    write_contract(root, schema={"type": "array"}, checks='[[check]]\ntype = "regex"\nid = "X"\nfield = "a"\n')
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/r.db",
+           "EXTRACT_CONTRACTS_PATH": str(root)}
+    env.pop("OPENAI_API_KEY", None)
+    result = extract("run", SAMPLES / "purchase_orders", "--contract", "orders", "--model", "openai:scripted", env=env,
+                     cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "the root must be an object" in lines[0]
+    assert server.chat_requests == [] and not (tmp_path / "r.db").exists()
+    lint = extract("contracts", "check", "orders", env=env)
+    assert lint.returncode == 1 and lint.stdout.strip() == lines[0].removeprefix("error: ")
+    listing = extract("contracts", "--format", "json", env=env)
+    rows = {row["name"]: row for row in json.loads(listing.stdout)}
+    assert rows["orders"]["problems"] and len(rows["work_procedure"]["content_hash"]) == 64
+
+
+# ---------------------------------------------------------------- the purchase_order sample, files only
+
+
+@pytest.mark.parametrize(("candidate", "source", "rule_id", "says"), [
+    ("en_pass", "en_purchase_order.md", None, None),
+    ("ko_pass", "ko_purchase_order.txt", None, None),
+    ("ru_pass", "ru_purchase_order.txt", None, None),
+    ("en_sku_transposed", "en_purchase_order.md", "SKU_UNKNOWN",
+     "sku 483902 is not in skus.csv; nearest 483920 (last two digits swapped)"),
+    ("en_quantity_out_of_range", "en_purchase_order.md", "QUANTITY_OUT_OF_RANGE",
+     "lineItems[1].quantity is 20000, outside [1, 10000]"),
+    ("en_unknown_approver", "en_purchase_order.md", "APPROVER_UNKNOWN",
+     'approverId "cfo" is not one of parties[*].id (known: dana, omar)'),
+])
+def test_purchase_order_candidates(candidate: str, source: str, rule_id: str | None, says: str | None) -> None:
+    result = extract("validate", PO_CANDIDATES / f"{candidate}.candidate.json", "--source",
+                     SAMPLES / "purchase_orders" / source, "--contract", "purchase_order", "--contracts",
+                     SAMPLES / "contracts")
+    report = json.loads(result.stdout)
+    findings = [(f["rule_id"], f["message"]) for f in report["findings"]]
+    if rule_id is None:
+        assert result.returncode == 0 and findings == []
+        assert report["fields"]["buyer.taxId"]["state"] == "NEEDS_INPUT"
+    else:
+        assert result.returncode == 1 and [r for r, _ in findings] == [rule_id]
+        assert says is not None and says in findings[0][1]
+
+
+def _po_answer(request: dict[str, Any] | None, number: int) -> Reply:
+    """ko and ru: their passing candidates; en: the transposed SKU, and again after the repair request."""
+    text = json.dumps(request or {}, ensure_ascii=False)
+    name = ("ko_pass" if "PO-2026-0416" in text else "ru_pass" if "PO-2026-0417" in text
+            else "en_sku_transposed")
+    return Reply((PO_CANDIDATES / f"{name}.candidate.json").read_text(encoding="utf-8"))
+
+
+def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    server = llm_server(_po_answer)
+    contracts = tmp_path / "contracts"
+    shutil.copytree(SAMPLES / "contracts", contracts)
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/po.db"}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("EXTRACT_CONTRACTS_PATH", None)
+    command = ("run", SAMPLES / "purchase_orders", "--contract", "purchase_order", "--contracts", contracts,
+               "--model", "openai:scripted", "--format", "json")
+    result = extract(*command, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    states = {Path(o["path"]).name: o["state"] for o in summary["outcomes"]}
+    assert states == {"en_purchase_order.md": "MANUAL_REVIEW", "ko_purchase_order.txt": "READY_FOR_REVIEW",
+                      "ru_purchase_order.txt": "READY_FOR_REVIEW"}
+    requests = server.chat_requests
+    assert len(requests) == 4  # three documents, one repair
+    prompt = requests[0].body["messages"][1]["content"]
+    assert "lineItems[].sku (string; pattern ^[0-9]{6}$): the six-digit article number exactly as written" in prompt
+    repair = next(r for r in requests if len(r.body["messages"]) == 4).body["messages"][3]["content"]
+    assert "SKU_UNKNOWN at $.lineItems[0].sku: sku 483902 is not in skus.csv; nearest 483920" in repair
+
+    shown = extract("show", SAMPLES / "purchase_orders" / "en_purchase_order.md", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    flat = " ".join(shown.stdout.split())
+    assert "SKU_UNKNOWN" in flat and "nearest 483920 (last two digits swapped)" in flat
+
+    # the same configuration again: nothing is redone
+    again = json.loads(extract(*command, env=env, cwd=tmp_path).stdout)
+    assert {o["state"] for o in again["outcomes"]} == {"SKIPPED"}
+    # an edited catalogue is a new configuration: every document is done again, and the fix is seen
+    catalogue = contracts / "purchase_order" / "v1" / "skus.csv"
+    catalogue.write_text(catalogue.read_text(encoding="utf-8") + "483902,hex bolt M8 x 40 (old number),piece\n",
+                         encoding="utf-8")
+    redone = json.loads(extract(*command, env=env, cwd=tmp_path).stdout)
+    states = {Path(o["path"]).name: o["state"] for o in redone["outcomes"]}
+    assert states == {"en_purchase_order.md": "READY_FOR_REVIEW", "ko_purchase_order.txt": "READY_FOR_REVIEW",
+                      "ru_purchase_order.txt": "READY_FOR_REVIEW"}
+    with open_store(env["EXTRACT_DATABASE_URL"]) as store:
+        runs = store.find_runs()
+    assert len({run.config["contract_hash"] for run in runs}) == 2 and len({run.config_hash for run in runs}) == 2
+    assert all(run.config["contract_folder"] == str(catalogue.parent) for run in runs)
