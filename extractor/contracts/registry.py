@@ -2,8 +2,9 @@
 
 A spec carries everything the stages read from a contract: the JSON Schema the model is shown and the
 validator enforces, the rule settings (checks.toml, or ``rules.json`` for a code contract, with
-``calibration.json``), the content rules in stage order, the evidence model (the rules' shared context, field and sentence states, judge links, whether there is sentence coverage and
-what the repair lists as unaccounted), and where its files live. Stages look a contract up here by name
+``calibration.json``), the content rules in stage order, the evidence model (the rules' shared context, field
+and sentence states, judge links, whether there is sentence coverage and what the repair lists as
+unaccounted), and where its files live. Stages look a contract up here by name
 and version and never branch on a contract's name.
 
 Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder
