@@ -22,14 +22,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor.contracts.merge_spec import MergeSpec
 from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, Rule
+from extractor.rules.merge import MERGE_VALUE_CONFLICT
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from pydantic import BaseModel
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ALWAYS_NEEDS_PERSON = frozenset({MERGE_VALUE_CONFLICT})
+"""Warnings that send a document to a person under every contract: two windows evidenced different values."""
 
 
 def contract_dir(name: str, version: int) -> Path:
@@ -50,6 +54,7 @@ class Contract:
     folder: Path  # where schema.json and rules.json are
     prompts: Path  # its prompt versions: <prompts>/<version>/{system,user,repair}.txt
     pydantic: type[BaseModel] | None = field(default=None, repr=False)  # built-ins: the schema's source
+    merge: MergeSpec | None = field(default=None, repr=False)  # how windows of a long document merge; None: never split
 
     @property
     def id(self) -> str:
@@ -58,7 +63,7 @@ class Contract:
     @property
     def needs_person(self) -> frozenset[str]:
         """Warning rule ids that send a document to a person instead of the review queue's normal path."""
-        return frozenset(self.settings.get("needs_person", ()))
+        return frozenset(self.settings.get("needs_person", ())) | ALWAYS_NEEDS_PERSON
 
     @property
     def has_coverage(self) -> bool:

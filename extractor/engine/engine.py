@@ -62,7 +62,7 @@ class Engine:
         self.recorder = Recorder(store, self.cpu_seconds)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
                                 load_prompt(settings.contract, settings.prompt_version), self.stop,
-                                self.cpu_seconds, judge)
+                                self.cpu_seconds, judge, self.progress)
         self._resuming = False  # whether this configuration finished documents before (then look per file)
         self._workers: list[asyncio.Task[None]] = []
 
@@ -79,6 +79,8 @@ class Engine:
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
+                    "max_input_tokens": self.calls.budget.max_input, "max_output_tokens": self.calls.budget.max_output,
+                    "overlap": s.overlap,
                     "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors}
             | ({"judge": self.judge.config()} if self.judge else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),

@@ -120,7 +120,7 @@ def rule(
 
 def _load() -> None:
     # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
-    from extractor.rules import rag_answer, structure, work_procedure  # noqa: F401
+    from extractor.rules import merge, rag_answer, structure, work_procedure  # noqa: F401
 
 
 def catalogue(contract: str | None = None) -> list[Card]:

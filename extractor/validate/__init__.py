@@ -16,13 +16,12 @@ from extractor.rules.structure import SchemaInput, parse_candidate
 
 VALIDATOR_VERSION = "1.0.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
 
-__all__ = ["VALIDATOR_VERSION", "validate"]
+__all__ = ["VALIDATOR_VERSION", "check_structure", "validate"]
 
 
-def validate(raw: str, source: Source | Document, contract: Contract) -> Report:
-    """Check one raw model response (or a candidate file's text) against its source document."""
-    if isinstance(source, Document):
-        source = Source(source)
+def check_structure(raw: str, contract: Contract) -> Report:
+    """The structure rules alone: JSON, then the schema. A window of a long document is checked this far
+    (its partial candidate is validated as part of the merged one); ``candidate`` is set once it parsed."""
     report = Report(contract.name, contract.version, VALIDATOR_VERSION)
     parsed = parse_candidate(raw)
     report.findings = list(get("OUTPUT_NOT_JSON").run(parsed))
@@ -30,10 +29,19 @@ def validate(raw: str, source: Source | Document, contract: Contract) -> Report:
         return report
     report.candidate = parsed.value
     report.findings = list(get("SCHEMA_VIOLATION").run(SchemaInput(parsed.value, contract.validator)))
+    return report
+
+
+def validate(raw: str, source: Source | Document, contract: Contract) -> Report:
+    """Check one raw model response (or a candidate file's text) against its source document."""
+    if isinstance(source, Document):
+        source = Source(source)
+    report = check_structure(raw, contract)
     if report.findings:
         return report
+    parsed = report.candidate
 
-    context = contract.model.context(parsed.value, source, contract.settings, contract.schema)
+    context = contract.model.context(parsed, source, contract.settings, contract.schema)
     findings: list[Finding] = []
     for content_rule in contract.rules:
         findings.extend(content_rule.run(context))
