@@ -10,6 +10,7 @@ engine as another ``Converter`` built on the same calls: long documents (issue 1
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -117,7 +118,12 @@ class ModelCalls:
         contract says how to merge windows)."""
         if self.settings.contract.merge is None:
             return [Window(1, 0, len(document.sentences), 0)]
-        return plan(document, costs(document, self.counter, self.fixed_input), self.budget, self.settings.overlap)
+        fixed = self.fixed_input
+        started = time.thread_time()
+        try:
+            return plan(document, costs(document, self.counter, fixed), self.budget, self.settings.overlap)
+        finally:
+            self.cpu["windows"] += time.thread_time() - started
 
     def record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
                **fields: Any) -> AttemptRecord:

@@ -58,7 +58,8 @@ class Engine:
         self.progress = progress or Progress()
         self.converter = converter
         self.stop = Stop()
-        self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "validate": 0.0, "database": 0.0}
+        self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "windows": 0.0, "merge": 0.0, "validate": 0.0,
+                                             "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
                                 load_prompt(settings.contract, settings.prompt_version), self.stop,

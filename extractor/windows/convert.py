@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -144,7 +145,11 @@ class LongDocument:
         assert self.contract.merge is not None
         partials = [Partial(index, frozenset(s.id for s in answer.window.own(self.document)), partial)
                     for index, answer in sorted(answers.items()) if (partial := answer.partial) is not None]
-        return merge(self.contract.merge, partials, self.locate)
+        started = time.thread_time()
+        try:
+            return merge(self.contract.merge, partials, self.locate)
+        finally:
+            self.calls.cpu["merge"] += time.thread_time() - started
 
     async def check(self, merged: Merged, answers: dict[int, WindowAnswer], *, number: int,
                     kind: AttemptKind) -> tuple[Report, int]:
