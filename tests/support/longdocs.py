@@ -1,7 +1,8 @@
 """Long documents built from the samples, and scripted answers built from a window's own sentences.
 
 ``long_document`` writes ``count`` sentences of one sample's language, a few to a paragraph, each made unique by
-a ``P<copy>`` prefix (an excerpt repeated in every copy would be ambiguous evidence). ``window_answer`` reads
+a ``P <copy>`` prefix: an excerpt repeated in every copy would be ambiguous evidence, and the copy number is
+a word of its own so the validator's word-start index tells the copies apart. ``window_answer`` reads
 a request the way the model would: the sentences after the window's part note (all of them for a document
 read in one call) and answers each with a rule quoting it verbatim, so the merged candidate passes.
 """
@@ -41,13 +42,13 @@ def sample_sentences(language: str) -> list[str]:
 
 PER_PARAGRAPH = {"en": 6, "ko": 6, "ru": 1}
 """Sentences per paragraph: fewer blocks segment faster (kss and pysbd pay per block), but razdel keeps a
-``P12`` prefix with the sentence before it, so Russian gets a paragraph per sentence."""
+``P 12`` prefix with the sentence before it, so Russian gets a paragraph per sentence."""
 
 
 def long_document(path: Path, language: str, count: int) -> Path:
     """``count`` unique sentences of ``language`` in ``path`` (segmented back into exactly ``count``)."""
     base, per_paragraph = sample_sentences(language), PER_PARAGRAPH[language]
-    lines = [f"P{n // len(base) + 1} {base[n % len(base)]}" for n in range(count)]
+    lines = [f"P {n // len(base) + 1} {base[n % len(base)]}" for n in range(count)]
     paragraphs = [" ".join(lines[n:n + per_paragraph]) for n in range(0, count, per_paragraph)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
