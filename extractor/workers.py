@@ -60,15 +60,29 @@ def _load_measured(path: Path, environment: dict[str, str | None]) -> tuple[Docu
 
 def _validate_measured(raw: str, document: Document, contract: tuple[str, int]) -> tuple[Report, float]:
     """The validator's report on one answer (the contract named, as this code defines it) and its CPU seconds."""
-    from extractor.contracts import get_contract
     from extractor.validate import validate
 
     started = time.thread_time()
-    found = get_contract(contract[0])
-    if found.version != contract[1]:
-        raise ValueError(f"contract {contract[0]} is version {found.version} here, not {contract[1]}")
-    report = validate(raw, document, found)
+    report = validate(raw, document, _contract(contract))
     return report, time.thread_time() - started
+
+
+def _check_structure_measured(raw: str, contract: tuple[str, int]) -> tuple[Report, float]:
+    """The structure rules' report on one window's answer and its CPU seconds."""
+    from extractor.validate import check_structure
+
+    started = time.thread_time()
+    return check_structure(raw, _contract(contract)), time.thread_time() - started
+
+
+def _contract(named: tuple[str, int]) -> Contract:
+    """The contract named, as this code defines it (the worker may run other code than the run: refuse that)."""
+    from extractor.contracts import get_contract
+
+    found = get_contract(named[0])
+    if found.version != named[1]:
+        raise ValueError(f"contract {named[0]} is version {found.version} here, not {named[1]}")
+    return found
 
 
 def _start_worker(parent: int) -> None:
@@ -173,6 +187,17 @@ async def validate(raw: str, document: Document, contract: Contract) -> tuple[Re
 
         started = time.thread_time()
         return validate_here(raw, document, contract), time.thread_time() - started
+
+
+async def check_structure(raw: str, contract: Contract) -> tuple[Report, float]:
+    """The structure rules alone on one window's answer, in the validation worker (only the text travels)."""
+    try:
+        return await _VALIDATION.call(_check_structure_measured, raw, (contract.name, contract.version))
+    except BrokenProcessPool:
+        from extractor.validate import check_structure as check_here
+
+        started = time.thread_time()
+        return check_here(raw, contract), time.thread_time() - started
 
 
 def shutdown() -> None:

@@ -17,7 +17,7 @@ from extractor.windows.tokens import Budget, EstimateCounter, budget_for, config
 
 def document(blocks: list[list[str]]) -> Document:
     """A segmented document: each inner list is one block's sentences."""
-    text, block_list, sentences = "", [], []
+    text, block_list, sentences = "", [], list[Sentence]()
     for index, block in enumerate(blocks):
         start = len(text)
         for sentence in block:

@@ -30,10 +30,10 @@ from extractor.evidence.source import Source
 from extractor.generate import GenerationRequest, ProviderError
 from extractor.generate.prompt import render_request
 from extractor.repair import render_repair
-from extractor.validate import check_structure
 from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
 from extractor.windows.merge import Merged, Partial, merge
 from extractor.windows.plan import Window, window_lines
+from extractor.workers import check_structure as check_in_worker
 from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class LongDocument:
         number = number_of(window, kind)
         earlier = self.reusable.get(request.fingerprint)
         if earlier is not None and earlier.raw_response is not None:
-            report = check_structure(earlier.raw_response, self.contract)
+            report = await self.check_structure(earlier.raw_response)
             attempt_id = await self.calls.recorder.attempt(self.calls.record(
                 self.job, request, number=number, kind=kind, created_at=datetime.now(UTC),
                 raw_response=earlier.raw_response, parsed=report.candidate, findings=_findings(report),
@@ -107,7 +107,7 @@ class LongDocument:
             return self._progress(WindowAnswer(window, request, earlier.raw_response, report, attempt_id))
         asked = await self.calls.ask(self.job, request, number=number, kind=kind, **fields)
         result = asked.result
-        report = check_structure(result.text, self.contract)
+        report = await self.check_structure(result.text)
         attempt_id = await self.calls.recorder.attempt(self.calls.record(
             self.job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
             parsed=report.candidate, findings=_findings(report), outcome=_outcome(report), mode=result.mode,
@@ -115,6 +115,12 @@ class LongDocument:
             latency_ms=result.latency_ms, transport=[t.to_json() for t in result.transport], **fields))
         tokens = (result.prompt_tokens or 0) + (result.completion_tokens or 0)
         return self._progress(WindowAnswer(window, request, result.text, report, attempt_id, tokens))
+
+    async def check_structure(self, raw: str) -> Report:
+        """A window's answer against the structure rules, in the validation worker (off the event loop)."""
+        report, seconds = await check_in_worker(raw, self.contract)
+        self.calls.cpu["validate"] += seconds
+        return report
 
     def _progress(self, answer: WindowAnswer) -> WindowAnswer:
         self.done += 1
