@@ -12,7 +12,10 @@ from extractor.contracts.merge_spec import WORK_PROCEDURE_MERGE
 from extractor.document import Block, BlockKind, Document, Sentence
 from extractor.windows.merge import Partial, merge
 from extractor.windows.plan import ANSWER_SKELETON_TOKENS, BudgetError, Costs, Window, costs, plan, window_lines
-from extractor.windows.tokens import Budget, EstimateCounter, budget_for, configured_budget
+from extractor.windows.tokens import Budget, EstimateCounter, budget_for, configured_budget, counter_for
+from tests.support.batch import ROOT
+from tests.support.extras import needs_local_extra
+from tests.support.longdocs import SAMPLE_FILES
 
 
 def document(blocks: list[list[str]]) -> Document:
@@ -36,6 +39,20 @@ def test_the_estimate_never_counts_fewer_tokens_than_utf8_bytes_allow() -> None:
     assert counter.count("abcd") == 2
     assert counter.count("요청") == 3  # 6 bytes
     assert counter.count("отпуск") == 6  # 12 bytes
+
+
+@needs_local_extra
+def test_a_local_model_is_counted_with_its_gguf_tokenizer_and_the_estimate_never_counts_less() -> None:
+    from extractor.providers import from_string
+
+    provider = from_string("local")
+    counter = counter_for(provider)
+    assert counter.name.startswith("gguf:")
+    for language in ("en", "ko", "ru"):
+        text = (ROOT / "samples" / SAMPLE_FILES[language]).read_text(encoding="utf-8")
+        exact = counter.count(text)
+        assert 0 < exact <= EstimateCounter().count(text), language
+    assert budget_for(provider) == Budget(4096, 4096)  # half the bundled model's context each
 
 
 def test_budgets_come_from_the_options_then_the_model_file_then_the_provider(tmp_path: Path,
