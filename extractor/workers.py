@@ -70,6 +70,15 @@ def _validate_measured(raw: str, document: Document, contract: ContractRef) -> t
     return report, time.thread_time() - started
 
 
+def _check_structure_measured(raw: str, contract: ContractRef) -> tuple[Report, float]:
+    """The structure rules' report on one window's answer and its CPU seconds."""
+    from extractor.contracts.files import resolve
+    from extractor.validate import check_structure
+
+    started = time.thread_time()
+    return check_structure(raw, resolve(contract)), time.thread_time() - started
+
+
 def _start_worker(parent: int) -> None:
     """Ctrl-C and SIGTERM reach the whole process group: the run stops its workers itself. A run killed
     outright (SIGKILL) cannot, so a worker leaves as soon as it is orphaned instead of waiting for work forever.
@@ -172,6 +181,17 @@ async def validate(raw: str, document: Document, contract: Contract) -> tuple[Re
 
         started = time.thread_time()
         return validate_here(raw, document, contract), time.thread_time() - started
+
+
+async def check_structure(raw: str, contract: Contract) -> tuple[Report, float]:
+    """The structure rules alone on one window's answer, in the validation worker (only the text travels)."""
+    try:
+        return await _VALIDATION.call(_check_structure_measured, raw, contract.ref)
+    except BrokenProcessPool:
+        from extractor.validate import check_structure as check_here
+
+        started = time.thread_time()
+        return check_here(raw, contract), time.thread_time() - started
 
 
 def shutdown() -> None:

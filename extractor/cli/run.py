@@ -68,6 +68,14 @@ def run(
     retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
     retry_budget: Annotated[float, typer.Option(help="total seconds of retrying per call")] = 300.0,
     max_tokens: Annotated[int | None, typer.Option(help="cap on generated tokens per call")] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(min=1, help="tokens a prompt may hold; a longer document is "
+                                                         "read in windows [default: the model's limit in "
+                                                         "EXTRACT_MODEL_LIMITS, else half a local model's context, "
+                                                         "else 128000]")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(min=1, help="tokens an answer may take; a document whose "
+                                                          "expected answer is longer is read in windows [default: "
+                                                          "as --max-input-tokens, else 16384]")] = None,
+    overlap: Annotated[int, typer.Option(min=0, help="sentences before each window shown to it as context")] = 2,
     response_format: ResponseFormatOption = ResponseFormat.auto,
     tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
@@ -102,7 +110,8 @@ def run(
     try:
         _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
-             retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
+             retry_budget=retry_budget, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
+             max_output_tokens=max_output_tokens, overlap=overlap, tag=tag, database=database,
              judge_options=None if judge is None else JudgeOptions(
                  judge, judge_mode, judge_threshold, judge_rubric, judge_base_url or base_url, judge_concurrency,
                  judge_queue, judge_timeout),
@@ -120,7 +129,8 @@ def _interrupt(signum: int, frame: object) -> None:
 def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
          concurrency: int, force: bool,
          retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
-         max_tokens: int | None, tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
+         max_tokens: int | None, max_input_tokens: int | None, max_output_tokens: int | None, overlap: int,
+         tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
          judge_flags_given: bool, response_format: ResponseFormat, format: Format) -> None:
     import asyncio
 
@@ -149,7 +159,8 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
         typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
     store = open_store(database)
     settings = RunSettings(contract=chosen, prompt_version=prompt_version, concurrency=concurrency, force=force,
-                           retry_errors=retry_errors, max_tokens=max_tokens, tags=tuple(tag or ()),
+                           retry_errors=retry_errors, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
+                           max_output_tokens=max_output_tokens, overlap=overlap, tags=tuple(tag or ()),
                            command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
     run_judge = None
     if judge_options is not None:
@@ -162,7 +173,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
     progress = RunProgress(enabled=format is Format.text)
     try:
         engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:  # a missing prompt version, an unreadable EXTRACT_MODEL_LIMITS
         fail(str(error))
     from extractor.cli.judge import judge_summary
 

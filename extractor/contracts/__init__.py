@@ -15,7 +15,6 @@ from extractor.contracts.files import listing as contract_listing
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
-    RecordKeys,
     contract_dir,
     contracts,
     get_contract,
@@ -26,5 +25,5 @@ from extractor.contracts.registry import (
     use_dirs,
 )
 
-__all__ = ["SCHEMA_DIALECT", "Contract", "RecordKeys", "contract_dir", "contract_listing", "contracts",
+__all__ = ["SCHEMA_DIALECT", "Contract", "contract_dir", "contract_listing", "contracts",
            "get_contract", "inline_refs", "names", "register", "search_dirs", "use_dirs"]

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractor.contracts.envelope import ENVELOPE, envelope_problems, with_envelope
+from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec, Reference
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
     ContractRef,
-    RecordKeys,
     register,
     registered,
     search_dirs,
@@ -152,7 +152,7 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
 
     rules: list[Rule[Any]] = generic_rules.for_contract(name)
     known = {rule.card.rule_id for rule in rules} | {"OUTPUT_NOT_JSON", "SCHEMA_VIOLATION"}
-    identity: dict[str, list[str]] = {}
+    uniques: list[tuple[str, bool]] = []
     sequences: list[str] = []
     references: list[tuple[str, str]] = []
     labels: list[generic_rules.Label] = []
@@ -176,10 +176,8 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
         rules.extend(made.rules)
         needs_person |= made.needs_person
         catalogues.extend(made.files)
-        if made.type == "unique" and made.identity:
-            list_path, _, key = made.field.rpartition("[].")
-            if list_path:
-                identity.setdefault(list_path, []).append(key)
+        if made.type == "unique":
+            uniques.append((made.field, entry.get("normalise", "none") != "none"))
         elif made.type == "sequence":
             sequences.append(made.field)
         elif made.type == "reference" and made.target:
@@ -203,9 +201,40 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
         prompts=prompts or override, pydantic=pydantic,
         prompt_fallback=None if prompts else data_dir("prompts") / "generic",
         content_hash=content_hash(folder, catalogues),
-        keys=RecordKeys({path: tuple(keys) for path, keys in identity.items()}, tuple(sequences), tuple(references)),
+        merge=_merge_spec(shape, uniques, sequences, references),
         from_files=True,
     )
+
+
+def _merge_spec(shape: generic_rules.Shape, uniques: list[tuple[str, bool]], sequences: list[str],
+                references: list[tuple[str, str]]) -> MergeSpec:
+    """How windows of a long document merge, read from the declared checks: a list's items are one when a
+    ``unique`` field matches (normalised when the check normalises), else when their evidence starts at the
+    same place (object items) or their text matches (plain items); the field other items refer to is an id,
+    reconciled rather than matched; a ``sequence`` field is renumbered in source order."""
+
+    def split(path: str) -> tuple[str, str]:
+        list_path, _, key = path.rpartition("[].")
+        return list_path, key
+
+    ids = {split(target)[0]: split(target)[1] for _, target in references}
+    lists: list[ListMerge] = []
+    for shaped in shape.lists:
+        if len(shaped.path) != 1:
+            continue  # only top-level lists are merged item by item; a nested list travels with its item
+        path = shaped.path[0]
+        id_field = ids.get(path)
+        identity = tuple(("~" if normalised else "") + split(field)[1] for field, normalised in uniques
+                         if split(field)[0] == path and split(field)[1] != id_field)
+        if not identity:
+            identity = (EVIDENCE_KEY,) if shaped.text else ("~",)
+        order = next((split(field)[1] for field in sequences if split(field)[0] == path), None)
+        lists.append(ListMerge(path, identity, id_field, order))
+    lists.sort(key=lambda item: item.id_field is None)  # targets of references first
+    refs = tuple(Reference(split(field)[0], split(field)[1], split(target)[0]) for field, target in references
+                 if "." not in split(field)[0] and "[]" not in split(field)[1])
+    scalars = tuple(dict.fromkeys(path[0] for path in shape.scalars))
+    return MergeSpec(tuple(lists), scalars, refs)
 
 
 def _read_schema(path: Path, lines: list[str]) -> dict[str, Any] | None:

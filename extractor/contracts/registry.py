@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor.contracts.merge_spec import MergeSpec
 from extractor.contracts.settings import Modes, RuleMode, rule_mode, settings_sha256
 from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, Rule
 from extractor.rules.guards import EXTENT_RULES, Guards
+from extractor.rules.merge import MERGE_VALUE_CONFLICT
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -41,18 +43,9 @@ ContractRef = tuple[str, int, str | None, str]
 """Name, version, folder (a contract written as files, else None) and content hash."""
 
 
-@dataclass(frozen=True)
-class RecordKeys:
-    """What code that merges or splits records (long documents) reads from a contract, typed.
-
-    ``identity``: per list path (``participants``), the item fields whose raw value identifies an item
-    (declared ``unique`` checks without normalisation); ``sequences``: field paths of declared ``sequence``
-    checks (``processSteps[].order``); ``references``: ``(field, target)`` path pairs of ``reference`` checks.
-    """
-
-    identity: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    sequences: tuple[str, ...] = ()
-    references: tuple[tuple[str, str], ...] = ()
+ALWAYS_NEEDS_PERSON = frozenset({MERGE_VALUE_CONFLICT, *EXTENT_RULES})
+"""Warnings that send a document to a person under every contract: two windows evidenced different values;
+nothing (or next to nothing) was extracted, which is not a pass."""
 
 
 def contract_dir(name: str, version: int) -> Path:
@@ -76,7 +69,7 @@ class Contract:
     guards: Guards = field(default_factory=Guards, repr=False)  # the built-in critical and extent checks' settings
     prompt_fallback: Path | None = None  # where a part missing from ``prompts`` is read (the generic templates)
     content_hash: str = ""  # sha256 over its files (schema, checks, templates, catalogues): a new one is a new config
-    keys: RecordKeys = field(default_factory=RecordKeys, repr=False)
+    merge: MergeSpec | None = field(default=None, repr=False)  # how windows of a long document merge; None: never split
     from_files: bool = False  # built from a folder by the file loader (the worker loads it from ``folder``)
 
     @property
@@ -99,8 +92,8 @@ class Contract:
     @property
     def needs_person(self) -> frozenset[str]:
         """Warning rule ids that send a document to a person instead of the review queue's normal path (the
-        contract's own, and always the extent warnings: nothing extracted is not a pass)."""
-        return frozenset(self.settings.get("needs_person", ())) | frozenset(EXTENT_RULES)
+        contract's own, and always ``ALWAYS_NEEDS_PERSON``)."""
+        return frozenset(self.settings.get("needs_person", ())) | ALWAYS_NEEDS_PERSON
 
     @cached_property
     def modes(self) -> Modes:

@@ -10,9 +10,11 @@ engine as another ``Converter`` built on the same calls: long documents (issue 1
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -21,11 +23,14 @@ from extractor.engine.recorder import Recorder
 from extractor.engine.route import route
 from extractor.engine.settings import RunSettings
 from extractor.engine.stop import Interrupted, Stop
+from extractor.engine.summary import Progress
 from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.generate.prompt import PromptTemplate, render_request
 from extractor.repair import render_repair
 from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState, JudgeResult
+from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS, BudgetError, Window, costs, plan
+from extractor.windows.tokens import TokenCounter, budget_for, counter_for
 from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
@@ -83,7 +88,8 @@ class ModelCalls:
     """The model calls of one run: each takes a slot of the limit, ends when the run stops, and is recorded."""
 
     def __init__(self, provider: Provider, limit: AdaptiveLimit, recorder: Recorder, settings: RunSettings,
-                 prompt: PromptTemplate, stop: Stop, cpu: dict[str, float], judge: Judge | None = None) -> None:
+                 prompt: PromptTemplate, stop: Stop, cpu: dict[str, float], judge: Judge | None = None,
+                 progress: Progress | None = None) -> None:
         self.provider = provider
         self.limit = limit
         self.recorder = recorder
@@ -92,32 +98,62 @@ class ModelCalls:
         self.stop = stop
         self.cpu = cpu
         self.judge_model = judge
+        self.progress = progress or Progress()
+        self.budget = budget_for(provider, settings.max_input_tokens, settings.max_output_tokens)
 
-    def _record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
-                **fields: Any) -> AttemptRecord:
+    @cached_property
+    def counter(self) -> TokenCounter:
+        """The provider's tokenizer (or the conservative estimate), loaded on the first document that needs it."""
+        return counter_for(self.provider)
+
+    @cached_property
+    def fixed_input(self) -> int:
+        """Tokens of a request without any sentence: what every window's prompt repeats."""
+        contract = self.settings.contract
+        empty = Document("", "", [], "", "text")
+        request = render_request(self.prompt, contract, empty, lines="")
+        return sum(self.counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in request.messages)
+
+    def windows(self, document: Document) -> list[Window]:
+        """The document's windows under this run's budgets: one unless it is too long for one call (and the
+        contract says how to merge windows)."""
+        if self.settings.contract.merge is None:
+            return [Window(1, 0, len(document.sentences), 0)]
+        fixed = self.fixed_input
+        started = time.thread_time()
+        try:
+            return plan(document, costs(document, self.counter, fixed), self.budget, self.settings.overlap)
+        finally:
+            self.cpu["windows"] += time.thread_time() - started
+
+    def record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
+               **fields: Any) -> AttemptRecord:
+        """The run-log record of one attempt of ``job``."""
         from extractor.store import AttemptRecord
 
         return AttemptRecord(document_run_id=job.document_run_id, number=number, kind=kind,
                              prompt_version=self.settings.prompt_version, request=request, **fields)
 
-    async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Asked:
+    async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
+                  **fields: Any) -> Asked:
         """One model call. A failed call is recorded and raised (``ProviderError``); a call the run's stop cut
-        short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record."""
+        short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record.
+        ``fields``: more columns for those records (a window's index and sentence range)."""
         called_at, calling = datetime.now(UTC), False
         try:
             async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
                 called_at, calling = datetime.now(UTC), True
                 return Asked(await self.provider.generate(request), called_at)
         except ProviderError as error:
-            await self.recorder.attempt(self._record(
+            await self.recorder.attempt(self.record(
                 job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
-                error=error.cause, transport=[t.to_json() for t in error.transport]))
+                error=error.cause, transport=[t.to_json() for t in error.transport], **fields))
             raise
         except Interrupted:
             if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
-                await self.recorder.attempt(self._record(
+                await self.recorder.attempt(self.record(
                     job, request, number=number, kind=kind, created_at=called_at,
-                    outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL))
+                    outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL, **fields))
             raise
 
     async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
@@ -129,7 +165,7 @@ class ModelCalls:
         outcome = (AttemptOutcome.passed if report.passed else
                    AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
         record = report.to_json()
-        attempt_id = await self.recorder.attempt(self._record(
+        attempt_id = await self.recorder.attempt(self.record(
             job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
             parsed=report.candidate, findings=record["findings"], fields=record["fields"],
             sentences=record["sentences"], evidence_spans=record["evidence_spans"], passed=report.passed,
@@ -193,8 +229,18 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     judged again; a second fail goes to a person. A generation call that got no answer ends the document
     in ERROR (nothing was decided, a rerun retries it). A candidate with a critical finding is not
     repaired: the document is BLOCKED with it as its final attempt (a repair could only hide what the model did).
+    A document too long for one call under the run's token budgets is read in windows instead
+    (``extractor.windows.convert``).
     """
     settings = calls.settings
+    try:
+        windows = calls.windows(job.document)
+    except BudgetError as error:
+        return Conversion(DocumentState.ERROR, str(error))
+    if len(windows) > 1:
+        from extractor.windows.convert import convert_windows
+
+        return await convert_windows(job, calls, windows)
     request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
                              max_tokens=settings.max_tokens)
     try:

@@ -58,11 +58,12 @@ class Engine:
         self.progress = progress or Progress()
         self.converter = converter
         self.stop = Stop()
-        self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "validate": 0.0, "database": 0.0}
+        self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "windows": 0.0, "merge": 0.0, "validate": 0.0,
+                                             "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
                                 load_prompt(settings.contract, settings.prompt_version), self.stop,
-                                self.cpu_seconds, judge)
+                                self.cpu_seconds, judge, self.progress)
         self._resuming = False  # whether this configuration finished documents before (then look per file)
         self._workers: list[asyncio.Task[None]] = []
 
@@ -79,7 +80,9 @@ class Engine:
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
             config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
-                    "tags": list(s.tags), "base_url": s.base_url, "force": s.force, "retry_errors": s.retry_errors,
+                    "max_input_tokens": self.calls.budget.max_input, "max_output_tokens": self.calls.budget.max_output,
+                    "overlap": s.overlap, "tags": list(s.tags), "base_url": s.base_url, "force": s.force,
+                    "retry_errors": s.retry_errors,
                     "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
                     "contract_hash": s.contract.content_hash}
             | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})

@@ -18,7 +18,7 @@ from extractor.document import Document
 from extractor.vocab import DocumentState, GateDecision, RunStatus
 
 if TYPE_CHECKING:
-    from extractor.store import AttemptRecord, ClaimResult, DocumentRunInfo, FinishedClaim, RunConfig, Store
+    from extractor.store import AttemptInfo, AttemptRecord, ClaimResult, DocumentRunInfo, FinishedClaim, RunConfig, Store
 
 T = TypeVar("T")
 
@@ -91,6 +91,10 @@ class Recorder:
     async def attempt(self, record: AttemptRecord) -> int:
         """Record one model call as it happened (shielded); returns the attempt id."""
         return await self.shielded(self.store.record_attempt, record)
+
+    async def window_answers(self, document_id: int) -> dict[str, AttemptInfo]:
+        """Answered window calls of this document under this run's configuration, by request fingerprint."""
+        return await self.call(self.store.window_answers, document_id, self.config_hash)
 
     async def finish_document(self, document_run_id: int, state: DocumentState, cause: str | None,
                               needs_person: Iterable[str], final_attempt_id: int | None) -> None:

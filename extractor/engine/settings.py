@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from extractor.contracts import Contract
 from extractor.vocab import DEFAULT_CONCURRENCY, DEFAULT_PROMPT_VERSION, FINAL_STATES, RETRYABLE_STATES, DocumentState
+from extractor.windows.plan import DEFAULT_OVERLAP
 
 
 @dataclass
@@ -22,6 +23,9 @@ class RunSettings:
     tags: tuple[str, ...] = ()
     command: str = ""
     base_url: str | None = None
+    max_input_tokens: int | None = None  # None: the model's configured limit, else the provider's default
+    max_output_tokens: int | None = None
+    overlap: int = DEFAULT_OVERLAP  # sentences before a window shown to it as context
 
     @property
     def retry_states(self) -> tuple[DocumentState, ...]:

@@ -140,3 +140,6 @@ class Progress:
 
     def finished(self, outcome: DocumentOutcome) -> None:
         """Called as each input reaches its outcome."""
+
+    def window(self, path: str, done: int, total: int) -> None:
+        """Called as each window of a long document gets its answer (``done`` of ``total``)."""

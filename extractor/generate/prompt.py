@@ -13,7 +13,7 @@ from string import Template
 from typing import Any
 
 from extractor.contracts import Contract
-from extractor.document import Document
+from extractor.document import Document, Sentence
 from extractor.generate import GenerationRequest
 from extractor.vocab import DEFAULT_PROMPT_VERSION
 
@@ -45,19 +45,27 @@ def load_prompt(contract: Contract, version: str = DEFAULT_PROMPT_VERSION) -> Pr
     return PromptTemplate(contract.name, version, **texts)
 
 
+def sentence_line(sentence: Sentence) -> str:
+    """One sentence as the prompt shows it: ``[id] text``, line breaks inside it shown as spaces."""
+    return f"[{sentence.id}] {' '.join(sentence.text.split())}"
+
+
 def sentence_lines(document: Document) -> str:
-    """The document as ``[id] text`` lines; line breaks inside a sentence shown as spaces."""
-    return "\n".join(f"[{s.id}] {' '.join(s.text.split())}" for s in document.sentences)
+    """The document as ``[id] text`` lines."""
+    return "\n".join(map(sentence_line, document.sentences))
 
 
 def render_request(prompt: PromptTemplate, contract: Contract, document: Document, *,
-                   temperature: float = 0.0, max_tokens: int | None = None) -> GenerationRequest:
-    """The first request for a document: rules, the contract schema, the IDed sentences."""
+                   temperature: float = 0.0, max_tokens: int | None = None,
+                   lines: str | None = None) -> GenerationRequest:
+    """The first request for a document: rules, the contract schema, the IDed sentences (``lines``: a window's
+    sentences instead of the whole document's, ``extractor.windows.plan.window_lines``)."""
     fixed = {"contract_id": contract.id, "schema": contract.schema_text, "fields": field_guide(contract.record_schema)}
     system = prompt.system.substitute(**fixed)
+    sentences = sentence_lines(document) if lines is None else lines
     return GenerationRequest(
         messages=[{"role": "system", "content": system},
-                  {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentence_lines(document))}],
+                  {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentences)}],
         schema=contract.schema,
         schema_name=f"{contract.name}_v{contract.version}",
         temperature=temperature,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from extractor.contracts import inline_refs
 from extractor.generate import GenerationRequest, GenerationResult, ProviderError, TransportAttempt
 from extractor.providers import ProviderSettings
+from extractor.windows.tokens import FunctionCounter
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -65,6 +66,20 @@ class LocalProvider:
     def is_bundled(self) -> bool:
         """True for the tiny demo model; callers show ``BUNDLED_MODEL_NOTE`` then."""
         return self._path is None
+
+    @property
+    def n_ctx(self) -> int:
+        """The context the model is loaded with: prompt and answer share it (``extractor.windows.tokens``)."""
+        return self._settings.n_ctx
+
+    def token_counter(self) -> FunctionCounter:
+        """The GGUF file's own tokenizer, loaded without weights (``vocab_only``), for planning windows."""
+        from llama_cpp import Llama
+
+        path = self._path or _bundled_model_path()
+        vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        return FunctionCounter(f"gguf:{self.model}",
+                               lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         began = time.monotonic()

@@ -124,7 +124,7 @@ def rule(
 
 def _load() -> None:
     # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
-    from extractor.rules import guards, rag_answer, structure  # noqa: F401
+    from extractor.rules import guards, merge, rag_answer, structure  # noqa: F401
 
 
 def catalogue(contract: str | None = None) -> list[Card]:

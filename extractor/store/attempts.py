@@ -94,6 +94,18 @@ def attempts_for(engine: Engine, document_run_id: int) -> list[AttemptInfo]:
     return _read(engine, Attempt.document_run_id == document_run_id)
 
 
+def window_answers(engine: Engine, document_id: int, config_hash: str) -> dict[str, AttemptInfo]:
+    """Window calls of this document under this configuration that got an answer, by request fingerprint
+    (the earliest of each): what a resumed long document need not ask again."""
+    runs = select(DocumentRun.id).where(DocumentRun.document_id == document_id, DocumentRun.config_hash == config_hash)
+    answered = _read(engine, Attempt.document_run_id.in_(runs) & Attempt.window.is_not(None)
+                     & Attempt.raw_response.is_not(None) & Attempt.reused_from.is_(None))
+    found: dict[str, AttemptInfo] = {}
+    for attempt in answered:
+        found.setdefault(attempt.request_hash, attempt)
+    return found
+
+
 def get_attempt(engine: Engine, attempt_id: int) -> AttemptInfo | None:
     found = _read(engine, Attempt.id == attempt_id)
     return found[0] if found else None

@@ -127,6 +127,12 @@ class AttemptData:
     latency_ms: float | None = None
     transport: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    window: int | None = None
+    """A long document's window (1-based; None: the whole document or the merged candidate)."""
+    first_sentence: int | None = None
+    last_sentence: int | None = None
+    reused_from: int | None = None
+    """The earlier attempt whose answer this one records again: no model call was made for it."""
 
 
 @dataclass(frozen=True, kw_only=True)

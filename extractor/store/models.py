@@ -271,6 +271,12 @@ class Attempt(Base):
     error: Mapped[str | None] = mapped_column(NulFreeText)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    window: Mapped[int | None] = mapped_column(Integer)
+    """1-based window of a long document (NULL: the whole document, or the candidate merged from windows)."""
+    first_sentence: Mapped[int | None] = mapped_column(Integer)
+    last_sentence: Mapped[int | None] = mapped_column(Integer)
+    reused_from: Mapped[int | None] = mapped_column(Integer)
+    """An earlier attempt whose answer this one records again (a resumed long document); no call was made."""
 
 
 class ApprovedRecord(Base):

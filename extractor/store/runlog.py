@@ -119,6 +119,9 @@ class Store:
     def attempts_for(self, document_run_id: int) -> list[AttemptInfo]:
         return attempts.attempts_for(self.engine, document_run_id)
 
+    def window_answers(self, document_id: int, config_hash: str) -> dict[str, AttemptInfo]:
+        return attempts.window_answers(self.engine, document_id, config_hash)
+
     def get_attempt(self, attempt_id: int) -> AttemptInfo | None:
         return attempts.get_attempt(self.engine, attempt_id)
 

@@ -284,7 +284,11 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
     for attempt in view["attempts"]:
         tokens = f"{attempt['prompt_tokens'] or 0}+{attempt['completion_tokens'] or 0} tokens"
         latency = f"{attempt['latency_ms'] / 1000:.1f} s" if attempt["latency_ms"] else "-"
-        title = (f"attempt {attempt['number']} ({attempt['kind']}{', final' if attempt['final'] else ''}): "
+        window = attempt["window"]
+        where = (f", window {window['index']} s{window['first_sentence']}-s{window['last_sentence']}"
+                 + (f", answer of attempt {window['reused_from']} reused" if window["reused_from"] else "")
+                 if window else "")
+        title = (f"attempt {attempt['number']} ({attempt['kind']}{where}{', final' if attempt['final'] else ''}): "
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
         if attempt["findings"]:

@@ -116,6 +116,12 @@ class RunProgress(Progress):
         if outcome.state in ("INPUT_ERROR", "ERROR"):
             self._progress.console.print(f"[red]{outcome.state}[/red] {outcome.cause or outcome.path}")
 
+    def window(self, path: str, done: int, total: int) -> None:
+        """A long document's windows as they are answered, in the bar's description."""
+        if self._task is not None:
+            counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
+            self._progress.update(self._task, description=f"{counts}  {path}: window {done}/{total}".strip())
+
 
 def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
     """Why a run had nothing to read, on stderr (one line per path that matched nothing, then the reason);

@@ -18,26 +18,35 @@ from extractor.rules.structure import SchemaInput, parse_candidate
 
 VALIDATOR_VERSION = "1.1.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
 
-__all__ = ["VALIDATOR_VERSION", "validate"]
+__all__ = ["VALIDATOR_VERSION", "check_structure", "validate"]
+
+
+def check_structure(raw: str, contract: Contract) -> Report:
+    """The structure rules alone: JSON, then the schema. A window of a long document is checked this far
+    (its partial candidate is validated as part of the merged one); ``candidate`` is set once it parsed."""
+    report = Report(contract.name, contract.version, VALIDATOR_VERSION)
+    parsed = parse_candidate(raw)
+    report.findings = list(get("OUTPUT_NOT_JSON").run(parsed))
+    if parsed.problem is not None:
+        return report
+    report.candidate = parsed.value
+    report.findings = list(get("SCHEMA_VIOLATION").run(SchemaInput(parsed.value, contract.validator)))
+    return report
 
 
 def validate(raw: str, source: Source | Document, contract: Contract) -> Report:
     """Check one raw model response (or a candidate file's text) against its source document."""
     if isinstance(source, Document):
         source = Source(source)
-    report = Report(contract.name, contract.version, VALIDATOR_VERSION)
-    parsed = parse_candidate(raw)
-    critical = critical_findings(parsed.value if parsed.problem is None else None, raw, source, contract.guards,
-                                 contract.prompt_shingles)
-    report.findings = critical + list(get("OUTPUT_NOT_JSON").run(parsed))
-    if parsed.problem is not None:
+    report = check_structure(raw, contract)
+    critical = critical_findings(report.candidate, raw, source, contract.guards, contract.prompt_shingles)
+    structural = report.findings
+    report.findings = critical + structural
+    if structural or report.candidate is None:
         return report
-    report.candidate = parsed.value
-    report.findings = critical + list(get("SCHEMA_VIOLATION").run(SchemaInput(parsed.value, contract.validator)))
-    if len(report.findings) > len(critical):
-        return report
+    parsed = report.candidate
 
-    context = contract.model.context(parsed.value, source, contract.settings, contract.schema)
+    context = contract.model.context(parsed, source, contract.settings, contract.schema)
     findings: list[Finding] = []
     for content_rule in contract.rules:
         findings.extend(content_rule.run(context))
