@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from extractor.contracts.files import load, problems
+from extractor.contracts.registry import ALWAYS_NEEDS_PERSON
 from extractor.evidence.report import Report
 from extractor.rules.lookup import Catalogue
 from extractor.store import open_store
@@ -185,9 +186,10 @@ def test_every_declared_rule_has_a_card_and_a_case(orders: Any) -> None:
     declared = {rule.card.rule_id for rule in orders.rules if rule.card.stage in ("references", "order", "values")}
     assert declared == set(CASES) | {"LINE_INVERTED"}  # LINE_INVERTED: its own tests below
     assert all(rule.card.contract == "orders" for rule in orders.rules)
-    assert orders.needs_person == {"LINE_INVERTED"}
-    assert orders.keys.sequences == ("items[].line",)
-    assert orders.keys.references == (("items[].owner", "people[].id"),)
+    assert orders.needs_person == {"LINE_INVERTED"} | ALWAYS_NEEDS_PERSON
+    by_path = {item.path: item for item in orders.merge.lists}
+    assert by_path["items"].order_field == "line" and by_path["people"].id_field == "id"  # the windows' merge
+    assert [(r.path, r.field, r.target) for r in orders.merge.references] == [("items", "owner", "people")]
 
 
 def test_lookup_miss_names_the_nearest_entry_and_the_difference(orders: Any) -> None:

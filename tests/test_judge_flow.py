@@ -305,20 +305,21 @@ def test_modes_per_rule_route_findings_and_block_needs_a_calibration() -> None:
     assert routed.state == "MANUAL_REVIEW" and routed.needs_person == ("EVIDENCE_WEAK_SUPPORT",)
 
     wanted_block = with_settings(modes={"rules": {"EVIDENCE_WEAK_SUPPORT": "block"}})
-    lowered = rule_mode(wanted_block.settings, wanted_block.modes, "EVIDENCE_WEAK_SUPPORT", error=False)
+    lowered = wanted_block.rule_mode("EVIDENCE_WEAK_SUPPORT", error=False)
     assert lowered.mode is JudgeMode.review and "needs an admit-block calibration" in lowered.reason
     admitted = with_settings(modes={"rules": {"EVIDENCE_WEAK_SUPPORT": "block"}},
                              weak_support={"threshold": 0.5, "calibration": {"verdict": "admit-block"}})
     routed = route(report, None, RunSettings(contract=admitted))
-    assert routed.state == "MANUAL_REVIEW" and routed.needs_person == ("BLOCK", "EVIDENCE_WEAK_SUPPORT")
+    assert routed.state == "BLOCKED" and routed.needs_person == ("BLOCK", "EVIDENCE_WEAK_SUPPORT")
 
     deterministic = with_settings(modes={"rules": {"VALUE_WITHOUT_EVIDENCE": "block"}})
     failed = validate(json.dumps(invented()), document, deterministic)
     routed = route(failed, None, RunSettings(contract=deterministic), earlier=failed)
-    assert routed.needs_person == ("BLOCK",) and routed.cause.startswith("BLOCK (VALUE_WITHOUT_EVIDENCE in block mode)")
+    assert routed.state == "BLOCKED" and routed.needs_person == ("BLOCK", "VALUE_WITHOUT_EVIDENCE")
+    assert routed.cause.startswith("BLOCK (VALUE_WITHOUT_EVIDENCE in block mode)")
     with pytest.raises(SettingsError, match="is an error rule"):
         rule_mode(plain.settings, Modes.parse({"modes": {"rules": {"VALUE_WITHOUT_EVIDENCE": "observe"}}}),
-                  "VALUE_WITHOUT_EVIDENCE", error=True)
+                  "VALUE_WITHOUT_EVIDENCE", error=True, needs_person=plain.needs_person)
 
 
 def test_contract_settings_are_part_of_the_configuration_hash() -> None:

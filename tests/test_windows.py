@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from extractor.contracts.merge_spec import WORK_PROCEDURE_MERGE
+from extractor.contracts import get_contract
+from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec, Reference
 from extractor.document import Block, BlockKind, Document, Sentence
 from extractor.windows.merge import Partial, merge
 from extractor.windows.plan import ANSWER_SKELETON_TOKENS, BudgetError, Costs, Window, costs, plan, window_lines
@@ -16,6 +17,20 @@ from extractor.windows.tokens import Budget, EstimateCounter, budget_for, config
 from tests.support.batch import ROOT
 from tests.support.extras import needs_local_extra
 from tests.support.longdocs import SAMPLE_FILES
+
+WORK_PROCEDURE_MERGE = MergeSpec(
+    lists=(ListMerge("participants", identity=("~name",), id_field="id"),
+           ListMerge("processSteps", identity=(EVIDENCE_KEY,), order_field="order"),
+           ListMerge("rules", identity=("~",))),
+    scalars=("documentPurpose", "assignmentRule"),
+    references=(Reference("processSteps", "actorId", "participants"),),
+)
+"""Participants are one when their names match (normalised), whatever ids the windows gave them; steps
+when their evidence starts at the same place in the source; rules when their text matches."""
+
+
+def test_work_procedure_merge_spec_is_read_from_its_declared_checks() -> None:
+    assert get_contract("work_procedure").merge == WORK_PROCEDURE_MERGE
 
 
 def document(blocks: list[list[str]]) -> Document:

@@ -1,8 +1,8 @@
 """What a contract tells the long-document merge (``extractor.windows.merge``): how to recognise one item
 found by two windows, which ids other fields refer to, which lists are sequences, which fields are scalars.
 
-A contract without a ``MergeSpec`` is never split into windows. Built-in contracts declare theirs in
-``extractor.contracts.builtin``; a contract written as files fills the same dataclasses from its folder.
+A contract without a ``MergeSpec`` is never split into windows. A contract written as files (the built-in
+``work_procedure`` included) gets its spec from its declared checks (``extractor.contracts.files``).
 """
 
 from __future__ import annotations
@@ -50,13 +50,3 @@ class MergeSpec:
     missing: str = "missingFields"  # entries {fieldPath, question}
     coverage: str = "sentenceCoverage"  # entries {sentenceId, status, fieldPaths, reason}
 
-
-WORK_PROCEDURE_MERGE = MergeSpec(
-    lists=(ListMerge("participants", identity=("~name",), id_field="id"),
-           ListMerge("processSteps", identity=(EVIDENCE_KEY,), order_field="order"),
-           ListMerge("rules", identity=("~",))),
-    scalars=("documentPurpose", "assignmentRule"),
-    references=(Reference("processSteps", "actorId", "participants"),),
-)
-"""Participants are one when their names match (normalised), whatever ids the windows gave them; steps
-when their evidence starts at the same place in the source; rules when their text matches."""
