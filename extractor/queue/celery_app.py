@@ -65,12 +65,23 @@ def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TI
         worker_redirect_stdouts=False,
     )
 
-    @app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True)
-    def convert(task_id: str) -> str | None:
-        """Convert one queued document in this worker's event loop; returns its outcome (for the worker's log)."""
+    recheck_s = max(1.0, min(60.0, visibility_timeout_s / 2))
+
+    @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+    def convert(self: Any, task_id: str) -> str | None:
+        """Convert one queued document in this worker's event loop; returns its outcome (for the worker's log).
+
+        A copy of a task another live worker is converting comes back every ``recheck_s`` (a new message,
+        this one acknowledged), so there is always a message for it should that worker die before finishing.
+        """
+        from extractor.queue.runner import StillRunning
+
         if _runner is None:
             raise RuntimeError("extractor.convert runs only in `extract worker`")
-        found = _runner.run(task_id)
+        try:
+            found = _runner.run(task_id)
+        except StillRunning as running:
+            raise self.retry(countdown=recheck_s) from running
         return None if found is None or found.outcome is None else str(found.outcome)
 
     return app
@@ -78,7 +89,7 @@ def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TI
 
 def enqueue(app: Celery, task_ids: list[str]) -> None:
     """Publish one message per task id (after the tasks are committed to the run log)."""
-    with app.connection_for_write() as connection, app.producer_pool.acquire(connection=connection) as producer:
+    with app.producer_or_acquire() as producer:  # one connection for the whole chunk
         for task_id in task_ids:
             app.send_task(TASK_NAME, args=[task_id], task_id=task_id, queue=QUEUE_NAME, producer=producer)
 

@@ -45,6 +45,11 @@ def local_limit(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
     return AdaptiveLimit(concurrency)
 
 
+class StillRunning(Exception):
+    """A delivery of a task another live worker is converting right now (the broker redelivered it because it
+    took longer than the visibility timeout): this copy must come back later, in case that worker dies."""
+
+
 @dataclass
 class _Slot:
     engine: Engine
@@ -75,7 +80,9 @@ class Runner:
         self._thread.start()
 
     def run(self, task_id: str) -> TaskInfo | None:
-        """Convert the task's document now (blocking); None when this delivery had nothing to do."""
+        """Convert the task's document now (blocking); None when this delivery had nothing to do.
+
+        Raises ``StillRunning`` for a duplicate delivery of a task a live worker holds."""
         return self.submit(task_id).result()
 
     def submit(self, task_id: str) -> Future[TaskInfo | None]:
@@ -114,8 +121,12 @@ class Runner:
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         delivery = await asyncio.to_thread(tasks.start_delivery, db, task_id, engine.run_id,
                                            stale_after_s=self.store.stale_after_s)
+        if delivery.decision == "duplicate":
+            raise StillRunning(task_id)
         if delivery.decision != "start":
             return None
+        if delivery.deliveries > 1:  # a worker died holding it: record its run as crashed now, not at its next start
+            await engine.recorder.call(self.store.reap_dead_runs)
         outcome: Outcome = Outcome.ERROR
         cause: str | None = f"{task.name}: the worker failed on it"
         document_run_id: int | None = None
@@ -142,11 +153,12 @@ class Runner:
                 self._slots[settings.key()] = slot
             return slot.engine
 
-    @staticmethod
-    async def _heartbeat(engine: Engine) -> None:
+    async def _heartbeat(self, engine: Engine) -> None:
+        """Keep this worker run alive in the run log, and mark runs of this machine whose process died as crashed."""
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             await engine.recorder.heartbeat()
+            await engine.recorder.call(self.store.reap_dead_runs)
 
     async def _convert(self, engine: Engine, task: TaskInfo) -> tuple[Outcome, str | None, int | None]:
         """The document through the engine, from a scratch copy named like the upload (its suffix picks the reader)."""

@@ -63,8 +63,9 @@ class Submission:
             self._report(DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match"))
         if not self.wait:
             self._refuse_if_full(len(files))
-        for start in range(0, len(files), CHUNK):
-            self._submit(files[start:start + CHUNK])
+        step = min(CHUNK, self.max_pending)  # a chunk never needs more room than the queue has
+        for start in range(0, len(files), step):
+            self._submit(files[start:start + step])
         while self.unfinished:
             time.sleep(POLL_S)
             self._collect()
@@ -78,8 +79,7 @@ class Submission:
                              f"--max-pending {self.max_pending}; start more workers (extract worker) or retry later")
 
     def _submit(self, paths: Sequence[Path]) -> None:
-        room = min(len(paths), self.max_pending)
-        while tasks.pending_count(self.store.engine) + room > self.max_pending:  # backpressure: wait for workers
+        while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
             self._collect()
             time.sleep(POLL_S)
         documents: list[tuple[str, bytes]] = []
