@@ -164,7 +164,7 @@ class Runner:
         """The document through the engine, from a scratch copy named like the upload (its suffix picks the reader)."""
         name, content = await asyncio.to_thread(tasks.upload_of, self.store.engine, task.id)
         folder = self._scratch / task.id
-        path = folder / f"document{_safe_suffix(name)}"
+        path = folder / f"document{safe_suffix(name)}"
         try:
             await asyncio.to_thread(_write, path, content)
             result = await engine.process(path, name=name)
@@ -192,7 +192,7 @@ class Runner:
         return Outcome.SKIPPED, f"busy: run {claim.ref} is processing it", None
 
 
-def _safe_suffix(name: str) -> str:
+def safe_suffix(name: str) -> str:
     """The submitted name's extension if it is a plain one (``.md``, ``.docx``): nothing else reaches the disk."""
     suffix = Path(name.replace("\\", "/")).suffix
     return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""

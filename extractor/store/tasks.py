@@ -173,3 +173,12 @@ def document_with(engine: Engine, sha256: str, segmenter: str) -> int | None:
     with transaction(engine, write=False) as session:
         return session.execute(select(Document.id).where(Document.sha256 == sha256, Document.segmenter == segmenter)
                                ).scalar()
+
+
+def upload_with(engine: Engine, sha256: str) -> tuple[str, bytes] | None:
+    """An uploaded document with this content (``(name, bytes)``): the source of a document run whose path
+    is only the name it was submitted under."""
+    query = select(Upload.name, Upload.content).where(Upload.sha256 == sha256).order_by(Upload.id).limit(1)
+    with transaction(engine, write=False) as session:
+        row = session.execute(query).first()
+    return None if row is None else (row.name, bytes(row.content))
