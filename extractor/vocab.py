@@ -90,6 +90,22 @@ class AttemptOutcome(StrEnum):
     protocol_error = "protocol_error"
 
 
+class TaskState(StrEnum):
+    """Where one queued document (a Celery task) is; ``finished`` tasks carry an ``Outcome``."""
+
+    queued = "queued"  # enqueued, no worker has started it yet
+    started = "started"  # a worker took it (again, after a worker died: ``deliveries`` counts the starts)
+    finished = "finished"
+
+
+class Role(StrEnum):
+    """What an API token may do; each role may do everything the roles before it may."""
+
+    submitter = "submitter"  # submit documents, read their state, candidates and findings
+    reviewer = "reviewer"  # also the review actions: approve, reject
+    admin = "admin"  # also settings and tokens
+
+
 class ReviewDecision(StrEnum):
     """A person's decision on one document run."""
 
@@ -195,6 +211,10 @@ JUDGE_UNEVALUABLE_MARKS = frozenset({"JUDGE_NOT_EVALUABLE", "JUDGE_PROTOCOL_ERRO
 and ``extract compare`` counts it as not evaluable, never as a fail (an outage says nothing about the
 generator under test)."""
 DEFAULT_REVIEW_PAGE = 50
+DEFAULT_MAX_DELIVERIES = 3
+"""A queued document whose worker died this many times ends ERROR instead of being delivered again."""
+DEFAULT_MAX_PENDING = 10_000
+"""Queued documents not yet started past which ``extract run --queue`` waits (or refuses)."""
 """How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 
 

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from extractor.cli import doctor, documents, judge, review, rules, run, runs  # noqa: F401  (registers the commands)
+from extractor.cli import doctor, documents, judge, review, rules, run, runs, service  # noqa: F401  (registers the commands)
 from extractor.cli.app import app
 from extractor.vocab import ExitCode
 

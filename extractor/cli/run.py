@@ -27,6 +27,7 @@ from extractor.vocab import (
     DEFAULT_JUDGE_QUEUE,
     DEFAULT_JUDGE_THRESHOLD,
     DEFAULT_JUDGE_TIMEOUT,
+    DEFAULT_MAX_PENDING,
     DEFAULT_PROMPT_VERSION,
     DEFAULT_RUBRIC,
     ExitCode,
@@ -93,9 +94,19 @@ def run(
     judge_queue: Annotated[int, typer.Option(min=1, max=4096, help="documents that may wait for the judge; when "
                                              "full, the batch slows to the judge's pace")] = DEFAULT_JUDGE_QUEUE,
     judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
+    queue: Annotated[str | None, typer.Option("--queue", help="enqueue each document on this broker "
+                                              "(redis://host:6379/0) for `extract worker`s and follow the batch "
+                                              "[env EXTRACT_BROKER_URL; default: run here]")] = None,
+    max_pending: Annotated[int, typer.Option(min=1, help="with --queue: documents waiting for a worker past which "
+                                             "submitting waits")] = DEFAULT_MAX_PENDING,
+    wait: Annotated[bool, typer.Option(help="with --queue: when the queue is full, wait for room (--no-wait: "
+                                       "refuse the batch)")] = True,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
+
+    With --queue (or EXTRACT_BROKER_URL) the documents go to Celery workers (`extract worker`) sharing the
+    run log (PostgreSQL across machines), and this command follows them; --concurrency is then the workers'.
 
     A rerun skips what this configuration finished and retries what ended ERROR. Ctrl-C or SIGTERM stops
     the run cleanly; rerun the same command to finish it. Every run has an outcome, printed, stored and shown by
@@ -106,6 +117,16 @@ def run(
     """
     import signal
 
+    from extractor.queue.celery_app import broker_url
+
+    broker = broker_url(queue)
+    if broker is not None:
+        if judge is not None:
+            fail("--judge does not run on the queue yet; run without --queue to judge")
+        _run_queued(paths, broker, contract=contract, model=model, prompt_version=prompt_version, force=force,
+                    retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
+                    retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
+                    response_format=response_format, max_pending=max_pending, wait=wait, format=format)
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     try:
         _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
@@ -126,9 +147,51 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _run_queued(paths: list[str], broker: str, *, contract: str, model: str | None, prompt_version: str, force: bool,
+                retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
+                max_tokens: int | None, tag: list[str] | None, database: str | None, response_format: ResponseFormat,
+                max_pending: int, wait: bool, format: Format) -> None:
+    """``extract run --queue``: submit the batch to the workers and follow it (``extractor.queue.submit``)."""
+    import getpass
+
+    from extractor.engine import discover
+    from extractor.queue.celery_app import make_celery
+    from extractor.queue.settings import BatchSettings
+    from extractor.queue.submit import Submission, celery_publisher, worker_runs
+    from extractor.store import open_store
+    from extractor.ui.run import RunProgress, print_nothing_found, print_summary
+
+    contract_named(contract)
+    discovery = discover(paths)
+    if not discovery.files:
+        print_nothing_found(discovery, as_json=format is Format.json)
+        raise typer.Exit(ExitCode.USAGE)
+    settings = BatchSettings(model=resolve_model(model), contract=contract, prompt_version=prompt_version,
+                             base_url=base_url, max_tokens=max_tokens, force=force, retry_errors=retry_errors,
+                             tags=tuple(tag or ()), timeout=timeout, retries=retries, retry_budget=retry_budget,
+                             response_format=response_format.value)
+    store = open_store(database)
+    progress = RunProgress(enabled=format is Format.text)
+    submission = Submission(store, settings, celery_publisher(make_celery(broker)), submitted_by=getpass.getuser(),
+                            max_pending=max_pending, wait=wait, progress=progress)
+    try:
+        with progress:
+            summary = submission.run(discovery)
+    except KeyboardInterrupt:
+        typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
+                   "documents stay queued and workers finish them", err=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    runs = worker_runs(store, summary.run_id) if summary.run_id else []
+    if format is Format.json:
+        emit_json(summary.to_json() | {"batch": summary.run_id, "worker_runs": runs})
+    else:
+        print_summary(summary, title=f"batch {summary.run_id} (worker runs: {', '.join(runs) or 'none'})")
+    raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
+
+
 def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
-         concurrency: int, force: bool,
-         retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
+         concurrency: int, force: bool, retry_errors: bool, base_url: str | None, timeout: float, retries: int,
+         retry_budget: float,
          max_tokens: int | None, max_input_tokens: int | None, max_output_tokens: int | None, overlap: int,
          tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
          judge_flags_given: bool, response_format: ResponseFormat, format: Format) -> None:

@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,43 +236,49 @@ class Engine:
             await asyncio.sleep(HEARTBEAT_S)
             await self.recorder.heartbeat()
 
-    async def process(self, path: Path) -> DocumentOutcome:
+    async def process(self, path: Path, name: str | None = None) -> DocumentOutcome:
         """One document from file to final state; an unexpected bug in it is reported, not allowed to sink
-        the batch (a claimed document then ends ERROR, so a rerun tries it again)."""
+        the batch (a claimed document then ends ERROR, so a rerun tries it again).
+
+        ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload).
+        """
         job: Job | None = None
+        label = name or str(path)
         try:
             retried, skipped = await self._done_before(path)
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
                 document, seconds = await prepare(path)
+            if name is not None:
+                document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds
             if self.stop.requested:  # read, but not claimed: nothing to undo
                 raise Interrupted
-            document_id, claim = await self.recorder.claim(document, path, force=self.settings.force,
+            document_id, claim = await self.recorder.claim(document, label, force=self.settings.force,
                                                            tags=self.settings.tags, retry=self.settings.retry_states)
             if claim.status == "busy":
-                return DocumentOutcome(str(path), Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
+                return DocumentOutcome(label, Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
                                        skip=SkipReason.busy, other_run=str(claim.ref))
             if claim.status == "done":
-                return DocumentOutcome(str(path), Outcome.SKIPPED, f"done before (document run {claim.ref})",
-                                       skip=SkipReason.done)
+                return DocumentOutcome(label, Outcome.SKIPPED, f"done before (document run {claim.ref})",
+                                       skip=SkipReason.done, document_run_id=claim.document_run_id)
             job = Job(path, document, document_id, claim.document_run_id)
             conversion = await self.converter(job, self.calls)
         except Interrupted:
-            return DocumentOutcome(str(path), Outcome.INTERRUPTED, "run interrupted; rerun to finish this document",
+            return DocumentOutcome(label, Outcome.INTERRUPTED, "run interrupted; rerun to finish this document",
                                    document_run_id=None if job is None else job.document_run_id)
         except InputError as error:
-            return DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error))
+            return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error))
         except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
-            cause = f"{path}: internal error {type(error).__name__}: {error}"
+            cause = f"{label}: internal error {type(error).__name__}: {error}"
             if job is not None:
                 await self.recorder.finish_document(job.document_run_id, DocumentState.ERROR, cause, (), None)
-            return DocumentOutcome(str(path), Outcome.ERROR, cause,
+            return DocumentOutcome(label, Outcome.ERROR, cause,
                                    document_run_id=None if job is None else job.document_run_id)
         await self.recorder.finish_document(job.document_run_id, conversion.state, conversion.cause,
                                             conversion.needs_person, conversion.final_attempt_id)
-        return DocumentOutcome(str(path), Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
+        return DocumentOutcome(label, Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
                                conversion.tokens, job.document_run_id, retried=retried)
 
     async def _done_before(self, path: Path) -> tuple[bool, DocumentOutcome | None]:

@@ -82,7 +82,7 @@ class Recorder:
     async def finished(self, sha256: str) -> FinishedClaim | None:
         return await self.call(self.store.finished_run_of, self.config_hash, sha256)
 
-    async def claim(self, document: Document, path: Path, *, force: bool, tags: Iterable[str],
+    async def claim(self, document: Document, path: Path | str, *, force: bool, tags: Iterable[str],
                     retry: Collection[DocumentState]) -> tuple[int, ClaimResult]:
         """``(document id, claim)``: whether this run processes the document."""
         return await self.call(self.store.claim_document, self.run_id, self.config_hash, document, str(path),

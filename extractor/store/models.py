@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -37,8 +38,11 @@ from extractor.vocab import (
     CalibrationVerdict,
     DocumentState,
     GateDecision,
+    Outcome,
     ReviewDecision,
+    Role,
     RunStatus,
+    TaskState,
     values_of,
 )
 
@@ -346,3 +350,77 @@ class JudgeCalibration(Base):
     labels_sha256: Mapped[str] = mapped_column(String(64))
     n_cases: Mapped[int] = mapped_column(Integer)
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Upload(Base):
+    """The bytes of a document submitted to the queue or the API: workers on other machines read them here,
+    not from the submitter's disk. ``name`` is the file name as submitted (its extension picks the reader)."""
+
+    __tablename__ = "uploads"
+    __table_args__ = (Index("ix_uploads_sha256", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(NulFreeText)
+    size: Mapped[int] = mapped_column(Integer)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Batch(Base):
+    """Documents submitted together (one ``extract run --queue``, or API submissions) with the settings
+    every worker converts them with."""
+
+    __tablename__ = "batches"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    submitted_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Task(Base):
+    """One queued document: the Celery message carries only ``id``; everything else is read from here.
+
+    ``deliveries`` counts how many times a worker started it: a document whose worker keeps dying ends
+    ERROR after ``max_deliveries`` instead of looping. ``run_id`` is the worker run that last started it.
+    """
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        CheckConstraint(one_of("state", values_of(TaskState)), name="state"),
+        CheckConstraint(f"outcome IS NULL OR {one_of('outcome', values_of(Outcome))}", name="outcome"),
+        Index("ix_tasks_batch_id_state", "batch_id", "state"),
+        Index("ix_tasks_state", "state"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    batch_id: Mapped[str] = mapped_column(ForeignKey("batches.id"))
+    upload_id: Mapped[int] = mapped_column(ForeignKey("uploads.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    outcome: Mapped[str | None] = mapped_column(String(20))
+    cause: Mapped[str | None] = mapped_column(NulFreeText)
+    deliveries: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
+    document_run_id: Mapped[int | None] = mapped_column(ForeignKey("document_runs.id"))
+    enqueued_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ApiToken(Base):
+    """A bearer token of ``extract serve``: only its SHA-256 is stored, so a copy of the database grants nothing."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (
+        CheckConstraint(one_of("role", values_of(Role)), name="role"),
+        UniqueConstraint("name"),
+        UniqueConstraint("token_sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -140,10 +140,12 @@ def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
                          ensure_ascii=False, indent=2))
 
 
-def print_summary(summary: RunSummary, console: Console | None = None) -> None:
-    """Documents per state, why any were skipped or retried, the rules that fired most, tokens and time."""
+def print_summary(summary: RunSummary, console: Console | None = None, title: str | None = None) -> None:
+    """Documents per state, why any were skipped or retried, the rules that fired most, tokens and time.
+
+    ``title`` replaces the first line (a queued batch names its batch and worker runs)."""
     console = console or open_console()
-    console.print(f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
+    console.print(title or f"run {summary.run_id}" + (" (interrupted)" if summary.interrupted else ""))
     table = Table()
     add_columns(table, ("state", "documents"), right=("documents",))
     for state, count in sorted(summary.counts.items()):

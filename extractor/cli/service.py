@@ -1,0 +1,126 @@
+"""Beyond one process: ``extract worker`` (a Celery worker), ``extract serve`` (the HTTP API) and
+``extract tokens`` (the API's bearer tokens)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.cli.review import DatabaseOption
+from extractor.vocab import DEFAULT_MAX_DELIVERIES, Role
+
+QueueOption = Annotated[str | None, typer.Option("--queue", help="broker URL, e.g. redis://127.0.0.1:6379/0 "
+                                                 "[env EXTRACT_BROKER_URL]")]
+tokens_app = typer.Typer(help="Bearer tokens of `extract serve`: create (the secret is shown once), list, revoke.",
+                         no_args_is_help=True)
+app.add_typer(tokens_app, name="tokens")
+
+
+@app.command()
+def worker(
+    queue: QueueOption = None,
+    database: DatabaseOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="documents, and so model calls, in flight in this "
+                                             "worker (halved on each 429 or timeout, then grown back)")] = 8,
+    max_deliveries: Annotated[int, typer.Option(min=1, help="a document whose worker died this many times ends ERROR "
+                                                "instead of being delivered again")] = DEFAULT_MAX_DELIVERIES,
+    visibility_timeout: Annotated[float, typer.Option(min=1, help="seconds before a document not acknowledged (its "
+                                                      "worker died) goes to another worker; longer than any document "
+                                                      "takes")] = 3600.0,
+    loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
+) -> None:
+    """A Celery worker converting queued documents (`extract run --queue`, `extract serve --queue`).
+
+    Start as many as the model server takes, on any machines that reach the broker and the run log
+    (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
+    """
+    from extractor.queue.celery_app import broker_url, make_celery, start_worker
+    from extractor.queue.limiter import shared_limit
+    from extractor.queue.runner import Runner
+    from extractor.store import open_store
+
+    broker = broker_url(queue)
+    if broker is None:
+        fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
+    store = open_store(database)
+    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker))
+    start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
+                 loglevel=loglevel)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    queue: QueueOption = None,
+    database: DatabaseOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="without a broker: documents converted at once in "
+                                             "this process")] = 4,
+    max_upload_mb: Annotated[float, typer.Option(help="largest document a submission may carry (413 beyond)")] = 10.0,
+    model: Annotated[str | None, typer.Option(help="model of submissions that name none [env EXTRACT_MODEL]")] = None,
+) -> None:
+    """The HTTP API (OpenAPI docs at /docs): submit documents, read results, review; bearer tokens required.
+
+    With a broker (--queue or EXTRACT_BROKER_URL) submissions go to `extract worker`s; without one this
+    process converts them itself, so one machine needs nothing else.
+    """
+    import uvicorn
+
+    from extractor.cli.run import resolve_model
+    from extractor.queue.celery_app import broker_url
+    from extractor.service.app import build_service, create_app
+    from extractor.store import open_store
+
+    store = open_store(database)
+    service = build_service(store, broker=broker_url(queue), concurrency=concurrency,
+                            max_upload_bytes=int(max_upload_mb * (1 << 20)), model=resolve_model(model))
+    try:
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+    finally:
+        service.close()
+
+
+@tokens_app.command("create")
+def tokens_create(
+    name: Annotated[str, typer.Argument(help="who holds the token (recorded as the reviewer of its decisions)")],
+    role: Annotated[Role, typer.Option(help="submitter: submit and read; reviewer: also approve and reject; "
+                                       "admin: also settings")] = Role.submitter,
+    database: DatabaseOption = None,
+) -> None:
+    """Create a token and print its secret once (only a hash is stored)."""
+    from extractor.store import open_store
+    from extractor.store.tokens import create_token
+
+    with open_store(database) as store:
+        typer.echo(create_token(store.engine, name, role))
+
+
+@tokens_app.command("list")
+def tokens_list(database: DatabaseOption = None, format: FormatOption = Format.text) -> None:
+    """Every token's name, role and dates (never the secret)."""
+    from extractor.cli.review import open_run_log
+    from extractor.store.tokens import list_tokens
+
+    with open_run_log(database) as store:
+        found = list_tokens(store.engine)
+    if format is Format.json:
+        emit_json([{"name": t.name, "role": t.role, "created_at": t.created_at.isoformat(),
+                    "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None} for t in found])
+        return
+    for token in found:
+        typer.echo(f"{token.name}\t{token.role}\t{token.created_at:%Y-%m-%d %H:%M}"
+                   + (f"\trevoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else ""))
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(name: Annotated[str, typer.Argument(help="the token's name")], database: DatabaseOption = None) -> None:
+    """Revoke a token: requests with it get 401 from then on."""
+    from extractor.cli.review import open_run_log
+    from extractor.store.tokens import revoke_token
+
+    with open_run_log(database) as store:
+        if not revoke_token(store.engine, name):
+            fail(f"no live token named {name!r}")
+    typer.echo(f"revoked {name}")

@@ -1,0 +1,114 @@
+"""The Celery side of the queue: the app, its one task, and how a worker process is started.
+
+Delivery guarantees, and why each setting:
+
+- ``task_acks_late``: a message is acknowledged after its document is finished, so a worker that dies
+  mid-document (SIGKILL, out of memory, a machine lost) leaves the message with the broker;
+- Redis ``visibility_timeout``: an unacknowledged message goes back to the queue that long after it was
+  delivered: another worker gets it. It must exceed the longest a document can take (model timeouts times
+  retries, twice); a redelivery of a document still in progress is recognised and dropped (``start_delivery``);
+- ``task_reject_on_worker_lost``: should a pool child die (prefork pools), its message is requeued rather
+  than acknowledged as failed;
+- ``worker_prefetch_multiplier = 1``: a worker reserves only as many messages as it has threads, so a slow
+  worker does not sit on documents others could take, and a killed one returns few;
+- exactly once: whatever the broker redelivers, the run log's claim decides who converts a document
+  (``extractor.store.claims``), and ``tasks.deliveries`` ends a document that kills every worker as ERROR.
+
+The message carries only the task id; the document and its settings are in the run log (PostgreSQL when
+workers run on several machines).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from celery import Celery  # type: ignore[import-untyped]
+
+    from extractor.queue.runner import Runner
+
+BROKER_URL_ENV = "EXTRACT_BROKER_URL"
+TASK_NAME = "extractor.convert"
+QUEUE_NAME = "extract"
+DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
+
+log = logging.getLogger(__name__)
+
+_runner: Runner | None = None
+"""The worker process's runner, set by ``start_worker`` before Celery starts its threads."""
+
+
+def broker_url(url: str | None = None) -> str | None:
+    """The explicit URL, else ``EXTRACT_BROKER_URL``, else None (run in-process)."""
+    return url or os.environ.get(BROKER_URL_ENV) or None
+
+
+def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Celery:
+    """A Celery app on the broker at ``url`` with the one task ``extractor.convert(task_id)``."""
+    from celery import Celery  # type: ignore[import-untyped]
+
+    app = Celery("extractor", broker=url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": visibility_timeout_s},
+        task_default_queue=QUEUE_NAME,
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,  # results are in the run log; no result backend to run
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+    )
+
+    recheck_s = max(1.0, min(60.0, visibility_timeout_s / 2))
+
+    @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+    def convert(self: Any, task_id: str) -> str | None:
+        """Convert one queued document in this worker's event loop; returns its outcome (for the worker's log).
+
+        A copy of a task another live worker is converting comes back every ``recheck_s`` (a new message,
+        this one acknowledged), so there is always a message for it should that worker die before finishing.
+        """
+        from extractor.queue.runner import StillRunning
+
+        if _runner is None:
+            raise RuntimeError("extractor.convert runs only in `extract worker`")
+        try:
+            found = _runner.run(task_id)
+        except StillRunning as running:
+            raise self.retry(countdown=recheck_s) from running
+        return None if found is None or found.outcome is None else str(found.outcome)
+
+    return app
+
+
+def enqueue(app: Celery, task_ids: list[str]) -> None:
+    """Publish one message per task id (after the tasks are committed to the run log)."""
+    with app.producer_or_acquire() as producer:  # one connection for the whole chunk
+        for task_id in task_ids:
+            app.send_task(TASK_NAME, args=[task_id], task_id=task_id, queue=QUEUE_NAME, producer=producer)
+
+
+def start_worker(app: Celery, runner: Runner, *, concurrency: int, loglevel: str = "WARNING") -> None:
+    """Run a Celery worker in this process until it is stopped (SIGTERM/Ctrl-C: warm shutdown).
+
+    The ``threads`` pool: each thread hands a task id to ``runner``'s event loop (see
+    ``extractor.queue.runner`` for why), so ``concurrency`` threads are ``concurrency`` documents in flight.
+    """
+    from celery.signals import worker_shutdown  # type: ignore[import-untyped]
+
+    global _runner
+    _runner = runner
+
+    def closing(**_: Any) -> None:
+        runner.close()
+
+    worker_shutdown.connect(closing, weak=False)
+    app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", f"--loglevel={loglevel}",
+                     f"--queues={QUEUE_NAME}", f"--hostname=extract-{os.getpid()}@{socket.gethostname()}",
+                     "--without-gossip", "--without-mingle"])

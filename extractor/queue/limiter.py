@@ -1,0 +1,123 @@
+"""A 429 seen by one worker slows every worker: the adaptive limit shared through Redis.
+
+Each worker keeps its own ``AdaptiveLimit`` (calls in flight, halved on a 429 or a timeout, grown back on
+successes). ``SharedLimit`` also publishes every 429 to Redis (a counter, and the latest ``Retry-After``
+deadline) and, before a call starts, reads both at most every ``SYNC_S``: a 429 another worker saw halves
+this worker's limit too, and nobody starts a call before a deadline the server asked for. The keys are per
+model server (model and base URL), so workers of another model are not slowed.
+
+Redis being unreachable never fails a document: the worker then throttles on what it sees itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from extractor.engine import AdaptiveLimit
+from extractor.queue.runner import LimitFactory, local_limit
+from extractor.queue.settings import BatchSettings
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+log = logging.getLogger(__name__)
+
+SYNC_S = 0.2
+"""How stale a worker's view of the others' 429s may be; one Redis round trip per this many seconds at most."""
+FOLLOW_AT_MOST = 4
+"""A burst of others' 429s halves the limit at most this many times per look (it reaches 1 quickly anyway)."""
+_RAISE_DEADLINE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return redis.call('INCR', KEYS[2])
+"""
+
+
+class SharedLimit(AdaptiveLimit):
+    """``AdaptiveLimit`` whose 429s and ``Retry-After`` deadlines are shared by every worker on the same keys."""
+
+    def __init__(self, maximum: int, client: Redis, prefix: str) -> None:
+        super().__init__(maximum)
+        self._client = client
+        self._deadline_key = f"{prefix}:resume_at"
+        self._events_key = f"{prefix}:rate_limits"
+        self._seen: int | None = None  # the shared counter as last read (None: not yet; history does not count)
+        self._synced_at = -SYNC_S
+        self.shared_rate_limits = 0  # 429s other workers saw that lowered this limit
+        self._publishing: set[asyncio.Task[Any]] = set()
+
+    def on_rate_limit(self, retry_after_s: float | None = None) -> None:
+        super().on_rate_limit(retry_after_s)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._publish(retry_after_s))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def _publish(self, retry_after_s: float | None) -> None:
+        pause = max(0.0, retry_after_s or 0.0)
+        deadline = time.time() + pause
+        try:
+            count = int(await self._client.eval(_RAISE_DEADLINE, 2, self._deadline_key, self._events_key,  # type: ignore[misc]
+                                                f"{deadline:.3f}", int(pause * 1000) + 1000))
+        except Exception as error:  # noqa: BLE001 - the shared view is an optimisation; this worker already slowed
+            log.warning("cannot share a 429 through Redis: %s", error)
+            return
+        if self._seen is not None:
+            self._seen = max(self._seen, count)  # our own 429 already lowered this limit
+
+    async def __aenter__(self) -> None:
+        await self._follow_others()
+        await super().__aenter__()
+
+    async def _follow_others(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._synced_at < SYNC_S:
+            return
+        self._synced_at = loop.time()
+        try:
+            events, deadline = await self._client.mget(self._events_key, self._deadline_key)
+        except Exception as error:  # noqa: BLE001 - see _publish
+            log.warning("cannot read the shared 429s from Redis: %s", error)
+            return
+        count = int(events or 0)
+        if self._seen is not None and count > self._seen:
+            for _ in range(min(count - self._seen, FOLLOW_AT_MOST)):
+                self.shared_rate_limits += 1
+                self._lower()
+        self._seen = count if self._seen is None else max(self._seen, count)
+        if deadline is not None:
+            pause = float(deadline) - time.time()
+            if pause > 0:
+                self._resume_at = max(self._resume_at, loop.time() + pause)
+
+
+def limit_prefix(settings: BatchSettings) -> str:
+    """Redis key prefix of one model server: workers calling the same model at the same URL share it."""
+    server = f"{settings.model}|{settings.base_url or os.environ.get('OPENAI_BASE_URL', '')}"
+    return "extract:limit:" + hashlib.sha256(server.encode()).hexdigest()[:16]
+
+
+def shared_limit(broker_url: str) -> LimitFactory:
+    """The limit factory of a worker: shared through the broker's Redis (a non-Redis broker: each worker alone)."""
+    if not broker_url.startswith(("redis://", "rediss://", "unix://")):
+        log.warning("429s are shared only through a Redis broker; %s workers each throttle alone",
+                    broker_url.split(":", 1)[0])
+        return local_limit
+    clients: list[Redis] = []
+
+    def factory(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
+        from redis.asyncio import Redis
+
+        if not clients:  # one connection pool per worker, made in the worker's event loop
+            clients.append(Redis.from_url(broker_url, socket_timeout=5))
+        return SharedLimit(concurrency, clients[0], limit_prefix(settings))
+
+    return factory

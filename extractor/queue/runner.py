@@ -1,0 +1,203 @@
+"""Where a queued document is converted: one asyncio event loop per worker process, fed by task threads.
+
+Why one loop and a thread pool in Celery: the work of a document is waiting for the model (HTTP), so one
+event loop carries many model calls at once, as ``extract run`` does; Celery's prefork pool would give
+each document a process of its own (hundreds of MB each, a local model loaded N times) and its
+``threads`` pool alone would give each a loop of its own (no shared limit, no shared client). So the
+pool's threads only hand a task id to this loop and wait for the answer: the worker's ``--concurrency``
+is the number of documents, and so of model calls, in flight; the engine's ``AdaptiveLimit`` lowers it on
+429s and timeouts. CPU work (ingest, validation) still goes to the engine's worker processes.
+
+Each batch configuration gets one engine, which is one run in the run log (``extract worker`` as its
+command, this host and pid, a heartbeat): the claim protocol of the run log then decides, per document,
+exactly as between ``extract run`` processes; a worker killed mid-document leaves its claim to be taken
+over when the document is delivered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from extractor.engine import AdaptiveLimit, Engine, RunSummary
+from extractor.engine.engine import HEARTBEAT_S
+from extractor.queue.settings import BatchSettings
+from extractor.store import Store, tasks
+from extractor.store.tasks import TaskInfo
+from extractor.vocab import DEFAULT_MAX_DELIVERIES, DocumentState, Outcome
+
+log = logging.getLogger(__name__)
+
+LimitFactory = Callable[[int, BatchSettings], AdaptiveLimit]
+
+
+def local_limit(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
+    """Without a broker (``extract serve`` alone) a 429 slows this process only."""
+    return AdaptiveLimit(concurrency)
+
+
+class StillRunning(Exception):
+    """A delivery of a task another live worker is converting right now (the broker redelivered it because it
+    took longer than the visibility timeout): this copy must come back later, in case that worker dies."""
+
+
+@dataclass
+class _Slot:
+    engine: Engine
+    started: float
+    heartbeat: asyncio.Task[None]
+
+
+class Runner:
+    """Runs queued documents (by task id) on one event loop in a background thread; see the module docstring.
+
+    ``run(task_id)`` blocks the calling thread until the document is finished (a Celery task thread);
+    ``submit(task_id)`` returns a future (``extract serve`` without a broker). ``close()`` records the
+    worker runs as finished.
+    """
+
+    def __init__(self, store: Store, *, concurrency: int, max_deliveries: int = DEFAULT_MAX_DELIVERIES,
+                 limit: LimitFactory = local_limit, command: str = "extract worker") -> None:
+        self.store = store
+        self.concurrency = concurrency
+        self.max_deliveries = max_deliveries
+        self.command = command
+        self._limit = limit
+        self._slots: dict[tuple[object, ...], _Slot] = {}
+        self._scratch = Path(tempfile.mkdtemp(prefix="extract-worker-"))
+        self.loop = asyncio.new_event_loop()
+        self._creating = asyncio.Lock()  # bound to self.loop on first use
+        self._thread = threading.Thread(target=self.loop.run_forever, name="extract-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, task_id: str) -> TaskInfo | None:
+        """Convert the task's document now (blocking); None when this delivery had nothing to do.
+
+        Raises ``StillRunning`` for a duplicate delivery of a task a live worker holds."""
+        return self.submit(task_id).result()
+
+    def submit(self, task_id: str) -> Future[TaskInfo | None]:
+        return asyncio.run_coroutine_threadsafe(self.handle(task_id), self.loop)
+
+    def close(self) -> None:
+        """Record every worker run as finished and stop the loop."""
+        if not self.loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    async def _close(self) -> None:
+        for slot in self._slots.values():
+            slot.heartbeat.cancel()
+            await slot.engine.close(RunSummary(slot.engine.run_id), slot.started)
+        self._slots.clear()
+
+    async def handle(self, task_id: str) -> TaskInfo | None:
+        """One delivery of a task: start it (or find there is nothing to do), convert, record the outcome."""
+        db = self.store.engine
+        task = await asyncio.to_thread(tasks.get_task, db, task_id)
+        if task is None:
+            log.warning("task %s is not in the run log at %s (a worker on another database?)", task_id, self.store.url)
+            return None
+        if task.outcome is not None:
+            return task
+        try:
+            stored = await asyncio.to_thread(tasks.batch_settings, db, task.batch_id)
+            engine = await self._engine(BatchSettings.from_json(stored or {}))
+        except Exception as error:  # noqa: BLE001 - a batch this worker cannot run ends ERROR, with the reason
+            refused = f"{task.name}: this worker cannot run the batch's settings: {type(error).__name__}: {error}"
+            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, refused, None)
+            return await asyncio.to_thread(tasks.get_task, db, task_id)
+        delivery = await asyncio.to_thread(tasks.start_delivery, db, task_id, engine.run_id,
+                                           stale_after_s=self.store.stale_after_s)
+        if delivery.decision == "duplicate":
+            raise StillRunning(task_id)
+        if delivery.decision != "start":
+            return None
+        if delivery.deliveries > 1:  # a worker died holding it: record its run as crashed now, not at its next start
+            await engine.recorder.call(self.store.reap_dead_runs)
+        outcome: Outcome = Outcome.ERROR
+        cause: str | None = f"{task.name}: the worker failed on it"
+        document_run_id: int | None = None
+        try:
+            if delivery.deliveries > self.max_deliveries:
+                outcome, cause, document_run_id = await asyncio.to_thread(self._give_up, engine, task,
+                                                                          delivery.deliveries - 1)
+            else:
+                outcome, cause, document_run_id = await self._convert(engine, task)
+        finally:  # whatever happened, the task does not stay "started" under a live worker
+            await asyncio.to_thread(tasks.finish_task, db, task_id, outcome, cause, document_run_id)
+        return await asyncio.to_thread(tasks.get_task, db, task_id)
+
+    async def _engine(self, settings: BatchSettings) -> Engine:
+        """The engine (worker run) for this configuration, started on first use."""
+        async with self._creating:
+            slot = self._slots.get(settings.key())
+            if slot is None:
+                limit = self._limit(self.concurrency, settings)
+                engine = Engine(self.store, settings.provider(limit), settings.run_settings(self.concurrency, self.command),
+                                limit=limit)
+                await engine.start()
+                slot = _Slot(engine, time.monotonic(), asyncio.create_task(self._heartbeat(engine)))
+                self._slots[settings.key()] = slot
+            return slot.engine
+
+    async def _heartbeat(self, engine: Engine) -> None:
+        """Keep this worker run alive in the run log, and mark runs of this machine whose process died as crashed."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            await engine.recorder.heartbeat()
+            await engine.recorder.call(self.store.reap_dead_runs)
+
+    async def _convert(self, engine: Engine, task: TaskInfo) -> tuple[Outcome, str | None, int | None]:
+        """The document through the engine, from a scratch copy named like the upload (its suffix picks the reader)."""
+        name, content = await asyncio.to_thread(tasks.upload_of, self.store.engine, task.id)
+        folder = self._scratch / task.id
+        path = folder / f"document{safe_suffix(name)}"
+        try:
+            await asyncio.to_thread(_write, path, content)
+            result = await engine.process(path, name=name)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+        cause = result.cause.replace(str(path), name) if result.cause else None
+        return result.state, cause, result.document_run_id
+
+    def _give_up(self, engine: Engine, task: TaskInfo, deaths: int) -> tuple[Outcome, str | None, int | None]:
+        """A poison document: its workers died ``deaths`` times on it. It ends ERROR with that cause, through the
+        claim protocol (taking over the dead worker's claim), without being converted again."""
+        from extractor.segment import SEGMENTER_ID
+
+        cause = (f"{task.name}: the worker processing it died {deaths} times (killed, crashed or out of memory); "
+                 "not delivered again")
+        document_id = tasks.document_with(self.store.engine, task.sha256, SEGMENTER_ID)
+        if document_id is None:  # it never got as far as the run log (it killed the worker while being read)
+            return Outcome.ERROR, cause, None
+        claim = self.store.claim(engine.run_id, engine.recorder.config_hash, document_id, task.name, retry=())
+        if claim.status == "claimed":
+            self.store.finish_document(claim.document_run_id, DocumentState.ERROR, cause)
+            return Outcome.ERROR, cause, claim.document_run_id
+        if claim.status == "done":
+            return Outcome.SKIPPED, f"done before (document run {claim.ref})", claim.document_run_id
+        return Outcome.SKIPPED, f"busy: run {claim.ref} is processing it", None
+
+
+def safe_suffix(name: str) -> str:
+    """The submitted name's extension if it is a plain one (``.md``, ``.docx``): nothing else reaches the disk."""
+    suffix = Path(name.replace("\\", "/")).suffix
+    return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
+
+
+def _write(path: Path, content: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)

@@ -1,0 +1,122 @@
+"""``extract run --queue``: put each document on the queue, then follow the batch until every one is finished.
+
+Backpressure: documents are submitted in chunks; while more than ``max_pending`` documents (of any batch)
+wait for a worker, submitting waits (or, with ``wait=False``, a batch that would pass the bound is refused
+before anything is queued). Following reads the run log, not the broker: outcomes are where workers write them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from extractor.engine import DocumentOutcome, Progress, RunSummary
+from extractor.engine.discover import Discovery
+from extractor.errors import UsageError
+from extractor.queue.settings import BatchSettings
+from extractor.store import Store, tasks
+from extractor.store.tasks import TaskInfo
+from extractor.vocab import Outcome, SkipReason
+
+if TYPE_CHECKING:
+    from celery import Celery  # type: ignore[import-untyped]
+
+CHUNK = 100
+"""Documents read and committed per transaction while submitting."""
+POLL_S = 0.25
+
+
+def outcome_of(task: TaskInfo) -> DocumentOutcome:
+    """A finished task as a batch outcome."""
+    assert task.outcome is not None
+    skip = None
+    if task.outcome == Outcome.SKIPPED:
+        skip = SkipReason.busy if (task.cause or "").startswith("busy") else SkipReason.done
+    return DocumentOutcome(task.name, task.outcome, task.cause, document_run_id=task.document_run_id, skip=skip)
+
+
+class Submission:
+    """One batch being submitted and followed; ``publish`` sends the messages of committed tasks."""
+
+    def __init__(self, store: Store, settings: BatchSettings, publish: Callable[[list[str]], None], *,
+                 submitted_by: str, max_pending: int, wait: bool, progress: Progress) -> None:
+        self.store = store
+        self.settings = settings
+        self.publish = publish
+        self.submitted_by = submitted_by
+        self.max_pending = max_pending
+        self.wait = wait
+        self.progress = progress
+        self.batch_id: str | None = None
+        self.unfinished: set[str] = set()
+        self.summary = RunSummary(None)
+
+    def run(self, discovery: Discovery) -> RunSummary:
+        """Submit every file, then follow until all are finished; Ctrl-C stops following (workers go on)."""
+        started = time.monotonic()
+        files = discovery.files
+        self.summary.unsupported = dict(discovery.unsupported)
+        self.progress.started(len(files) + len(discovery.missing))
+        for raw in discovery.missing:
+            self._report(DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match"))
+        if not self.wait:
+            self._refuse_if_full(len(files))
+        step = min(CHUNK, self.max_pending)  # a chunk never needs more room than the queue has
+        for start in range(0, len(files), step):
+            self._submit(files[start:start + step])
+        while self.unfinished:
+            time.sleep(POLL_S)
+            self._collect()
+        self.summary.seconds = time.monotonic() - started
+        return self.summary
+
+    def _refuse_if_full(self, count: int) -> None:
+        pending = tasks.pending_count(self.store.engine)
+        if pending + count > self.max_pending:
+            raise UsageError(f"queue full: {pending} documents wait for a worker and this batch adds {count}, over "
+                             f"--max-pending {self.max_pending}; start more workers (extract worker) or retry later")
+
+    def _submit(self, paths: Sequence[Path]) -> None:
+        while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
+            self._collect()
+            time.sleep(POLL_S)
+        documents: list[tuple[str, bytes]] = []
+        for path in paths:
+            try:
+                documents.append((str(path), path.read_bytes()))
+            except OSError as error:
+                self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, f"{path}: cannot read ({error.strerror})"))
+        if not documents:
+            return
+        self.batch_id, task_ids = tasks.add_batch(self.store.engine, self.settings.to_json(), self.submitted_by,
+                                                  documents, self.batch_id)
+        self.summary.run_id = self.batch_id
+        self.publish(task_ids)
+        self.unfinished.update(task_ids)
+        self._collect()
+
+    def _collect(self) -> None:
+        if not self.unfinished or self.batch_id is None:
+            return
+        for task in tasks.tasks_of_batch(self.store.engine, self.batch_id, self.unfinished):
+            if task.outcome is not None:
+                self.unfinished.discard(task.id)
+                self._report(outcome_of(task))
+
+    def _report(self, outcome: DocumentOutcome) -> None:
+        self.summary.outcomes.append(outcome)
+        self.progress.finished(outcome)
+
+
+def celery_publisher(app: Celery) -> Callable[[list[str]], None]:
+    from extractor.queue.celery_app import enqueue
+
+    return lambda task_ids: enqueue(app, task_ids)
+
+
+def worker_runs(store: Store, batch_id: str) -> list[str]:
+    """The worker runs that converted the batch's documents."""
+    found: Iterable[TaskInfo] = tasks.tasks_of_batch(store.engine, batch_id)
+    return sorted({task.run_id for task in found if task.run_id})

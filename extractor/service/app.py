@@ -1,0 +1,337 @@
+"""The FastAPI application of ``extract serve``: built by ``create_app`` around one run log.
+
+Every route but ``/health`` needs a bearer token; what a token may do is its role (``extractor.service.auth``):
+submitters submit and read, reviewers also decide, admins also change the default settings. Request bodies
+over the upload limit get 413 before they are parsed; OpenAPI docs are at ``/docs``. Handlers are plain
+functions (FastAPI runs them in its thread pool): the run log is a synchronous SQLAlchemy store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile, status
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from extractor.errors import ExtractorError
+from extractor.queue.runner import Runner, safe_suffix
+from extractor.queue.settings import BatchSettings
+from extractor.service.auth import Principal, current_principal, require_role
+from extractor.service.limits import BodyLimit
+from extractor.store import DocumentRunInfo, Store, tasks
+from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, Role
+
+DEFAULT_MAX_UPLOAD_BYTES = 10 << 20
+"""Largest document a submission may carry (413 beyond it): the same order as ingest's own limit."""
+FORM_OVERHEAD_BYTES = 64 << 10
+"""Room for multipart boundaries and form fields around the documents of one request."""
+RETRY_AFTER_S = 5
+
+# Module level: FastAPI resolves the (string) annotations of the handlers in this module's namespace.
+Submitter = Annotated[Principal, Depends(require_role(Role.submitter))]
+Reviewer = Annotated[Principal, Depends(require_role(Role.reviewer))]
+Admin = Annotated[Principal, Depends(require_role(Role.admin))]
+
+
+@dataclass
+class Service:
+    """What the routes share: the run log, where submissions go, the default settings and the limits.
+
+    ``publish`` hands committed task ids to the workers (Celery messages), or to ``runner`` in this process.
+    """
+
+    store: Store
+    publish: Callable[[list[str]], None]
+    defaults: BatchSettings
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_pending: int = DEFAULT_MAX_PENDING
+    runner: Runner | None = None
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+        self.store.close()
+
+
+def build_service(store: Store, *, broker: str | None, concurrency: int, max_upload_bytes: int, model: str,
+                  max_pending: int = DEFAULT_MAX_PENDING) -> Service:
+    """Submissions go to Celery workers on ``broker``, or without one to a runner in this process."""
+    defaults = BatchSettings(model=model)
+    if broker is not None:
+        from extractor.queue.celery_app import make_celery
+        from extractor.queue.submit import celery_publisher
+
+        return Service(store, celery_publisher(make_celery(broker)), defaults, max_upload_bytes, max_pending)
+    runner = Runner(store, concurrency=concurrency, command="extract serve")
+
+    def publish(task_ids: list[str]) -> None:
+        for task_id in task_ids:
+            runner.submit(task_id)
+
+    return Service(store, publish, defaults, max_upload_bytes, max_pending, runner)
+
+
+# -- request and response bodies -------------------------------------------------------------------------
+
+class TextDocument(BaseModel):
+    """A document given as text; ``name`` is what the run log records as its path (its extension picks the reader)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=500, examples=["purchase-request.md"])
+    text: str = Field(min_length=1)
+    contract: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class Submitted(BaseModel):
+    batch: str
+    documents: list[dict[str, str]] = Field(description="one {id, name} per document: GET /v1/submissions/{id}")
+
+
+class Approve(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    note: str | None = None
+    replace: bool = False
+
+
+class Reject(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1)
+
+
+class Settings(BaseModel):
+    """The settings submissions get when they name none (admin only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    contract: str
+    prompt_version: str
+    base_url: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout: float = Field(gt=0)
+    retries: int = Field(ge=0)
+    response_format: str
+
+
+# -- the app ---------------------------------------------------------------------------------------------
+
+def create_app(service: Service) -> FastAPI:
+    """The API over ``service``; mount further routers with ``app.include_router``."""
+    app = FastAPI(title="extractor", summary="Submit documents, read candidates and findings, review them.",
+                  version="1")
+    app.state.service = service
+    app.add_middleware(BodyLimit, limit=service.max_upload_bytes + FORM_OVERHEAD_BYTES)
+
+    @app.exception_handler(ExtractorError)
+    def extractor_error(request: Request, error: ExtractorError) -> JSONResponse:
+        from extractor.review.decide import Refused
+
+        code = status.HTTP_409_CONFLICT if isinstance(error, Refused) else status.HTTP_400_BAD_REQUEST
+        return JSONResponse({"detail": str(error)}, status_code=code)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        """Liveness, without a token (for load balancers)."""
+        return {"status": "ok"}
+
+    @app.get("/v1/me")
+    def me(principal: Annotated[Principal, Depends(current_principal)]) -> dict[str, str]:
+        """The caller's token name and role."""
+        return {"name": principal.name, "role": principal.role}
+
+    @app.post("/v1/documents", status_code=status.HTTP_202_ACCEPTED)
+    def submit_files(principal: Submitter, files: Annotated[list[UploadFile], File(description="the documents")],
+                     contract: Annotated[str | None, Form()] = None,
+                     tags: Annotated[list[str] | None, Form()] = None) -> Submitted:
+        """Submit documents as a multipart upload; each gets an id to follow (``GET /v1/submissions/{id}``)."""
+        documents = []
+        for upload in files:
+            content = upload.file.read(service.max_upload_bytes + 1)
+            if len(content) > service.max_upload_bytes:
+                raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+                                    f"{upload.filename}: over the limit of {service.max_upload_bytes} bytes")
+            documents.append((upload.filename or "document", content))
+        return _submit(service, principal, documents, contract, tags or [])
+
+    @app.post("/v1/documents/text", status_code=status.HTTP_202_ACCEPTED)
+    def submit_text(principal: Submitter, document: TextDocument) -> Submitted:
+        """Submit one document as JSON text."""
+        content = document.text.encode("utf-8")
+        if len(content) > service.max_upload_bytes:
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+                                f"{document.name}: over the limit of {service.max_upload_bytes} bytes")
+        return _submit(service, principal, [(document.name, content)], document.contract, document.tags)
+
+    @app.get("/v1/submissions/{task_id}")
+    def submission(principal: Submitter, task_id: str) -> dict[str, Any]:
+        """Where a submitted document is: queued, started, finished (with its outcome and document run)."""
+        found = tasks.get_task(service.store.engine, task_id)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no submission {task_id}")
+        return found.to_json()
+
+    @app.get("/v1/batches/{batch_id}")
+    def batch(principal: Submitter, batch_id: str) -> dict[str, Any]:
+        """A batch's documents and how many are queued, started and finished."""
+        found = tasks.tasks_of_batch(service.store.engine, batch_id)
+        if not found:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no batch {batch_id}")
+        return {"batch": batch_id, "counts": tasks.batch_counts(service.store.engine, batch_id),
+                "documents": [task.to_json() for task in found]}
+
+    @app.get("/v1/document-runs/{document_run_id}")
+    def document_run(principal: Submitter, document_run_id: int) -> dict[str, Any]:
+        """A document run: its state and cause, the candidate, field states, every attempt's findings
+        (what ``extract show --format json`` prints)."""
+        return _view(service, _document_run(service, document_run_id))
+
+    @app.get("/v1/review/queue")
+    def review_queue(principal: Reviewer, limit: int = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
+        """What waits for a person, READY_FOR_REVIEW first."""
+        from extractor.review.queue import waiting
+        from extractor.store.approved import open_approved
+
+        page = waiting(service.store, open_approved(service.store), limit=limit)
+        return {"total": page.total, "items": [item.to_json() for item in page.items]}
+
+    @app.get("/v1/review/{document_run_id}")
+    def review_show(principal: Reviewer, document_run_id: int) -> dict[str, Any]:
+        """One document run as a reviewer sees it."""
+        return _view(service, _document_run(service, document_run_id))
+
+    @app.post("/v1/review/{document_run_id}/approve")
+    def review_approve(principal: Reviewer, document_run_id: int, body: Approve) -> dict[str, Any]:
+        """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
+        409 when refused (error findings, changed source, a different approval exists without ``replace``)."""
+        from extractor.review.decide import approve_document
+        from extractor.store.approved import open_approved
+
+        found = _document_run(service, document_run_id)
+        with _source_of(service, found) as source:
+            approval = approve_document(service.store, open_approved(service.store), found, reviewer=principal.name,
+                                        note=body.note, source=source, replace=body.replace)
+        return approval.to_json()
+
+    @app.post("/v1/review/{document_run_id}/reject")
+    def review_reject(principal: Reviewer, document_run_id: int, body: Reject) -> dict[str, Any]:
+        """Reject a document run, saying why; withdraws an approval that came from it."""
+        from extractor.review.decide import reject_document
+        from extractor.store.approved import open_approved
+
+        rejection = reject_document(service.store, open_approved(service.store), _document_run(service, document_run_id),
+                                    reviewer=principal.name, reason=body.reason)
+        return rejection.to_json()
+
+    @app.get("/v1/runs")
+    def runs(principal: Submitter, limit: int = 20) -> list[dict[str, Any]]:
+        """Recent runs (worker runs included), newest first, with their documents per state."""
+        from extractor.review.view import run_summary
+
+        return [run_summary(run) for run in service.store.find_runs(limit=limit)]
+
+    @app.get("/v1/runs/{run_id}")
+    def run(principal: Submitter, run_id: str) -> dict[str, Any]:
+        """One run: configuration, counts, every document with its state and rule ids."""
+        from extractor.review import resolve_run
+        from extractor.review.view import run_view
+
+        found = resolve_run(service.store, run_id)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no run {run_id}")
+        return run_view(service.store, found)
+
+    @app.get("/v1/compare")
+    def compare(principal: Submitter, baseline: str, candidate: str) -> dict[str, Any]:
+        """The regression gate between two selections of runs (as ``extract compare`` takes them)."""
+        from extractor.compare import compare as compare_runs
+
+        return compare_runs(service.store, baseline, candidate).to_json()
+
+    @app.get("/v1/settings")
+    def settings(principal: Submitter) -> dict[str, Any]:
+        """The settings submissions get when they name none."""
+        return service.defaults.to_json()
+
+    @app.put("/v1/settings")
+    def change_settings(principal: Admin, body: Settings) -> dict[str, Any]:
+        """Change the default settings of later submissions (admin only)."""
+        from extractor.contracts import get_contract
+
+        try:
+            get_contract(body.contract)
+        except KeyError as error:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(error.args[0])) from None
+        service.defaults = replace(service.defaults, **body.model_dump())
+        return service.defaults.to_json()
+
+    return app
+
+
+def _submit(service: Service, principal: Principal, documents: list[tuple[str, bytes]], contract: str | None,
+            tags: list[str]) -> Submitted:
+    """Record the documents as a batch, then hand them to the workers; 429 while the queue is full."""
+    from extractor.contracts import get_contract
+
+    if not documents:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "no documents in the request")
+    settings = service.defaults
+    if contract is not None:
+        try:
+            get_contract(contract)
+        except KeyError as error:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(error.args[0])) from None
+        settings = replace(settings, contract=contract)
+    if tags:
+        settings = replace(settings, tags=tuple(tags))
+    pending = tasks.pending_count(service.store.engine)
+    if pending + len(documents) > service.max_pending:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"queue full: {pending} documents wait for a worker "
+                            f"(at most {service.max_pending}); retry later", headers={"Retry-After": str(RETRY_AFTER_S)})
+    batch_id, task_ids = tasks.add_batch(service.store.engine, settings.to_json(), principal.name, documents)
+    service.publish(task_ids)
+    return Submitted(batch=batch_id, documents=[{"id": task_id, "name": name}
+                                                for task_id, (name, _) in zip(task_ids, documents)])
+
+
+def _document_run(service: Service, document_run_id: int) -> DocumentRunInfo:
+    found = service.store.find_document_runs(ids=[document_run_id])
+    if not found:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document run {document_run_id}")
+    return found[0]
+
+
+def _view(service: Service, document_run: DocumentRunInfo) -> dict[str, Any]:
+    from extractor.review.view import document_view
+    from extractor.store.approved import open_approved
+
+    return document_view(service.store, open_approved(service.store), document_run)
+
+
+class _source_of:  # noqa: N801 - used as a context manager, like a function
+    """The source of a document run as a file: its path when that exists here, else a scratch copy of the upload
+    with the same content (a submitted document's path is only the name it was submitted under)."""
+
+    def __init__(self, service: Service, document_run: DocumentRunInfo) -> None:
+        self.service = service
+        self.document_run = document_run
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> Path | None:
+        if Path(self.document_run.path).is_file():
+            return None
+        upload = tasks.upload_with(self.service.store.engine, self.document_run.sha256)
+        if upload is None:
+            return None
+        self._folder = tempfile.TemporaryDirectory(prefix="extract-source-")
+        path = Path(self._folder.name) / f"source{safe_suffix(upload[0])}"
+        path.write_bytes(upload[1])
+        return path
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()

@@ -1,0 +1,184 @@
+"""Queued documents (``tasks``), their batches and uploaded bytes: what the queue and the API share.
+
+The Celery message of a document carries only its task id; the task row says where it is. A worker starts
+a delivery with ``start_delivery``, one short transaction that decides whether to work on it:
+
+- the task is finished: nothing to do (a redelivery after the worker finished but died before acking);
+- another worker run that is still alive has it: a duplicate delivery, nothing to do;
+- otherwise this is a (re)delivery: ``deliveries`` grows by one and this worker run holds it.
+
+``deliveries`` counts only starts whose earlier holder is gone, so a document that kills its worker every
+time is recognised after N deliveries (``extractor.queue.runner`` then ends it ERROR), whatever the broker did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Engine, func, insert, select, update
+
+from extractor.store.db import transaction, utcnow, write_connection
+from extractor.store.models import Batch, Document, Run, Task, Upload
+from extractor.store.runs import is_alive
+from extractor.vocab import Outcome, TaskState
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One queued document as the run log has it."""
+
+    id: str
+    batch_id: str
+    name: str
+    sha256: str
+    state: TaskState
+    outcome: Outcome | None
+    cause: str | None
+    deliveries: int
+    run_id: str | None
+    document_run_id: int | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "batch": self.batch_id, "name": self.name, "sha256": self.sha256,
+                "state": self.state, "outcome": self.outcome, "cause": self.cause, "deliveries": self.deliveries,
+                "run": self.run_id, "document_run": self.document_run_id,
+                "enqueued_at": self.enqueued_at.isoformat(),
+                "started_at": self.started_at.isoformat() if self.started_at else None,
+                "finished_at": self.finished_at.isoformat() if self.finished_at else None}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What ``start_delivery`` decided: ``start`` (with the delivery number) or why not."""
+
+    decision: Literal["start", "finished", "duplicate", "missing"]
+    deliveries: int = 0
+
+
+_TASK_COLUMNS = (Task.id, Task.batch_id, Upload.name, Upload.sha256, Task.state, Task.outcome, Task.cause,
+                 Task.deliveries, Task.run_id, Task.document_run_id, Task.enqueued_at, Task.started_at,
+                 Task.finished_at)
+
+
+def _info(row: Any) -> TaskInfo:
+    return TaskInfo(row.id, row.batch_id, row.name, row.sha256, TaskState(row.state),
+                    None if row.outcome is None else Outcome(row.outcome), row.cause, row.deliveries, row.run_id,
+                    row.document_run_id, row.enqueued_at, row.started_at, row.finished_at)
+
+
+def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
+              documents: Sequence[tuple[str, bytes]], batch_id: str | None = None) -> tuple[str, list[str]]:
+    """Record ``documents`` (name, bytes) as queued tasks of a batch (new, or ``batch_id`` when adding to one);
+    returns ``(batch id, task ids)`` in the order given. Enqueue the messages only after this commits."""
+    now = utcnow()
+    task_ids = [str(uuid.uuid4()) for _ in documents]
+    with write_connection(engine) as connection:
+        if batch_id is None:
+            batch_id = uuid.uuid4().hex
+            connection.execute(insert(Batch), {"id": batch_id, "settings": settings, "submitted_by": submitted_by,
+                                               "created_at": now})
+        for task_id, (name, content) in zip(task_ids, documents):
+            upload = connection.execute(insert(Upload), {
+                "sha256": hashlib.sha256(content).hexdigest(), "name": name, "size": len(content),
+                "content": content, "created_at": now}).inserted_primary_key
+            assert upload is not None
+            connection.execute(insert(Task), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
+                                              "state": TaskState.queued, "deliveries": 0, "enqueued_at": now})
+    return batch_id, task_ids
+
+
+def batch_settings(engine: Engine, batch_id: str) -> dict[str, Any] | None:
+    with transaction(engine, write=False) as session:
+        return session.execute(select(Batch.settings).where(Batch.id == batch_id)).scalar()
+
+
+def pending_count(engine: Engine) -> int:
+    """Tasks queued and not started yet, over every batch: what backpressure bounds."""
+    with transaction(engine, write=False) as session:
+        return int(session.execute(select(func.count()).select_from(Task).where(Task.state == TaskState.queued))
+                   .scalar() or 0)
+
+
+def get_task(engine: Engine, task_id: str) -> TaskInfo | None:
+    query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.id == task_id)
+    with transaction(engine, write=False) as session:
+        row = session.execute(query).first()
+    return None if row is None else _info(row)
+
+
+def tasks_of_batch(engine: Engine, batch_id: str, task_ids: Iterable[str] | None = None) -> list[TaskInfo]:
+    """The batch's tasks (or only ``task_ids`` of it), in the order they were enqueued."""
+    query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.batch_id == batch_id)
+    if task_ids is not None:
+        query = query.where(Task.id.in_(list(task_ids)))
+    with transaction(engine, write=False) as session:
+        return [_info(row) for row in session.execute(query.order_by(Task.enqueued_at, Task.id))]
+
+
+def batch_counts(engine: Engine, batch_id: str) -> dict[str, int]:
+    """How many of the batch's tasks are queued, started and finished."""
+    query = select(Task.state, func.count()).where(Task.batch_id == batch_id).group_by(Task.state)
+    with transaction(engine, write=False) as session:
+        return {state: int(count) for state, count in session.execute(query)}
+
+
+def upload_of(engine: Engine, task_id: str) -> tuple[str, bytes]:
+    """The task's document: ``(name as submitted, bytes)``."""
+    query = select(Upload.name, Upload.content).join(Task, Task.upload_id == Upload.id).where(Task.id == task_id)
+    with transaction(engine, write=False) as session:
+        row = session.execute(query).one()
+    return row.name, bytes(row.content)
+
+
+def start_delivery(engine: Engine, task_id: str, run_id: str, *, stale_after_s: float) -> Delivery:
+    """Decide, in one transaction, whether this worker run works on the task now (see the module docstring)."""
+    with transaction(engine) as session:
+        row = session.execute(
+            select(Task.state, Task.deliveries, Task.run_id, Run.status, Run.host, Run.pid, Run.heartbeat_at)
+            .outerjoin(Run, Run.id == Task.run_id).where(Task.id == task_id).with_for_update(of=Task)
+        ).first()
+        if row is None:
+            return Delivery("missing")
+        if row.state == TaskState.finished:
+            return Delivery("finished", row.deliveries)
+        if (row.state == TaskState.started and row.run_id is not None
+                and is_alive(row.status, row.host, row.pid, row.heartbeat_at, stale_after_s)):
+            return Delivery("duplicate", row.deliveries)
+        deliveries = row.deliveries + 1
+        session.execute(update(Task).where(Task.id == task_id).values(
+            state=TaskState.started, deliveries=deliveries, run_id=run_id, started_at=utcnow()))
+        return Delivery("start", deliveries)
+
+
+def finish_task(engine: Engine, task_id: str, outcome: Outcome, cause: str | None, document_run_id: int | None) -> bool:
+    """Record where the task's document ended; False when it was finished before (the first result stays)."""
+    with write_connection(engine) as connection:
+        done = connection.execute(
+            update(Task).where(Task.id == task_id, Task.state != TaskState.finished)
+            .values(state=TaskState.finished, outcome=outcome, cause=cause, document_run_id=document_run_id,
+                    finished_at=utcnow()))
+        return done.rowcount == 1
+
+
+def document_with(engine: Engine, sha256: str, segmenter: str) -> int | None:
+    """The id of the document with this content under this segmenter, if a worker got as far as storing it."""
+    with transaction(engine, write=False) as session:
+        return session.execute(select(Document.id).where(Document.sha256 == sha256, Document.segmenter == segmenter)
+                               ).scalar()
+
+
+def upload_with(engine: Engine, sha256: str) -> tuple[str, bytes] | None:
+    """An uploaded document with this content (``(name, bytes)``): the source of a document run whose path
+    is only the name it was submitted under."""
+    query = select(Upload.name, Upload.content).where(Upload.sha256 == sha256).order_by(Upload.id).limit(1)
+    with transaction(engine, write=False) as session:
+        row = session.execute(query).first()
+    return None if row is None else (row.name, bytes(row.content))

@@ -1,0 +1,72 @@
+"""API tokens of ``extract serve``: created once (the secret is shown then and never again), stored as SHA-256.
+
+A bearer token is 256 random bits, so a plain SHA-256 is enough to make a stolen copy of the table useless
+(no dictionary to try, unlike passwords) and lets a request be checked with one indexed look-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import IntegrityError
+
+from extractor.errors import UsageError
+from extractor.store.db import require_one_of, transaction, utcnow, write_connection
+from extractor.store.models import ApiToken
+from extractor.vocab import Role, values_of
+
+TOKEN_PREFIX = "ext_"
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token as listed: never its secret."""
+
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(engine: Engine, name: str, role: str) -> str:
+    """A new token for ``name`` with ``role``; returns the secret (only its hash is stored)."""
+    require_one_of(role, values_of(Role), "role")
+    if not name.strip() or len(name) > 200:
+        raise UsageError("token name must be 1 to 200 characters")
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        with transaction(engine) as session:
+            session.add(ApiToken(name=name, role=role, token_sha256=token_hash(secret), created_at=utcnow()))
+    except IntegrityError:
+        raise UsageError(f"a token named {name!r} exists; revoke it or pick another name") from None
+    return secret
+
+
+def find_token(engine: Engine, secret: str) -> TokenInfo | None:
+    """The live (not revoked) token with this secret, if any."""
+    with transaction(engine, write=False) as session:
+        row = session.execute(select(ApiToken).where(ApiToken.token_sha256 == token_hash(secret),
+                                                     ApiToken.revoked_at.is_(None))).scalar()
+        return None if row is None else TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at)
+
+
+def list_tokens(engine: Engine) -> list[TokenInfo]:
+    with transaction(engine, write=False) as session:
+        return [TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at)
+                for row in session.execute(select(ApiToken).order_by(ApiToken.created_at)).scalars()]
+
+
+def revoke_token(engine: Engine, name: str) -> bool:
+    """Revoke the token called ``name``; False when there is no live token of that name."""
+    with write_connection(engine) as connection:
+        done = connection.execute(update(ApiToken).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+                                  .values(revoked_at=utcnow()))
+        return done.rowcount == 1

@@ -1,0 +1,64 @@
+"""Long-running CLI processes of a test (workers, a server): started with their output in files, always stopped."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.support.batch import extract_command
+
+
+class Processes:
+    """``extract`` processes started by one test; ``stop_all`` ends the ones still running (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, env: Mapping[str, str], folder: Path) -> None:
+        self.env = dict(env)
+        self.folder = folder
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str, **extra_env: str) -> subprocess.Popen[bytes]:
+        log = self.folder / f"process-{len(self.started)}.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(extract_command(*args), env=self.env | extra_env, cwd=self.folder,
+                                       stdout=output, stderr=subprocess.STDOUT)
+        self.started.append(process)
+        return process
+
+    def log_of(self, process: subprocess.Popen[bytes]) -> str:
+        return (self.folder / f"process-{self.started.index(process)}.log").read_text(errors="replace")
+
+    def kill(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGKILL, and reap it: a zombie would still look alive to the run log's pid check."""
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.started:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180,
+             watch: tuple[subprocess.Popen[bytes] | subprocess.Popen[str], ...] = ()) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` s, or as soon as a watched
+    process ends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        for process in watch:
+            if process.poll() is not None:
+                pytest.fail(f"a process ended ({process.returncode}) while waiting for {what}")
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,238 @@
+"""Documents on Celery workers over a real redis-server and PostgreSQL, every worker a real process.
+
+The scripted model server answers at once (faults injected: 500s, resets, hangs, 429s), so these tests spend
+their time where the queue does: delivering, claiming, taking over after a SIGKILL. Without
+``EXTRACT_TEST_POSTGRES_URL`` they are skipped (workers on several machines share PostgreSQL, not SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from extractor.store import open_store
+from tests.support.batch import (
+    answer_for,
+    cli_env,
+    extract_command,
+    final_runs_per_document,
+    request_text,
+    rows,
+    scalar,
+    write_batch,
+)
+from tests.support.databases import fresh_database
+from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status
+from tests.support.processes import Processes, wait_for
+from tests.support.redis_server import redis_server
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    with redis_server(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    with fresh_database("postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Processes]]:
+    made: list[Processes] = []
+
+    def make(env: dict[str, str]) -> Processes:
+        made.append(Processes(env, tmp_path))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.stop_all()
+
+
+def queue_env(server: ScriptedLLMServer, db: str, broker: str, **extra: str) -> dict[str, str]:
+    return cli_env(server.base_url, db, EXTRACT_BROKER_URL=broker, EXTRACT_MODEL="openai:scripted-model",
+                   OPENAI_API_KEY="test-key", **extra)
+
+
+def task_count(db: str, condition: str = "TRUE", **params: Any) -> int:
+    try:
+        return int(scalar(db, f"SELECT COUNT(*) FROM tasks WHERE {condition}", **params) or 0)
+    except Exception:  # noqa: BLE001 - the submitter has not created the tables yet
+        return 0
+
+
+def started_by(db: str, pid: int) -> int:
+    return int(scalar(db, "SELECT COUNT(*) FROM tasks JOIN runs ON runs.id = tasks.run_id "
+                          "WHERE tasks.state = 'started' AND runs.pid = :pid", pid=pid) or 0)
+
+
+def submit(env: dict[str, str], *args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(extract_command("run", *args, "--format", "json"), env=env, cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_workers_convert_500_documents_and_one_sigkilled_mid_batch_loses_or_doubles_none(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    write_batch(tmp_path / "docs", 500)
+    hold, killed = threading.Event(), threading.Event()
+
+    def script(request: dict[str, Any] | None, number: int) -> Action:
+        if number % 97 == 0:
+            return Status(500)
+        if number % 89 == 0:
+            return Reset()
+        if hold.is_set() and not killed.is_set():  # freeze the workers mid-document until one is killed
+            return Hang(30)
+        return Reply(answer_for(request))
+
+    server = llm_server(script)
+    workers = processes(queue_env(server, pg_url, redis_url))
+    options = ("worker", "--concurrency", "8", "--visibility-timeout", "10")
+    doomed, survivor = workers.start(*options), workers.start(*options)
+    run = submit(workers.env, str(tmp_path / "docs"), "--timeout", "3", cwd=tmp_path)
+
+    wait_for(lambda: task_count(pg_url, "state = 'finished'") >= 150, "150 documents finished", watch=(doomed, survivor))
+    hold.set()
+    wait_for(lambda: started_by(pg_url, doomed.pid) >= 4, "the doomed worker holding documents mid-conversion",
+             watch=(doomed, survivor))
+    workers.kill(doomed)
+    killed.set()
+    out, err = run.communicate(timeout=600)
+
+    assert run.returncode == 0, err[-3000:]
+    summary = json.loads(out)
+    assert summary["documents"] == 500
+    assert set(summary["counts"]) <= {"READY_FOR_REVIEW", "SKIPPED"}, summary["counts"]
+    assert summary["counts"]["READY_FOR_REVIEW"] >= 490  # SKIPPED: finished, then killed before its task was marked
+    assert len(summary["worker_runs"]) == 2
+    finals = final_runs_per_document(pg_url)
+    assert len(finals) == 500 and set(finals.values()) == {1}, "a document finished twice or never"
+    assert dict(rows(pg_url, "SELECT state, COUNT(*) FROM claims GROUP BY state")) == {"READY_FOR_REVIEW": 500}
+    assert scalar(pg_url, "SELECT COUNT(*) FROM document_runs WHERE state = 'PROCESSING'") == 0
+    assert dict(rows(pg_url, "SELECT state, COUNT(*) FROM tasks GROUP BY state")) == {"finished": 500}
+    redelivered = task_count(pg_url, "deliveries >= 2")
+    assert redelivered >= 4  # the documents the killed worker held were delivered again and finished by the other
+    taken_over = rows(pg_url, "SELECT COUNT(*) FROM document_runs dr JOIN runs r ON r.id = dr.run_id "
+                              "WHERE r.pid = :pid AND dr.state = 'INTERRUPTED'", pid=doomed.pid)[0][0]
+    assert taken_over >= 1
+    assert scalar(pg_url, "SELECT status FROM runs WHERE pid = :pid", pid=doomed.pid) == "crashed"
+    with open_store(pg_url) as store:
+        assert store.integrity_check() == []
+
+
+def test_a_document_that_kills_its_worker_every_time_ends_error_after_n_deliveries(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    docs = tmp_path / "docs"
+    write_batch(docs, 3)
+    (docs / "poison.md").write_text("# Poison\n\nThis document kills its worker.\n", encoding="utf-8")
+
+    def is_poison(request: dict[str, Any] | None) -> bool:
+        return "kills its worker" in request_text(request)
+
+    server = llm_server(lambda request, number: Hang(60) if is_poison(request) else Reply(answer_for(request)))
+    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0"))
+    # One document at a time per worker: a killed worker holds only the poison document. (With more, the documents
+    # beside it die with it and count deliveries too: an innocent one can be blamed after max-deliveries deaths.)
+    options = ("worker", "--concurrency", "1", "--visibility-timeout", "2", "--max-deliveries", "2")
+    alive = [workers.start(*options), workers.start(*options)]
+    run = submit(workers.env, str(docs), cwd=tmp_path)
+
+    def poison_calls() -> int:
+        return sum(is_poison(request.json) for request in server.chat_requests)
+
+    for death in (1, 2):  # each time a worker is converting it, the worker dies (here: SIGKILL from the test)
+        wait_for(lambda death=death: poison_calls() == death and task_count(
+            pg_url, "deliveries = :n AND state = 'started' AND upload_id IN "
+                    "(SELECT id FROM uploads WHERE name LIKE '%poison.md')", n=death) == 1,
+                 f"delivery {death} of the poison document calling the model", watch=(run,))
+        holder = int(scalar(pg_url, "SELECT runs.pid FROM tasks JOIN runs ON runs.id = tasks.run_id "
+                                    "JOIN uploads ON uploads.id = tasks.upload_id WHERE uploads.name LIKE '%poison.md'"))
+        victim = next(process for process in alive if process.pid == holder)
+        workers.kill(victim)
+        alive.remove(victim)
+        alive.append(workers.start(*options))
+    out, err = run.communicate(timeout=300)
+
+    assert run.returncode == 3, err[-3000:]  # a document ended ERROR: the batch outcome is MANUAL_REVIEW
+    outcomes = {Path(o["path"]).name: o for o in json.loads(out)["outcomes"]}
+    assert outcomes["poison.md"]["state"] == "ERROR"
+    assert "died 2 times" in outcomes["poison.md"]["cause"] and "not delivered again" in outcomes["poison.md"]["cause"]
+    assert [o["state"] for name, o in sorted(outcomes.items()) if name != "poison.md"] == ["READY_FOR_REVIEW"] * 3, outcomes
+    assert poison_calls() == 2  # the third delivery never converted it again
+    poison_runs = rows(pg_url, "SELECT state FROM document_runs WHERE path LIKE '%poison.md' ORDER BY id")
+    assert [state for (state,) in poison_runs] == ["INTERRUPTED", "INTERRUPTED", "ERROR"]
+    assert scalar(pg_url, "SELECT deliveries FROM tasks JOIN uploads ON uploads.id = tasks.upload_id "
+                          "WHERE uploads.name LIKE '%poison.md'") == 3
+    with open_store(pg_url) as store:
+        assert store.integrity_check() == []
+
+
+def test_a_full_queue_makes_the_submitter_wait_or_refuse(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    write_batch(tmp_path / "docs", 8)
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+
+    refused = subprocess.run(extract_command("run", str(tmp_path / "docs"), "--max-pending", "5", "--no-wait"),
+                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert "queue full: 0 documents wait for a worker and this batch adds 8, over --max-pending 5" in refused.stderr
+    assert task_count(pg_url) == 0  # nothing was queued
+
+    run = submit(env, str(tmp_path / "docs"), "--max-pending", "3", cwd=tmp_path)
+    wait_for(lambda: task_count(pg_url) == 3, "the first 3 documents queued", watch=(run,))
+    with pytest.raises(subprocess.TimeoutExpired):  # no worker: it waits for room, queueing nothing more
+        run.wait(timeout=2)
+    assert task_count(pg_url) == 3
+    processes(env).start("worker", "--concurrency", "2")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+    assert json.loads(out)["counts"] == {"READY_FOR_REVIEW": 8}
+
+
+def test_a_429_seen_by_one_worker_pauses_every_worker(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    write_batch(tmp_path / "docs", 120)
+    arrivals: list[float] = []
+    limited: list[float] = []
+    lock = threading.Lock()
+
+    def script(request: dict[str, Any] | None, number: int) -> Action:
+        with lock:
+            arrivals.append(time.monotonic())
+            if number == 40:
+                limited.append(arrivals[-1])
+                return Status(429, headers={"Retry-After": "4"})
+        return Reply(answer_for(request))
+
+    server = llm_server(script)
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    workers = processes(env)
+    first, second = (workers.start("worker", "--concurrency", "4") for _ in range(2))
+    run = submit(env, str(tmp_path / "docs"), cwd=tmp_path)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+
+    assert len(limited) == 1
+    during = [t for t in arrivals if limited[0] + 1.0 <= t <= limited[0] + 3.6]
+    after = [t for t in arrivals if t > limited[0] + 3.6]
+    assert during == [], f"{len(during)} calls started while the server had asked every worker to wait"
+    assert after  # the batch went on afterwards
+    worker_runs = {run_id for (run_id,) in rows(pg_url, "SELECT DISTINCT run_id FROM tasks")}
+    assert len(worker_runs) == 2  # both workers converted documents, so both were paused
