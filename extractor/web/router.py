@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,7 +68,7 @@ OpenStores = Callable[[], tuple[Store, Store]]
 class _Secured(APIRoute):
     """Every response of the router carries the security headers (also the error pages it renders)."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def secured(request: Request) -> Response:

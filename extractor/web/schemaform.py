@@ -7,13 +7,16 @@ so findings (located by JSON path) land next to the field they point at, and the
 same tree read-only with its evidence links.
 
 Form encoding (what the browser posts): ``v:<path>`` a leaf's text, ``t:<path>`` a marker that an object or
-array (or list item) exists (so an empty list stays an empty list), ``z:<path>`` "this nullable value is
-null". Array items are posted with whatever indices the page gave them (new ones from a template with the
+array (or list item) exists (so an empty list stays an empty list; disabled, so not posted, for an optional
+one the candidate does not have until an item is added), ``z:<path>`` "this nullable value is null",
+``p:<path>`` "this optional leaf is in the candidate" (so an untouched absent key stays absent and an
+explicit null stays null). Array items are posted with whatever indices the page gave them (new ones from a template with the
 placeholder ``__N<depth>__``); they are read back in index order and renumbered from 0.
 
 Nothing is coerced silently: text that is not an integer where the schema wants one stays text, so the
 validator reports it; an empty leaf is null when the schema allows null, left out when the key is optional,
-else the empty string (which the schema's own constraints then judge). Schema shapes the tree does not model
+else the empty string (which the schema's own constraints then judge); an optional key the candidate does
+not have stays absent while its field is left empty. Schema shapes the tree does not model
 (free-form objects, tuples, unions of several non-null types) are edited as JSON in a text area; JSON that
 does not parse stays a string for the validator to refuse.
 """
@@ -232,10 +235,12 @@ class SchemaForm:
         if f"v:{name}" not in values:
             return MISSING
         text = values[f"v:{name}"]
-        if text.strip() == "" and kind != "string":
-            return None if nullable else MISSING if not required else text
-        if text == "":
-            return None if nullable else MISSING if not required else ""
+        if (text == "") if kind == "string" else (text.strip() == ""):
+            if not required and f"p:{name}" not in values:
+                return MISSING  # an optional key the candidate did not have, left empty: still absent
+            if nullable:
+                return None
+            return text if kind == "string" else MISSING
         return _typed(kind, text)
 
 

@@ -103,6 +103,10 @@
       const list = set.querySelector(":scope > ol.items");
       const template = set.querySelector(":scope > template.item-template");
       const next = Number(list.dataset.next || "0");
+      // an optional list (or the optional objects around it) the candidate did not have exists from now on
+      for (let around = set; around; around = around.parentElement.closest("fieldset")) {
+        around.querySelectorAll(':scope > input[type="hidden"][name^="t:"]').forEach((marker) => { marker.disabled = false; });
+      }
       list.dataset.next = String(next + 1);
       list.insertAdjacentHTML("beforeend", template.innerHTML.split(set.dataset.placeholder).join(String(next)));
       const first = list.lastElementChild.querySelector("input, textarea, select");
