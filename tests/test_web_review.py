@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.batch import answer_for, cli_env, extract_command, run_cli, write_batch
+from tests.support.corpus import run
 from tests.support.llm_server import Reply, ScriptedLLMServer
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -58,9 +59,15 @@ class Review:
         return run_cli(*args, "--database", self.db_url, env=self.env, cwd=self.folder, timeout=120)
 
     def show(self, document_run_id: int) -> dict[str, Any]:
-        result = self.cli("show", str(document_run_id), "--format", "json")
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+        """What ``extract show DOC --format json`` prints (the same function, in process: no interpreter start)."""
+        from extractor.review import resolve
+        from extractor.review.view import document_view
+        from extractor.store import open_store
+        from extractor.store.approved import open_approved
+
+        with open_store(self.db_url, create=False) as store:
+            resolved = resolve(store, str(document_run_id))
+            return document_view(store, open_approved(store), resolved.document_run, resolved.others)
 
     def open(self, path: str) -> Any:
         """A new tab on ``path``, failing the test on any console error (a CSP violation is one)."""
@@ -96,7 +103,8 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def review(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Review]:
+def run_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, int], dict[str, str]]:
+    """The runs (made before the browser starts: Playwright's sync API keeps an event loop in this thread)."""
     folder = tmp_path_factory.mktemp("web")
     db_url = f"sqlite:///{folder}/run.db"
     paths = write_batch(folder / "docs", 3)
@@ -107,16 +115,18 @@ def review(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
     with ScriptedLLMServer(answer) as server:
         env = cli_env(server.base_url, db_url, USER=REVIEWER, LOGNAME=REVIEWER, COLUMNS="200")
         first = run_cli("run", str(folder / "docs"), "--model", "openai:scripted", "--format", "json", env=env, cwd=folder)
-        second = run_cli("run", str(hostile), "--model", "openai:scripted-b", "--tag", "hostile", "--format", "json",
-                         env=env, cwd=folder)
-    outcomes = {o["path"]: o for o in json.loads(first.stdout)["outcomes"] + json.loads(second.stdout)["outcomes"]}
-    ids = {name: outcomes[str(path)]["document_run_id"] for name, path in
-           (("en", paths[0]), ("ko", paths[1]), ("ru", paths[2]), ("hostile", hostile))}
-    states = {name: outcomes[str(path)]["state"] for name, path in
-              (("en", paths[0]), ("ko", paths[1]), ("ru", paths[2]), ("hostile", hostile))}
+        second = run(db_url, server, [hostile], "scripted-b", tags=["hostile"])  # in process: one interpreter less
+    outcomes = {o["path"]: o for o in json.loads(first.stdout)["outcomes"] + [o.to_json() for o in second.outcomes]}
+    named = (("en", paths[0]), ("ko", paths[1]), ("ru", paths[2]), ("hostile", hostile))
+    states = {name: outcomes[str(path)]["state"] for name, path in named}
     assert states == {"en": "READY_FOR_REVIEW", "ko": "MANUAL_REVIEW", "ru": "READY_FOR_REVIEW",
                       "hostile": "MANUAL_REVIEW"}, states
+    return folder, db_url, {name: outcomes[str(path)]["document_run_id"] for name, path in named}, env
 
+
+@pytest.fixture(scope="module")
+def review(run_log: tuple[Path, str, dict[str, int], dict[str, str]], browser: Any) -> Iterator[Review]:
+    folder, db_url, ids, env = run_log
     process = subprocess.Popen([*extract_command("review", "--web", "--port", "0", "--database", db_url)], env=env,
                                cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -278,6 +288,7 @@ def test_approve_edit_and_reject_then_export(review: Review) -> None:
     page = review.open(f"/review/doc/{ko}")
     page.keyboard.press("a")
     page.wait_for_selector("#error")
+    page.wait_for_selector("body[data-ready='1']")  # the keys work once the page's script has run
     assert "error findings" in page.inner_text("#error") and "VALUE_WITHOUT_EVIDENCE" in page.inner_text("#error")
 
     # edit: the form is built from the schema; removing the invented rule makes the check pass
@@ -289,6 +300,7 @@ def test_approve_edit_and_reject_then_export(review: Review) -> None:
     assert page.locator("fieldset[data-path='sentenceCoverage[2]'] fieldset.arr[data-path='sentenceCoverage[2].fieldPaths']").count() == 1
     page.click("#approve-edit")  # unchanged: refused, with the finding beside the field
     page.wait_for_selector("#error")
+    page.wait_for_selector("body[data-ready='1']")
     assert page.locator(".leaf[data-path='rules[2]'] .finding").get_attribute("data-rule") == "VALUE_WITHOUT_EVIDENCE"
     rules = page.locator("fieldset.arr[data-path='rules']")
     rules.locator(":scope > ol > li.item").nth(2).locator("button.remove").click()
@@ -297,10 +309,12 @@ def test_approve_edit_and_reject_then_export(review: Review) -> None:
     rules.locator(":scope > ol > li.item").last.locator("input").fill("검토는 사흘 안에 끝낸다.")
     page.click("#check")
     page.wait_for_selector(".finding[data-rule='VALUE_WITHOUT_EVIDENCE']")
+    page.wait_for_selector("body[data-ready='1']")
     assert page.locator("#passed").count() == 0
     page.locator("fieldset.arr[data-path='rules'] > ol > li.item").last.locator("button.remove").click()
     page.click("#check")
     page.wait_for_selector("#passed")
+    page.wait_for_selector("body[data-ready='1']")
     page.fill("form#edit-form input[name=note]", "removed the invented CFO rule")
     page.click("#approve-edit")
     page.wait_for_url(lambda url: "/edit" not in url)
