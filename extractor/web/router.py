@@ -222,8 +222,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                     raise ReviewError("a rejection needs a reason: say what is wrong")
                 reject_document(store, records, found, reviewer=principal.name, reason=reason)
             else:
-                note = _override_note(found, _field(items, "override").strip(), note)
-                approve_document(store, records, found, reviewer=principal.name, note=note, edited=edited)
+                approve_document(store, records, found, reviewer=principal.name, note=note, edited=edited,
+                                 **_block_override(found, _field(items, "override").strip()))
         except ReviewError as error:
             return _document_page(request, principal, document_run_id, status=409, error=str(error))
         target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
@@ -312,14 +312,15 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
     return router
 
 
-def _override_note(document_run: DocumentRunInfo, override: str, note: str | None) -> str | None:
-    """A BLOCKED document is approved only with the reason a person overrides the block, kept in the note."""
+def _block_override(document_run: DocumentRunInfo, override: str) -> dict[str, Any]:
+    """``approve_document``'s override arguments: a BLOCKED document (a critical finding, issue 12) is
+    approved only over the block, with the reason the reviewer typed; any other state needs none."""
     if BLOCKED is None or document_run.state != BLOCKED:
-        return note
+        return {}
     if not override:
         raise ReviewError(f"document run {document_run.id} is BLOCKED (a critical finding): approving it needs "
                           "the override reason")
-    return f"override of BLOCKED: {override}" + (f"; {note}" if note else "")
+    return {"override_block": True, "reason": override}
 
 
 def _document_run(store: Store, document_run_id: int) -> DocumentRunInfo | None:
