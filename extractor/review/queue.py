@@ -58,6 +58,7 @@ class QueuePage:
     items: list[QueueItem]
     total: int
     counts: dict[str, int] = field(default_factory=dict)  # of the ``total``, per state
+    order: list[int] = field(default_factory=list)  # every waiting document run id in queue order (not only the page's)
 
 
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
@@ -91,6 +92,7 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
         candidates = [d for d in candidates if d.id in chosen]
     total = len(candidates)
     counts = dict(sorted(Counter(d.state for d in candidates).items()))
+    sequence = [d.id for d in candidates]
     if limit is not None:
         candidates = candidates[:limit]
     findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
@@ -107,7 +109,7 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
             finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
             alternatives=alternatives[d.id],
         ))
-    return QueuePage(items, total, counts)
+    return QueuePage(items, total, counts, sequence)
 
 
 def _urgency(document_run: DocumentRunInfo) -> int:

@@ -371,7 +371,7 @@ def _queue(store: Store, records: Store, filters: dict[str, str], *, limit: int 
 def _neighbours(store: Store, records: Store, filters: dict[str, str], document_run_id: int) -> tuple[int | None, int | None]:
     """The document runs before and after this one in the (filtered) queue; the first waiting one as the
     next when this one is not in the queue (decided already)."""
-    ids = [item.document_run_id for item in _queue(store, records, filters, limit=None).items]
+    ids = _queue(store, records, filters, limit=0).order  # the order only: no findings read
     if document_run_id not in ids:
         return None, ids[0] if ids else None
     at = ids.index(document_run_id)
