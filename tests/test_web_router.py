@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,3 +130,17 @@ def test_a_rejection_needs_a_reason_and_records_it(site: Site) -> None:
     assert "rejected by <b>lee</b>" in view and "&lt;b&gt;wrong&lt;/b&gt; owner" in view
     queue = client.get("/review/").text
     assert f'data-id="{good}"' not in queue and f'data-id="{site.ids[1]}"' in queue
+
+
+def test_review_web_on_a_busy_port_fails_in_one_line(site: Site, db_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from extractor.cli import app
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["review", "--web", "--port", str(port), "--database", db_url])
+    assert result.exit_code == 2, result.output
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.output and "token" not in result.output
