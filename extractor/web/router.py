@@ -195,40 +195,45 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                 items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         if (refused := checked(principal, items)) is not None:
             return refused
-        return _decide(request, principal, document_run_id, "approve", items)
+        return _decided(request, principal, document_run_id, "approve", items)
 
     @router.post("/doc/{document_run_id}/reject")
     def reject(request: Request, document_run_id: int, principal: Any = principal_of,
                items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         if (refused := checked(principal, items)) is not None:
             return refused
-        return _decide(request, principal, document_run_id, "reject", items)
+        return _decided(request, principal, document_run_id, "reject", items)
 
-    def _decide(request: Request, principal: Principal, document_run_id: int, verb: str,
+    def _decide(request: Request, principal: Principal, found: DocumentRunInfo, verb: str,
                 items: Sequence[tuple[str, str]], edited: str | None = None) -> Response:
+        """Approve or reject through ``extractor.review.decide``, then on to the next waiting document;
+        a refusal is raised (``ReviewError``) for the caller to show where the reviewer is."""
         from extractor.review.decide import approve_document, reject_document
 
         store, records = open_stores()
-        found = _document_run(store, document_run_id)
-        if found is None:
-            return _problem(404, f"no document run {document_run_id}")
         filters = _filters(request)
         _, following = _neighbours(store, records, filters, found.id)
-        note = _field(items, "note").strip() or None
+        if verb == "reject":
+            reason = _field(items, "reason").strip()
+            if not reason:
+                raise ReviewError("a rejection needs a reason: say what is wrong")
+            reject_document(store, records, found, reviewer=principal.name, reason=reason)
+        else:
+            approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
+                             edited=edited, **_block_override(found, _field(items, "override").strip()))
+        target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
+        done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {found.id}"}
+        return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
+
+    def _decided(request: Request, principal: Principal, document_run_id: int, verb: str,
+                 items: Sequence[tuple[str, str]]) -> Response:
+        found = _document_run(open_stores()[0], document_run_id)
+        if found is None:
+            return _problem(404, f"no document run {document_run_id}")
         try:
-            if verb == "reject":
-                reason = _field(items, "reason").strip()
-                if not reason:
-                    raise ReviewError("a rejection needs a reason: say what is wrong")
-                reject_document(store, records, found, reviewer=principal.name, reason=reason)
-            else:
-                approve_document(store, records, found, reviewer=principal.name, note=note, edited=edited,
-                                 **_block_override(found, _field(items, "override").strip()))
+            return _decide(request, principal, found, verb, items)
         except ReviewError as error:
             return _document_page(request, principal, document_run_id, status=409, error=str(error))
-        target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
-        done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {document_run_id}"}
-        return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
 
     @router.get("/doc/{document_run_id}/edit", response_class=HTMLResponse)
     def edit(request: Request, document_run_id: int, principal: Any = principal_of) -> Response:
@@ -269,12 +274,10 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         else:
             candidate = SchemaForm(schema or {}).read(items)
             text = json.dumps(candidate, ensure_ascii=False)
-        if _field(items, "action") == "approve":
-            response = _decide(request, principal, document_run_id, "approve", items, edited=text)
-            if response.status_code == 303:
-                return response
         report, error = None, None
         try:
+            if _field(items, "action") == "approve":
+                return _decide(request, principal, found, "approve", items, edited=text)
             if run is None:
                 raise ReviewError(f"document run {document_run_id} refers to a missing run")
             report = check_edited(store, found, run, text)
