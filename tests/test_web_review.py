@@ -227,6 +227,12 @@ def test_document_page_colours_sentences_and_links_every_excerpt_to_its_field(re
     assert '"documentPurpose"' in page.locator("details.raw pre").first.inner_text()
     assert page.console_errors == []
 
+    page.keyboard.press("j")  # next and previous in the queue's order
+    page.wait_for_url(f"**/review/doc/{review.ids['ru']}")
+    page.wait_for_selector("body[data-ready='1']")
+    page.keyboard.press("k")
+    page.wait_for_url(f"**/review/doc/{review.ids['en']}")
+
 
 @pytest.mark.parametrize(("name", "lang", "phrase"), [("ko", "ko", "요청자가 작업 내용을 작성합니다."),
                                                       ("ru", "ru", "Сотрудник")])
