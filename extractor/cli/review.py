@@ -7,6 +7,7 @@ or nothing found.
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,6 +67,10 @@ def review(
                                                "not one per document")] = False,
     limit: Annotated[int, typer.Option(min=1, help="list at most this many")] = DEFAULT_REVIEW_PAGE,
     all_: Annotated[bool, typer.Option("--all", help="list every waiting document (no --limit)")] = False,
+    web: Annotated[bool, typer.Option("--web", help="review in the browser: serve the review pages on 127.0.0.1 "
+                                      "and print the address to open (with a one-time login token)")] = False,
+    port: Annotated[int | None, typer.Option(min=0, max=65535, help="port for --web [default 8765, or a free "
+                                             "port when 8765 is taken; 0: any free port]")] = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -75,11 +80,16 @@ def review(
     One line per document (its READY_FOR_REVIEW result if any configuration produced one, else the newest);
     other waiting results of the same document are counted under "others" (--every-result lists them).
     The first --limit of them are listed, with how many wait in all (a note on stderr with --format json).
+    With --web the same queue (and each document's source, evidence, findings and decisions) is served in
+    the browser for the user who started it; decisions are recorded under that OS user's name.
     """
     from extractor.review.queue import waiting
     from extractor.runfilter import RunFilter
 
     store, records = open_stores(database, approved_database)
+    if web:
+        _serve_web(store, records, port)
+        return
     run_ids = None
     if run is not None or model is not None or prompt_version is not None:
         selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
@@ -101,6 +111,22 @@ def review(
     from extractor.ui.review import print_queue
 
     print_queue(page.items, page.total)
+
+
+def _serve_web(store: Any, records: Any, port: int | None) -> None:
+    from extractor.web.local import serve
+
+    def announce(address: str) -> None:
+        typer.echo(f"review in the browser: {address}")
+        typer.echo("(the address works once and signs you in; decisions are recorded as this OS user; Ctrl-C stops)")
+        sys.stdout.flush()
+
+    try:
+        serve(lambda: (store, records), port=port, announce=announce)
+    except OSError as error:
+        fail(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}")
+    except KeyboardInterrupt:
+        typer.echo("stopped")
 
 
 @app.command()

@@ -8,7 +8,8 @@ them), so listing the queue costs the same with a year of decided runs behind it
 The unit of approval is the content (one approved record per sha256 and contract version), so by default
 each content is listed once: its READY_FOR_REVIEW result if any configuration produced one, else its
 newest MANUAL_REVIEW result; the other waiting results of the same content are named in ``alternatives``
-(``every_result`` lists them all). Order: state, then oldest run first, then path.
+(``every_result`` lists them all). Order: state, then oldest run first, then path; ``urgent_first`` (the
+web queue) puts critical (BLOCKED) and needs-a-person results before READY_FOR_REVIEW instead.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from extractor.evidence.report import FAILING
-from extractor.store import Store
-from extractor.vocab import REVIEWABLE
+from extractor.store import DocumentRunInfo, Store
+from extractor.vocab import REVIEWABLE, DocumentState
 
 
 @dataclass(frozen=True)
@@ -54,24 +55,28 @@ class QueuePage:
 
     items: list[QueueItem]
     total: int
+    counts: dict[str, int] = field(default_factory=dict)  # of the ``total``, per state
+    order: list[int] = field(default_factory=list)  # every waiting document run id in queue order (not only the page's)
 
 
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
             states: tuple[str, ...] = REVIEWABLE, limit: int | None = None,
-            every_result: bool = False) -> QueuePage:
+            every_result: bool = False, tag: str | None = None, urgent_first: bool = False) -> QueuePage:
     """What waits, in queue order; only the page's findings are read. The work follows the document runs
     nobody decided yet (``Store.undecided_document_runs``), not the size of the run log."""
     from extractor.store.approved import approved_among
 
     document_runs = store.undecided_document_runs(states, run_ids)
     runs = {run.id: run for run in store.find_runs(ids={d.run_id for d in document_runs})}
-    candidates = [d for d in document_runs if contract is None or runs[d.run_id].contract == contract]
+    candidates = [d for d in document_runs if (contract is None or runs[d.run_id].contract == contract)
+                  and (tag is None or tag in d.tags)]
     approved = approved_among(records, ((d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)
                                         for d in candidates))
     candidates = [d for d in candidates
                   if (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved]
     order: dict[str, int] = {state: position for position, state in enumerate(REVIEWABLE)}
-    candidates.sort(key=lambda d: (order.get(d.state, len(order)), runs[d.run_id].started_at, d.path, d.id))
+    candidates.sort(key=lambda d: (_urgency(d) if urgent_first else 0, order.get(d.state, len(order)),
+                                   runs[d.run_id].started_at, d.path, d.id))
     alternatives: dict[int, list[int]] = {d.id: [] for d in candidates}
     if not every_result:
         first: dict[tuple[str, str, int], Any] = {}
@@ -84,6 +89,8 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
         chosen = {d.id for d in first.values()}
         candidates = [d for d in candidates if d.id in chosen]
     total = len(candidates)
+    counts = dict(sorted(Counter(d.state for d in candidates).items()))
+    sequence = [d.id for d in candidates]
     if limit is not None:
         candidates = candidates[:limit]
     findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
@@ -100,4 +107,11 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
             finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
             alternatives=alternatives[d.id],
         ))
-    return QueuePage(items, total)
+    return QueuePage(items, total, counts, sequence)
+
+
+def _urgency(document_run: DocumentRunInfo) -> int:
+    """0 critical (BLOCKED), 1 a warning that needs a person, 2 the rest (then ordered by state)."""
+    if document_run.state == DocumentState.BLOCKED:
+        return 0
+    return 1 if document_run.needs_person else 2

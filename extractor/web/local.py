@@ -1,0 +1,146 @@
+"""``extract review --web``: the review pages for one local user, with nothing to configure.
+
+The server listens on 127.0.0.1 only. At start it makes a random one-time login token and prints the
+address with it (as Jupyter does); opening that address exchanges the token for a session cookie
+(HttpOnly, SameSite=Strict) and drops the token from the address bar. The reviewer recorded with every
+decision is the OS user who started the server: the login proves who opened the page, and nobody types a
+name. Other local users (or pages on other sites) get nothing without the token: every page needs the
+session cookie, and every POST the CSRF token.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hmac
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+
+from extractor.store import Store
+from extractor.web.router import SECURITY_HEADERS, review_router
+
+COOKIE = "extract_review_session"
+HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+@dataclass(frozen=True)
+class LocalPrincipal:
+    """The OS user who started ``extract review --web``."""
+
+    name: str
+    role: str = "reviewer"
+
+
+class LocalLogin:
+    """One login token, exchanged once for a session; sessions live as long as the server."""
+
+    def __init__(self, user: str) -> None:
+        self.token = secrets.token_urlsafe(32)
+        self.principal = LocalPrincipal(user)
+        self._used = False
+        self._sessions: set[str] = set()
+        self._lock = threading.Lock()
+
+    def exchange(self, token: str) -> str | None:
+        """A new session id for the right, unused token; ``None`` otherwise."""
+        with self._lock:
+            if self._used or not hmac.compare_digest(token.encode(), self.token.encode()):
+                return None
+            self._used = True
+            session = secrets.token_urlsafe(32)
+            self._sessions.add(session)
+            return session
+
+    def signed_in(self, request: Request) -> bool:
+        session = request.cookies.get(COOKIE, "")
+        with self._lock:
+            return any(hmac.compare_digest(session.encode(), known.encode()) for known in self._sessions)
+
+    def current(self, request: Request) -> LocalPrincipal:
+        """The FastAPI dependency the review router gets: the local user, or 401."""
+        from fastapi import HTTPException
+
+        if not self.signed_in(request):
+            raise HTTPException(401, "not signed in: open the address `extract review --web` printed")
+        return self.principal
+
+
+def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: str | None = None) -> tuple[FastAPI, LocalLogin]:
+    """The app (review router under /review, login at /) and its login; ``user`` defaults to the OS user."""
+    login = LocalLogin(user or getpass.getuser())
+    app = FastAPI(title="extractor review", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(review_router(open_stores, login.current))
+
+    @app.exception_handler(401)
+    async def unauthorised(_request: Request, exc: Any) -> Response:
+        return PlainTextResponse(str(getattr(exc, "detail", "not signed in")), status_code=401, headers=SECURITY_HEADERS)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204, headers=SECURITY_HEADERS)
+
+    @app.get("/", include_in_schema=False)
+    def start(request: Request, token: str = "") -> Response:
+        if token:
+            session = login.exchange(token)
+            if session is None:
+                return PlainTextResponse("this login address was used already (or is wrong): restart "
+                                         "`extract review --web` for a new one", status_code=403, headers=SECURITY_HEADERS)
+            response = RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)
+            response.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/")
+            return response
+        if login.signed_in(request):
+            return RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)
+        return PlainTextResponse("not signed in: open the address `extract review --web` printed", status_code=401,
+                                 headers=SECURITY_HEADERS)
+
+    return app, login
+
+
+def listening_socket(port: int | None) -> socket.socket:
+    """A socket bound on 127.0.0.1: ``port``, or 8765, or any free port when 8765 is taken (port 0: any)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, DEFAULT_PORT if port is None else port))
+    except OSError:
+        if port is not None:
+            sock.close()
+            raise
+        sock.bind((HOST, 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(open_stores: Callable[[], tuple[Store, Store]], *, port: int | None = None,
+          announce: Callable[[str], None] = print) -> None:
+    """Serve until Ctrl-C; ``announce`` gets the login address once the socket is bound."""
+    import uvicorn
+
+    app, login = create_local_app(open_stores)
+    threading.Thread(target=_warm_segmenters, name="warm-segmenters", daemon=True).start()
+    sock = listening_socket(port)
+    bound = sock.getsockname()[1]
+    announce(f"http://{HOST}:{bound}/?token={login.token}")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _warm_segmenters() -> None:
+    """Load the sentence splitters before the first edit is checked: the Korean one takes seconds to load,
+    and the reviewer's first "Check" should not wait for it."""
+    from extractor.ingest import from_text
+    from extractor.segment import segment
+
+    for text in ("요청자가 작업 내용을 작성합니다. 검토자가 확인합니다.",
+                 "Сотрудник подаёт заявление. Руководитель согласует его.",
+                 "The requester submits it. The owner approves it."):
+        segment(from_text(text))

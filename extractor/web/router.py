@@ -1,0 +1,381 @@
+"""The review pages as a FastAPI router: queue, document, approve, reject, edit.
+
+The router does not know how people log in: ``review_router(open_stores, current_principal)`` takes the
+principal as a FastAPI dependency (the local ``extract review --web`` login, or the service's bearer
+tokens), and the reviewer recorded with a decision is that principal's ``name``, never a typed name.
+Every fact shown comes from ``extractor.review`` (queue, view, decide) and the store; this module only
+arranges requests and pages.
+
+Safety: Jinja2 autoescapes every value (document text, findings, raw model answers); every response
+carries a strict Content-Security-Policy (scripts and styles only from this router's static files, no
+inline script, forms post only here); every POST needs the CSRF token the pages embed (an HMAC of the
+principal's name under a per-process secret), else 403.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Callable, Coroutine, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+
+from extractor.review.queue import QueuePage, waiting
+from extractor.review.resolve import ReviewError
+from extractor.store import DocumentRunInfo, Store
+from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEWABLE, DocumentState
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                               "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+REVIEW_ROLES = frozenset({"reviewer", "admin"})
+QUEUE_STATES: tuple[str, ...] = REVIEWABLE
+"""States the web queue lists: the reviewable ones (BLOCKED among them: a person rejects it or overrides)."""
+
+
+class Principal(Protocol):
+    """Who is asking: ``name`` is recorded as the reviewer; ``role`` must be reviewer or admin to decide."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def role(self) -> str: ...
+
+
+OpenStores = Callable[[], tuple[Store, Store]]
+"""Returns the run log and the approved-records store (long-lived: called once per request)."""
+
+
+class _Secured(APIRoute):
+    """Every response of the router carries the security headers (also the error pages it renders)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def secured(request: Request) -> Response:
+            response = await handler(request)
+            response.headers.update(SECURITY_HEADERS)
+            return response
+
+        return secured
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Any:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    from extractor.web.page import pretty
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["pretty"] = pretty
+    return env
+
+
+def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_environment().get_template(template).render(**context), status_code=status)
+
+
+async def form_items(request: Request) -> list[tuple[str, str]]:
+    """The posted form as (name, value) pairs; a schema form of a long document has many fields."""
+    form = await request.form(max_fields=200_000)
+    return [(key, value) for key, value in form.multi_items() if isinstance(value, str)]
+
+
+def csrf_token(secret: bytes, principal: Principal) -> str:
+    return hmac.new(secret, f"review-csrf|{principal.name}".encode(), hashlib.sha256).hexdigest()
+
+
+def _field(items: Sequence[tuple[str, str]], name: str) -> str:
+    return next((value for key, value in reversed(items) if key == name), "")
+
+
+def review_router(open_stores: OpenStores, current_principal: Callable[..., Any], *,
+                  secret: bytes | None = None, prefix: str = "/review") -> APIRouter:
+    """The review pages under ``prefix``; ``current_principal`` is a FastAPI dependency returning a
+    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default)."""
+    key = secret or secrets.token_bytes(32)
+    router = APIRouter(prefix=prefix, route_class=_Secured)
+    principal_of = Depends(current_principal)
+
+    def allowed(principal: Principal) -> Response | None:
+        if principal.role not in REVIEW_ROLES:
+            return _problem(403, f"{principal.name} ({principal.role}) may not review")
+        return None
+
+    def checked(principal: Principal, items: Sequence[tuple[str, str]]) -> Response | None:
+        """403 unless the principal may review and the form carries its CSRF token."""
+        if (refused := allowed(principal)) is not None:
+            return refused
+        if not hmac.compare_digest(_field(items, "csrf"), csrf_token(key, principal)):
+            return _problem(403, "missing or wrong CSRF token: reload the page and try again")
+        return None
+
+    def _problem(status: int, message: str) -> HTMLResponse:
+        return render("problem.html", status, message=message, prefix=prefix, lang="en")
+
+    def context(request: Request, principal: Principal, **values: Any) -> dict[str, Any]:
+        return {"prefix": prefix, "user": principal.name, "csrf": csrf_token(key, principal),
+                "filters": _filters(request), **values}
+
+    @router.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        path = STATIC / name
+        if "/" in name or path.suffix not in STATIC_TYPES or not path.is_file():
+            return PlainTextResponse("not found", status_code=404)
+        return Response(path.read_bytes(), media_type=STATIC_TYPES[path.suffix])
+
+    @router.get("/", response_class=HTMLResponse)
+    def queue(request: Request, principal: Any = principal_of) -> Response:
+        if (refused := allowed(principal)) is not None:
+            return refused
+        store, records = open_stores()
+        filters = _filters(request)
+        everything = request.query_params.get("all") == "1"
+        try:
+            page = _queue(store, records, filters, limit=None if everything else DEFAULT_REVIEW_PAGE)
+            counts = _queue(store, records, {**filters, "state": ""}, limit=0).counts
+        except ReviewError as error:
+            return _problem(400, str(error))
+        state_query = {state: _query({**filters, "state": state}) for state in ("", *QUEUE_STATES)}
+        return render("queue.html", **context(request, principal, page=page, counts=counts, states=QUEUE_STATES,
+                                              lang="en", query=_query(filters), state_query=state_query))
+
+    @router.get("/doc/{document_run_id}", response_class=HTMLResponse)
+    def document(request: Request, document_run_id: int, principal: Any = principal_of) -> Response:
+        if (refused := allowed(principal)) is not None:
+            return refused
+        return _document_page(request, principal, document_run_id)
+
+    def _document_page(request: Request, principal: Principal, document_run_id: int, *, status: int = 200,
+                       error: str | None = None) -> Response:
+        from extractor.review.view import document_view
+        from extractor.web.page import document_page
+
+        store, records = open_stores()
+        found = _document_run(store, document_run_id)
+        if found is None:
+            return _problem(404, f"no document run {document_run_id}")
+        others = [d for d in store.find_document_runs(sha_prefix=found.sha256) if d.id != found.id]
+        try:
+            view = document_view(store, records, found, others)
+        except ReviewError as error_:
+            return _problem(409, str(error_))
+        page = document_page(view, _schema(view["run"]["contract"], view["run"]["contract_version"]))
+        raw = {a.id: a.raw_response for a in store.attempts_for(found.id)}
+        filters = _filters(request)
+        previous, following = _neighbours(store, records, filters, found.id)
+        return render("document.html", status, **context(
+            request, principal, page=page, view=view, raw=raw, error=error, lang=page.lang,
+            blocked=found.state == DocumentState.BLOCKED, decidable=found.state in QUEUE_STATES,
+            previous=previous, following=following, query=_query(filters),
+            done=request.query_params.get("done")))
+
+    @router.post("/doc/{document_run_id}/approve")
+    def approve(request: Request, document_run_id: int, principal: Any = principal_of,
+                items: list[tuple[str, str]] = Depends(form_items)) -> Response:
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        return _decided(request, principal, document_run_id, "approve", items)
+
+    @router.post("/doc/{document_run_id}/reject")
+    def reject(request: Request, document_run_id: int, principal: Any = principal_of,
+               items: list[tuple[str, str]] = Depends(form_items)) -> Response:
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        return _decided(request, principal, document_run_id, "reject", items)
+
+    def _decide(request: Request, principal: Principal, found: DocumentRunInfo, verb: str,
+                items: Sequence[tuple[str, str]], edited: str | None = None) -> Response:
+        """Approve or reject through ``extractor.review.decide``, then on to the next waiting document;
+        a refusal is raised (``ReviewError``) for the caller to show where the reviewer is."""
+        from extractor.review.decide import approve_document, reject_document
+
+        store, records = open_stores()
+        filters = _filters(request)
+        _, following = _neighbours(store, records, filters, found.id)
+        if verb == "reject":
+            reason = _field(items, "reason").strip()
+            if not reason:
+                raise ReviewError("a rejection needs a reason: say what is wrong")
+            reject_document(store, records, found, reviewer=principal.name, reason=reason)
+        else:
+            approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
+                             edited=edited, **_block_override(found, _field(items, "override").strip()))
+        target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
+        done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {found.id}"}
+        return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
+
+    def _decided(request: Request, principal: Principal, document_run_id: int, verb: str,
+                 items: Sequence[tuple[str, str]]) -> Response:
+        found = _document_run(open_stores()[0], document_run_id)
+        if found is None:
+            return _problem(404, f"no document run {document_run_id}")
+        try:
+            return _decide(request, principal, found, verb, items)
+        except ReviewError as error:
+            return _document_page(request, principal, document_run_id, status=409, error=str(error))
+
+    @router.get("/doc/{document_run_id}/edit", response_class=HTMLResponse)
+    def edit(request: Request, document_run_id: int, principal: Any = principal_of) -> Response:
+        if (refused := allowed(principal)) is not None:
+            return refused
+        store, records = open_stores()
+        found = _document_run(store, document_run_id)
+        if found is None:
+            return _problem(404, f"no document run {document_run_id}")
+        final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
+        candidate = final.parsed if final is not None else None
+        return _edit_page(request, principal, found, candidate, json_text=None, report=None, error=None,
+                          raw_mode=request.query_params.get("mode") == "json")
+
+    @router.post("/doc/{document_run_id}/edit", response_class=HTMLResponse)
+    def edit_post(request: Request, document_run_id: int, principal: Any = principal_of,
+                  items: list[tuple[str, str]] = Depends(form_items)) -> Response:
+        """``action=check`` validates the edit against the source and shows its findings beside the fields;
+        ``action=approve`` approves it (``approve_document`` validates it again and refuses errors)."""
+        from extractor.review.decide import Refused, check_edited
+        from extractor.web.schemaform import SchemaForm
+
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        store, _records = open_stores()
+        found = _document_run(store, document_run_id)
+        if found is None:
+            return _problem(404, f"no document run {document_run_id}")
+        run = store.get_run(found.run_id)
+        schema = _schema(run.contract, run.contract_version) if run is not None else None
+        raw_mode = any(k == "raw_json" for k, _ in items) or schema is None
+        if raw_mode:
+            text = _field(items, "raw_json")
+            try:
+                candidate = json.loads(text)
+            except ValueError:
+                candidate = None
+        else:
+            candidate = SchemaForm(schema or {}).read(items)
+            text = json.dumps(candidate, ensure_ascii=False)
+        report, error = None, None
+        try:
+            if _field(items, "action") == "approve":
+                return _decide(request, principal, found, "approve", items, edited=text)
+            if run is None:
+                raise ReviewError(f"document run {document_run_id} refers to a missing run")
+            report = check_edited(store, found, run, text)
+        except Refused as refused_:
+            report, error = refused_.report, refused_.reason
+        except ReviewError as error_:
+            error = str(error_)
+        status = 200 if error is None else 409
+        return _edit_page(request, principal, found, candidate, json_text=text if raw_mode else None, report=report,
+                          error=error, raw_mode=raw_mode, checked=error is None, status=status)
+
+    def _edit_page(request: Request, principal: Principal, found: DocumentRunInfo, candidate: Any, *,
+                   json_text: str | None, report: Any, error: str | None, raw_mode: bool, checked: bool = False,
+                   status: int = 200) -> Response:
+        from extractor.web.page import lang_of
+        from extractor.web.schemaform import SchemaForm, finding_anchor
+
+        store, _ = open_stores()
+        run = store.get_run(found.run_id)
+        schema = _schema(run.contract, run.contract_version) if run is not None else None
+        tree = SchemaForm(schema).tree(candidate) if schema is not None and not raw_mode else None
+        names = {node.name for node in tree.walk()} if tree is not None else set()
+        findings: dict[str, list[dict[str, Any]]] = {}
+        for finding in [f.to_json() for f in report.findings] if report is not None else []:
+            findings.setdefault(finding_anchor(finding.get("location"), names), []).append(finding)
+        document = store.get_document(found.document_id)
+        sample = " ".join(s["text"] for s in (document.sentences if document is not None else [])[:40])
+        return render("edit.html", status, **context(
+            request, principal, document_run=found, run=run, tree=tree, findings=findings, error=error,
+            checked=checked, raw_mode=raw_mode, blocked=found.state == DocumentState.BLOCKED,
+            json_text=json_text if json_text is not None else json.dumps(candidate, ensure_ascii=False, indent=2),
+            lang=lang_of(sample) if sample else "und", query=_query(_filters(request)),
+            sentences=document.sentences if document is not None else []), )
+
+    return router
+
+
+def _block_override(document_run: DocumentRunInfo, override: str) -> dict[str, Any]:
+    """``approve_document``'s override arguments: a BLOCKED document (a critical finding, issue 12) is
+    approved only over the block, with the reason the reviewer typed; any other state needs none."""
+    if document_run.state != DocumentState.BLOCKED:
+        return {}
+    if not override:
+        raise ReviewError(f"document run {document_run.id} is BLOCKED (a critical finding): approving it needs "
+                          "the override reason")
+    return {"override_block": True, "reason": override}
+
+
+def _document_run(store: Store, document_run_id: int) -> DocumentRunInfo | None:
+    found = store.find_document_runs(ids=[document_run_id])
+    return found[0] if found else None
+
+
+@lru_cache(maxsize=32)
+def _schema(contract: str, version: int) -> dict[str, Any] | None:
+    from extractor.contracts import get_contract
+
+    try:
+        return get_contract(contract, version).schema
+    except KeyError:
+        return None
+
+
+FILTER_KEYS = ("state", "model", "prompt", "tag", "contract")
+
+
+def _filters(request: Request) -> dict[str, str]:
+    return {key: request.query_params.get(key, "").strip() for key in FILTER_KEYS}
+
+
+def _query_dict(filters: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in filters.items() if value}
+
+
+def _query(filters: dict[str, str]) -> str:
+    """The filters as a query string (for links that keep the reviewer's place in the filtered queue)."""
+    return urlencode(_query_dict(filters))
+
+
+def _queue(store: Store, records: Store, filters: dict[str, str], *, limit: int | None) -> QueuePage:
+    from extractor.runfilter import RunFilter
+
+    run_ids = None
+    if filters["model"] or filters["prompt"]:
+        runs = RunFilter(model=filters["model"] or None, prompt_version=filters["prompt"] or None).select(store)
+        run_ids = [run.id for run in runs]
+        if not run_ids:
+            return QueuePage([], 0, {})
+    states = (filters["state"],) if filters["state"] in QUEUE_STATES else QUEUE_STATES
+    return waiting(store, records, contract=filters["contract"] or None, run_ids=run_ids, states=states, limit=limit,
+                   tag=filters["tag"] or None, urgent_first=True)
+
+
+def _neighbours(store: Store, records: Store, filters: dict[str, str], document_run_id: int) -> tuple[int | None, int | None]:
+    """The document runs before and after this one in the (filtered) queue; the first waiting one as the
+    next when this one is not in the queue (decided already)."""
+    ids = _queue(store, records, filters, limit=0).order  # the order only: no findings read
+    if document_run_id not in ids:
+        return None, ids[0] if ids else None
+    at = ids.index(document_run_id)
+    return (ids[at - 1] if at else None), (ids[at + 1] if at + 1 < len(ids) else None)

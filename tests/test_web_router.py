@@ -1,0 +1,146 @@
+"""The review router over HTTP without a browser: roles, CSRF on every POST, headers, the JSON edit path.
+
+The router is mounted the way the service mounts it: with a principal dependency of its own (here a fixed
+principal per app). Runs come from the real pipeline over real HTTP (``tests.support.corpus``), on SQLite
+and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from extractor.store import open_store
+from extractor.store.approved import open_approved
+from extractor.web.router import SECURITY_HEADERS, review_router
+from tests.support.corpus import GOOD, invented, run, script, write_documents
+from tests.support.llm_server import ScriptedLLMServer
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    role: str
+
+
+class Site:
+    """The run log of two documents (0 passes, 1 invents a rule) and clients signed in with a role."""
+
+    def __init__(self, db_url: str, folder: Path, server: ScriptedLLMServer) -> None:
+        paths = write_documents(folder / "docs", [0, 1])
+        summary = run(db_url, server, paths, "base")
+        self.ids = [o.document_run_id for o in sorted(summary.outcomes, key=lambda o: o.path)]
+        self.store = open_store(db_url)
+        self.records = open_approved(self.store)
+
+    def client(self, person: Person) -> TestClient:
+        app = FastAPI()
+        app.include_router(review_router(lambda: (self.store, self.records), lambda: person))
+        return TestClient(app)
+
+
+@pytest.fixture
+def site(db_url: str, tmp_path: Path, llm_server: Callable[..., ScriptedLLMServer]) -> Iterator[Site]:
+    server = llm_server(script({"base": {0: "pass", 1: "fail"}.__getitem__}))
+    made = Site(db_url, tmp_path, server)
+    yield made
+    made.store.close()
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
+    assert match, "page without a CSRF token"
+    return match.group(1)
+
+
+def test_every_page_carries_the_security_headers_and_every_post_needs_the_token(site: Site) -> None:
+    client = site.client(Person("lee", "reviewer"))
+    good, bad = site.ids
+    for path in ("/review/", f"/review/doc/{good}", f"/review/doc/{bad}/edit", "/review/static/review.js",
+                 "/review/doc/999999"):
+        response = client.get(path)
+        assert {k.lower(): v for k, v in response.headers.items()}.items() >= {
+            k.lower(): v for k, v in SECURITY_HEADERS.items()}.items(), path
+    assert client.get("/review/doc/999999").status_code == 404
+    assert client.get("/review/static/..%2Frouter.py").status_code == 404
+    assert client.get("/review/static/review.js").headers["content-type"].startswith("text/javascript")
+
+    token = csrf_of(client.get(f"/review/doc/{good}").text)
+    for path, form in ((f"/review/doc/{good}/approve", {}), (f"/review/doc/{good}/reject", {"reason": "x"}),
+                       (f"/review/doc/{bad}/edit", {"action": "approve", "raw_json": json.dumps(GOOD)})):
+        assert client.post(path, data=form).status_code == 403, path
+        assert client.post(path, data={**form, "csrf": token[::-1]}).status_code == 403, path
+    view = client.get(f"/review/doc/{good}").text
+    assert "approved by" not in view and "rejected by" not in view
+
+    # another person's token is not this person's
+    other = site.client(Person("kim", "reviewer"))
+    assert other.post(f"/review/doc/{good}/approve", data={"csrf": token}).status_code == 403
+    response = client.post(f"/review/doc/{good}/approve", data={"csrf": token}, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"].startswith(f"/review/doc/{bad}?")
+
+
+def test_a_submitter_can_neither_see_nor_decide(site: Site) -> None:
+    client = site.client(Person("bot", "submitter"))
+    assert client.get("/review/").status_code == 403
+    reviewer_page = site.client(Person("bot", "reviewer")).get(f"/review/doc/{site.ids[0]}").text
+    refused = client.post(f"/review/doc/{site.ids[0]}/approve", data={"csrf": csrf_of(reviewer_page)})
+    assert refused.status_code == 403 and "may not review" in refused.text
+
+
+def test_an_edit_as_json_is_checked_then_approved_under_the_principal_name(site: Site) -> None:
+    client = site.client(Person("lee", "admin"))
+    bad = site.ids[1]
+    page = client.get(f"/review/doc/{bad}/edit?mode=json").text
+    token = csrf_of(page)
+    assert "Every purchase needs the CFO" in page  # the candidate as produced, to correct
+
+    broken = client.post(f"/review/doc/{bad}/edit", data={"csrf": token, "action": "check", "raw_json": "{not json"})
+    assert broken.status_code == 409 and "OUTPUT_NOT_JSON" in broken.text
+    still = client.post(f"/review/doc/{bad}/edit", data={"csrf": token, "action": "approve",
+                                                         "raw_json": json.dumps(invented())}, follow_redirects=False)
+    assert still.status_code == 409 and "VALUE_WITHOUT_EVIDENCE" in still.text
+    checked = client.post(f"/review/doc/{bad}/edit", data={"csrf": token, "action": "check", "raw_json": json.dumps(GOOD)})
+    assert checked.status_code == 200 and 'id="passed"' in checked.text
+    approved = client.post(f"/review/doc/{bad}/edit", data={"csrf": token, "action": "approve", "note": "fixed",
+                                                            "raw_json": json.dumps(GOOD)}, follow_redirects=False)
+    assert approved.status_code == 303
+    view = client.get(f"/review/doc/{bad}").text
+    assert re.search(r"approved by <b>lee</b> at [^<]+ \(edited\): fixed", view)
+
+
+def test_a_rejection_needs_a_reason_and_records_it(site: Site) -> None:
+    client = site.client(Person("lee", "reviewer"))
+    good = site.ids[0]
+    token = csrf_of(client.get(f"/review/doc/{good}").text)
+    empty = client.post(f"/review/doc/{good}/reject", data={"csrf": token, "reason": " "})
+    assert empty.status_code == 409 and "needs a reason" in empty.text
+    done = client.post(f"/review/doc/{good}/reject", data={"csrf": token, "reason": "<b>wrong</b> owner"},
+                       follow_redirects=False)
+    assert done.status_code == 303
+    view = client.get(f"/review/doc/{good}").text
+    assert "rejected by <b>lee</b>" in view and "&lt;b&gt;wrong&lt;/b&gt; owner" in view
+    queue = client.get("/review/").text
+    assert f'data-id="{good}"' not in queue and f'data-id="{site.ids[1]}"' in queue
+
+
+def test_review_web_on_a_busy_port_fails_in_one_line(site: Site, db_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from extractor.cli import app
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["review", "--web", "--port", str(port), "--database", db_url])
+    assert result.exit_code == 2, result.output
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.output and "token" not in result.output
