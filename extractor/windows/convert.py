@@ -256,9 +256,10 @@ async def convert_windows(job: Job, calls: ModelCalls, windows: list[Window]) ->
         final, final_id = await long.check(merged, answers, number=2, kind=AttemptKind.repair)
         earlier = first
     decision = None
-    if final.passed:
-        decision, spent = await calls.judge(job, final)
-        tokens += spent
+    if final.passed:  # judged once; a windowed document gets no regeneration (a person sees a judge fail)
+        judged = await calls.judge(job, final)
+        if judged is not None:
+            decision, tokens = judged.decision, tokens + judged.tokens
     routed = route(final, decision, calls.settings, earlier=earlier)
     return Conversion(routed.state, routed.cause, rule_ids(final), routed.needs_person, final_id, tokens)
 
