@@ -245,7 +245,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             return _problem(404, f"no document run {document_run_id}")
         final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
         candidate = final.parsed if final is not None else None
-        return _edit_page(request, principal, found, candidate, json_text=None, report=None, error=None,
+        unparsed = final.raw_response if final is not None and candidate is None else None  # to salvage as JSON
+        return _edit_page(request, principal, found, candidate, json_text=unparsed, report=None, error=None,
                           raw_mode=request.query_params.get("mode") == "json")
 
     @router.post("/doc/{document_run_id}/edit", response_class=HTMLResponse)
