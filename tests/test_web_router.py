@@ -78,6 +78,7 @@ def test_every_page_carries_the_security_headers_and_every_post_needs_the_token(
                        (f"/review/doc/{bad}/edit", {"action": "approve", "raw_json": json.dumps(GOOD)})):
         assert client.post(path, data=form).status_code == 403, path
         assert client.post(path, data={**form, "csrf": token[::-1]}).status_code == 403, path
+        assert client.post(path, data={**form, "csrf": "토큰" * 32}).status_code == 403, path  # not a 500
     view = client.get(f"/review/doc/{good}").text
     assert "approved by" not in view and "rejected by" not in view
 

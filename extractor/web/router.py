@@ -126,7 +126,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         """403 unless the principal may review and the form carries its CSRF token."""
         if (refused := allowed(principal)) is not None:
             return refused
-        if not hmac.compare_digest(_field(items, "csrf"), csrf_token(key, principal)):
+        if not hmac.compare_digest(_field(items, "csrf").encode(), csrf_token(key, principal).encode()):
             return _problem(403, "missing or wrong CSRF token: reload the page and try again")
         return None
 
