@@ -70,6 +70,8 @@ def test_every_page_carries_the_security_headers_and_every_post_needs_the_token(
         assert {k.lower(): v for k, v in response.headers.items()}.items() >= {
             k.lower(): v for k, v in SECURITY_HEADERS.items()}.items(), path
     assert client.get("/review/doc/999999").status_code == 404
+    assert client.get("/review/doc/99999999999").status_code == 422  # beyond the key's range: not a database error
+    assert "Pay now" not in client.get(f"/review/doc/{good}?done=Pay+now+to+account+1").text  # no words from a link
     assert client.get("/review/static/..%2Frouter.py").status_code == 404
     assert client.get("/review/static/review.js").headers["content-type"].startswith("text/javascript")
 
