@@ -184,3 +184,20 @@ def test_a_blocked_document_is_approved_only_with_the_override_reason(
                                follow_redirects=False)
         assert approved.status_code == 303, approved.text
         assert "approved by <b>lee</b>" in client.get(f"/review/doc/{outcome.document_run_id}").text
+
+
+def test_the_local_login_works_once_and_only_for_this_machine(site: Site) -> None:
+    from extractor.web.local import COOKIE, create_local_app
+
+    app, login = create_local_app(lambda: (site.store, site.records), user="lee")
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert client.get("/review/").status_code == 401
+    assert client.get("/?token=wrong").status_code == 403
+    signed_in = client.get(f"/?token={login.token}", follow_redirects=False)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == "/review/"
+    cookie = signed_in.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "signed in as <b>lee</b>" in client.get("/review/").text
+    assert TestClient(app, base_url="http://127.0.0.1:8765").get(f"/?token={login.token}").status_code == 403  # spent
+    rebound = TestClient(app, base_url="http://attacker.example:8765")
+    assert rebound.get(f"/?token={login.token}").status_code == 400
