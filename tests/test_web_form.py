@@ -110,3 +110,19 @@ def test_findings_land_beside_the_nearest_field_the_form_has() -> None:
     assert finding_anchor("$.rules[2].deeper", names) == "rules[2]"
     assert finding_anchor("$ (line 3, column 1)", names) == ""
     assert finding_anchor("$.unknown[0]", names) == ""
+
+
+def test_overlapping_excerpts_each_keep_their_highlight_and_the_page_language_follows_the_script() -> None:
+    from extractor.web.page import _pieces, lang_of
+
+    text = "The owner approves the request within three days."
+    spans = [{"start": 4, "end": 30, "index": 0, "fieldPath": "processSteps[1]"},
+             {"start": 10, "end": 48, "index": 3, "fieldPath": "rules[0]"}]
+    pieces = _pieces(text, 0, spans)
+    assert "".join(p.text for p in pieces) == text
+    assert [(p.text, p.evidence) for p in pieces] == [
+        ("The ", ()), ("owner ", (0,)), ("approves the request", (0, 3)), (" within three days", (3,)), (".", ())]
+    assert pieces[2].fields == ("processSteps[1]", "rules[0]")
+    assert lang_of("요청자가 작업 내용을 작성합니다. (v1)") == "ko"
+    assert lang_of("Сотрудник подаёт заявление (HR).") == "ru"
+    assert lang_of("The requester submits it.") == "en" and lang_of("2024-01-01") == "und"

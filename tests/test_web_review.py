@@ -288,7 +288,7 @@ def test_approve_edit_and_reject_then_export(review: Review) -> None:
     page = review.open(f"/review/doc/{en}")
     page.keyboard.press("a")
     page.wait_for_url(lambda url: f"/doc/{en}" not in url)
-    assert f"approved {en}" in page.inner_text(".done")
+    assert page.inner_text(".done") == f"approved document run {en} as {REVIEWER}"
 
     # the Korean candidate has an error: approving it as produced is refused with the reason on the page
     page = review.open(f"/review/doc/{ko}")

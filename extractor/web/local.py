@@ -5,7 +5,8 @@ address with it (as Jupyter does); opening that address exchanges the token for 
 (HttpOnly, SameSite=Strict) and drops the token from the address bar. The reviewer recorded with every
 decision is the OS user who started the server: the login proves who opened the page, and nobody types a
 name. Other local users (or pages on other sites) get nothing without the token: every page needs the
-session cookie, and every POST the CSRF token.
+session cookie, every POST the CSRF token, and a request naming any host but 127.0.0.1 or localhost (DNS
+rebinding) is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from extractor.store import Store
 from extractor.web.router import SECURITY_HEADERS, review_router
@@ -76,6 +78,8 @@ def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: st
     """The app (review router under /review, login at /) and its login; ``user`` defaults to the OS user."""
     login = LocalLogin(user or getpass.getuser())
     app = FastAPI(title="extractor review", docs_url=None, redoc_url=None, openapi_url=None)
+    # only addresses of this machine: a page on another site that rebinds its name to 127.0.0.1 gets a 400
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"])
     app.include_router(review_router(open_stores, login.current))
 
     @app.exception_handler(401)

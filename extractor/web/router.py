@@ -17,14 +17,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
@@ -60,6 +62,11 @@ class Principal(Protocol):
     @property
     def role(self) -> str: ...
 
+
+DocumentRunId = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
+"""A document run id as the store's integer key holds it (a larger one is a 422, not a database error)."""
+DONE = re.compile(r"^(approved|rejected) \d+$")
+"""The only notice a page shows from its address (after a decision), so a link cannot put words on the page."""
 
 OpenStores = Callable[[], tuple[Store, Store]]
 """Returns the run log and the approved-records store (long-lived: called once per request)."""
@@ -126,7 +133,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         """403 unless the principal may review and the form carries its CSRF token."""
         if (refused := allowed(principal)) is not None:
             return refused
-        if not hmac.compare_digest(_field(items, "csrf"), csrf_token(key, principal)):
+        if not hmac.compare_digest(_field(items, "csrf").encode(), csrf_token(key, principal).encode()):
             return _problem(403, "missing or wrong CSRF token: reload the page and try again")
         return None
 
@@ -161,7 +168,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                                               lang="en", query=_query(filters), state_query=state_query))
 
     @router.get("/doc/{document_run_id}", response_class=HTMLResponse)
-    def document(request: Request, document_run_id: int, principal: Any = principal_of) -> Response:
+    def document(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of) -> Response:
         if (refused := allowed(principal)) is not None:
             return refused
         return _document_page(request, principal, document_run_id)
@@ -188,17 +195,17 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             request, principal, page=page, view=view, raw=raw, error=error, lang=page.lang,
             blocked=found.state == DocumentState.BLOCKED, decidable=found.state in QUEUE_STATES,
             previous=previous, following=following, query=_query(filters),
-            done=request.query_params.get("done")))
+            done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
 
     @router.post("/doc/{document_run_id}/approve")
-    def approve(request: Request, document_run_id: int, principal: Any = principal_of,
+    def approve(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of,
                 items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         if (refused := checked(principal, items)) is not None:
             return refused
         return _decided(request, principal, document_run_id, "approve", items)
 
     @router.post("/doc/{document_run_id}/reject")
-    def reject(request: Request, document_run_id: int, principal: Any = principal_of,
+    def reject(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of,
                items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         if (refused := checked(principal, items)) is not None:
             return refused
@@ -236,7 +243,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             return _document_page(request, principal, document_run_id, status=409, error=str(error))
 
     @router.get("/doc/{document_run_id}/edit", response_class=HTMLResponse)
-    def edit(request: Request, document_run_id: int, principal: Any = principal_of) -> Response:
+    def edit(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of) -> Response:
         if (refused := allowed(principal)) is not None:
             return refused
         store, records = open_stores()
@@ -245,11 +252,12 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             return _problem(404, f"no document run {document_run_id}")
         final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
         candidate = final.parsed if final is not None else None
-        return _edit_page(request, principal, found, candidate, json_text=None, report=None, error=None,
+        unparsed = final.raw_response if final is not None and candidate is None else None  # to salvage as JSON
+        return _edit_page(request, principal, found, candidate, json_text=unparsed, report=None, error=None,
                           raw_mode=request.query_params.get("mode") == "json")
 
     @router.post("/doc/{document_run_id}/edit", response_class=HTMLResponse)
-    def edit_post(request: Request, document_run_id: int, principal: Any = principal_of,
+    def edit_post(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of,
                   items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         """``action=check`` validates the edit against the source and shows its findings beside the fields;
         ``action=approve`` approves it (``approve_document`` validates it again and refuses errors)."""
