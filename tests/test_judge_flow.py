@@ -305,7 +305,7 @@ def test_modes_per_rule_route_findings_and_block_needs_a_calibration() -> None:
     assert routed.state == "MANUAL_REVIEW" and routed.needs_person == ("EVIDENCE_WEAK_SUPPORT",)
 
     wanted_block = with_settings(modes={"rules": {"EVIDENCE_WEAK_SUPPORT": "block"}})
-    lowered = rule_mode(wanted_block.settings, wanted_block.modes, "EVIDENCE_WEAK_SUPPORT", error=False)
+    lowered = wanted_block.rule_mode("EVIDENCE_WEAK_SUPPORT", error=False)
     assert lowered.mode is JudgeMode.review and "needs an admit-block calibration" in lowered.reason
     admitted = with_settings(modes={"rules": {"EVIDENCE_WEAK_SUPPORT": "block"}},
                              weak_support={"threshold": 0.5, "calibration": {"verdict": "admit-block"}})

@@ -56,6 +56,11 @@ class Contract:
     def id(self) -> str:
         return f"{self.name}@v{self.version}"
 
+    @property
+    def needs_person(self) -> frozenset[str]:
+        """Warning rule ids that send a document to a person instead of the review queue's normal path."""
+        return frozenset(self.settings.get("needs_person", ()))
+
     @cached_property
     def modes(self) -> Modes:
         """Per-rule and per-judge-metric modes from the settings (``extractor.contracts.settings``)."""
@@ -63,7 +68,7 @@ class Contract:
 
     def rule_mode(self, rule_id: str, *, error: bool) -> RuleMode:
         """What a finding of ``rule_id`` may do: observe, review (a person) or block (a person, BLOCK mark)."""
-        return rule_mode(self.settings, self.modes, rule_id, error=error)
+        return rule_mode(self.settings, self.modes, rule_id, error=error, needs_person=self.needs_person)
 
     @cached_property
     def settings_sha256(self) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,9 +65,11 @@ class RuleMode:
     reason: str | None = None
 
 
-def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error: bool) -> RuleMode:
-    """The effective mode of ``rule_id`` under ``settings`` (see the module docstring)."""
-    default = JudgeMode.review if error or rule_id in settings.get("needs_person", ()) else JudgeMode.observe
+def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error: bool,
+              needs_person: Collection[str] = ()) -> RuleMode:
+    """The effective mode of ``rule_id`` under ``settings`` (see the module docstring); ``needs_person`` are the
+    warnings the contract sends to a person by default (``Contract.needs_person``)."""
+    default = JudgeMode.review if error or rule_id in needs_person else JudgeMode.observe
     wanted = modes.rules.get(rule_id, default)
     if error and wanted is JudgeMode.observe:
         raise SettingsError(f"modes.rules.{rule_id} is observe, but {rule_id} is an error rule: a candidate that "
