@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from extractor.render import STATE_STYLE, findings_table
+from extractor.vocab import REGENERATE_NUMBER, AttemptKind
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -218,7 +219,10 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
     for attempt in view["attempts"]:
         tokens = f"{attempt['prompt_tokens'] or 0}+{attempt['completion_tokens'] or 0} tokens"
         latency = f"{attempt['latency_ms'] / 1000:.1f} s" if attempt["latency_ms"] else "-"
-        title = (f"attempt {attempt['number']} ({attempt['kind']}{', final' if attempt['final'] else ''}): "
+        kind = attempt["kind"]
+        if kind == AttemptKind.generate and attempt["number"] == REGENERATE_NUMBER:
+            kind = "generate: regeneration after a judge fail"
+        title = (f"attempt {attempt['number']} ({kind}{', final' if attempt['final'] else ''}): "
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
         if attempt["findings"]:
