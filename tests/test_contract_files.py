@@ -363,15 +363,16 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
                       "ru_purchase_order.txt": "READY_FOR_REVIEW"}
     requests = server.chat_requests
     assert len(requests) == 4  # three documents, one repair
-    prompt = requests[0].body["messages"][1]["content"]
+    prompt = requests[0].json["messages"][1]["content"]
     assert "lineItems[].sku (string; pattern ^[0-9]{6}$): the six-digit article number exactly as written" in prompt
-    repair = next(r for r in requests if len(r.body["messages"]) == 4).body["messages"][3]["content"]
+    repair = next(r.json for r in requests if len(r.json["messages"]) == 4)["messages"][3]["content"]
     assert "SKU_UNKNOWN at $.lineItems[0].sku: sku 483902 is not in skus.csv; nearest 483920" in repair
 
-    shown = extract("show", SAMPLES / "purchase_orders" / "en_purchase_order.md", env=env, cwd=tmp_path)
+    shown = extract("show", SAMPLES / "purchase_orders" / "en_purchase_order.md", env={**env, "COLUMNS": "250"},
+                    cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    flat = " ".join(shown.stdout.split())
-    assert "SKU_UNKNOWN" in flat and "nearest 483920 (last two digits swapped)" in flat
+    assert "SKU_UNKNOWN" in shown.stdout
+    assert "sku 483902 is not in skus.csv; nearest 483920 (last two digits swapped)" in shown.stdout
 
     # the same configuration again: nothing is redone
     again = json.loads(extract(*command, env=env, cwd=tmp_path).stdout)
