@@ -389,3 +389,44 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
         runs = store.find_runs()
     assert len({run.config["contract_hash"] for run in runs}) == 2 and len({run.config_hash for run in runs}) == 2
     assert all(run.config["contract_folder"] == str(catalogue.parent) for run in runs)
+
+
+# ---------------------------------------------------------------- CSV export of any record
+
+
+def _csv_rows(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    from extractor.export import _csv
+
+    stream = io.StringIO()
+    _csv(rows, explode)(stream)
+    return list(csv.DictReader(io.StringIO(stream.getvalue())))
+
+
+def _origin(path: str) -> dict[str, Any]:
+    from extractor.export import PROVENANCE_COLUMNS
+
+    return {column: None for column in PROVENANCE_COLUMNS} | {"document_path": path, "reviewer": "lee"}
+
+
+def test_csv_flattens_objects_keeps_lists_as_json_and_explodes_on_request() -> None:
+    record = json.loads((PO_CANDIDATES / "en_pass.candidate.json").read_text(encoding="utf-8"))
+    rows = _csv_rows([(record, _origin("en.md"))])
+    assert len(rows) == 1 and rows[0]["supplier.name"] == "Hanbit Fasteners Co., Ltd."
+    assert json.loads(rows[0]["lineItems"]) == record["lineItems"] and rows[0]["reviewer"] == "lee"
+    exploded = _csv_rows([(record, _origin("en.md")), ({**record, "lineItems": []}, _origin("empty.md"))], "lineItems")
+    assert [(r["document_path"], r["lineItems.index"], r["lineItems.sku"]) for r in exploded] == [
+        ("en.md", "0", "483920"), ("en.md", "1", "551204"), ("en.md", "2", "600117"), ("empty.md", "", "")]
+    assert all(r["supplier.taxId"] == "214-86-12345" and r["reviewer"] == "lee" for r in exploded)
+    assert "lineItems" not in exploded[0]
+
+
+def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
+    hostile = ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
+    record = {"notes": hostile, **{f"n{i}": text for i, text in enumerate(hostile)}, "count": -5, "plain": "a=b"}
+    row = _csv_rows([(record, _origin("=evil.md"))])[0]
+    assert [row[f"n{i}"] for i in range(len(hostile))] == ["'" + text for text in hostile]
+    assert row["document_path"] == "'=evil.md" and row["count"] == "-5" and row["plain"] == "a=b"
+    assert json.loads(row["notes"]) == hostile  # a JSON cell starts with [ and is left as it is
