@@ -386,9 +386,16 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
     assert states == {"en_purchase_order.md": "READY_FOR_REVIEW", "ko_purchase_order.txt": "READY_FOR_REVIEW",
                       "ru_purchase_order.txt": "READY_FOR_REVIEW"}
     with open_store(env["EXTRACT_DATABASE_URL"]) as store:
-        runs = store.find_runs()
+        runs = store.find_runs()  # newest first
     assert len({run.config["contract_hash"] for run in runs}) == 2 and len({run.config_hash for run in runs}) == 2
     assert all(run.config["contract_folder"] == str(catalogue.parent) for run in runs)
+    # the contract change is gated like a prompt change: both sides by contract hash
+    old, new = runs[-1].config["contract_hash"][:12], runs[0].config["contract_hash"][:12]
+    compared = extract("compare", f"contract=purchase_order,contract_hash={old}",
+                       f"contract=purchase_order,contract_hash={new}", "--format", "json", env=env, cwd=tmp_path)
+    gate = json.loads(compared.stdout)
+    assert gate["compared"] == 3 and [Path(d["path"]).name for d in gate["improvements"]] == ["en_purchase_order.md"]
+    assert {r["contract_hash"][:12] for r in gate["candidate"]["runs"]} == {new}
 
 
 # ---------------------------------------------------------------- CSV export of any record
