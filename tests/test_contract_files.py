@@ -437,3 +437,13 @@ def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
     assert [row[f"n{i}"] for i in range(len(hostile))] == ["'" + text for text in hostile]
     assert row["document_path"] == "'=evil.md" and row["count"] == "-5" and row["plain"] == "a=b"
     assert json.loads(row["notes"]) == hostile  # a JSON cell starts with [ and is left as it is
+
+
+def test_declared_check_has_a_card_in_extract_rules() -> None:
+    result = extract("rules", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts", "SKU_UNKNOWN",
+                     "--format", "json")
+    card = json.loads(result.stdout)
+    assert result.returncode == 0 and card["contract"] == "purchase_order" and card["stage"] == "values"
+    assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
+    unknown = extract("rules", "--contract", "purchase_order", "SKU_UNKNOWN")  # not on the search path
+    assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr
