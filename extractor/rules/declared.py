@@ -257,9 +257,11 @@ def _sequence(build: Build) -> Declared:
             else:
                 first[value] = steps
 
+    key = pattern[-1]
+
     def gaps(ctx: Context) -> Iterator[Hit]:
         for list_steps, items in values_at(ctx.candidate, lists_at):
-            numbers = sorted({item.get(pattern[-1]) for item in items if isinstance(item, dict)} - {None})
+            numbers = sorted({item[key] for item in items if isinstance(item, dict) and isinstance(item.get(key), int)})
             expected = list(range(start, start + len(numbers)))
             if numbers != expected:
                 missing = sorted(set(expected) - set(numbers))
