@@ -77,6 +77,11 @@ def rules(
     from extractor.rules import catalogue
 
     use_dirs(contracts or ())
+    if contract is None and contracts:  # every contract of the folders given, refused if broken
+        from extractor.contracts.files import discover
+
+        for found in discover(Path(folder).resolve() for folder in contracts):
+            contract_named(found.name)
     cards = catalogue(contract_named(contract).name if contract else None)
     if rule_id is not None:
         match = [card for card in cards if card.rule_id == rule_id.upper()]
