@@ -447,3 +447,25 @@ def test_declared_check_has_a_card_in_extract_rules() -> None:
     assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
     unknown = extract("rules", "--contract", "purchase_order", "SKU_UNKNOWN")  # not on the search path
     assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr
+
+
+@pytest.mark.parametrize("source", ["jsonl", "sql"])
+def test_lookup_reads_jsonl_columns_and_sql_queries(tmp_path: Path, source: str) -> None:
+    import sqlite3
+
+    if source == "jsonl":
+        where = 'catalogue = "codes.jsonl"\ncolumn = "code"\n'
+    else:
+        database = tmp_path / "codes.db"
+        with sqlite3.connect(database) as connection:
+            connection.execute("CREATE TABLE codes (code TEXT)")
+            connection.executemany("INSERT INTO codes VALUES (?)", [("AB-1234",), ("483920",)])
+        where = f'database = "sqlite:///{database}"\nquery = "SELECT code FROM codes"\nname = "codes table"\n'
+    checks = f'[evidence]\ntext = {{ items = "code" }}\n\n[[check]]\ntype = "lookup"\nid = "CODE_UNKNOWN"\nfield = "items[].code"\n{where}'
+    folder = write_contract(tmp_path / "contracts", checks=checks)
+    (folder / "codes.jsonl").write_text('{"code": "AB-1234"}\n{"code": "483920"}\n', encoding="utf-8")
+    contract = load(folder)
+    assert check(contract, BASE).findings == []
+    finding = next(f for f in check(contract, CASES["CODE_UNKNOWN"][0]).findings if f.rule_id == "CODE_UNKNOWN")
+    assert "nearest 483920 (last two digits swapped)" in finding.message
+    assert ("codes.jsonl" if source == "jsonl" else "codes table") in finding.message
