@@ -439,7 +439,7 @@ def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
     assert json.loads(row["notes"]) == hostile  # a JSON cell starts with [ and is left as it is
 
 
-def test_declared_check_has_a_card_in_extract_rules() -> None:
+def test_declared_check_has_a_card_in_extract_rules(tmp_path: Path) -> None:
     result = extract("rules", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts", "SKU_UNKNOWN",
                      "--format", "json")
     card = json.loads(result.stdout)
@@ -447,6 +447,9 @@ def test_declared_check_has_a_card_in_extract_rules() -> None:
     assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
     unknown = extract("rules", "--contract", "purchase_order", "SKU_UNKNOWN")  # not on the search path
     assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr
+    missing = extract("contracts", "--contracts", tmp_path / "nope")
+    assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'nope'}: no such contracts folder " \
+        "(--contracts takes a folder of <name>/v<N>/ folders)\n"
 
 
 @pytest.mark.parametrize("source", ["jsonl", "sql"])

@@ -194,6 +194,10 @@ def use_dirs(dirs: Iterable[Path | str]) -> None:
     """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``."""
     for folder in dirs:
         path = Path(folder).expanduser().resolve()
+        if not path.is_dir():
+            from extractor.errors import UsageError
+
+            raise UsageError(f"{folder}: no such contracts folder (--contracts takes a folder of <name>/v<N>/ folders)")
         if path not in _DIRS:
             _DIRS.append(path)
 
