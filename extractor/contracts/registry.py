@@ -1,9 +1,10 @@
 """The contract registry: every contract the product knows is one ``Contract`` spec, registered once.
 
 A spec carries everything the stages read from a contract: the JSON Schema the model is shown and the
-validator enforces, the rule settings (``rules.json``), the content rules in stage order, the evidence model
-(the rules' shared context, field and sentence states, judge links, whether there is sentence coverage and
-what the repair lists as unaccounted), and where its files live. Stages look a contract up here by name
+validator enforces, the rule settings (``checks.toml`` ``[evidence]``; ``rules.json`` of a code contract), the
+content rules in stage order, the evidence model (the rules' shared context, field and sentence states, judge
+links, whether there is sentence coverage and what the repair lists as unaccounted), where its files live,
+its content hash and its record keys. Stages look a contract up here by name
 and version and never branch on a contract's name.
 
 Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder
