@@ -105,6 +105,7 @@ class Side:
             "selection": self.filter.describe(),
             "runs": [{"id": r.id, "model": r.model, "prompt_version": r.prompt_version,
                       "validator_version": r.validator_version, "contract": f"{r.contract}@v{r.contract_version}",
+                      "contract_hash": (r.config or {}).get("contract_hash"),
                       "started_at": r.started_at.isoformat(timespec="seconds")} for r in self.runs],
             "documents": len(self.documents),
         }

@@ -157,36 +157,74 @@ def _jsonl(rows: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[I
     return write
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet may run as a formula when a cell starts with it (OWASP, CSV injection)."""
+
+
 def _cell(value: Any) -> Any:
+    """A CSV cell: text a spreadsheet would run as a formula gets a leading apostrophe (OWASP), so a document
+    that says ``=HYPERLINK(...)`` is shown, never run; nested values are JSON text."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False)
+        value = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return value
 
 
-def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
-    """One row per record: provenance columns, then one column per top-level record field (nested values
-    as JSON text); a record field named like a provenance column gets a ``record.`` prefix."""
+def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested objects as dotted columns (``supplier.name``); lists and scalars stay as they are."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _exploded(record: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """One flat row per item of the list ``field`` (item fields as ``field.<name>``, its 0-based position as
+    ``field.index``); a record whose list is empty or missing keeps one row with those columns empty."""
+    items = record.get(field)
+    rest = flatten({key: value for key, value in record.items() if key != field})
+    if not isinstance(items, list) or not items:
+        return [rest | {f"{field}.index": None}]
+    rows = []
+    for index, item in enumerate(items):
+        columns = flatten(item, f"{field}.") if isinstance(item, dict) else {field: item}
+        rows.append(rest | {f"{field}.index": index} | columns)
+    return rows
+
+
+def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> Callable[[IO[str]], None]:
+    """Provenance columns, then the record flattened: nested objects as dotted columns, lists as JSON text;
+    one row per record, or with ``explode`` one row per item of that list. A record column named like a
+    provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_cell``)."""
+    table = [(row, origin) for record, origin in rows
+             for row in (_exploded(record, explode) if explode else [flatten(record)])]
     fields: dict[str, None] = {}
-    for record, _ in rows:
-        fields.update(dict.fromkeys(record))
+    for row, _ in table:
+        fields.update(dict.fromkeys(row))
     names = {key: f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in fields}
 
     def write(stream: IO[str]) -> None:
         writer = csv.writer(stream)
-        writer.writerow([*PROVENANCE_COLUMNS, *names.values()])
-        for record, origin in rows:
-            writer.writerow([_cell(origin[c]) for c in PROVENANCE_COLUMNS] + [_cell(record.get(k)) for k in names])
+        writer.writerow([_cell(name) for name in (*PROVENANCE_COLUMNS, *names.values())])
+        for row, origin in table:
+            writer.writerow([_cell(origin[c]) for c in PROVENANCE_COLUMNS] + [_cell(row.get(k)) for k in names])
 
     return write
 
 
 def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
-           since: datetime | None = None, run_log: Store | None = None) -> ExportResult:
-    """Write the approved records to ``out`` atomically; returns how many were written."""
+           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None) -> ExportResult:
+    """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
+    one row per item of that list field)."""
     from extractor.store.approved import approved_records
 
     if fmt not in FORMATS:
@@ -196,6 +234,8 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
     if run_log is not None:
         wanted = {r.run_id for r in approved if r.run_id}
         runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
+    if explode is not None and fmt != "csv":
+        raise ValueError("--explode FIELD needs --format csv")
     rows = []
     for r in approved:
         record, masked = masked_record(r)
@@ -203,5 +243,5 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:
-        atomic_write(out, _csv(rows), newline="")
+        atomic_write(out, _csv(rows, explode), newline="")
     return ExportResult(out, fmt, len(rows))

@@ -27,6 +27,7 @@ FILTER_KEYS = {
     "prompt_version": "prompt_version",
     "model": "model",
     "contract": "contract",
+    "contract_hash": "contract_hash",
     "validator": "validator_version",
     "validator_version": "validator_version",
     "run": "run",
@@ -64,6 +65,7 @@ class RunFilter:
     model: str | None = None
     prompt_version: str | None = None
     contract: str | None = None
+    contract_hash: str | None = None  # a prefix of the contract's content hash (an edited contract is a new one)
     validator_version: str | None = None
     since: datetime | None = None
     until: datetime | None = None
@@ -76,7 +78,7 @@ class RunFilter:
     @classmethod
     def parse(cls, spec: str) -> RunFilter:
         """A run id (or unique prefix), or ``key=value[,key=value]`` with keys
-        prompt, model, contract, validator, run, since, until."""
+        prompt, model, contract, contract_hash, validator, run, since, until."""
         text = spec.strip()
         if not text:
             raise UsageError("empty run selection: give a run id or key=value filters")
@@ -92,14 +94,15 @@ class RunFilter:
             if not sep or not value:
                 raise UsageError(f"{part!r} in {spec!r} is not key=value")
             if key not in FILTER_KEYS:
-                raise UsageError(f"unknown filter {key!r} in {spec!r} (keys: prompt, model, contract, validator, "
-                                 "run, since, until)")
+                raise UsageError(f"unknown filter {key!r} in {spec!r} (keys: prompt, model, contract, contract_hash, "
+                                 "validator, run, since, until)")
             name = FILTER_KEYS[key]
             if name in values:
                 raise UsageError(f"filter {key!r} given twice in {spec!r}")
             values[name] = parse_when(value) if name in ("since", "until") else value
-        if "run" in values:
-            values["run"] = values["run"].lower()
+        for name in ("run", "contract_hash"):
+            if name in values:
+                values[name] = values[name].lower()
         return cls(**values)
 
     def merged(self, **overrides: Any) -> RunFilter:
@@ -124,8 +127,12 @@ class RunFilter:
         runs = store.find_runs(
             id_prefix=self.run, model=self.model, provider_model=provider_model(self.model) if self.model else None,
             prompt_version=self.prompt_version, contract=self.contract,
-            validator_version=self.validator_version, since=self.since, until=self.until, limit=limit,
+            validator_version=self.validator_version, since=self.since, until=self.until,
+            limit=None if self.contract_hash else limit,
         )
+        if self.contract_hash is not None:  # recorded in the run's configuration, not a column: filtered here
+            wanted = self.contract_hash
+            runs = [run for run in runs if str((run.config or {}).get("contract_hash", "")).startswith(wanted)][:limit]
         if self.run is not None and len(self.run) < 32:
             exact = [run for run in runs if run.id == self.run]
             if exact:

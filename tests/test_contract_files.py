@@ -365,15 +365,16 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
                       "ru_purchase_order.txt": "READY_FOR_REVIEW"}
     requests = server.chat_requests
     assert len(requests) == 4  # three documents, one repair
-    prompt = requests[0].body["messages"][1]["content"]
+    prompt = requests[0].json["messages"][1]["content"]
     assert "lineItems[].sku (string; pattern ^[0-9]{6}$): the six-digit article number exactly as written" in prompt
-    repair = next(r for r in requests if len(r.body["messages"]) == 4).body["messages"][3]["content"]
+    repair = next(r.json for r in requests if len(r.json["messages"]) == 4)["messages"][3]["content"]
     assert "SKU_UNKNOWN at $.lineItems[0].sku: sku 483902 is not in skus.csv; nearest 483920" in repair
 
-    shown = extract("show", SAMPLES / "purchase_orders" / "en_purchase_order.md", env=env, cwd=tmp_path)
+    shown = extract("show", SAMPLES / "purchase_orders" / "en_purchase_order.md", env={**env, "COLUMNS": "250"},
+                    cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    flat = " ".join(shown.stdout.split())
-    assert "SKU_UNKNOWN" in flat and "nearest 483920 (last two digits swapped)" in flat
+    assert "SKU_UNKNOWN" in shown.stdout
+    assert "sku 483902 is not in skus.csv; nearest 483920 (last two digits swapped)" in shown.stdout
 
     # the same configuration again: nothing is redone
     again = json.loads(extract(*command, env=env, cwd=tmp_path).stdout)
@@ -387,6 +388,89 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
     assert states == {"en_purchase_order.md": "READY_FOR_REVIEW", "ko_purchase_order.txt": "READY_FOR_REVIEW",
                       "ru_purchase_order.txt": "READY_FOR_REVIEW"}
     with open_store(env["EXTRACT_DATABASE_URL"]) as store:
-        runs = store.find_runs()
+        runs = store.find_runs()  # newest first
     assert len({run.config["contract_hash"] for run in runs}) == 2 and len({run.config_hash for run in runs}) == 2
     assert all(run.config["contract_folder"] == str(catalogue.parent) for run in runs)
+    # the contract change is gated like a prompt change: both sides by contract hash
+    old, new = runs[-1].config["contract_hash"][:12], runs[0].config["contract_hash"][:12]
+    compared = extract("compare", f"contract=purchase_order,contract_hash={old}",
+                       f"contract=purchase_order,contract_hash={new}", "--format", "json", env=env, cwd=tmp_path)
+    gate = json.loads(compared.stdout)
+    assert gate["compared"] == 3 and [Path(d["path"]).name for d in gate["improvements"]] == ["en_purchase_order.md"]
+    assert {r["contract_hash"][:12] for r in gate["candidate"]["runs"]} == {new}
+
+
+# ---------------------------------------------------------------- CSV export of any record
+
+
+def _csv_rows(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    from extractor.export import _csv
+
+    stream = io.StringIO()
+    _csv(rows, explode)(stream)
+    return list(csv.DictReader(io.StringIO(stream.getvalue())))
+
+
+def _origin(path: str) -> dict[str, Any]:
+    from extractor.export import PROVENANCE_COLUMNS
+
+    return {column: None for column in PROVENANCE_COLUMNS} | {"document_path": path, "reviewer": "lee"}
+
+
+def test_csv_flattens_objects_keeps_lists_as_json_and_explodes_on_request() -> None:
+    record = json.loads((PO_CANDIDATES / "en_pass.candidate.json").read_text(encoding="utf-8"))
+    rows = _csv_rows([(record, _origin("en.md"))])
+    assert len(rows) == 1 and rows[0]["supplier.name"] == "Hanbit Fasteners Co., Ltd."
+    assert json.loads(rows[0]["lineItems"]) == record["lineItems"] and rows[0]["reviewer"] == "lee"
+    exploded = _csv_rows([(record, _origin("en.md")), ({**record, "lineItems": []}, _origin("empty.md"))], "lineItems")
+    assert [(r["document_path"], r["lineItems.index"], r["lineItems.sku"]) for r in exploded] == [
+        ("en.md", "0", "483920"), ("en.md", "1", "551204"), ("en.md", "2", "600117"), ("empty.md", "", "")]
+    assert all(r["supplier.taxId"] == "214-86-12345" and r["reviewer"] == "lee" for r in exploded)
+    assert "lineItems" not in exploded[0]
+
+
+def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
+    hostile = ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
+    record = {"notes": hostile, **{f"n{i}": text for i, text in enumerate(hostile)}, "count": -5, "plain": "a=b"}
+    row = _csv_rows([(record, _origin("=evil.md"))])[0]
+    assert [row[f"n{i}"] for i in range(len(hostile))] == ["'" + text for text in hostile]
+    assert row["document_path"] == "'=evil.md" and row["count"] == "-5" and row["plain"] == "a=b"
+    assert json.loads(row["notes"]) == hostile  # a JSON cell starts with [ and is left as it is
+
+
+def test_declared_check_has_a_card_in_extract_rules(tmp_path: Path) -> None:
+    result = extract("rules", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts", "SKU_UNKNOWN",
+                     "--format", "json")
+    card = json.loads(result.stdout)
+    assert result.returncode == 0 and card["contract"] == "purchase_order" and card["stage"] == "values"
+    assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
+    unknown = extract("rules", "--contract", "purchase_order", "SKU_UNKNOWN")  # not on the search path
+    assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr
+    missing = extract("contracts", "--contracts", tmp_path / "nope")
+    assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'nope'}: no such contracts folder " \
+        "(--contracts takes a folder of <name>/v<N>/ folders)\n"
+
+
+@pytest.mark.parametrize("source", ["jsonl", "sql"])
+def test_lookup_reads_jsonl_columns_and_sql_queries(tmp_path: Path, source: str) -> None:
+    import sqlite3
+
+    if source == "jsonl":
+        where = 'catalogue = "codes.jsonl"\ncolumn = "code"\n'
+    else:
+        database = tmp_path / "codes.db"
+        with sqlite3.connect(database) as connection:
+            connection.execute("CREATE TABLE codes (code TEXT)")
+            connection.executemany("INSERT INTO codes VALUES (?)", [("AB-1234",), ("483920",)])
+        where = f'database = "sqlite:///{database}"\nquery = "SELECT code FROM codes"\nname = "codes table"\n'
+    checks = f'[evidence]\ntext = {{ items = "code" }}\n\n[[check]]\ntype = "lookup"\nid = "CODE_UNKNOWN"\nfield = "items[].code"\n{where}'
+    folder = write_contract(tmp_path / "contracts", checks=checks)
+    (folder / "codes.jsonl").write_text('{"code": "AB-1234"}\n{"code": "483920"}\n', encoding="utf-8")
+    contract = load(folder)
+    assert check(contract, BASE).findings == []
+    finding = next(f for f in check(contract, CASES["CODE_UNKNOWN"][0]).findings if f.rule_id == "CODE_UNKNOWN")
+    assert "nearest 483920 (last two digits swapped)" in finding.message
+    assert ("codes.jsonl" if source == "jsonl" else "codes table") in finding.message

@@ -251,10 +251,15 @@ def export(
     contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None,
     contract_version: Annotated[int | None, typer.Option(help="only this contract version")] = None,
     since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
+    explode: Annotated[str | None, typer.Option(help="CSV: one row per item of this list field (e.g. lineItems), "
+                                                "its fields as FIELD.<name> columns")] = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
 ) -> None:
     """Write approved records (only those) with provenance, atomically (temporary file, then rename).
+
+    CSV: one row per record, nested objects as dotted columns, lists as JSON text (or --explode FIELD);
+    a cell starting with = + - @ tab or carriage return gets a leading apostrophe so no spreadsheet runs it.
 
     Provenance: document path and sha256, contract and version, run and attempt (model, prompt, validator),
     evidence spans, whether it was edited, reviewer, approval time and note.
@@ -263,6 +268,8 @@ def export(
     from extractor.runfilter import parse_when
 
     when = parse_when(since) if since else None
+    if explode is not None and format is not ExportFormat.csv:
+        fail("--explode FIELD needs --format csv")
     if out.is_dir():
         fail(f"{out} is a folder; give a file name")
     if not out.parent.exists():
@@ -270,7 +277,7 @@ def export(
     store, records = open_stores(database, approved_database)
     try:
         result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,
-                              since=when, run_log=store)
+                              since=when, run_log=store, explode=explode)
     except OSError as error:
         fail(f"cannot write {out}: {error.strerror or error}")
     typer.echo(f"wrote {result.records} approved record(s) to {out} ({format.value})")

@@ -44,6 +44,11 @@ def catalogue(
         return
     from extractor.rules import catalogue as cards_of
 
+    if contract is None and contracts:  # every contract of the folders given (a broken one is refused)
+        from extractor.contracts.files import discover
+
+        for found in discover(Path(folder).resolve() for folder in contracts):
+            contract_named(found.name)
     cards = cards_of(contract_named(contract).name if contract else None)
     if format is Format.json:
         emit_json([card.to_json() for card in cards])

@@ -114,7 +114,8 @@ def stats(
 @app.command()
 def compare(
     baseline: Annotated[str, typer.Argument(help=f"run id (or its first {MIN_ID_PREFIX}+ characters), or key=value "
-                                            "filters: prompt=, model=, contract=, validator=, run=, since=, until=")],
+                                            "filters: prompt=, model=, contract=, contract_hash=, validator=, run=, "
+                                            "since=, until=")],
     candidate: Annotated[str, typer.Argument(help="the same forms as BASELINE")],
     delta: Annotated[float, typer.Option(min=0.0, max=0.99, help="smallest drop in pass rate that matters")] = 0.03,
     block: Annotated[float, typer.Option(min=0.0, max=1.0, help="BLOCK when rho >= this")] = 0.8,

@@ -453,9 +453,8 @@ def listing() -> list[Listed]:
         if (found.name, found.version) in rows and rows[(found.name, found.version)].folder == found.folder:
             continue
         try:
-            contract = registered(found.name, found.version)
-            if contract is None or contract.folder != found.folder:
-                contract = load(found.folder)
+            known = registered(found.name, found.version)
+            contract = known if known is not None and known.folder == found.folder else load(found.folder)
         except ContractError as error:
             rows.setdefault((found.name, found.version), Listed(found.name, found.version, "files", found.folder,
                                                                 problems=tuple(error.problems)))

@@ -4,7 +4,7 @@ A spec carries everything the stages read from a contract: the JSON Schema the m
 validator enforces, the rule settings (checks.toml, or ``rules.json`` for a code contract, with
 ``calibration.json``), the content rules in stage order, the evidence model (the rules' shared context, field
 and sentence states, judge links, whether there is sentence coverage and what the repair lists as
-unaccounted), and where its files live. Stages look a contract up here by name
+unaccounted), where its files live, its content hash and its merge spec. Stages look a contract up here by name
 and version and never branch on a contract's name.
 
 Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder
@@ -221,6 +221,10 @@ def use_dirs(dirs: Iterable[Path | str]) -> None:
     """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``."""
     for folder in dirs:
         path = Path(folder).expanduser().resolve()
+        if not path.is_dir():
+            from extractor.errors import UsageError
+
+            raise UsageError(f"{folder}: no such contracts folder (--contracts takes a folder of <name>/v<N>/ folders)")
         if path not in _DIRS:
             _DIRS.append(path)
 

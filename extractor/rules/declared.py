@@ -8,7 +8,7 @@ Every ``[[check]]`` has a ``type``, a stable rule ``id`` and a ``severity``: ``e
 - ``unique``: no two values at ``field`` are equal (``normalise = "casefold"``: NFC, case folded, whitespace
   collapsed); ``same_item = "id"`` lets a repeat with the same sibling value pass (it is one entity, named twice);
 - ``sequence``: the numbers at ``field`` run ``start..n`` with no duplicate (rule ``<id>_DUPLICATE``) and no
-  gap (``<id>_GAP``); ``follow_source = "review"`` (or another severity) adds ``<id>_INVERTED``: an item whose
+  gap (``<id>_GAP``); ``follow_source = "review"`` (or ``true``, or another severity) adds ``<id>_INVERTED``: an item whose
   evidence lies wholly before the previous item's evidence;
 - ``lookup``: the value must be in a catalogue (``catalogue`` + ``column``: a CSV or JSONL file in the contract
   folder; or ``database`` + ``query``); a miss names the nearest entries and how they differ;
@@ -257,9 +257,11 @@ def _sequence(build: Build) -> Declared:
             else:
                 first[value] = steps
 
+    key = pattern[-1]
+
     def gaps(ctx: Context) -> Iterator[Hit]:
         for list_steps, items in values_at(ctx.candidate, lists_at):
-            numbers = sorted({item.get(pattern[-1]) for item in items if isinstance(item, dict)} - {None})
+            numbers = sorted({item[key] for item in items if isinstance(item, dict) and isinstance(item.get(key), int)})
             expected = list(range(start, start + len(numbers)))
             if numbers != expected:
                 missing = sorted(set(expected) - set(numbers))
@@ -276,8 +278,8 @@ def _sequence(build: Build) -> Declared:
     ]
     needs_person: set[str] = set()
     if follow is not False:
-        build.entry = {**build.entry, "follow_severity": follow}
-        inverted_severity, review = build.severity("follow_severity", "review")
+        inverted_severity, review = build.severity("follow_source", "review") if follow is not True \
+            else (Severity.WARNING, True)
         inverted_id = build.rule_id("_INVERTED")
         if review:
             needs_person.add(inverted_id)

@@ -24,7 +24,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from operator import itemgetter
 from pathlib import Path
 
 _SEPARATOR = re.compile(r"[-_/.: ]")
@@ -66,12 +65,12 @@ class Catalogue:
     @cached_property
     def _alphabets(self) -> dict[int, list[str]]:
         """Per length: for each position, the characters entries of that length have there (as one string)."""
-        by_length: dict[int, list[str]] = defaultdict(list)
-        for value in self.values:
-            by_length[len(value)].append(value)
         alphabets: dict[int, list[str]] = {}
-        for length, values in by_length.items():
-            alphabets[length] = ["".join(sorted(set(map(itemgetter(i), values)))) for i in range(length)]
+        lengths = set(map(len, self.values))
+        for length in lengths:
+            group = self.values if len(lengths) == 1 else [value for value in self.values if len(value) == length]
+            joined = "".join(group)  # position i of every entry is joined[i::length]: sliced in C, not looped
+            alphabets[length] = ["".join(sorted(set(joined[i::length]))) for i in range(length)]
         return alphabets
 
     @cached_property
@@ -79,6 +78,8 @@ class Catalogue:
         """Entries by the code behind their prefix (only entries that have a prefix)."""
         index: dict[str, list[str]] = defaultdict(list)
         for value in self.values:
+            if value.isdigit():  # a plain number has no prefix
+                continue
             core = _core(value)
             if core is not None:
                 index[core].append(value)
@@ -89,17 +90,18 @@ class Catalogue:
         found: dict[str, str] = {}
         n = len(value)
         alphabets = self._alphabets
-        swapped = {value[:i] + value[i + 1] + value[i] + value[i + 2:]: i for i in range(n - 1) if value[i] != value[i + 1]}
+        swapped = [value[:i] + value[i + 1] + value[i] + value[i + 2:] for i in range(n - 1) if value[i] != value[i + 1]]
         for entry in self.values.intersection(swapped):
-            i = swapped[entry]
+            i = next(k for k in range(n) if entry[k] != value[k])
             unit = _unit(value[i], value[i + 1])
             where = "last two" if i == n - 2 else ("first two" if i == 0 else f"{unit[:-1]}s {i + 1} and {i + 2}")
             found.setdefault(entry, f"{where} {unit} swapped" if i in (0, n - 2) else f"{where} swapped")
         same = alphabets.get(n)
         if same is not None:
-            changed = {value[:i] + c + value[i + 1:]: i for i in range(n) for c in same[i] if c != value[i]}
-            for entry in self.values.intersection(changed):
-                i = changed[entry]
+            # one list of every one-character change, asked about in one C-level intersection
+            changed = [head + c + tail for i in range(n) for head, tail in ((value[:i], value[i + 1:]),) for c in same[i]]
+            for entry in self.values.intersection(changed).difference((value,)):
+                i = next(k for k in range(n) if entry[k] != value[k])
                 found.setdefault(entry, f"{_unit(value[i], entry[i])[:-1]} {i + 1} changed ({value[i]} -> {entry[i]})")
         shorter = alphabets.get(n - 1)
         if shorter is not None:
@@ -111,7 +113,7 @@ class Catalogue:
             added = {value[:i] + c + value[i:]: i for i in range(n + 1) for c in longer[i]}
             for entry in self.values.intersection(added):
                 found.setdefault(entry, f"one character missing ({entry[added[entry]]!r} at position {added[entry] + 1})")
-        if len(found) < limit:
+        if len(found) < limit and (self._by_core or not value.isdigit()):
             core = _core(value) or value
             for entry in self._by_core.get(core, ()):
                 if entry != value:

@@ -424,7 +424,8 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
     console = console or open_console()
     for name in ("baseline", "candidate"):
         side = result[name]
-        runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']})" for r in side["runs"][:4])
+        runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']}, contract "
+                         f"{(r.get('contract_hash') or '?')[:12]})" for r in side["runs"][:4])
         more = f" +{len(side['runs']) - 4} more" if len(side["runs"]) > 4 else ""
         console.print(f"{name:>9}: {side['spec']}  ->  {len(side['runs'])} run(s): {runs}{more}; "
                       f"{side['documents']} document(s)")
