@@ -183,7 +183,7 @@ def test_every_guard_has_a_card_with_critical_severity() -> None:
 
 
 def extract(db_url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
+    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"} | {"COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "extractor", *args, "--database", db_url], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=600)
 
