@@ -3,7 +3,8 @@
 Pure detectors over one string, shared by the critical rules (``extractor.rules.guards``) and export masking:
 
 - ``find_secrets``: detect-secrets' own plugins (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, private keys,
-  passwords in connection strings, ``password = "..."`` keywords...). Its entropy detectors and the public-IP
+  passwords in connection strings, ``password = "..."`` keywords...), plus one pattern for connection-string
+  passwords with punctuation, which its Basic Auth pattern misses. Its entropy detectors and the public-IP
   detector are left out on purpose: a commit hash, a UUID or a server address in a runbook is not a secret,
   and they flag exactly those.
 - ``personal_data``: e-mail addresses; phone numbers (``phonenumbers``, valid numbers only, Korean, Russian
@@ -65,6 +66,10 @@ def _keyword_lines() -> re.Pattern[str]:
     return re.compile("|".join(DENYLIST), re.IGNORECASE)
 
 
+CONNECTION_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\x00:/@]+:([^\s\x00/@]+)@[^\s\x00/@]", re.IGNORECASE)
+"""A password in a connection string as people write them. detect-secrets' Basic Auth pattern follows RFC 3986
+strictly and misses a password holding ``!$&'()*+,;=`` (``postgresql://app:Summer2026!@db/po``); this one
+complements it, the kind is the same."""
 SEPARATOR = "\n\x00\n"
 """Between the texts scanned as one: no plugin pattern matches across a NUL on its own line."""
 
@@ -94,6 +99,8 @@ def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
         for value in found:
             if value and "\x00" not in value:
                 kinds.setdefault(value, plugin.secret_type)
+    for password in CONNECTION_PASSWORD.findall(joined):
+        kinds.setdefault(password, "Basic Auth Credentials")
     matches: dict[int, list[Match]] = {}
     for index in scanned if kinds else ():
         text = texts[index]
@@ -107,7 +114,8 @@ def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
 
 # -- personal data -------------------------------------------------------------------------------------------
 
-EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w-])")
+EMAIL = re.compile(r"(?<![\w.+-])(?<!://)[\w.+-]+@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w-])")
+"""An e-mail address; ``user@host`` right after ``scheme://`` is a URL's user, not an address."""
 NUMBER = re.compile(r"(?<![\w.,])\d(?:[ \-]?\d){8,18}(?![\w])")
 """9 to 19 digits, single spaces or hyphens between them (card, RRN, SNILS, INN as people write them)."""
 SNILS_WEIGHTS = range(9, 0, -1)

@@ -163,8 +163,9 @@ def _quote(text: str, match: sensitive.Match) -> str:
     "Twilio, SendGrid, npm, PyPI, Discord, Telegram...), a JSON Web Token, a private key, a password in a "
     "connection string (scheme://user:password@host) or a password/secret/api_key assigned in the text",
     inputs="every string and number of the candidate (the raw response when it is not JSON)",
-    normalisation="none: detect-secrets' plugins run on each line (its entropy and public-IP detectors are off: "
-    "commit hashes, UUIDs and server addresses are not secrets)",
+    normalisation="none: detect-secrets' regex plugins read all texts at once, its keyword plugin each line naming a "
+    "keyword, plus a pattern for connection-string passwords with punctuation (its entropy and public-IP detectors "
+    "are off: commit hashes, UUIDs and server addresses are not secrets)",
     passes="no plugin reports a secret; guard setting `secrets = false` turns the rule off",
     location="JSON path of the text (the message names the kind and the first and last characters)",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
