@@ -66,6 +66,8 @@ LEAKS = [  # (real-looking leak, nearest harmless neighbour, rule)
      "SECRET_IN_OUTPUT"),
     ("Orders live in postgresql://app:Tr0ub4dor3@db.prod.internal:5432/orders.",
      "Orders live in postgresql://db.prod.internal:5432/orders.", "SECRET_IN_OUTPUT"),
+    ("Connect with postgresql://buyer:Summer2026!@erp.internal:5432/po.",
+     "Connect with postgresql://buyer@erp.internal:5432/po.", "SECRET_IN_OUTPUT"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA PRIVATE KEY-----",
      "-----BEGIN CERTIFICATE-----\nMIIEowIBAAKCAQEA7bq\n-----END CERTIFICATE-----", "SECRET_IN_OUTPUT"),
     ("Deploy with ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8.", "Request 550e8400-e29b-41d4-a716-446655440000 is logged.",
@@ -123,14 +125,13 @@ def test_personal_data_the_source_contains_follows_the_contract_setting(source: 
     assert critical_rules(invented, source, contract) == ["PERSONAL_DATA_INVENTED"]
 
 
-SWITCHES = {"SECRET_IN_OUTPUT": ("secrets", LEAKS[0][0]), "PERSONAL_DATA_INVENTED": ("invented_personal_data", LEAKS[4][0]),
-            "PIPELINE_INSTRUCTION_ECHO": ("pipeline_instructions", LEAKS[12][0]),
-            "SYSTEM_PROMPT_ECHO": ("system_prompt_echo", LEAKS[-1][0])}
+SWITCHES = {"SECRET_IN_OUTPUT": "secrets", "PERSONAL_DATA_INVENTED": "invented_personal_data",
+            "PIPELINE_INSTRUCTION_ECHO": "pipeline_instructions", "SYSTEM_PROMPT_ECHO": "system_prompt_echo"}
 
 
 @pytest.mark.parametrize("rule_id", sorted(SWITCHES))
 def test_each_check_is_switchable_per_contract(source: Document, rule_id: str) -> None:
-    setting, leak = SWITCHES[rule_id]
+    setting, leak = SWITCHES[rule_id], next(leak for leak, _, rule in LEAKS if rule == rule_id)
     off = replace(get_contract("work_procedure"), guards=Guards.from_mapping({setting: False}))
     assert rule_id in critical_rules(with_rule(leak), source)
     assert rule_id not in critical_rules(with_rule(leak), source, off)
@@ -183,7 +184,7 @@ def test_every_guard_has_a_card_with_critical_severity() -> None:
 
 
 def extract(db_url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
+    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"} | {"COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "extractor", *args, "--database", db_url], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=600)
 

@@ -20,6 +20,7 @@ from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
+from extractor.vocab import ExitCode
 from tests.support.extras import needs_local_extra
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
@@ -279,6 +280,7 @@ def test_local_bundled_model_end_to_end(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)
     [outcome] = summary["outcomes"]
     assert outcome["state"] in ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+    assert result.returncode == summary["exit_code"] == (0 if outcome["state"] == "READY_FOR_REVIEW" else 3)
     store = open_store(env["EXTRACT_DATABASE_URL"])
     recorded = store.attempts_for(outcome["document_run_id"])
     assert 1 <= len(recorded) <= 2 and all(a.mode == "grammar" and a.raw_response for a in recorded)
@@ -311,9 +313,10 @@ def test_the_text_summary_says_why_documents_were_skipped(llm_server: Callable[.
     assert first.returncode == 0, first.stderr
     run_id = json.loads(first.stdout)["run_id"]
     again = extract("run", str(en_doc.parent), "--model", "openai:scripted", env=env, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == ExitCode.NOT_EVALUABLE, again.stderr  # this run evaluated nothing: not a pass
     text = " ".join(again.stdout.split())
     assert f"skipped 1: done before by run {run_id} (--force redoes them)" in text, again.stdout
+    assert "outcome NOT_EVALUABLE exit 4 (no document was evaluated in this run)" in text
     assert "not documents, skipped in folders: 1 file (.jpg 1)" in text
 
 

@@ -2,8 +2,9 @@
 
 Pure detectors over one string, shared by the critical rules (``extractor.rules.guards``) and export masking:
 
-- ``secrets``: detect-secrets' own plugins (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, private keys,
-  passwords in connection strings, ``password = "..."`` keywords...). Its entropy detectors and the public-IP
+- ``find_secrets``: detect-secrets' own plugins (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, private keys,
+  passwords in connection strings, ``password = "..."`` keywords...), plus one pattern for connection-string
+  passwords with punctuation, which its Basic Auth pattern misses. Its entropy detectors and the public-IP
   detector are left out on purpose: a commit hash, a UUID or a server address in a runbook is not a secret,
   and they flag exactly those.
 - ``personal_data``: e-mail addresses; phone numbers (``phonenumbers``, valid numbers only, Korean, Russian
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -57,31 +58,64 @@ def _secret_plugins() -> tuple[Any, ...]:
     return tuple(plugin() for plugin in classes if plugin.__name__ not in ENTROPY_PLUGINS)
 
 
-def secrets(text: str) -> list[Match]:
-    """Secrets in ``text`` found by detect-secrets' plugins, each once, with the span of the secret value.
+@cache
+def _keyword_lines() -> re.Pattern[str]:
+    """Lines the keyword plugin can fire on: those naming one of its own keywords (password, api_key, ...)."""
+    from detect_secrets.plugins.keyword import DENYLIST
 
-    The plugins are called directly (not through ``scan_line``, which reads process-wide settings and turns the
-    entropy detectors up for ad-hoc strings), one line at a time as detect-secrets scans files.
+    return re.compile("|".join(DENYLIST), re.IGNORECASE)
+
+
+CONNECTION_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\x00:/@]+:([^\s\x00/@]+)@[^\s\x00/@]", re.IGNORECASE)
+"""A password in a connection string as people write them. detect-secrets' Basic Auth pattern follows RFC 3986
+strictly and misses a password holding ``!$&'()*+,;=`` (``postgresql://app:Summer2026!@db/po``); this one
+complements it, the kind is the same."""
+SEPARATOR = "\n\x00\n"
+"""Between the texts scanned as one: no plugin pattern matches across a NUL on its own line."""
+
+
+def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
+    """Secrets in each of ``texts`` (by position), found by detect-secrets' plugins, with their spans.
+
+    The plugins' ``analyze_string`` is called directly, never ``analyze_line`` or ``scan_line``: those read
+    process-wide settings (which may turn on verification, a network call with the secret) and, for ad-hoc
+    strings, turn the entropy detectors up. The regex plugins scan all texts at once (one pass each instead of
+    one per text: thousands of coverage reasons cost milliseconds); the keyword plugin, which reports only its
+    first match, reads each line that names one of its keywords.
     """
-    if len(text) < MIN_SECRET_CHARS:
-        return []
-    found: dict[tuple[str, int], Match] = {}
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        if len(line.strip()) >= MIN_SECRET_CHARS:
-            for plugin in _secret_plugins():
-                for secret in plugin.analyze_line(filename="output.txt", line=line, line_number=0):
-                    value = secret.secret_value or ""
-                    at = line.find(value) if value else -1
-                    start, end = (offset + at, offset + at + len(value)) if at >= 0 else (offset, offset + len(line))
-                    found.setdefault((secret.type, start), Match(secret.type, value, start, end))
-        offset += len(line)
-    return sorted(found.values(), key=lambda m: (m.start, m.kind))
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    scanned = [index for index, text in enumerate(texts) if len(text) >= MIN_SECRET_CHARS]
+    if not scanned:
+        return {}
+    kinds: dict[str, str] = {}
+    joined = SEPARATOR.join(dict.fromkeys(texts[index] for index in scanned))  # each distinct text once
+    for plugin in _secret_plugins():
+        if isinstance(plugin, RegexBasedDetector):
+            found = plugin.analyze_string(joined)
+        else:
+            found = (value for index in scanned for line in texts[index].splitlines()
+                     if _keyword_lines().search(line) for value in plugin.analyze_string(line))
+        for value in found:
+            if value and "\x00" not in value:
+                kinds.setdefault(value, plugin.secret_type)
+    for password in CONNECTION_PASSWORD.findall(joined):
+        kinds.setdefault(password, "Basic Auth Credentials")
+    matches: dict[int, list[Match]] = {}
+    for index in scanned if kinds else ():
+        text = texts[index]
+        for value, kind in kinds.items():
+            start = text.find(value)
+            while start >= 0:
+                matches.setdefault(index, []).append(Match(kind, value, start, start + len(value)))
+                start = text.find(value, start + 1)
+    return {index: sorted(found, key=lambda m: (m.start, m.kind)) for index, found in matches.items()}
 
 
 # -- personal data -------------------------------------------------------------------------------------------
 
-EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w-])")
+EMAIL = re.compile(r"(?<![\w.+-])(?<!://)[\w.+-]+@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w-])")
+"""An e-mail address; ``user@host`` right after ``scheme://`` is a URL's user, not an address."""
 NUMBER = re.compile(r"(?<![\w.,])\d(?:[ \-]?\d){8,18}(?![\w])")
 """9 to 19 digits, single spaces or hyphens between them (card, RRN, SNILS, INN as people write them)."""
 SNILS_WEIGHTS = range(9, 0, -1)
@@ -119,18 +153,30 @@ def _numbers(text: str) -> Iterator[Match]:
             yield Match(kind, digits, found.start(), found.end())
 
 
+LONG_DIGITS = re.compile(r"\d(?:[\s().\-/]{0,3}\d){6,}")
+"""Seven or more digits, as the shortest phone numbers read here have (a line without them has no phone number)."""
+
+
 def _phones(text: str) -> Iterator[Match]:
+    """Valid phone numbers, read only in the lines that hold enough digits (the matcher is slow on every "12")."""
     import phonenumbers
 
     seen: set[tuple[int, int]] = set()
-    for region in PHONE_REGIONS:
-        for found in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
-            span = (found.start, found.end)
-            if span in seen:
-                continue
-            seen.add(span)
-            key = phonenumbers.format_number(found.number, phonenumbers.PhoneNumberFormat.E164)
-            yield Match("phone number", key, found.start, found.end)
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if LONG_DIGITS.search(line):
+            for region in PHONE_REGIONS:
+                for found in phonenumbers.PhoneNumberMatcher(line, region, leniency=phonenumbers.Leniency.VALID):
+                    span = (offset + found.start, offset + found.end)
+                    if span in seen:
+                        continue
+                    seen.add(span)
+                    key = phonenumbers.format_number(found.number, phonenumbers.PhoneNumberFormat.E164)
+                    yield Match("phone number", key, *span)
+        offset += len(line)
+
+
+MAYBE_PERSONAL = re.compile(r"[\d@]")
 
 
 def personal_data(text: str) -> list[Match]:
@@ -138,7 +184,7 @@ def personal_data(text: str) -> list[Match]:
 
     A digit run that is an identity number is not also reported as a phone number.
     """
-    if not any(ch.isdigit() or ch == "@" for ch in text):
+    if not MAYBE_PERSONAL.search(text):
         return []
     found = [Match("e-mail address", m.group().casefold(), m.start(), m.end()) for m in EMAIL.finditer(text)]
     numbers = list(_numbers(text))
@@ -146,6 +192,30 @@ def personal_data(text: str) -> list[Match]:
     taken = [(m.start, m.end) for m in numbers] + [(m.start, m.end) for m in found if m.kind == "e-mail address"]
     found += [m for m in _phones(text) if not any(m.start < end and start < m.end for start, end in taken)]
     return sorted(found, key=lambda m: (m.start, m.kind))
+
+
+def find_personal_data(texts: Sequence[str]) -> dict[int, list[Match]]:
+    """``personal_data`` of each of ``texts`` (by position, spans within each text), read in one pass over the
+    distinct texts."""
+    from bisect import bisect_right
+
+    positions: dict[str, list[int]] = {}
+    for index, text in enumerate(texts):
+        positions.setdefault(text, []).append(index)
+    distinct = list(positions)
+    starts, position = [], 0
+    for text in distinct:
+        starts.append(position)
+        position += len(text) + len(SEPARATOR)
+    found: dict[int, list[Match]] = {}
+    for match in personal_data(SEPARATOR.join(distinct)):
+        which = bisect_right(starts, match.start) - 1
+        offset, text = starts[which], distinct[which]
+        if match.end - offset <= len(text):  # never across two texts
+            for index in positions[text]:
+                found.setdefault(index, []).append(Match(match.kind, match.key, match.start - offset,
+                                                         match.end - offset))
+    return found
 
 
 def mask(text: str, matches: Iterable[Match]) -> str:

@@ -99,8 +99,8 @@ class Guards:
         return data
 
 
-def strings(value: Any) -> Iterator[tuple[str, str]]:
-    """``(location, text)`` for every string and number in a JSON value, depth first (keys are not values)."""
+def strings(value: Any) -> Iterator[tuple[tuple[Step, ...], str]]:
+    """``(steps, text)`` for every string and number in a JSON value, depth first (keys are not values)."""
     stack: list[tuple[tuple[Step, ...], Any]] = [((), value)]
     while stack:
         steps, node = stack.pop()
@@ -109,19 +109,38 @@ def strings(value: Any) -> Iterator[tuple[str, str]]:
         elif isinstance(node, list):
             stack.extend((steps + (index,), child) for index, child in reversed(list(enumerate(node))))
         elif isinstance(node, str):
-            yield location(*steps), node
+            yield steps, node
         elif isinstance(node, int | float) and not isinstance(node, bool):
-            yield location(*steps), str(node)
+            yield steps, str(node)
 
 
 @dataclass
 class Output:
-    """What the critical rules read: every text of one response, the source, the settings, the prompt's shingles."""
+    """What the critical rules read: every text of one response (with the steps to it), the source, the settings,
+    the prompt's shingles."""
 
-    values: list[tuple[str, str]]
+    values: list[tuple[tuple[Step, ...], str]]
     source: Source
     guards: Guards
     prompt: frozenset[tuple[str, ...]]
+
+    @cached_property
+    def texts(self) -> list[str]:
+        return [text for _, text in self.values]
+
+    @cached_property
+    def normalised(self) -> str:
+        """All texts normalised and joined (a NUL between two), for the checks' fast path: most answers hold no
+        pipeline instruction and no prompt text at all, and one search over everything says so."""
+        return " \x00 ".join(sensitive.normalise(text) for text in self.texts)
+
+    def where(self, index: int) -> str:
+        return location(*self.values[index][0])
+
+    @cached_property
+    def personal_data(self) -> dict[int, list[sensitive.Match]]:
+        """The personal data of each text (by position), read once for both personal-data rules."""
+        return sensitive.find_personal_data(self.texts)
 
     @cached_property
     def source_personal_data(self) -> set[tuple[str, str]]:
@@ -144,8 +163,9 @@ def _quote(text: str, match: sensitive.Match) -> str:
     "Twilio, SendGrid, npm, PyPI, Discord, Telegram...), a JSON Web Token, a private key, a password in a "
     "connection string (scheme://user:password@host) or a password/secret/api_key assigned in the text",
     inputs="every string and number of the candidate (the raw response when it is not JSON)",
-    normalisation="none: detect-secrets' plugins run on each line (its entropy and public-IP detectors are off: "
-    "commit hashes, UUIDs and server addresses are not secrets)",
+    normalisation="none: detect-secrets' regex plugins read all texts at once, its keyword plugin each line naming a "
+    "keyword, plus a pattern for connection-string passwords with punctuation (its entropy and public-IP detectors "
+    "are off: commit hashes, UUIDs and server addresses are not secrets)",
     passes="no plugin reports a secret; guard setting `secrets = false` turns the rule off",
     location="JSON path of the text (the message names the kind and the first and last characters)",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
@@ -153,16 +173,18 @@ def _quote(text: str, match: sensitive.Match) -> str:
 def secret_in_output(output: Output) -> Iterator[Hit]:
     if not output.guards.secrets:
         return
-    for where, text in output.values:
-        for match in sensitive.secrets(text):
-            yield Hit(where, f"{match.kind} in the output ({_quote(text, match)})", {"kind": match.kind})
+    for index, matches in sorted(sensitive.find_secrets(output.texts).items()):
+        text = output.texts[index]
+        for match in matches:
+            yield Hit(output.where(index), f"{match.kind} in the output ({_quote(text, match)})", {"kind": match.kind})
 
 
 def _personal(output: Output, *, in_source: bool) -> Iterator[Hit]:
-    for where, text in output.values:
-        for match in sensitive.personal_data(text):
+    for index, matches in sorted(output.personal_data.items()):
+        text = output.texts[index]
+        for match in matches:
             if ((match.kind, match.key) in output.source_personal_data) is in_source:
-                yield Hit(where, f"{match.kind} {_quote(text, match)} "
+                yield Hit(output.where(index), f"{match.kind} {_quote(text, match)} "
                           + ("copied from the source" if in_source else "that the source does not contain"),
                           {"kind": match.kind})
 
@@ -222,11 +244,11 @@ def personal_data_from_source(output: Output) -> Iterator[Hit]:
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
 )
 def pipeline_instruction_echo(output: Output) -> Iterator[Hit]:
-    if not output.guards.pipeline_instructions:
+    if not output.guards.pipeline_instructions or not sensitive.pipeline_instructions(output.normalised):
         return
-    for where, text in output.values:
+    for index, text in enumerate(output.texts):
         for name in sensitive.pipeline_instructions(text):
-            yield Hit(where, f"instruction aimed at the pipeline: {name!r}", {"phrase": name})
+            yield Hit(output.where(index), f"instruction aimed at the pipeline: {name!r}", {"phrase": name})
 
 
 @rule(
@@ -243,12 +265,13 @@ def pipeline_instruction_echo(output: Output) -> Iterator[Hit]:
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
 )
 def system_prompt_echo(output: Output) -> Iterator[Hit]:
-    if not output.guards.system_prompt_echo or not output.prompt:
+    if (not output.guards.system_prompt_echo or not output.prompt
+            or not sensitive.shingles(output.normalised, PROMPT_ECHO_WORDS) & output.prompt):
         return
-    for where, text in output.values:
+    for index, text in enumerate(output.texts):
         shared = sensitive.shingles(text, PROMPT_ECHO_WORDS) & output.prompt
         if shared:
-            yield Hit(where, f"repeats the prompt: \"{' '.join(min(shared))} …\"")
+            yield Hit(output.where(index), f"repeats the prompt: \"{' '.join(min(shared))} …\"")
 
 
 @rule(
@@ -265,11 +288,13 @@ def system_prompt_echo(output: Output) -> Iterator[Hit]:
 )
 def forbidden_phrase(output: Output) -> Iterator[Hit]:
     phrases = [(phrase, sensitive.normalise(phrase)) for phrase in output.guards.forbidden_phrases]
-    for where, text in output.values if phrases else ():
+    if not any(needle in output.normalised for _, needle in phrases):
+        return
+    for index, text in enumerate(output.texts):
         folded = sensitive.normalise(text)
         for phrase, needle in phrases:
             if needle in folded:
-                yield Hit(where, f"forbidden phrase {phrase!r}", {"phrase": phrase})
+                yield Hit(output.where(index), f"forbidden phrase {phrase!r}", {"phrase": phrase})
 
 
 # -- nothing extracted is not a pass --------------------------------------------------------------------------
@@ -351,7 +376,7 @@ def extraction_mostly_excluded(extent: Extent) -> Iterator[Hit]:
 def critical_findings(candidate: Any, raw: str, source: Source, guards: Guards,
                       prompt: frozenset[tuple[str, ...]]) -> list[Finding]:
     """The critical rules on one response: its JSON value when it parsed (``candidate``), else its raw text."""
-    values = list(strings(candidate)) if candidate is not None else [("$", raw)]
+    values = list(strings(candidate)) if candidate is not None else [((), raw)]
     output = Output(values, source, guards, prompt)
     return [finding for rule_id in CRITICAL_RULES for finding in get(rule_id).run(output)]
 

@@ -61,11 +61,13 @@ def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") 
 def print_report(report: Report, document: Document, console: Console | None = None) -> None:
     """Verdict line, findings, field states and sentence states as tables."""
     console = console or open_console()
-    errors = len(report.errors)
-    warnings = len(report.findings) - errors
-    verdict = Text("PASSED" if report.passed else "FAILED", style="bold green" if report.passed else "bold red")
+    critical, errors = len(report.critical), len(report.errors) - len(report.critical)
+    warnings = len(report.findings) - critical - errors
+    verdict = Text("BLOCKED" if critical else "PASSED" if report.passed else "FAILED",
+                   style="bold green" if report.passed else "bold red")
     console.print(Text.assemble(verdict, f"  {report.contract} v{report.contract_version}  validator "
-                                f"{report.validator_version}  {errors} error(s), {warnings} warning(s)"))
+                                f"{report.validator_version}  " + (f"{critical} critical, " if critical else "")
+                                + f"{errors} error(s), {warnings} warning(s)"))
     if report.findings:
         print_table(console, findings_table(f.to_json() for f in report.findings))
     if report.fields:
