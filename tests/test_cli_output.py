@@ -117,7 +117,7 @@ def test_a_terminal_too_narrow_for_a_table_gets_one_record_per_row() -> None:
 
     from extractor.ui.console import add_columns, print_table
 
-    table = Table(title="waiting")
+    table = Table(title="waiting", caption="states: READY_FOR_REVIEW, MANUAL_REVIEW")
     add_columns(table, ("doc run", "state", "rule ids", "cause"), wrap=("rule ids", "cause"))
     table.add_row("7", "READY_FOR_REVIEW", "VALUE_WITHOUT_EVIDENCE, STEP_ORDER_INVERTED", "")
     table.add_row("8", "MANUAL_REVIEW", "", "failed validation after repair: 1 error(s) " * 3)
@@ -127,6 +127,7 @@ def test_a_terminal_too_narrow_for_a_table_gets_one_record_per_row() -> None:
     lines = narrow.getvalue().splitlines()
     assert lines[:3] == ["waiting", "doc run 7", "  state: READY_FOR_REVIEW"], lines
     assert "  state: MANUAL_REVIEW" in lines and "┃" not in narrow.getvalue()
+    assert lines[-1] == "states: READY_FOR_REVIEW, MANUAL_REVIEW"  # the caption (a legend) is kept
     assert_whole(narrow.getvalue(), "VALUE_WITHOUT_EVIDENCE", "STEP_ORDER_INVERTED")
     assert "┃ doc run ┃" in wide.getvalue()  # a table where it fits, cause wrapped at words
 

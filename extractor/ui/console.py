@@ -69,6 +69,8 @@ def print_table(console: Console, table: Table) -> None:
         for header, cell in zip(headers[1:], rest, strict=True):
             if cell.plain.strip():
                 console.print(Text.assemble(f"  {header}: ", cell))
+    if table.caption:
+        console.print(_as_text(console, table.caption))
 
 
 def add_columns(table: Table, names: tuple[str, ...], *, wrap: tuple[str, ...] = (), right: tuple[str, ...] = ()) -> None:
