@@ -73,6 +73,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE attempts SET request = '[\"[s1] Another document.\"]' WHERE id = {attempts[1]}"))
             connection.execute(text("UPDATE request_parts SET content = REPLACE(content, 'You extract', 'You invent')"))
             connection.execute(text(f"UPDATE document_runs SET decided = TRUE WHERE id = {document_runs[2]}"))
+            connection.execute(text(f"UPDATE attempts SET reused_from = {attempts[0]} WHERE id = {attempts[3]}"))
     planted = [  # one row per foreign key, each naming a row that does not exist
         "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
         "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
@@ -108,6 +109,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert "its content no longer hashes to its name (edited or damaged)" in text_
     assert f"attempt {attempts[1]}: its request reads back with fingerprint" in text_
     assert f"document run {document_runs[2]} is marked decided but has no review" in text_
+    assert f"attempt {attempts[3]} reuses attempt {attempts[0]}, which is not the same request's answer" in text_
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] is False and len(report["problems"]) == len(lines)
 

@@ -222,6 +222,7 @@ def test_sigkill_mid_document_then_the_rerun_calls_only_the_unfinished_windows(
     with open_store(db_url) as store:
         [resumed] = store.find_document_runs(run_ids=[summary["run_id"]])
         attempts = store.attempts_for(resumed.id)
+        assert store.integrity_check() == []
     windows = [a for a in attempts if a.window is not None]
     reused = [a for a in windows if a.reused_from is not None]
     assert len(reused) == answered
