@@ -210,7 +210,7 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
         window = attempt["window"]
         where = (f", window {window['index']} s{window['first_sentence']}-s{window['last_sentence']}"
                  + (f", answer of attempt {window['reused_from']} reused" if window["reused_from"] else "")
-                 if window else "")
+                 if window else ", merged from the windows" if attempt["merged"] else "")
         title = (f"attempt {attempt['number']} ({attempt['kind']}{where}{', final' if attempt['final'] else ''}): "
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
