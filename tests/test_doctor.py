@@ -90,6 +90,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE runs SET outcome = 'PROMOTE' WHERE id = '{runs[1]}'"))
             connection.execute(text(f"UPDATE reviews SET block_override = NULL WHERE document_run_id = {document_runs[4]}"))
             connection.execute(text(f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {document_runs[5]}"))
+            connection.execute(text(f"UPDATE attempts SET reused_from = {attempts[0]} WHERE id = {attempts[3]}"))
     planted = [  # one row per foreign key, each naming a row that does not exist
         "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
         "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
@@ -130,6 +131,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert f"run {runs[1]} has outcome PROMOTE but a document run in ERROR" in text_
     assert f"approved BLOCKED document run {document_runs[4]} without a recorded override" in text_
     assert f"document run {document_runs[5]} is BLOCKED without a final attempt" in text_
+    assert f"attempt {attempts[3]} reuses attempt {attempts[0]}, which is not the same request's answer" in text_
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] is False and len(report["problems"]) == len(lines)
 

@@ -16,6 +16,7 @@ import pytest
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
+from extractor.engine.summary import Progress
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import AttemptInfo, Store, open_store
 from extractor.windows.plan import costs
@@ -29,12 +30,23 @@ FAST = ProviderSettings(timeout_s=10, max_transport_retries=0, retry_budget_s=5)
 BUDGET = {"max_input_tokens": 40_000, "max_output_tokens": 30_000}  # about 300 sentences a window
 
 
-def run(path: Path, server: ScriptedLLMServer, db_url: str, **settings: Any) -> tuple[RunSummary, Store]:
+class Windows(Progress):
+    """What a front end is told about a long document's windows."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, int]] = []
+
+    def window(self, path: str, done: int, total: int) -> None:
+        self.seen.append((path, done, total))
+
+
+def run(path: Path, server: ScriptedLLMServer, db_url: str, *, progress: Progress | None = None,
+        **settings: Any) -> tuple[RunSummary, Store]:
     store = open_store(db_url)
     limit = AdaptiveLimit(4)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=FAST)
     engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), **(BUDGET | settings)),
-                    limit=limit)
+                    limit=limit, progress=progress)
     return asyncio.run(engine.run([str(path)])), store
 
 
@@ -86,7 +98,7 @@ def three_window_document(tmp_path: Path) -> Path:
     return path
 
 
-SMALL = {"max_input_tokens": 4_000, "max_output_tokens": 1_400, "overlap": 1}  # 30 short sentences -> 3 windows
+SMALL: dict[str, Any] = {"max_input_tokens": 4_000, "max_output_tokens": 1_400, "overlap": 1}  # 30 short sentences -> 3 windows
 
 
 def test_one_participant_under_two_ids_in_windows_1_and_3_is_merged_and_its_references_rewritten(
@@ -108,9 +120,11 @@ def test_one_participant_under_two_ids_in_windows_1_and_3_is_merged_and_its_refe
         return Reply(window_answer(request, change))
 
     server = llm_server(script)
-    summary, store = run(three_window_document(tmp_path), server, db_url, **SMALL)
+    progress = Windows()
+    summary, store = run(three_window_document(tmp_path), server, db_url, progress=progress, **SMALL)
     windows, [merged] = split(store, summary)
     assert len(windows) == 3 and summary.outcomes[0].state == "READY_FOR_REVIEW", summary.outcomes[0]
+    assert [(done, total) for _, done, total in progress.seen] == [(1, 3), (2, 3), (3, 3)]
     candidate = merged.parsed
     assert candidate["participants"] == [{"id": "requester", "name": "Requester"}]
     assert [(s["order"], s["actorId"]) for s in candidate["processSteps"]] == [(1, "requester"), (2, "requester")]
@@ -222,6 +236,7 @@ def test_sigkill_mid_document_then_the_rerun_calls_only_the_unfinished_windows(
     with open_store(db_url) as store:
         [resumed] = store.find_document_runs(run_ids=[summary["run_id"]])
         attempts = store.attempts_for(resumed.id)
+        assert store.integrity_check() == []
     windows = [a for a in attempts if a.window is not None]
     reused = [a for a in windows if a.reused_from is not None]
     assert len(reused) == answered

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import threading
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,14 @@ class LocalProvider:
         """The GGUF file's own tokenizer, loaded without weights (``vocab_only``), for planning windows."""
         from llama_cpp import Llama
 
-        path = self._path or _bundled_model_path()
-        vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        vocab = Llama(model_path=str(self._model_file), vocab_only=True, verbose=False)
         return FunctionCounter(f"gguf:{self.model}",
                                lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    @cached_property
+    def _model_file(self) -> Path:
+        """The GGUF file; the bundled one is assembled (and its checksums verified) once per provider."""
+        return self._path or _bundled_model_path()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         began = time.monotonic()
@@ -133,8 +138,7 @@ class LocalProvider:
     def _load(self) -> Llama:
         from llama_cpp import Llama
 
-        path = self._path or _bundled_model_path()
-        llm = Llama(model_path=str(path), n_ctx=self._settings.n_ctx, n_threads=os.cpu_count(), verbose=False)
+        llm = Llama(model_path=str(self._model_file), n_ctx=self._settings.n_ctx, n_threads=os.cpu_count(), verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
         if template is not None:
             self._merge_system = not _template_keeps_system(template)

@@ -93,6 +93,7 @@ def _attempt_json(attempt: AttemptInfo, final_id: int | None) -> dict[str, Any]:
         "created_at": _iso(attempt.created_at),
         "request_hash": attempt.request_hash,
         "request": attempt.request,
+        "merged": any(m.get("role") == "merge" for m in attempt.request.get("messages") or ()),
         "window": None if attempt.window is None else {
             "index": attempt.window, "first_sentence": attempt.first_sentence, "last_sentence": attempt.last_sentence,
             "reused_from": attempt.reused_from},

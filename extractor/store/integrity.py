@@ -222,8 +222,24 @@ def checks() -> list[Check]:
             .join(DocumentRun, DocumentRun.id == Attempt.document_run_id)
             .where(or_(Attempt.run_id != DocumentRun.run_id, Attempt.document_id != DocumentRun.document_id)),
             "attempt {id} disagrees with its document run {document_run_id} on run or document")),
+        Check("reused_answer_matches", "a reused window answer is an earlier answer to the same request for the "
+              "same document", _rows(_reused_answers(),
+                                     "attempt {id} reuses attempt {reused_from}, which is not the same request's "
+                                     "answer for document {document_id}")),
         *_dangling_references(),
     ]
+
+
+def _reused_answers() -> AnySelect:
+    """Attempts whose ``reused_from`` names no attempt of the same document, request and answer."""
+    earlier = aliased(Attempt)
+    return (
+        select(Attempt.id, Attempt.reused_from, Attempt.document_id)
+        .outerjoin(earlier, earlier.id == Attempt.reused_from)
+        .where(Attempt.reused_from.is_not(None), or_(
+            earlier.id.is_(None), earlier.document_id != Attempt.document_id,
+            earlier.request_hash != Attempt.request_hash, earlier.raw_response != Attempt.raw_response))
+    )
 
 
 def problems(engine: Engine) -> list[Problem]:

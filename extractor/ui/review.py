@@ -288,7 +288,7 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
         window = attempt["window"]
         where = (f", window {window['index']} s{window['first_sentence']}-s{window['last_sentence']}"
                  + (f", answer of attempt {window['reused_from']} reused" if window["reused_from"] else "")
-                 if window else "")
+                 if window else ", merged from the windows" if attempt["merged"] else "")
         kind = attempt["kind"]
         if kind == AttemptKind.generate and attempt["number"] == REGENERATE_NUMBER:
             kind = "generate: regeneration after a judge fail"
