@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +33,7 @@ from tests.support.batch import write_batch  # noqa: E402  (after the sys.path f
 from tests.support.redis_server import redis_server  # noqa: E402
 
 WARM_UP_TIMEOUT_S = 300.0
+PROBES = 5
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -60,14 +60,16 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-workers-"))
     levels = sorted(args.workers)
-    everything = write_batch(workdir / "all", (len(levels) + 1) * args.documents)
-    folders = []
+    everything = iter(write_batch(workdir / "all", (len(levels) + 1) * (args.documents + PROBES)))
+    folders, probes = [], []
     for number in range(len(levels) + 1):  # the first folder warms the workers up
-        folder = workdir / f"level{number}"
-        folder.mkdir()
-        for path in everything[number * args.documents:(number + 1) * args.documents]:
-            path.rename(folder / path.name)
-        folders.append(folder)
+        for name, count, into in (("level", args.documents, folders), ("probes", PROBES, probes)):
+            folder = workdir / f"{name}{number}"
+            folder.mkdir()
+            for _ in range(count):
+                path = next(everything)
+                path.rename(folder / path.name)
+            into.append(folder)
 
     drop = None
     database = f"sqlite:///{workdir}/bench.db"
@@ -95,16 +97,24 @@ def main() -> None:
             settings = BatchSettings(model="openai:bench", base_url=base_url, retries=0, timeout=30)
             publish = celery_publisher(make_celery(broker))
 
-            def submit(folder: Path, force: bool = False) -> tuple[str, float]:
-                submission = Submission(store, replace(settings, force=force), publish, submitted_by="bench",
-                                        max_pending=1 << 30, wait=True, progress=Progress())
-                summary = submission.run(discover([str(folder)]))
+            def submit(*paths: Path) -> tuple[str, float]:
+                submission = Submission(store, settings, publish, submitted_by="bench", max_pending=1 << 30, wait=True,
+                                        progress=Progress())
+                summary = submission.run(discover([str(path) for path in paths]))
                 assert summary.run_id is not None and set(summary.counts) == {"READY_FOR_REVIEW"}, summary.counts
                 return summary.run_id, summary.seconds
 
             print(f"{args.documents} documents per level, model latency {args.latency} s, {args.concurrency} calls in "
                   f"flight per worker, {'PostgreSQL' if args.postgres else 'SQLite'}, {os.cpu_count()} cores")
-            print(f"{'workers':>7} {'docs/s':>8} {'ideal':>8} {'share':>6} {'queue p50 ms':>13} {'queue p95 ms':>13}")
+            print("queue: enqueue to start of the level's documents, all enqueued at once (so it includes the backlog); "
+                  f"idle: {PROBES} documents sent one at a time to idle workers")
+            print(f"{'workers':>7} {'docs/s':>8} {'ideal':>8} {'share':>6} {'queue p50 ms':>13} {'queue p95 ms':>13} "
+                  f"{'idle p50 ms':>13} {'idle max ms':>13}")
+
+            def queue_waits(batch_id: str) -> list[float]:
+                return [(task.started_at - task.enqueued_at).total_seconds() * 1000
+                        for task in tasks.tasks_of_batch(store.engine, batch_id) if task.started_at is not None]
+            warm_round = 0
             for number, count in enumerate(levels, start=1):
                 while len(workers) < count:
                     workers.append(subprocess.Popen(
@@ -115,14 +125,18 @@ def main() -> None:
                 while {run.pid for run in store.find_runs()} & pids != pids:  # until each has converted a document
                     if time.monotonic() > deadline:
                         raise SystemExit(f"workers did not start within {WARM_UP_TIMEOUT_S} s")
-                    submit(folders[0], force=True)
+                    warm_round += 1
+                    for path in folders[0].iterdir():  # new content each round: converted, not skipped as done
+                        first, rest = path.read_text(encoding="utf-8").split("\n", 1)
+                        path.write_text(f"{first} warm-up {warm_round}\n{rest}", encoding="utf-8")
+                    submit(folders[0])
                 batch_id, seconds = submit(folders[number])
-                waits = [(task.started_at - task.enqueued_at).total_seconds() * 1000
-                         for task in tasks.tasks_of_batch(store.engine, batch_id) if task.started_at is not None]
+                waits = queue_waits(batch_id)
+                idle = [wait for path in sorted(probes[number].iterdir()) for wait in queue_waits(submit(path)[0])]
                 rate = args.documents / seconds
                 ideal = count * args.concurrency / args.latency
-                print(f"{count:>7} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.0%} "
-                      f"{statistics.median(waits):>13.0f} {percentile(waits, 0.95):>13.0f}", flush=True)
+                print(f"{count:>7} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.0%} {statistics.median(waits):>13.0f} "
+                      f"{percentile(waits, 0.95):>13.0f} {statistics.median(idle):>13.0f} {max(idle):>13.0f}", flush=True)
             store.close()
     finally:
         for worker in workers:

@@ -93,6 +93,7 @@ def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_par
 
     shown = client.get(f"/v1/document-runs/{task['document_run']}", headers=bearer(submitter)).json()
     assert shown["document_run"]["state"] == "READY_FOR_REVIEW" and shown["document"]["path"] == SAMPLE.name
+    assert shown["document"]["source_status"] == "unchanged" and "Purchase Request" in shown["text"]  # from the upload
     assert shown["candidate"]["documentPurpose"].startswith("Make every purchase")
     assert [finding["severity"] for finding in shown["attempts"][0]["findings"]] == []
 

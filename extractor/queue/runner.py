@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import shutil
 import tempfile
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 from extractor.engine import AdaptiveLimit, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.queue.settings import BatchSettings
+from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
 from extractor.vocab import DEFAULT_MAX_DELIVERIES, DocumentState, Outcome
@@ -190,12 +190,6 @@ class Runner:
         if claim.status == "done":
             return Outcome.SKIPPED, f"done before (document run {claim.ref})", claim.document_run_id
         return Outcome.SKIPPED, f"busy: run {claim.ref} is processing it", None
-
-
-def safe_suffix(name: str) -> str:
-    """The submitted name's extension if it is a plain one (``.md``, ``.docx``): nothing else reaches the disk."""
-    suffix = Path(name.replace("\\", "/")).suffix
-    return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
 
 
 def _write(path: Path, content: bytes) -> None:

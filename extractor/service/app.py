@@ -8,10 +8,8 @@ functions (FastAPI runs them in its thread pool): the run log is a synchronous S
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile, status
@@ -19,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from extractor.errors import ExtractorError
-from extractor.queue.runner import Runner, safe_suffix
+from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.service.auth import Principal, current_principal, require_role
 from extractor.service.limits import BodyLimit
@@ -208,11 +206,12 @@ def create_app(service: Service) -> FastAPI:
     def review_approve(principal: Reviewer, document_run_id: int, body: Approve) -> dict[str, Any]:
         """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
         409 when refused (error findings, changed source, a different approval exists without ``replace``)."""
+        from extractor.queue.uploads import uploaded_copy
         from extractor.review.decide import approve_document
         from extractor.store.approved import open_approved
 
         found = _document_run(service, document_run_id)
-        with _source_of(service, found) as source:
+        with uploaded_copy(service.store.engine, found.sha256) as source:  # never a server path a client named
             approval = approve_document(service.store, open_approved(service.store), found, reviewer=principal.name,
                                         note=body.note, source=source, replace=body.replace)
         return approval.to_json()
@@ -310,28 +309,3 @@ def _view(service: Service, document_run: DocumentRunInfo) -> dict[str, Any]:
     from extractor.store.approved import open_approved
 
     return document_view(service.store, open_approved(service.store), document_run)
-
-
-class _source_of:  # noqa: N801 - used as a context manager, like a function
-    """The source of a document run as a file: its path when that exists here, else a scratch copy of the upload
-    with the same content (a submitted document's path is only the name it was submitted under)."""
-
-    def __init__(self, service: Service, document_run: DocumentRunInfo) -> None:
-        self.service = service
-        self.document_run = document_run
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Path | None:
-        if Path(self.document_run.path).is_file():
-            return None
-        upload = tasks.upload_with(self.service.store.engine, self.document_run.sha256)
-        if upload is None:
-            return None
-        self._folder = tempfile.TemporaryDirectory(prefix="extract-source-")
-        path = Path(self._folder.name) / f"source{safe_suffix(upload[0])}"
-        path.write_bytes(upload[1])
-        return path
-
-    def __exit__(self, *_exc: object) -> None:
-        if self._folder is not None:
-            self._folder.cleanup()
