@@ -61,7 +61,8 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-workers-"))
     levels = sorted(args.workers)
     everything = iter(write_batch(workdir / "all", (len(levels) + 1) * (args.documents + PROBES)))
-    folders, probes = [], []
+    folders: list[Path] = []
+    probes: list[Path] = []
     for number in range(len(levels) + 1):  # the first folder warms the workers up
         for name, count, into in (("level", args.documents, folders), ("probes", PROBES, probes)):
             folder = workdir / f"{name}{number}"
