@@ -3,6 +3,7 @@ model server, on SQLite and PostgreSQL: roles, limits, malformed bodies, and a d
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -175,3 +176,27 @@ def test_json_text_and_several_files_are_converted_and_openapi_docs_are_served(
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/documents", "/v1/documents/text", "/v1/review/{document_run_id}/approve", "/v1/compare"} <= set(paths)
+
+
+def test_tokens_are_created_once_listed_without_their_secret_and_revoked(tmp_path: Path) -> None:
+    from tests.support.batch import run_cli
+
+    env = {"EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "PATH": "/usr/bin:/bin"}
+    created = run_cli("tokens", "create", "alice", "--role", "reviewer", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("ext_") and len(secret) > 40
+    again = run_cli("tokens", "create", "alice", env=env, cwd=tmp_path)
+    assert again.returncode == 2 and "a token named 'alice' exists" in again.stderr
+    bad_role = run_cli("tokens", "create", "bob", "--role", "owner", env=env, cwd=tmp_path)
+    assert bad_role.returncode == 2
+    listed = run_cli("tokens", "list", "--format", "json", env=env, cwd=tmp_path)
+    assert [(t["name"], t["role"], t["revoked_at"]) for t in json.loads(listed.stdout)] == [("alice", "reviewer", None)]
+    assert secret not in listed.stdout
+    assert run_cli("tokens", "revoke", "alice", env=env, cwd=tmp_path).returncode == 0
+    gone = run_cli("tokens", "revoke", "alice", env=env, cwd=tmp_path)
+    assert gone.returncode == 2 and "no live token named 'alice'" in gone.stderr
+    with open_store(f"sqlite:///{tmp_path}/t.db") as store:
+        from extractor.store.tokens import find_token
+
+        assert find_token(store.engine, secret) is None
