@@ -57,7 +57,7 @@ def test_the_api_key_is_never_recorded_printed_or_logged(llm_server: Callable[..
     run = outputs[0][1]
     assert run.returncode == 1, run.stderr  # one document ended in ERROR (the 401)
     assert "HTTP 401" in run.stdout + run.stderr and "***" in run.stdout + run.stderr  # the cause, redacted
-    assert "DEBUG" in run.stderr and "Request options" in run.stderr  # the client library's log was on
+    assert "DEBUG" in run.stderr and "openai._base_client" in run.stderr  # the client library's debug log was on
     assert seen == {"en": 2, "ko": 1, "ru": 2}
     for name, result in outputs:
         assert marker not in result.stdout and marker not in result.stderr, name

@@ -323,9 +323,14 @@ def _status_failure(err: openai.APIStatusError) -> _Failure:
     body = err.body
     message = body.get("message") if isinstance(body, dict) else body
     param = body.get("param") if isinstance(body, dict) else None
+    if not (isinstance(message, str) and message):
+        # No "message" field (FastAPI-style {"detail": [...]} bodies): newer client versions no longer put the
+        # body into err.message, so the raw body is the only place that says what the server objected to.
+        raw = err.response.text[:500]
+        message = err.message if raw in err.message else f"{err.message} - {raw}"
     return _Failure(
         f"http_{status}",
-        message if isinstance(message, str) and message else err.message,
+        message,
         retryable=status in RETRYABLE_STATUS,
         status=status,
         param=param if isinstance(param, str) else None,
