@@ -12,11 +12,12 @@ import pytest
 
 from extractor.queue.settings import BatchSettings
 from extractor.service.app import Service, build_service
-from extractor.store import open_store
+from extractor.store import open_store, tasks
 from extractor.store.tokens import create_token, revoke_token
 from tests.support.api import bearer, finished, serving
 from tests.support.batch import ROOT, answer_for
 from tests.support.llm_server import Reply, ScriptedLLMServer
+from tests.support.processes import wait_for
 
 LIMIT = 64 << 10
 SAMPLE = ROOT / "samples" / "en_purchase_approval.md"
@@ -72,6 +73,11 @@ def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_par
 
     runs = client.get("/v1/runs", headers=bearer(submitter)).json()
     assert [run["command"] for run in runs] == ["extract serve"]
+    one = client.get(f"/v1/runs/{runs[0]['id']}", headers=bearer(submitter)).json()
+    assert [d["document_run_id"] for d in one["documents"]] == [task["document_run"]]
+    nothing = client.get("/v1/compare", params={"baseline": "model=none", "candidate": runs[0]["id"]},
+                         headers=bearer(submitter))
+    assert nothing.status_code == 400 and "'model=none' selects no run" in nothing.json()["detail"]
 
     new = {"model": "openai:other", "contract": "work_procedure", "prompt_version": "v1", "timeout": 30.0,
            "retries": 1, "response_format": "auto"}
@@ -160,3 +166,23 @@ def test_tokens_are_created_once_listed_without_their_secret_and_revoked(tmp_pat
         from extractor.store.tokens import find_token
 
         assert find_token(store.engine, secret) is None
+
+
+def test_an_in_process_service_takes_up_what_an_earlier_one_left_unfinished(
+        llm_server: Callable[..., ScriptedLLMServer], db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    settings = BatchSettings(model="openai:scripted-model", base_url=server.base_url)
+    with open_store(db_url) as store:  # submitted, then the service stopped before any document was converted
+        batch_id, task_ids = tasks.add_batch(store.engine, settings.to_json(), "sam",
+                                             [(SAMPLE.name, SAMPLE.read_bytes())])
+    service = build_service(open_store(db_url), broker=None, concurrency=2, max_upload_bytes=LIMIT,
+                            model="openai:scripted-model")
+    try:
+        wait_for(lambda: tasks.batch_counts(service.store.engine, batch_id) == {"finished": 1}, "the left task", 240)
+    finally:
+        service.close()
+    with open_store(db_url) as store:
+        found = tasks.get_task(store.engine, task_ids[0])
+        assert found is not None and found.outcome == "READY_FOR_REVIEW" and found.deliveries == 1
+        assert found.tokens == 15 and found.rule_ids == ()

@@ -76,6 +76,7 @@ class Runner:
         self._scratch = Path(tempfile.mkdtemp(prefix="extract-worker-"))
         self.loop = asyncio.new_event_loop()
         self._creating = asyncio.Lock()  # bound to self.loop on first use
+        self._in_flight = asyncio.Semaphore(concurrency)  # submit() may hand over any number of tasks at once
         self._thread = threading.Thread(target=self.loop.run_forever, name="extract-loop", daemon=True)
         self._thread.start()
 
@@ -104,7 +105,13 @@ class Runner:
         self._slots.clear()
 
     async def handle(self, task_id: str) -> TaskInfo | None:
-        """One delivery of a task: start it (or find there is nothing to do), convert, record the outcome."""
+        """One delivery of a task: start it (or find there is nothing to do), convert, record the outcome.
+
+        At most ``concurrency`` at once: the rest wait here, before reading anything."""
+        async with self._in_flight:
+            return await self._handle(task_id)
+
+    async def _handle(self, task_id: str) -> TaskInfo | None:
         db = self.store.engine
         task = await asyncio.to_thread(tasks.get_task, db, task_id)
         if task is None:

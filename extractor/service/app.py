@@ -67,7 +67,8 @@ class Service:
 
 def build_service(store: Store, *, broker: str | None, concurrency: int, max_upload_bytes: int, model: str,
                   max_pending: int = DEFAULT_MAX_PENDING) -> Service:
-    """Submissions go to Celery workers on ``broker``, or without one to a runner in this process."""
+    """Submissions go to Celery workers on ``broker``, or without one to a runner in this process, which first
+    takes up what an earlier service left unfinished (stopped or killed before converting it)."""
     defaults = BatchSettings(model=model)
     if broker is not None:
         from extractor.queue.celery_app import make_celery
@@ -80,6 +81,7 @@ def build_service(store: Store, *, broker: str | None, concurrency: int, max_upl
         for task_id in task_ids:
             runner.submit(task_id)
 
+    publish(tasks.unfinished_ids(store.engine))  # a task another live process holds is left to it
     return Service(store, publish, defaults, max_upload_bytes, max_pending, runner)
 
 

@@ -112,6 +112,13 @@ def pending_count(engine: Engine) -> int:
                    .scalar() or 0)
 
 
+def unfinished_ids(engine: Engine) -> list[str]:
+    """Every task not finished yet, oldest first (what an in-process service picks up again when it starts)."""
+    query = select(Task.id).where(Task.state != TaskState.finished).order_by(Task.enqueued_at, Task.id)
+    with transaction(engine, write=False) as session:
+        return list(session.execute(query).scalars())
+
+
 def get_task(engine: Engine, task_id: str) -> TaskInfo | None:
     query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.id == task_id)
     with transaction(engine, write=False) as session:
