@@ -142,7 +142,7 @@ def compare(
     else:
         from extractor.ui.review import print_comparison
 
-        print_comparison(data)
+        print_comparison(result)
         if plot is not None:
             typer.echo(f"plot: {plot}")
     raise typer.Exit(result.exit_code)

@@ -23,6 +23,7 @@ from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import REGENERATE_NUMBER, AttemptKind
 
 if TYPE_CHECKING:
+    from extractor.compare import Comparison
     from extractor.evidence.report import Report
     from extractor.review.decide import Approval, Rejection
     from extractor.review.view import DocumentView, RunView
@@ -413,65 +414,67 @@ def print_stats(stats: Sequence[RunRuleStats], console: Console | None = None) -
 # -- compare ------------------------------------------------------------------------------------------------
 
 
-def _interval(posterior: dict[str, Any]) -> str:
-    low, high = posterior["interval"]
+def _interval(low_high: tuple[float, float] | list[float]) -> str:
+    low, high = low_high
     return f"[{low:.3f}, {high:.3f}]"
 
 
-def print_comparison(result: dict[str, Any], console: Console | None = None) -> None:
+def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    """Both sides, the posteriors per category, rho and the decision, and the documents behind them."""
+    from extractor.gate import Posterior
+
     console = console or open_console()
-    for name in ("baseline", "candidate"):
-        side = result[name]
-        runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']}, contract "
-                         f"{(r.get('contract_hash') or '?')[:12]})" for r in side["runs"][:4])
-        more = f" +{len(side['runs']) - 4} more" if len(side["runs"]) > 4 else ""
-        console.print(f"{name:>9}: {side['spec']}  ->  {len(side['runs'])} run(s): {runs}{more}; "
-                      f"{side['documents']} document(s)")
-    console.print(f"  matched: {result['matched']} by content sha256, compared (evaluable on both sides): "
-                  f"{result['compared']}")
-    settings = result["settings"]
-    if result["categories"]:
-        table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings['level']:.0%} intervals")
+    for name, side in (("baseline", comparison.baseline), ("candidate", comparison.candidate)):
+        runs = ", ".join(f"{_short(r.id)} ({r.model}, prompt {r.prompt_version}, contract "
+                         f"{((r.config or {}).get('contract_hash') or '?')[:12]})" for r in side.runs[:4])
+        more = f" +{len(side.runs) - 4} more" if len(side.runs) > 4 else ""
+        console.print(f"{name:>9}: {side.spec}  ->  {len(side.runs)} run(s): {runs}{more}; "
+                      f"{len(side.documents)} document(s)")
+    console.print(f"  matched: {len(comparison.paired) + len(comparison.unevaluable)} by content sha256, compared "
+                  f"(evaluable on both sides): {len(comparison.paired)}")
+    gate, settings = comparison.gate, comparison.gate.settings
+    if gate.categories:
+        table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings.level:.0%} intervals")
         columns = ("category", "weight", "baseline k/n", "mean", "interval", "candidate k/n", "mean", "interval")
         add_columns(table, columns, right=columns[1:])
-        for c in result["categories"]:
-            a, b = c["a"], c["b"]
-            table.add_row(c["name"], f"{c['weight']:.3f}", f"{a['passed']}/{a['n']}", f"{a['mean']:.3f}", _interval(a),
-                          f"{b['passed']}/{b['n']}", f"{b['mean']:.3f}", _interval(b))
-        if result["rate_a"]:
-            ra, rb = result["rate_a"], result["rate_b"]
-            table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra), "", f"{rb['mean']:.3f}",
-                          _interval(rb), style="bold")
+        for c in gate.categories:
+            a, b = Posterior(c.passed_a, c.n_a, settings.level), Posterior(c.passed_b, c.n_b, settings.level)
+            table.add_row(c.name, f"{c.weight:.3f}", f"{a.passed}/{a.n}", f"{a.mean:.3f}", _interval(a.interval),
+                          f"{b.passed}/{b.n}", f"{b.mean:.3f}", _interval(b.interval))
+        if gate.rate_a and gate.rate_b:
+            ra, rb = gate.rate_a, gate.rate_b
+            table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra["interval"]), "",
+                          f"{rb['mean']:.3f}", _interval(rb["interval"]), style="bold")
         print_table(console, table)
-    if result["rho"] is not None:
-        diff = result["difference_b_minus_a"]
-        console.print(f"rho = P(rate_B < rate_A - {settings['delta']:g}) = {result['rho']:.4f}   "
-                      f"(Monte Carlo {settings['samples']:,} samples, seed {settings['seed']}; "
-                      f"block >= {settings['block']:g}, review >= {settings['review']:g}); "
-                      f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
-    if result["new_critical_findings"]:
-        table = Table(title=f"{len(result['new_critical_findings'])} candidate document(s) with a critical finding "
+    if gate.rho is not None and gate.difference is not None:
+        diff = gate.difference
+        console.print(f"rho = P(rate_B < rate_A - {settings.delta:g}) = {gate.rho:.4f}   "
+                      f"(Monte Carlo {settings.samples:,} samples, seed {settings.seed}; "
+                      f"block >= {settings.block:g}, review >= {settings.review:g}); "
+                      f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff['interval'])}")
+    if comparison.new_critical:
+        table = Table(title=f"{len(comparison.new_critical)} candidate document(s) with a critical finding "
                             "the baseline does not have: BLOCK", title_style="bold red")
         for column in ("path", "candidate doc run", "rule id", "location", "message"):
             table.add_column(column, overflow="fold")
-        for d in result["new_critical_findings"]:
+        for d in comparison.new_critical:
             for f in d["findings"]:
                 table.add_row(display_path(d["path"]), str(d["document_run_id"]), Text(f["rule_id"], style="bold red"),
                               f["location"] or "", f["message"] or "")
         console.print(table)
-    if result["regressions"]:
-        table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
+    if comparison.regressions:
+        table = Table(title=f"{len(comparison.regressions)} regression(s): passed in baseline, fail in candidate")
         add_columns(table, ("path", "sha256", "candidate doc run", "state", "new rule ids"), wrap=("new rule ids",),
                     right=("candidate doc run",))
-        for r in result["regressions"]:
+        for r in comparison.regressions:
             table.add_row(display_path(r["path"]), _short(r["sha256"]), str(r["candidate_document_run_id"]),
                           Text(r["candidate_state"], style=STATE_STYLE.get(r["candidate_state"], "")),
                           Text(", ".join(r["new_rule_ids"]) or "(none new)", style="red"))
         print_table(console, table)
-    if result["improvements"]:
-        console.print(Text(f"{len(result['improvements'])} improvement(s): failed in baseline, pass in candidate",
+    if comparison.improvements:
+        console.print(Text(f"{len(comparison.improvements)} improvement(s): failed in baseline, pass in candidate",
                            style="green"))
-    changed = [r for r in result["rule_rates"] if r["change"] != 0]
+    changed = [r for r in comparison.rule_rates if r["change"] != 0]
     if changed:
         table = Table(title="error rule failure rates on the compared documents")
         add_columns(table, ("rule_id", "baseline", "candidate", "change"), right=("baseline", "candidate", "change"))
@@ -479,20 +482,20 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
             table.add_row(r["rule_id"], f"{r['baseline_failed']}/{r['evaluated']}", f"{r['candidate_failed']}/{r['evaluated']}",
                           Text(f"{r['change']:+.0%}", style="red" if r["change"] > 0 else "green"))
         print_table(console, table)
-    unevaluable = result["not_evaluable"]
-    if unevaluable:
-        console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
-                           style="yellow"))
-        for d in unevaluable[:20]:
-            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline']}, "
-                          f"candidate {d['candidate']}")
-    unmatched = result["unmatched"]
-    for name, label in (("baseline_only", "baseline only"), ("candidate_only", "candidate only")):
-        if unmatched[name]:
-            console.print(Text(f"{len(unmatched[name])} document(s) {label} (not compared):", style="yellow"))
-            for d in unmatched[name][:50]:
-                console.print(f"  {_short(d['sha256'])} {display_path(d['path'])} ({d['state']})")
-            if len(unmatched[name]) > 50:
-                console.print(f"  ... {len(unmatched[name]) - 50} more (--format json lists all)")
-    console.print(Text.assemble(("decision: ", "bold"), (result["decision"], DECISION_STYLE[result["decision"]]),
-                                f"  ({result['reason']})"))
+    before, after = comparison.baseline.documents, comparison.candidate.documents
+    if comparison.unevaluable:
+        console.print(Text(f"{len(comparison.unevaluable)} matched document(s) not evaluable on a side (left out of "
+                           "both rates):", style="yellow"))
+        for sha in comparison.unevaluable[:20]:
+            console.print(f"  {_short(sha)} {display_path(before[sha].path)}: baseline {before[sha].why_unevaluable}, "
+                          f"candidate {after[sha].why_unevaluable}")
+    for label, only, documents in (("baseline only", comparison.only_baseline, before),
+                                   ("candidate only", comparison.only_candidate, after)):
+        if only:
+            console.print(Text(f"{len(only)} document(s) {label} (not compared):", style="yellow"))
+            for sha in only[:50]:
+                console.print(f"  {_short(sha)} {display_path(documents[sha].path)} ({documents[sha].state})")
+            if len(only) > 50:
+                console.print(f"  ... {len(only) - 50} more (--format json lists all)")
+    console.print(Text.assemble(("decision: ", "bold"), (gate.decision, DECISION_STYLE[gate.decision]),
+                                f"  ({gate.reason})"))
