@@ -26,8 +26,8 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from extractor.store import Store
 from extractor.web.router import SECURITY_HEADERS, review_router
+from extractor.web.sessions import Sessions
 
-COOKIE = "extract_review_session"
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
@@ -46,8 +46,8 @@ class LocalLogin:
     def __init__(self, user: str) -> None:
         self.token = secrets.token_urlsafe(32)
         self.principal = LocalPrincipal(user)
+        self.sessions: Sessions[LocalPrincipal] = Sessions()
         self._used = False
-        self._sessions: set[str] = set()
         self._lock = threading.Lock()
 
     def exchange(self, token: str) -> str | None:
@@ -56,14 +56,10 @@ class LocalLogin:
             if self._used or not hmac.compare_digest(token.encode(), self.token.encode()):
                 return None
             self._used = True
-            session = secrets.token_urlsafe(32)
-            self._sessions.add(session)
-            return session
+        return self.sessions.start(self.principal)
 
     def signed_in(self, request: Request) -> bool:
-        session = request.cookies.get(COOKIE, "")
-        with self._lock:
-            return any(hmac.compare_digest(session.encode(), known.encode()) for known in self._sessions)
+        return self.sessions.get(request) is not None
 
     def current(self, request: Request) -> LocalPrincipal:
         """The FastAPI dependency the review router gets: the local user, or 401."""
@@ -98,7 +94,7 @@ def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: st
                 return PlainTextResponse("this login address was used already (or is wrong): restart "
                                          "`extract review --web` for a new one", status_code=403, headers=SECURITY_HEADERS)
             response = RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)
-            response.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/")
+            login.sessions.set_cookie(response, session, secure=False)  # plain http on 127.0.0.1
             return response
         if login.signed_in(request):
             return RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)

@@ -72,7 +72,7 @@ OpenStores = Callable[[], tuple[Store, Store]]
 """Returns the run log and the approved-records store (long-lived: called once per request)."""
 
 
-class _Secured(APIRoute):
+class SecuredRoute(APIRoute):
     """Every response of the router carries the security headers (also the error pages it renders)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -121,7 +121,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
     """The review pages under ``prefix``; ``current_principal`` is a FastAPI dependency returning a
     ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default)."""
     key = secret or secrets.token_bytes(32)
-    router = APIRouter(prefix=prefix, route_class=_Secured)
+    router = APIRouter(prefix=prefix, route_class=SecuredRoute)
     principal_of = Depends(current_principal)
 
     def allowed(principal: Principal) -> Response | None:
