@@ -3,24 +3,46 @@ model server, on SQLite and PostgreSQL: roles, limits, malformed bodies, and a d
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from extractor.queue.settings import BatchSettings
-from extractor.service.app import Service, build_service
+from extractor.service.app import Service, build_service, create_app
 from extractor.store import open_store
 from extractor.store.tokens import create_token, revoke_token
 from tests.support.batch import ROOT, answer_for
 from tests.support.llm_server import Reply, ScriptedLLMServer
 from tests.support.processes import wait_for
-from tests.support.service import bearer, serving
+from tests.support.redis_server import free_port
 
 LIMIT = 64 << 10
 SAMPLE = ROOT / "samples" / "en_purchase_approval.md"
+
+
+@contextmanager
+def serving(service: Service) -> Iterator[str]:
+    """The app on a real socket, in a thread of the test; its base URL."""
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=free_port(), log_level="warning",
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
 
 
 @pytest.fixture
@@ -38,6 +60,10 @@ def api(llm_server: Callable[..., ScriptedLLMServer], db_url: str,
             yield client, tokens, service
     finally:
         service.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def finished(client: httpx.Client, token: str, submission: str) -> dict[str, Any]:

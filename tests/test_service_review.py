@@ -22,7 +22,7 @@ from extractor.web.router import SECURITY_HEADERS
 from extractor.web.sessions import COOKIE
 from tests.support.corpus import run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.service import bearer, serving
+from tests.support.api import bearer, serving
 
 REVIEWER, SUBMITTER = "lee (purchasing)", "intake-bot"
 
