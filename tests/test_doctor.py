@@ -101,8 +101,8 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
         "VALUES ('planted', 888888, 666666, 'gone', 'ERROR', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
         "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (900002, 555555, 'approved', "
         "'kim', '2026-01-01 00:00:00')",
-        "INSERT INTO tasks (id, batch_id, upload_id, state, deliveries, run_id, document_run_id, enqueued_at) VALUES "
-        "('planted', 'gone', 444444, 'queued', 0, 'gone', 333333, '2026-01-01 00:00:00')",
+        "INSERT INTO tasks (id, batch_id, upload_id, state, rule_ids, deliveries, run_id, document_run_id, enqueued_at) "
+        "VALUES ('planted', 'gone', 444444, 'queued', '[]', 0, 'gone', 333333, '2026-01-01 00:00:00')",
     ]
     plant(db_url, planted)
 

@@ -15,10 +15,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from extractor.service.app import build_service
 from extractor.store import open_store
+from extractor.store.tokens import create_token
+from tests.support.api import bearer, finished, serving
 from tests.support.batch import (
+    ROOT,
     answer_for,
     cli_env,
     extract_command,
@@ -236,3 +241,26 @@ def test_a_429_seen_by_one_worker_pauses_every_worker(
     assert after  # the batch went on afterwards
     worker_runs = {run_id for (run_id,) in rows(pg_url, "SELECT DISTINCT run_id FROM tasks")}
     assert len(worker_runs) == 2  # both workers converted documents, so both were paused
+
+
+def test_the_api_with_a_broker_hands_submissions_to_the_workers(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    worker = processes(env).start("worker", "--concurrency", "2")
+    service = build_service(open_store(pg_url), broker=redis_url, concurrency=1, max_upload_bytes=1 << 20,
+                            model="openai:scripted-model")
+    assert service.runner is None  # nothing converts in the API's own process
+    token = create_token(service.store.engine, "sam", "submitter")
+    sample = ROOT / "samples" / "en_purchase_approval.md"
+    try:
+        with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
+            sent = client.post("/v1/documents/text", headers=bearer(token),
+                               json={"name": "purchase.md", "text": sample.read_text(encoding="utf-8")})
+            assert sent.status_code == 202, sent.text
+            task = finished(client, token, sent.json()["documents"][0]["id"])
+    finally:
+        service.close()
+    assert task["outcome"] == "READY_FOR_REVIEW", task
+    assert rows(pg_url, "SELECT command, pid FROM runs WHERE id = :run", run=task["run"]) == [("extract worker", worker.pid)]

@@ -3,46 +3,23 @@ model server, on SQLite and PostgreSQL: roles, limits, malformed bodies, and a d
 
 from __future__ import annotations
 
-import threading
-import time
+import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from extractor.queue.settings import BatchSettings
-from extractor.service.app import Service, build_service, create_app
+from extractor.service.app import Service, build_service
 from extractor.store import open_store
 from extractor.store.tokens import create_token, revoke_token
+from tests.support.api import bearer, finished, serving
 from tests.support.batch import ROOT, answer_for
 from tests.support.llm_server import Reply, ScriptedLLMServer
-from tests.support.processes import wait_for
-from tests.support.redis_server import free_port
 
 LIMIT = 64 << 10
 SAMPLE = ROOT / "samples" / "en_purchase_approval.md"
-
-
-@contextmanager
-def serving(service: Service) -> Iterator[str]:
-    """The app on a real socket, in a thread of the test; its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=free_port(), log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.fixture
@@ -62,22 +39,6 @@ def api(llm_server: Callable[..., ScriptedLLMServer], db_url: str,
         service.close()
 
 
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def finished(client: httpx.Client, token: str, submission: str) -> dict[str, Any]:
-    """The submission once a worker finished it."""
-    found: dict[str, Any] = {}
-
-    def done() -> bool:
-        found.update(client.get(f"/v1/submissions/{submission}", headers=bearer(token)).json())
-        return found["state"] == "finished"
-
-    wait_for(done, f"submission {submission} to finish", timeout=240)
-    return found
-
-
 def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_part(
         api: tuple[httpx.Client, dict[str, str], Service]) -> None:
     client, tokens, service = api
@@ -93,6 +54,7 @@ def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_par
 
     shown = client.get(f"/v1/document-runs/{task['document_run']}", headers=bearer(submitter)).json()
     assert shown["document_run"]["state"] == "READY_FOR_REVIEW" and shown["document"]["path"] == SAMPLE.name
+    assert shown["document"]["source_status"] == "unchanged" and "Purchase Request" in shown["text"]  # from the upload
     assert shown["candidate"]["documentPurpose"].startswith("Make every purchase")
     assert [finding["severity"] for finding in shown["attempts"][0]["findings"]] == []
 
@@ -174,3 +136,27 @@ def test_json_text_and_several_files_are_converted_and_openapi_docs_are_served(
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/documents", "/v1/documents/text", "/v1/review/{document_run_id}/approve", "/v1/compare"} <= set(paths)
+
+
+def test_tokens_are_created_once_listed_without_their_secret_and_revoked(tmp_path: Path) -> None:
+    from tests.support.batch import run_cli
+
+    env = {"EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "PATH": "/usr/bin:/bin"}
+    created = run_cli("tokens", "create", "alice", "--role", "reviewer", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("ext_") and len(secret) > 40
+    again = run_cli("tokens", "create", "alice", env=env, cwd=tmp_path)
+    assert again.returncode == 2 and "a token named 'alice' exists" in again.stderr
+    bad_role = run_cli("tokens", "create", "bob", "--role", "owner", env=env, cwd=tmp_path)
+    assert bad_role.returncode == 2
+    listed = run_cli("tokens", "list", "--format", "json", env=env, cwd=tmp_path)
+    assert [(t["name"], t["role"], t["revoked_at"]) for t in json.loads(listed.stdout)] == [("alice", "reviewer", None)]
+    assert secret not in listed.stdout
+    assert run_cli("tokens", "revoke", "alice", env=env, cwd=tmp_path).returncode == 0
+    gone = run_cli("tokens", "revoke", "alice", env=env, cwd=tmp_path)
+    assert gone.returncode == 2 and "no live token named 'alice'" in gone.stderr
+    with open_store(f"sqlite:///{tmp_path}/t.db") as store:
+        from extractor.store.tokens import find_token
+
+        assert find_token(store.engine, secret) is None

@@ -119,6 +119,7 @@ def run(
 
     from extractor.queue.celery_app import broker_url
 
+    signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     broker = broker_url(queue)
     if broker is not None:
         if judge is not None:
@@ -127,7 +128,6 @@ def run(
                     retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
                     retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
                     response_format=response_format, max_pending=max_pending, wait=wait, format=format)
-    signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     try:
         _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,

@@ -18,22 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from extractor.engine import AdaptiveLimit, Engine, RunSummary
+from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.queue.settings import BatchSettings
+from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
-from extractor.vocab import DEFAULT_MAX_DELIVERIES, DocumentState, Outcome
+from extractor.vocab import DEFAULT_MAX_DELIVERIES, DocumentState, Outcome, SkipReason
 
 log = logging.getLogger(__name__)
 
@@ -127,17 +127,15 @@ class Runner:
             return None
         if delivery.deliveries > 1:  # a worker died holding it: record its run as crashed now, not at its next start
             await engine.recorder.call(self.store.reap_dead_runs)
-        outcome: Outcome = Outcome.ERROR
-        cause: str | None = f"{task.name}: the worker failed on it"
-        document_run_id: int | None = None
+        result = DocumentOutcome(task.name, Outcome.ERROR, f"{task.name}: the worker failed on it")
         try:
             if delivery.deliveries > self.max_deliveries:
-                outcome, cause, document_run_id = await asyncio.to_thread(self._give_up, engine, task,
-                                                                          delivery.deliveries - 1)
+                result = await asyncio.to_thread(self._give_up, engine, task, delivery.deliveries - 1)
             else:
-                outcome, cause, document_run_id = await self._convert(engine, task)
+                result = await self._convert(engine, task)
         finally:  # whatever happened, the task does not stay "started" under a live worker
-            await asyncio.to_thread(tasks.finish_task, db, task_id, outcome, cause, document_run_id)
+            await asyncio.to_thread(tasks.finish_task, db, task_id, result.state, result.cause, result.document_run_id,
+                                    result.tokens, result.rule_ids)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
 
     async def _engine(self, settings: BatchSettings) -> Engine:
@@ -160,7 +158,7 @@ class Runner:
             await engine.recorder.heartbeat()
             await engine.recorder.call(self.store.reap_dead_runs)
 
-    async def _convert(self, engine: Engine, task: TaskInfo) -> tuple[Outcome, str | None, int | None]:
+    async def _convert(self, engine: Engine, task: TaskInfo) -> DocumentOutcome:
         """The document through the engine, from a scratch copy named like the upload (its suffix picks the reader)."""
         name, content = await asyncio.to_thread(tasks.upload_of, self.store.engine, task.id)
         folder = self._scratch / task.id
@@ -170,10 +168,9 @@ class Runner:
             result = await engine.process(path, name=name)
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
-        cause = result.cause.replace(str(path), name) if result.cause else None
-        return result.state, cause, result.document_run_id
+        return replace(result, cause=result.cause.replace(str(path), name)) if result.cause else result
 
-    def _give_up(self, engine: Engine, task: TaskInfo, deaths: int) -> tuple[Outcome, str | None, int | None]:
+    def _give_up(self, engine: Engine, task: TaskInfo, deaths: int) -> DocumentOutcome:
         """A poison document: its workers died ``deaths`` times on it. It ends ERROR with that cause, through the
         claim protocol (taking over the dead worker's claim), without being converted again."""
         from extractor.segment import SEGMENTER_ID
@@ -182,20 +179,16 @@ class Runner:
                  "not delivered again")
         document_id = tasks.document_with(self.store.engine, task.sha256, SEGMENTER_ID)
         if document_id is None:  # it never got as far as the run log (it killed the worker while being read)
-            return Outcome.ERROR, cause, None
+            return DocumentOutcome(task.name, Outcome.ERROR, cause)
         claim = self.store.claim(engine.run_id, engine.recorder.config_hash, document_id, task.name, retry=())
         if claim.status == "claimed":
             self.store.finish_document(claim.document_run_id, DocumentState.ERROR, cause)
-            return Outcome.ERROR, cause, claim.document_run_id
+            return DocumentOutcome(task.name, Outcome.ERROR, cause, document_run_id=claim.document_run_id)
         if claim.status == "done":
-            return Outcome.SKIPPED, f"done before (document run {claim.ref})", claim.document_run_id
-        return Outcome.SKIPPED, f"busy: run {claim.ref} is processing it", None
-
-
-def safe_suffix(name: str) -> str:
-    """The submitted name's extension if it is a plain one (``.md``, ``.docx``): nothing else reaches the disk."""
-    suffix = Path(name.replace("\\", "/")).suffix
-    return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
+            return DocumentOutcome(task.name, Outcome.SKIPPED, f"done before (document run {claim.ref})",
+                                   document_run_id=claim.document_run_id, skip=SkipReason.done)
+        return DocumentOutcome(task.name, Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
+                               skip=SkipReason.busy, other_run=str(claim.ref))
 
 
 def _write(path: Path, content: bytes) -> None:

@@ -34,7 +34,8 @@ def outcome_of(task: TaskInfo) -> DocumentOutcome:
     skip = None
     if task.outcome == Outcome.SKIPPED:
         skip = SkipReason.busy if (task.cause or "").startswith("busy") else SkipReason.done
-    return DocumentOutcome(task.name, task.outcome, task.cause, document_run_id=task.document_run_id, skip=skip)
+    return DocumentOutcome(task.name, task.outcome, task.cause, task.rule_ids, task.tokens, task.document_run_id,
+                           skip=skip)
 
 
 class Submission:

@@ -113,7 +113,12 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
     attempts = store.attempts_for(document_run.id)
     final = next((a for a in attempts if a.id == document_run.final_attempt_id), None)
     shown = final or (attempts[-1] if attempts else None)
-    text, source_status, source_detail = _source_text(document_run.path, document.sha256)
+    from extractor.queue.uploads import uploaded_copy
+
+    # A document submitted to the queue or the API is read from its upload in the run log: its path is only the
+    # name a client gave it, never a file of this machine to open.
+    with uploaded_copy(store.engine, document.sha256) as copy:
+        text, source_status, source_detail = _source_text(str(copy or document_run.path), document.sha256)
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}
     spans = list(shown.evidence_spans or []) if shown is not None else []

@@ -9,10 +9,8 @@ functions (FastAPI runs them in its thread pool): the run log is a synchronous S
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile, status
@@ -20,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from extractor.errors import ExtractorError
-from extractor.queue.runner import Runner, safe_suffix
+from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.service.auth import Principal, current_principal, require_role
 from extractor.service.limits import BodyLimit
@@ -52,10 +50,19 @@ class Service:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_pending: int = DEFAULT_MAX_PENDING
     runner: Runner | None = None
+    records: Store = field(init=False)
+    """Where approved records go (``EXTRACT_APPROVED_DATABASE_URL``, else the run log)."""
+
+    def __post_init__(self) -> None:
+        from extractor.store.approved import open_approved
+
+        self.records = open_approved(self.store)
 
     def close(self) -> None:
         if self.runner is not None:
             self.runner.close()
+        if self.records is not self.store:
+            self.records.close()
         self.store.close()
 
 
@@ -195,9 +202,8 @@ def create_app(service: Service) -> FastAPI:
     def review_queue(principal: Reviewer, limit: int = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
         """What waits for a person, READY_FOR_REVIEW first."""
         from extractor.review.queue import waiting
-        from extractor.store.approved import open_approved
 
-        page = waiting(service.store, open_approved(service.store), limit=limit)
+        page = waiting(service.store, service.records, limit=limit)
         return {"total": page.total, "items": [item.to_json() for item in page.items]}
 
     @app.get("/v1/review/{document_run_id}")
@@ -209,12 +215,12 @@ def create_app(service: Service) -> FastAPI:
     def review_approve(principal: Reviewer, document_run_id: int, body: Approve) -> dict[str, Any]:
         """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
         409 when refused (error findings, changed source, a different approval exists without ``replace``)."""
+        from extractor.queue.uploads import uploaded_copy
         from extractor.review.decide import approve_document
-        from extractor.store.approved import open_approved
 
         found = _document_run(service, document_run_id)
-        with _source_of(service, found) as source:
-            approval = approve_document(service.store, open_approved(service.store), found, reviewer=principal.name,
+        with uploaded_copy(service.store.engine, found.sha256) as source:  # never a server path a client named
+            approval = approve_document(service.store, service.records, found, reviewer=principal.name,
                                         note=body.note, source=source, replace=body.replace)
         return approval.to_json()
 
@@ -222,9 +228,8 @@ def create_app(service: Service) -> FastAPI:
     def review_reject(principal: Reviewer, document_run_id: int, body: Reject) -> dict[str, Any]:
         """Reject a document run, saying why; withdraws an approval that came from it."""
         from extractor.review.decide import reject_document
-        from extractor.store.approved import open_approved
 
-        rejection = reject_document(service.store, open_approved(service.store), _document_run(service, document_run_id),
+        rejection = reject_document(service.store, service.records, _document_run(service, document_run_id),
                                     reviewer=principal.name, reason=body.reason)
         return rejection.to_json()
 
@@ -311,31 +316,5 @@ def _document_run(service: Service, document_run_id: int) -> DocumentRunInfo:
 
 def _view(service: Service, document_run: DocumentRunInfo) -> dict[str, Any]:
     from extractor.review.view import document_view
-    from extractor.store.approved import open_approved
 
-    return document_view(service.store, open_approved(service.store), document_run)
-
-
-class _source_of:  # noqa: N801 - used as a context manager, like a function
-    """The source of a document run as a file: its path when that exists here, else a scratch copy of the upload
-    with the same content (a submitted document's path is only the name it was submitted under)."""
-
-    def __init__(self, service: Service, document_run: DocumentRunInfo) -> None:
-        self.service = service
-        self.document_run = document_run
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Path | None:
-        if Path(self.document_run.path).is_file():
-            return None
-        upload = tasks.upload_with(self.service.store.engine, self.document_run.sha256)
-        if upload is None:
-            return None
-        self._folder = tempfile.TemporaryDirectory(prefix="extract-source-")
-        path = Path(self._folder.name) / f"source{safe_suffix(upload[0])}"
-        path.write_bytes(upload[1])
-        return path
-
-    def __exit__(self, *_exc: object) -> None:
-        if self._folder is not None:
-            self._folder.cleanup()
+    return document_view(service.store, service.records, document_run)

@@ -400,6 +400,8 @@ class Task(Base):
     state: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[str | None] = mapped_column(String(20))
     cause: Mapped[str | None] = mapped_column(NulFreeText)
+    tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    rule_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     deliveries: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
     document_run_id: Mapped[int | None] = mapped_column(ForeignKey("document_runs.id"))

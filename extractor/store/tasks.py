@@ -39,6 +39,8 @@ class TaskInfo:
     state: TaskState
     outcome: Outcome | None
     cause: str | None
+    tokens: int
+    rule_ids: tuple[str, ...]
     deliveries: int
     run_id: str | None
     document_run_id: int | None
@@ -48,7 +50,8 @@ class TaskInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "batch": self.batch_id, "name": self.name, "sha256": self.sha256,
-                "state": self.state, "outcome": self.outcome, "cause": self.cause, "deliveries": self.deliveries,
+                "state": self.state, "outcome": self.outcome, "cause": self.cause, "tokens": self.tokens,
+                "rule_ids": list(self.rule_ids), "deliveries": self.deliveries,
                 "run": self.run_id, "document_run": self.document_run_id,
                 "enqueued_at": self.enqueued_at.isoformat(),
                 "started_at": self.started_at.isoformat() if self.started_at else None,
@@ -64,13 +67,14 @@ class Delivery:
 
 
 _TASK_COLUMNS = (Task.id, Task.batch_id, Upload.name, Upload.sha256, Task.state, Task.outcome, Task.cause,
-                 Task.deliveries, Task.run_id, Task.document_run_id, Task.enqueued_at, Task.started_at,
-                 Task.finished_at)
+                 Task.tokens, Task.rule_ids, Task.deliveries, Task.run_id, Task.document_run_id, Task.enqueued_at,
+                 Task.started_at, Task.finished_at)
 
 
 def _info(row: Any) -> TaskInfo:
     return TaskInfo(row.id, row.batch_id, row.name, row.sha256, TaskState(row.state),
-                    None if row.outcome is None else Outcome(row.outcome), row.cause, row.deliveries, row.run_id,
+                    None if row.outcome is None else Outcome(row.outcome), row.cause, row.tokens,
+                    tuple(row.rule_ids or ()), row.deliveries, row.run_id,
                     row.document_run_id, row.enqueued_at, row.started_at, row.finished_at)
 
 
@@ -91,7 +95,8 @@ def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
                 "content": content, "created_at": now}).inserted_primary_key
             assert upload is not None
             connection.execute(insert(Task), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
-                                              "state": TaskState.queued, "deliveries": 0, "enqueued_at": now})
+                                              "state": TaskState.queued, "tokens": 0, "rule_ids": [], "deliveries": 0,
+                                              "enqueued_at": now})
     return batch_id, task_ids
 
 
@@ -158,13 +163,14 @@ def start_delivery(engine: Engine, task_id: str, run_id: str, *, stale_after_s: 
         return Delivery("start", deliveries)
 
 
-def finish_task(engine: Engine, task_id: str, outcome: Outcome, cause: str | None, document_run_id: int | None) -> bool:
+def finish_task(engine: Engine, task_id: str, outcome: Outcome, cause: str | None, document_run_id: int | None,
+                tokens: int = 0, rule_ids: Sequence[str] = ()) -> bool:
     """Record where the task's document ended; False when it was finished before (the first result stays)."""
     with write_connection(engine) as connection:
         done = connection.execute(
             update(Task).where(Task.id == task_id, Task.state != TaskState.finished)
             .values(state=TaskState.finished, outcome=outcome, cause=cause, document_run_id=document_run_id,
-                    finished_at=utcnow()))
+                    tokens=tokens, rule_ids=list(rule_ids), finished_at=utcnow()))
         return done.rowcount == 1
 
 

@@ -2,7 +2,8 @@
 
 - ``uploads``: the bytes of a submitted document, so a worker on another machine reads it from the run log;
 - ``batches``: documents submitted together and the settings every worker converts them with;
-- ``tasks``: one queued document (the Celery message carries only its id): state, outcome and cause,
+- ``tasks``: one queued document (the Celery message carries only its id): state, outcome and cause (with the
+  tokens and final rule ids the batch summary reports),
   ``deliveries`` (how many times a worker started it: a poison document ends ERROR after N), the worker
   run that last started it and the document run it ended in;
 - ``api_tokens``: bearer tokens of ``extract serve``, stored as SHA-256 only, with their role.
@@ -57,6 +58,8 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("outcome", sa.String(20), nullable=True),
         sa.Column("cause", sa.Text(), nullable=True),
+        sa.Column("tokens", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("rule_ids", sa.JSON(), nullable=False),
         sa.Column("deliveries", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("run_id", sa.String(32), nullable=True),
         sa.Column("document_run_id", sa.Integer(), nullable=True),
