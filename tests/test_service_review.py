@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from extractor.queue.settings import BatchSettings
 from extractor.service.app import Service, build_service
 from extractor.service.browser import LOGIN_COOKIE
 from extractor.store import open_store
@@ -22,7 +23,7 @@ from extractor.web.router import SECURITY_HEADERS
 from extractor.web.sessions import COOKIE
 from tests.support.corpus import run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.api import bearer, serving
+from tests.support.api import bearer, finished, serving
 
 REVIEWER, SUBMITTER = "lee (purchasing)", "intake-bot"
 
@@ -41,13 +42,16 @@ class Site:
 
 
 @pytest.fixture
-def site(db_url: str, tmp_path: Path, llm_server: Callable[..., ScriptedLLMServer]) -> Iterator[Site]:
+def site(db_url: str, tmp_path: Path, llm_server: Callable[..., ScriptedLLMServer],
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     server = llm_server(script({"base": lambda _number: "pass"}))
     summary = run(db_url, server, write_documents(tmp_path / "docs", [0, 1]), "base")
     ids = [o.document_run_id for o in sorted(summary.outcomes, key=lambda o: o.path)]
     assert [o.state for o in summary.outcomes] == ["READY_FOR_REVIEW"] * 2, summary.outcomes
     store = open_store(db_url)
     service = build_service(store, broker=None, concurrency=1, max_upload_bytes=1 << 20, model="openai:base")
+    service.defaults = BatchSettings(model="openai:base", base_url=server.base_url)  # for submissions
     tokens = {REVIEWER: create_token(store.engine, REVIEWER, "reviewer"),
               SUBMITTER: create_token(store.engine, SUBMITTER, "submitter")}
     try:
@@ -145,6 +149,26 @@ def test_a_reviewer_approves_with_the_csrf_token_and_is_recorded_under_the_token
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(r["reviewer"], r["note"]) for r in records] == [(REVIEWER, "checked")]
+
+
+def test_a_submitted_document_is_approved_in_the_browser_against_its_uploaded_copy(site: Site, tmp_path: Path) -> None:
+    """A document that came in through the API has no file on this machine (its path is the name it was
+    submitted under): the approval re-reads the copy the run log keeps, as the API's approval does."""
+    [path] = write_documents(tmp_path / "upload", [2])
+    with site.browser() as client:
+        sent = client.post("/v1/documents", headers=bearer(site.tokens[SUBMITTER]),
+                           files=[("files", ("purchase_02.md", path.read_bytes(), "text/markdown"))])
+        assert sent.status_code == 202, sent.text
+        task = finished(client, site.tokens[SUBMITTER], sent.json()["documents"][0]["id"])
+        assert task["outcome"] == "READY_FOR_REVIEW", task
+        assert sign_in(client, site.tokens[REVIEWER]).status_code == 303
+        uploaded = task["document_run"]
+        assert f'data-id="{uploaded}"' in client.get("/review/").text
+        token = hidden_csrf(client.get(f"/review/doc/{uploaded}").text)
+        approved = client.post(f"/review/doc/{uploaded}/approve", data={"csrf": token})
+        assert approved.status_code == 303, approved.text
+    api = httpx.get(f"{site.url}/v1/review/{uploaded}", headers=bearer(site.tokens[REVIEWER])).json()
+    assert api["approved"]["reviewer"] == REVIEWER
 
 
 def test_a_submitter_signs_in_but_may_not_decide(site: Site) -> None:

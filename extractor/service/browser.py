@@ -20,14 +20,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
 from extractor.service.auth import Principal
-from extractor.store import Store
+from extractor.store import DocumentRunInfo, Store
 from extractor.store.tokens import find_token, find_token_by_hash, token_hash
 from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, render, review_router
 from extractor.web.sessions import Sessions, strict_cookie
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+    from extractor.service.app import Service
 
 PREFIX = "/review"
 LOGIN_COOKIE = "extract_review_login"
@@ -76,12 +84,16 @@ def from_another_site(request: Request) -> bool:
     return origin not in (None, "null", f"{request.url.scheme}://{request.url.netloc}")
 
 
-def mount_review(app: FastAPI, store: Store) -> TokenLogin:
-    """Serve the review pages and their login under ``/review`` in ``app`` (the service's)."""
-    from extractor.store.approved import open_approved
+def mount_review(app: FastAPI, service: Service) -> TokenLogin:
+    """Serve the review pages and their login under ``/review`` in ``app`` (the service's). Decisions are
+    checked against the uploaded copy of a submitted document, as the API's are."""
+    from extractor.queue.uploads import uploaded_copy
 
+    store = service.store
     login = TokenLogin(store)
-    records = open_approved(store)
+
+    def source_of(document_run: DocumentRunInfo) -> AbstractContextManager[Path | None]:
+        return uploaded_copy(store.engine, document_run.sha256)
 
     @app.exception_handler(NotSignedIn)
     def not_signed_in(request: Request, _error: NotSignedIn) -> Response:
@@ -119,6 +131,7 @@ def mount_review(app: FastAPI, store: Store) -> TokenLogin:
         return response
 
     app.include_router(pages)
-    app.include_router(review_router(lambda: (store, records), login.current, prefix=PREFIX))
+    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX,
+                                     source_of=source_of))
     return login
 
