@@ -21,9 +21,9 @@ from extractor.store import open_store
 from extractor.store.tokens import create_token, revoke_token
 from extractor.web.router import SECURITY_HEADERS
 from extractor.web.sessions import COOKIE
+from tests.support.api import bearer, finished, serving
 from tests.support.corpus import run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.api import bearer, finished, serving
 
 REVIEWER, SUBMITTER = "lee (purchasing)", "intake-bot"
 
@@ -148,7 +148,7 @@ def test_a_reviewer_approves_with_the_csrf_token_and_is_recorded_under_the_token
     result = CliRunner().invoke(app, ["export", "--out", str(out), "--database", site.db_url])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [(r["reviewer"], r["note"]) for r in records] == [(REVIEWER, "checked")]
+    assert [(r["provenance"]["reviewer"], r["provenance"]["note"]) for r in records] == [(REVIEWER, "checked")]
 
 
 def test_a_submitted_document_is_approved_in_the_browser_against_its_uploaded_copy(site: Site, tmp_path: Path) -> None:
@@ -211,3 +211,46 @@ def test_the_login_is_protected_against_login_csrf(site: Site) -> None:
                           headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
         assert own.status_code == 303 and COOKIE in victim.cookies
         assert f"signed in as <b>{REVIEWER}</b>" in victim.get("/review/").text
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_a_reviewer_signs_in_through_the_form_and_approves_in_chromium(site: Site) -> None:
+    """The real browser's own headers (``Origin: null`` under no-referrer, ``Sec-Fetch-Site``) pass the login
+    check, the cookie is what the server set, and no script or style breaks the Content-Security-Policy."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install -e '.[test]')")
+    first, second = site.ids
+    with sync_api.sync_playwright() as playwright:  # after the site's runs: Playwright keeps a loop in this thread
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            context = browser.new_context()
+            context.set_default_timeout(60_000)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
+                    if response.status >= 400 else None)
+            page.goto(site.url + "/review/")
+            assert page.url == site.url + "/review/login"
+            page.fill("#token", site.tokens[REVIEWER])
+            page.click("#sign-in")
+            page.wait_for_url(site.url + "/review/")
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.locator("tr.row").evaluate_all("rows => rows.map(r => r.dataset.id)") == [str(first), str(second)]
+            assert REVIEWER in page.inner_text("header")
+            [cookie] = [c for c in context.cookies() if c["name"] == COOKIE]
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+
+            page.goto(f"{site.url}/review/doc/{first}")
+            page.fill("input[name=note]", "looks right")
+            page.click("#approve")
+            page.wait_for_url(f"**/review/doc/{second}?*")
+            assert f"approved document run {first} as {REVIEWER}" in page.inner_text("main")
+            assert errors == []
+        finally:
+            browser.close()
+    api = httpx.get(f"{site.url}/v1/review/{first}", headers=bearer(site.tokens[REVIEWER])).json()
+    assert api["approved"]["reviewer"] == REVIEWER and api["approved"]["note"] == "looks right"

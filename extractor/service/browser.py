@@ -28,7 +28,7 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from extractor.service.auth import Principal
 from extractor.store import DocumentRunInfo, Store
 from extractor.store.tokens import find_token, find_token_by_hash, token_hash
-from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, render, review_router
+from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, no_favicon, render, review_router
 from extractor.web.sessions import Sessions, strict_cookie
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ def mount_review(app: FastAPI, service: Service) -> TokenLogin:
         return response
 
     app.include_router(pages)
+    no_favicon(app)
     app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX,
                                      source_of=source_of))
     return login

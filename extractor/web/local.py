@@ -25,7 +25,7 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from extractor.store import Store
-from extractor.web.router import SECURITY_HEADERS, review_router
+from extractor.web.router import SECURITY_HEADERS, no_favicon, review_router
 from extractor.web.sessions import Sessions
 
 HOST = "127.0.0.1"
@@ -77,14 +77,11 @@ def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: st
     # only addresses of this machine: a page on another site that rebinds its name to 127.0.0.1 gets a 400
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"])
     app.include_router(review_router(open_stores, login.current))
+    no_favicon(app)
 
     @app.exception_handler(401)
     async def unauthorised(_request: Request, exc: Any) -> Response:
         return PlainTextResponse(str(getattr(exc, "detail", "not signed in")), status_code=401, headers=SECURITY_HEADERS)
-
-    @app.get("/favicon.ico", include_in_schema=False)
-    def favicon() -> Response:
-        return Response(status_code=204, headers=SECURITY_HEADERS)
 
     @app.get("/", include_in_schema=False)
     def start(request: Request, token: str = "") -> Response:

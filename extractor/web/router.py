@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -104,6 +104,14 @@ def _environment() -> Any:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["pretty"] = pretty
     return env
+
+
+def no_favicon(app: FastAPI) -> None:
+    """Answer the browser's own ``/favicon.ico`` request with 204: a 404 is a console error on every page."""
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204, headers=SECURITY_HEADERS)
 
 
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
