@@ -81,6 +81,10 @@ class AttemptKind(StrEnum):
     judge = "judge"
 
 
+REGENERATE_NUMBER = 3
+"""A ``generate`` attempt with this number is the one regeneration after a judge fail (#2 is the repair's)."""
+
+
 class AttemptOutcome(StrEnum):
     passed = "passed"
     failed = "failed"

@@ -688,11 +688,13 @@ def test_cli_calibrate_with_a_judge_admits_block_and_run_then_blocks(
     generator = llm_server(lambda request, number: Reply(GOOD_EN))
     result = extract("run", str(en_doc), "--model", "openai:generator", "--base-url", generator.base_url,
                      "--judge", "openai:scripted-judge", "--judge-base-url", judge.base_url, "--judge-mode", "block",
+                     "--judge-concurrency", "3", "--judge-queue", "5", "--judge-timeout", "7.5",
                      "--format", "json", env=env, cwd=tmp_path)
     assert result.returncode == ExitCode.FAILED, result.stderr  # a BLOCKED document makes the run BLOCK
     assert "note: judge runs in" not in result.stderr and "warning" not in result.stderr
     summary = json.loads(result.stdout)
     assert summary["judge"]["mode"] == "block" and summary["judge"]["calibration_id"] == report["id"]
+    assert (summary["judge"]["concurrency"], summary["judge"]["queue"], summary["judge"]["timeout_s"]) == (3, 5, 7.5)
     # the scripted judge scores values not starting with "yes" at 0.05: the candidate is blocked
     [outcome] = summary["outcomes"]
     assert outcome["state"] == "BLOCKED" and outcome["cause"].startswith("BLOCK: judge fail (block mode")

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from extractor.cli.app import (
+    App,
+    Commands,
     ContractOption,
     ContractsOption,
     Format,
@@ -59,7 +61,7 @@ def validate(
     raise typer.Exit(0 if report.passed else 1)
 
 
-contracts_app = typer.Typer(help="Contracts: the built-ins and those written as files (--contracts DIR, "
+contracts_app = App(cls=Commands, help="Contracts: the built-ins and those written as files (--contracts DIR, "
                              "EXTRACT_CONTRACTS_PATH).", no_args_is_help=False)
 app.add_typer(contracts_app, name="contracts")
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from extractor.cli.app import Commands, ContractsOption, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, contract_named, emit_json, fail
 
 
 class Rules(Commands):
@@ -24,7 +24,7 @@ class Rules(Commands):
         return super().resolve_command(ctx, args)
 
 
-rules_app = typer.Typer(cls=Rules, invoke_without_command=True,
+rules_app = App(cls=Rules, invoke_without_command=True,
                         help="The rule catalogue (extract rules RULE_ID for a card); calibrate a lexical-support rule.")
 app.add_typer(rules_app, name="rules")
 

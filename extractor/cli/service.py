@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from extractor.cli.app import Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.cli.review import DatabaseOption
 from extractor.vocab import DEFAULT_MAX_DELIVERIES, Role
 
 QueueOption = Annotated[str | None, typer.Option("--queue", help="broker URL, e.g. redis://127.0.0.1:6379/0 "
                                                  "[env EXTRACT_BROKER_URL]")]
-tokens_app = typer.Typer(help="Bearer tokens of `extract serve`: create (the secret is shown once), list, revoke.",
+tokens_app = App(cls=Commands, help="Bearer tokens of `extract serve`: create (the secret is shown once), list, revoke.",
                          no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 

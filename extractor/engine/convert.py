@@ -28,7 +28,7 @@ from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.generate.prompt import PromptTemplate, render_request
 from extractor.repair import render_repair
-from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState, JudgeResult
+from extractor.vocab import REGENERATE_NUMBER, AttemptKind, AttemptOutcome, DocumentState, JudgeResult
 from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS, BudgetError, Window, costs, plan
 from extractor.windows.tokens import TokenCounter, budget_for, counter_for
 from extractor.workers import validate as validate_in_worker
@@ -271,8 +271,6 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
 
 CALL_BOUND = 5
 """Model calls one document may cost in one run: generate, repair, judge, regenerate, judge again."""
-REGENERATE_NUMBER = 3
-"""The regeneration is the document's third generation call (``generate`` #3; #2 is the repair's number)."""
 
 
 async def regenerate(job: Job, calls: ModelCalls, request: GenerationRequest, failed: Answer, judged: JudgeCall,

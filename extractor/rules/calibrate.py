@@ -17,6 +17,7 @@ configuration, and a rerun does not take the old results for the new thresholds.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from collections import Counter
@@ -42,6 +43,7 @@ from extractor.judge.calibration import (
     sha256_of,
 )
 from extractor.judge.labels import read_labels
+from extractor.vocab import CalibrationVerdict
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
 BAND_KEYS = {"EVIDENCE_WEAK_SUPPORT": "threshold", "CLAIM_LOW_LEXICAL_SUPPORT": "minimum_overlap"}
@@ -68,19 +70,18 @@ def fit_threshold(y: np.ndarray, scores: np.ndarray) -> float:
 
 
 def fit_band(y: np.ndarray, scores: np.ndarray, threshold: float, max_miss: float) -> tuple[float, float]:
-    """``(lower, upper)`` around ``threshold``: the widest safe-to-fail zone and the widest safe-to-pass zone."""
-    lower = 0.0
-    for t in GRID:
-        below = scores < t
-        if below.any() and y[below].mean() > max_miss:
-            break
-        lower = float(t)
-    upper = 1.0
-    for t in GRID[::-1]:
-        above = scores >= t
-        if above.any() and (1 - y[above]).mean() > max_miss:
-            break
-        upper = float(t)
+    """``(lower, upper)`` around ``threshold``: the highest grid point below which at most ``max_miss`` of the
+    rows are supported (safe to fail), and the lowest from which at most ``max_miss`` are unsupported (safe
+    to pass). With no safe zone on a side, its edge is 0 (nothing fails) or 1 (only a full score passes)."""
+    below = scores[None, :] < GRID[:, None]
+    above = ~below
+    n_below, n_above = below.sum(axis=1), above.sum(axis=1)
+    supported_below = (below & (y == 1)[None, :]).sum(axis=1)
+    unsupported_above = (above & (y == 0)[None, :]).sum(axis=1)
+    safe_fail = (n_below > 0) & (supported_below <= max_miss * n_below)
+    safe_pass = (n_above > 0) & (unsupported_above <= max_miss * n_above)
+    lower = float(GRID[safe_fail].max()) if safe_fail.any() else 0.0
+    upper = float(GRID[safe_pass].min()) if safe_pass.any() else 1.0
     return min(lower, threshold), max(upper, threshold)
 
 
@@ -133,6 +134,10 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
                                         "support_score", [f"band: fail below {lower:g}, judge in [{lower:g}, {upper:g}), "
                                                           f"pass from {upper:g}"]),
                        VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed))
+    if report["verdict"] == CalibrationVerdict.admit_block and any(_one_annotator(path) for path in files):
+        report["verdict"] = CalibrationVerdict.admit_review.value
+        report["reasons"].append("not block: one annotator (a label column): kappa 1.0 is by construction and says "
+                                 "nothing about the labels' reliability; label twice to admit block")
     languages = by_language(cases, resamples, seed)
     judge = report["judge"]
     section = {
@@ -144,13 +149,33 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
             "n": report["cases"]["used"], "auroc": judge["auroc"]["value"],
             "auroc_95ci": [judge["auroc"]["low"], judge["auroc"]["high"]],
             "mcc": judge["mcc"]["value"], "mcc_95ci": [judge["mcc"]["low"], judge["mcc"]["high"]],
-            "by_language": {k: {"n": v["n"], "auroc": v["auroc"]} for k, v in languages.items()},
+            "by_language": {k: {"n": v["n"], "auroc": v["auroc"], "auroc_95ci": [v["low"], v["high"]]}
+                            for k, v in languages.items()},
             "labels_files": [path.name for path in files], "labels_sha256": report["labels_sha256"], "tokenizer": TOKENIZER,
             "calibrated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     }
     return {**report, "rule_id": rule_id, "settings_section": CALIBRATED_RULES[rule_id], "fitted_threshold": threshold,
             "band": [lower, upper], "by_language": languages, "settings": section}
+
+
+def _one_annotator(path: Path) -> bool:
+    """Whether the labels file has one ``label`` column instead of two annotators' labels."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        header = next(csv.reader(handle, delimiter="\t" if path.suffix.lower() in (".tsv", ".tab") else ","), [])
+    names = {name.strip() for name in header}
+    return "label" in names and not {"human_label_1", "human_label_2"} <= names
+
+
+def _rounded(value: Any) -> Any:
+    """Figures as a person reads them in a settings file (4 decimals); thresholds are on a 0.01 grid anyway."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
 
 
 def write_settings(path: Path, section: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -160,6 +185,6 @@ def write_settings(path: Path, section: str, values: dict[str, Any]) -> dict[str
         settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (OSError, ValueError) as error:
         raise UsageError(f"{path}: cannot read the calibration file ({error})") from None
-    settings[section] = {**settings.get(section, {}), **values}
+    settings[section] = {**settings.get(section, {}), **_rounded(values)}
     path.write_text(json.dumps(settings, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return dict(settings)

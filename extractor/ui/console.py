@@ -23,11 +23,15 @@ PIPE_WIDTH = 10_000
 
 
 def open_console(*, stderr: bool = False) -> Console:
-    """A console for stdout (or stderr) at the terminal's width, or at ``PIPE_WIDTH`` when not a terminal."""
-    probe = Console(stderr=stderr)
+    """A console for stdout (or stderr) at the terminal's width, or at ``PIPE_WIDTH`` when not a terminal.
+
+    Markup is off: the strings printed here carry document text, model answers and causes, and rich would
+    read ``[긴급]`` or ``checks.toml [evidence]`` as style tags and drop them (or fail on a stray ``[/x]``);
+    styles are given as ``Text`` spans or ``style=`` instead."""
+    probe = Console(stderr=stderr, markup=False)
     if probe.is_terminal:
         return probe
-    return Console(stderr=stderr, width=PIPE_WIDTH)
+    return Console(stderr=stderr, width=PIPE_WIDTH, markup=False)
 
 
 def _as_text(console: Console, cell: object) -> Text:

@@ -54,11 +54,11 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
                   f"{counts['used']} used for the judge  (95% CI: {boot['resamples']} bootstrap resamples, seed "
                   f"{boot['seed']}, {boot['interval']})")
     for note in report.get("notes", []):
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(Text.assemble(("note:", "yellow"), f" {note}"))
 
     balance = report["balance"]
     if balance["warning"]:
-        console.print(f"[bold yellow]warning:[/bold yellow] {balance['warning']}")
+        console.print(Text.assemble(("warning:", "bold yellow"), f" {balance['warning']}"))
     console.print(f"class balance: {balance['supported']} supported / {balance['unsupported']} unsupported "
                   f"(minority {balance['minority_share']:.0%})")
 
@@ -117,9 +117,10 @@ def print_calibration(report: dict[str, Any], console: Console | None = None, *,
         console.print(f"{title}: none")
     problems = report.get("judge_problems", [])
     if problems:
-        console.print(f"[yellow]{len(problems)} case(s) without a judge score[/yellow] (never counted as a score): "
-                      + ", ".join(f"{p['case_id']} ({p['status']})" for p in problems[:10])
-                      + (" …" if len(problems) > 10 else ""))
+        console.print(Text.assemble((f"{len(problems)} case(s) without a judge score", "yellow"),
+                                    " (never counted as a score): "
+                                    + ", ".join(f"{p['case_id']} ({p['status']})" for p in problems[:10])
+                                    + (" …" if len(problems) > 10 else "")))
 
     verdict = report["verdict"]
     console.print(Text.assemble("verdict: ", Text(verdict, style=VERDICT_STYLE[verdict])))

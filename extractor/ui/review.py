@@ -23,6 +23,7 @@ from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
 if TYPE_CHECKING:
     from extractor.evidence.report import Report
     from extractor.review.decide import Approval, Rejection
+from extractor.vocab import REGENERATE_NUMBER, AttemptKind
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -288,7 +289,10 @@ def print_document_view(view: dict[str, Any], console: Console | None = None, *,
         where = (f", window {window['index']} s{window['first_sentence']}-s{window['last_sentence']}"
                  + (f", answer of attempt {window['reused_from']} reused" if window["reused_from"] else "")
                  if window else "")
-        title = (f"attempt {attempt['number']} ({attempt['kind']}{where}{', final' if attempt['final'] else ''}): "
+        kind = attempt["kind"]
+        if kind == AttemptKind.generate and attempt["number"] == REGENERATE_NUMBER:
+            kind = "generate: regeneration after a judge fail"
+        title = (f"attempt {attempt['number']} ({kind}{where}{', final' if attempt['final'] else ''}): "
                  f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
                  f"{tokens}, {latency}")
         if attempt["findings"]:

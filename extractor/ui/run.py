@@ -114,7 +114,8 @@ class RunProgress(Progress):
             description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
             self._progress.update(self._task, advance=1, description=description)
         if outcome.state in ("INPUT_ERROR", "ERROR"):
-            self._progress.console.print(f"[red]{outcome.state}[/red] {outcome.cause or outcome.path}")
+            self._progress.console.print(Text.assemble((outcome.state, "red"), f" {outcome.cause or outcome.path}"),
+                                         markup=False, highlight=False)
 
     def window(self, path: str, done: int, total: int) -> None:
         """A long document's windows as they are answered, in the bar's description."""
@@ -171,10 +172,10 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
     console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s")
     if summary.interrupted:
         left = summary.counts.get("INTERRUPTED", 0)
-        console.print(f"[yellow]interrupted: {left} document(s) left; rerun the same command to finish them[/yellow]")
+        console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:
-            console.print(f"[bold red]BLOCKED[/bold red] {outcome.path}: {outcome.cause}", markup=True, highlight=False)
+            console.print(Text.assemble(("BLOCKED", "bold red"), f" {outcome.path}: {outcome.cause}"), highlight=False)
     decision = summary.outcome
     console.print(Text.assemble("outcome ", (decision.value, DECISION_STYLE[decision]),
                                 f"   exit {int(summary.exit_code)}   ({OUTCOME_MEANING[decision]})"))
