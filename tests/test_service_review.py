@@ -213,6 +213,21 @@ def test_the_login_is_protected_against_login_csrf(site: Site) -> None:
         assert f"signed in as <b>{REVIEWER}</b>" in victim.get("/review/").text
 
 
+def test_behind_an_https_proxy_both_cookies_are_secure(site: Site) -> None:
+    """uvicorn takes the scheme from ``X-Forwarded-Proto`` of a proxy on this machine: over https the login
+    nonce and the session cookie carry Secure (a browser then never sends them over plain http)."""
+    https = {"X-Forwarded-Proto": "https"}
+    form = httpx.get(f"{site.url}/review/login", headers=https)
+    assert form.status_code == 200 and "; secure" in form.headers["set-cookie"].lower()
+    nonce = form.cookies[LOGIN_COOKIE]
+    done = httpx.post(f"{site.url}/review/login", headers=https | {"Cookie": f"{LOGIN_COOKIE}={nonce}",
+                                                                    "Origin": site.url.replace("http:", "https:")},
+                      data={"token": site.tokens[REVIEWER], "csrf": hidden_csrf(form.text)})
+    assert done.status_code == 303, done.text
+    session_cookie = next(c for c in done.headers.get_list("set-cookie") if c.startswith(f"{COOKIE}="))
+    assert "; secure" in session_cookie.lower() and "httponly" in session_cookie.lower()
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 

@@ -127,7 +127,7 @@ def mount_review(app: FastAPI, service: Service) -> TokenLogin:
         response = RedirectResponse(f"{PREFIX}/", status_code=303)
         login.sessions.set_cookie(response, login.sessions.start(token_hash(secret)),
                                   secure=request.url.scheme == "https")
-        response.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
+        response.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login", httponly=True, samesite="strict")
         return response
 
     app.include_router(pages)
