@@ -170,7 +170,7 @@ def test_queue_puts_needs_a_person_first_and_filters(review: Review) -> None:
     # needs a person (the swapped steps) first, then READY_FOR_REVIEW, then the other MANUAL_REVIEW
     assert ids == [review.ids["hostile"], review.ids["en"], review.ids["ru"], review.ids["ko"]]
     counts = {a.get_attribute("data-state"): a.locator("b").inner_text() for a in page.locator("a.count[data-state]").all()}
-    assert counts == {"READY_FOR_REVIEW": "2", "MANUAL_REVIEW": "2"}
+    assert counts == {"READY_FOR_REVIEW": "2", "MANUAL_REVIEW": "2", "BLOCKED": "0"}
     assert "STEP_ORDER_INVERTED" in rows.first.inner_text() and "VALUE_WITHOUT_EVIDENCE" in rows.last.inner_text()
 
     page.keyboard.press("j")

@@ -185,7 +185,8 @@ def test_a_blocked_document_is_approved_only_with_the_override_reason(
 
 
 def test_the_local_login_works_once_and_only_for_this_machine(site: Site) -> None:
-    from extractor.web.local import COOKIE, create_local_app
+    from extractor.web.local import create_local_app
+    from extractor.web.sessions import COOKIE
 
     app, login = create_local_app(lambda: (site.store, site.records), user="lee")
     client = TestClient(app, base_url="http://127.0.0.1:8765")

@@ -62,6 +62,7 @@ def serve(
     model: Annotated[str | None, typer.Option(help="model of submissions that name none [env EXTRACT_MODEL]")] = None,
 ) -> None:
     """The HTTP API (OpenAPI docs at /docs): submit documents, read results, review; bearer tokens required.
+    People review in the browser at /review/, signing in once with their token.
 
     With a broker (--queue or EXTRACT_BROKER_URL) submissions go to `extract worker`s; without one this
     process converts them itself, so one machine needs nothing else.

@@ -376,7 +376,7 @@ def extraction_mostly_excluded(extent: Extent) -> Iterator[Hit]:
 def critical_findings(candidate: Any, raw: str, source: Source, guards: Guards,
                       prompt: frozenset[tuple[str, ...]]) -> list[Finding]:
     """The critical rules on one response: its JSON value when it parsed (``candidate``), else its raw text."""
-    values: list[tuple[tuple[Step, ...], str]] = list(strings(candidate)) if candidate is not None else [((), raw)]
+    values: list[tuple[tuple[str | int, ...], str]] = list(strings(candidate)) if candidate is not None else [((), raw)]
     output = Output(values, source, guards, prompt)
     return [finding for rule_id in CRITICAL_RULES for finding in get(rule_id).run(output)]
 

@@ -1,8 +1,9 @@
 """The FastAPI application of ``extract serve``: built by ``create_app`` around one run log.
 
-Every route but ``/health`` needs a bearer token; what a token may do is its role (``extractor.service.auth``):
+Every route of the API (``/v1``) needs a bearer token; what a token may do is its role (``extractor.service.auth``):
 submitters submit and read, reviewers also decide, admins also change the default settings. Request bodies
-over the upload limit get 413 before they are parsed; OpenAPI docs are at ``/docs``. Handlers are plain
+over the upload limit get 413 before they are parsed; OpenAPI docs are at ``/docs``. The review pages for
+people are under ``/review`` (``extractor.service.browser``: sign in by pasting a token). Handlers are plain
 functions (FastAPI runs them in its thread pool): the run log is a synchronous SQLAlchemy store.
 """
 
@@ -276,6 +277,9 @@ def create_app(service: Service) -> FastAPI:
         service.defaults = replace(service.defaults, **body.model_dump())
         return service.defaults.to_json()
 
+    from extractor.service.browser import mount_review
+
+    mount_review(app, service)  # the review pages for people, under /review (sign in with a token)
     return app
 
 

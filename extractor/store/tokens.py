@@ -52,8 +52,14 @@ def create_token(engine: Engine, name: str, role: str) -> str:
 
 def find_token(engine: Engine, secret: str) -> TokenInfo | None:
     """The live (not revoked) token with this secret, if any."""
+    return find_token_by_hash(engine, token_hash(secret))
+
+
+def find_token_by_hash(engine: Engine, sha256: str) -> TokenInfo | None:
+    """The live token with this hash: what a browser session (which keeps the hash, not the secret) checks on
+    every request, so revoking the token ends its sessions."""
     with transaction(engine, write=False) as session:
-        row = session.execute(select(ApiToken).where(ApiToken.token_sha256 == token_hash(secret),
+        row = session.execute(select(ApiToken).where(ApiToken.token_sha256 == sha256,
                                                      ApiToken.revoked_at.is_(None))).scalar()
         return None if row is None else TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at)
 

@@ -123,6 +123,9 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
         console.print(f"{total - len(items):,} more waiting: --limit N or --all to list them")
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
                   "extract reject DOC_RUN --reviewer NAME --reason TEXT")
+    if any(item.state == "BLOCKED" for item in items):
+        console.print("BLOCKED (a critical finding): reject it, or approve it over the block with "
+                      "--override-block --reason TEXT (recorded and exported)")
 
 
 # -- approve and reject ------------------------------------------------------------------------------------

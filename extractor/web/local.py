@@ -25,9 +25,9 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from extractor.store import Store
-from extractor.web.router import SECURITY_HEADERS, review_router
+from extractor.web.router import SECURITY_HEADERS, no_favicon, review_router
+from extractor.web.sessions import Sessions
 
-COOKIE = "extract_review_session"
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
@@ -46,8 +46,8 @@ class LocalLogin:
     def __init__(self, user: str) -> None:
         self.token = secrets.token_urlsafe(32)
         self.principal = LocalPrincipal(user)
+        self.sessions: Sessions[LocalPrincipal] = Sessions()
         self._used = False
-        self._sessions: set[str] = set()
         self._lock = threading.Lock()
 
     def exchange(self, token: str) -> str | None:
@@ -56,14 +56,10 @@ class LocalLogin:
             if self._used or not hmac.compare_digest(token.encode(), self.token.encode()):
                 return None
             self._used = True
-            session = secrets.token_urlsafe(32)
-            self._sessions.add(session)
-            return session
+        return self.sessions.start(self.principal)
 
     def signed_in(self, request: Request) -> bool:
-        session = request.cookies.get(COOKIE, "")
-        with self._lock:
-            return any(hmac.compare_digest(session.encode(), known.encode()) for known in self._sessions)
+        return self.sessions.get(request) is not None
 
     def current(self, request: Request) -> LocalPrincipal:
         """The FastAPI dependency the review router gets: the local user, or 401."""
@@ -81,14 +77,11 @@ def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: st
     # only addresses of this machine: a page on another site that rebinds its name to 127.0.0.1 gets a 400
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"])
     app.include_router(review_router(open_stores, login.current))
+    no_favicon(app)
 
     @app.exception_handler(401)
     async def unauthorised(_request: Request, exc: Any) -> Response:
         return PlainTextResponse(str(getattr(exc, "detail", "not signed in")), status_code=401, headers=SECURITY_HEADERS)
-
-    @app.get("/favicon.ico", include_in_schema=False)
-    def favicon() -> Response:
-        return Response(status_code=204, headers=SECURITY_HEADERS)
 
     @app.get("/", include_in_schema=False)
     def start(request: Request, token: str = "") -> Response:
@@ -98,7 +91,7 @@ def create_local_app(open_stores: Callable[[], tuple[Store, Store]], *, user: st
                 return PlainTextResponse("this login address was used already (or is wrong): restart "
                                          "`extract review --web` for a new one", status_code=403, headers=SECURITY_HEADERS)
             response = RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)
-            response.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/")
+            login.sessions.set_cookie(response, session, secure=False)  # plain http on 127.0.0.1
             return response
         if login.signed_in(request):
             return RedirectResponse("/review/", status_code=303, headers=SECURITY_HEADERS)

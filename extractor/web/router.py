@@ -20,12 +20,13 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -70,9 +71,16 @@ DONE = re.compile(r"^(approved|rejected) \d+$")
 
 OpenStores = Callable[[], tuple[Store, Store]]
 """Returns the run log and the approved-records store (long-lived: called once per request)."""
+SourceOf = Callable[[DocumentRunInfo], AbstractContextManager[Path | None]]
+"""The source file to check a decision against: ``None`` means the path the run read (``extract run``'s
+files); the service gives a scratch copy of an uploaded document instead (never a path a client named)."""
 
 
-class _Secured(APIRoute):
+def _path_of_run(_document_run: DocumentRunInfo) -> AbstractContextManager[Path | None]:
+    return nullcontext(None)
+
+
+class SecuredRoute(APIRoute):
     """Every response of the router carries the security headers (also the error pages it renders)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -100,6 +108,14 @@ def _environment() -> Any:
     return env
 
 
+def no_favicon(app: FastAPI) -> None:
+    """Answer the browser's own ``/favicon.ico`` request with 204: a 404 is a console error on every page."""
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204, headers=SECURITY_HEADERS)
+
+
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(_environment().get_template(template).render(**context), status_code=status)
 
@@ -119,11 +135,12 @@ def _field(items: Sequence[tuple[str, str]], name: str) -> str:
 
 
 def review_router(open_stores: OpenStores, current_principal: Callable[..., Any], *,
-                  secret: bytes | None = None, prefix: str = "/review") -> APIRouter:
+                  secret: bytes | None = None, prefix: str = "/review", source_of: SourceOf = _path_of_run) -> APIRouter:
     """The review pages under ``prefix``; ``current_principal`` is a FastAPI dependency returning a
-    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default)."""
+    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default);
+    ``source_of`` gives the source file a decision is checked against."""
     key = secret or secrets.token_bytes(32)
-    router = APIRouter(prefix=prefix, route_class=_Secured)
+    router = APIRouter(prefix=prefix, route_class=SecuredRoute)
     principal_of = Depends(current_principal)
 
     def allowed(principal: Principal) -> Response | None:
@@ -228,8 +245,9 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                 raise ReviewError("a rejection needs a reason: say what is wrong")
             reject_document(store, records, found, reviewer=principal.name, reason=reason)
         else:
-            approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
-                             edited=edited, **_block_override(found, _field(items, "override").strip()))
+            with source_of(found) as source:
+                approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
+                                 edited=edited, source=source, **_block_override(found, _field(items, "override").strip()))
         target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
         done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {found.id}"}
         return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
@@ -290,7 +308,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                 return _decide(request, principal, found, "approve", items, edited=text)
             if run is None:
                 raise ReviewError(f"document run {document_run_id} refers to a missing run")
-            report = check_edited(store, found, run, text)
+            with source_of(found) as source:
+                report = check_edited(store, found, run, text, source)
         except Refused as refused_:
             report, error = refused_.report, refused_.reason
         except ReviewError as error_:
