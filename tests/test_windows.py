@@ -263,3 +263,13 @@ def test_the_merge_is_deterministic() -> None:
     assert json.dumps(first.candidate) == json.dumps(again.candidate)
     assert first.candidate["rules"] == ["Rule 1.", "Shared rule.", "Rule 2.", "Rule 3.", "Rule 4.", "Rule 5."]
     assert [p["id"] for p in first.candidate["participants"]] == ["p", "p-2"]
+
+
+def test_budgets_and_overlap_are_part_of_the_configuration_hash() -> None:
+    from tests.support.runlog import run_config
+
+    windows = {"max_input_tokens": 4096, "max_output_tokens": 4096, "overlap": 2}
+    same = run_config(config=windows).config_hash
+    assert run_config(config=dict(windows)).config_hash == same
+    for key, value in (("max_input_tokens", 2048), ("max_output_tokens", 1024), ("overlap", 0)):
+        assert run_config(config={**windows, key: value}).config_hash != same, key

@@ -3,7 +3,9 @@
 llama.cpp turns the contract's JSON Schema into a sampling grammar, so the answer is shaped like the
 contract even from a tiny model (the values are another matter: the validator still judges them).
 The model is loaded once per provider; llama.cpp contexts are not thread-safe, so calls are serialised
-by a lock and run in a worker thread to keep the event loop free.
+by a lock and run in a thread of their own to keep the event loop free. That thread is a daemon: a stopped
+run (Ctrl-C, SIGTERM) does not wait for a generation under way, which on a busy machine can take minutes
+(llama.cpp cannot be interrupted between tokens from Python: an exception in its callbacks is ignored).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class LocalProvider:
         self._path = model_path
         self._settings = settings or ProviderSettings()
         self._lock = threading.Lock()
-        self._closing = threading.Event()  # ends a generation under way: a stopped run does not wait for it
+        self._closing = threading.Event()  # set once the run stopped: a generation ending after it is not an answer
         self._llama: Llama | None = None
         self._merge_system = False
 
@@ -89,7 +91,7 @@ class LocalProvider:
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         began = time.monotonic()
         try:
-            response, latency_ms = await asyncio.to_thread(self._complete, request)
+            response, latency_ms = await _in_daemon_thread(self._complete, request)
         except Exception as err:  # a model that cannot load or a prompt beyond n_ctx: no retry can help
             cause = " ".join(f"local model {self.model} failed: {type(err).__name__}: {err}".split())[:500]
             spent_ms = round((time.monotonic() - began) * 1000, 1)
@@ -108,13 +110,19 @@ class LocalProvider:
         )
 
     async def aclose(self) -> None:
+        """Frees the model unless a generation is still under way (a stopped run): then its daemon thread
+        keeps it until it finishes or the process ends, and nobody waits for it."""
         self._closing.set()
-        await asyncio.to_thread(self._close)
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._llama is not None:
+                    self._llama.close()
+                    self._llama = None
+            finally:
+                self._lock.release()
 
     def _complete(self, request: GenerationRequest) -> tuple[dict[str, Any], float]:
-        """Runs in a worker thread; latency counts generation only, not queueing or loading."""
-        from llama_cpp import LogitsProcessorList
-
+        """Runs in its daemon thread; latency counts generation only, not queueing or loading."""
         with self._lock:
             llm = self._llama or self._load()
             began = time.monotonic()
@@ -125,15 +133,10 @@ class LocalProvider:
                 response_format={"type": "json_object", "schema": schema},
                 temperature=request.temperature,
                 max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
-                logits_processor=LogitsProcessorList([self._unless_closing]),
             )
+            if self._closing.is_set():
+                raise ProviderError("the run stopped while the local model was generating")
             return response, round((time.monotonic() - began) * 1000, 1)  # type: ignore[return-value]
-
-    def _unless_closing(self, tokens: Any, logits: Any) -> Any:
-        """Called before each token: a provider being closed (its run stopped) ends the generation here."""
-        if self._closing.is_set():
-            raise ProviderError("the run stopped while the local model was generating")
-        return logits
 
     def _load(self) -> Llama:
         from llama_cpp import Llama
@@ -150,11 +153,34 @@ class LocalProvider:
         self._llama = llm
         return llm
 
-    def _close(self) -> None:
-        with self._lock:
-            if self._llama is not None:
-                self._llama.close()
-                self._llama = None
+
+
+async def _in_daemon_thread(function: Any, *args: Any) -> Any:
+    """``function(*args)`` in a daemon thread (``asyncio.to_thread`` uses the loop's executor, whose threads
+    the interpreter joins at exit: a stopped run would wait for the generation to end)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Any, error: BaseException | None) -> None:
+        if future.done():  # the awaiting task was cancelled (the run stopped): nobody wants the answer
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(outcome)
+
+    def run() -> None:
+        try:
+            outcome, error = function(*args), None
+        except BaseException as caught:  # handed to the awaiting task, which raises it
+            outcome, error = None, caught
+        try:
+            loop.call_soon_threadsafe(settle, outcome, error)
+        except RuntimeError:  # the loop is closed: the run ended while this generation went on
+            return
+
+    threading.Thread(target=run, name="local-model", daemon=True).start()
+    return await future
 
 
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class RunConfig:
         "judge_model",
     )
 
+    WINDOW_KEYS: ClassVar[tuple[str, ...]] = ("max_input_tokens", "max_output_tokens", "overlap")
     JUDGE_RESULT_KEYS: ClassVar[tuple[str, ...]] = ("rubric_version", "threshold", "mode", "metric_modes")
     """A judge's rubric, threshold and modes change routing as much as its model does."""
 
@@ -65,6 +66,9 @@ class RunConfig:
             payload["judge"] = {key: judge.get(key) for key in self.JUDGE_RESULT_KEYS}
         if self.config.get("guards") is not None:  # the contract's built-in checks decide BLOCKED and MANUAL_REVIEW
             payload["guards"] = self.config["guards"]
+        windows = {key: self.config[key] for key in self.WINDOW_KEYS if self.config.get(key) is not None}
+        if windows:  # budgets and overlap decide how a long document is cut into windows, so what is extracted
+            payload["windows"] = windows
         encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
