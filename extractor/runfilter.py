@@ -16,6 +16,8 @@ from extractor.providers import provider_model
 from extractor.vocab import MIN_ID_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from extractor.store import RunInfo, Store
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w)$", re.IGNORECASE)
@@ -141,3 +143,20 @@ class RunFilter:
                 raise UsageError(f"run id prefix {self.run!r} matches {len(runs)} runs: "
                                  + ", ".join(run.id[:12] for run in runs[:10]))
         return runs
+
+
+def select_runs(store: Store, selections: Sequence[str], options: RunFilter, *, limit: int) -> list[RunInfo]:
+    """The runs ``selections`` name (run ids or ``key=value`` filters, each narrowed by ``options``), or the
+    newest runs matching ``options`` when there is none; newest first, at most ``limit``.
+
+    A selection that matches no run is an error naming it, not an empty answer.
+    """
+    chosen = {run.id: run for run in options.select(store, limit=limit)} if not selections else {}
+    narrowing = {f.name: getattr(options, f.name) for f in fields(options)}
+    for spec in selections:
+        matched = RunFilter.parse(spec).merged(**narrowing).select(store, limit=limit)
+        if not matched:
+            raise UsageError(f"{spec!r} selects no run")
+        for run in matched:
+            chosen.setdefault(run.id, run)
+    return sorted(chosen.values(), key=lambda r: (r.started_at, r.id), reverse=True)[:limit]

@@ -12,7 +12,7 @@ Per run and rule:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extractor.evidence.report import FAILING
@@ -52,6 +52,13 @@ class RunRuleStats:
             "first": RuleCount(self.first.get(rule_id, 0), self.evaluated_first),
             "warning": RuleCount(self.warning.get(rule_id, 0), self.evaluated_final),
         }
+
+    def only(self, rule_id: str) -> RunRuleStats:
+        """These counts for one rule alone (``extract stats --rule``)."""
+        def keep(counts: dict[str, int]) -> dict[str, int]:
+            return {rule: n for rule, n in counts.items() if rule == rule_id}
+
+        return replace(self, final=keep(self.final), first=keep(self.first), warning=keep(self.warning))
 
     def to_json(self) -> dict[str, Any]:
         run = self.run

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import io
 import json
 import re
 import subprocess
@@ -29,7 +30,7 @@ from extractor.gate import Category, decide_release
 from extractor.judge.modes import Judge, JudgeQueue, resolve_policy
 from extractor.judge.stage import load_rubric, model_id
 from extractor.providers import ProviderSettings, from_string
-from extractor.store import RunConfig, Store, open_store
+from extractor.store import DocumentRunInfo, RunConfig, Store, open_store
 from extractor.validate import validate
 from extractor.vocab import GateDecision, JudgeMode
 from extractor.workers import load_document
@@ -50,6 +51,18 @@ def verdict(request: dict[str, Any] | None, *, verdict: str = "pass", score: flo
     return json.dumps({"status": "ok", "grounded": not invented_facts and not contradicts,
                        "invented_facts": invented_facts or [], "contradicts_context": contradicts,
                        "links": [{"index": i, "supported": score} for i in indices], "verdict": verdict, "comment": ""})
+
+
+def show_text(store: Store, document_run: DocumentRunInfo) -> str:
+    """What ``extract show DOC`` prints for this document run (rendered in process, without colours)."""
+    from rich.console import Console
+
+    from extractor.review.view import document_view
+    from extractor.ui.review import print_document_view
+
+    console = Console(record=True, width=250, color_system=None, file=io.StringIO())
+    print_document_view(document_view(store, store, document_run), console)
+    return console.export_text()
 
 
 def judged(paths: list[Path], generator: ScriptedLLMServer, judge: ScriptedLLMServer, db_url: str, *,
@@ -95,6 +108,9 @@ def test_a_judge_fail_gets_one_regeneration_with_the_findings_and_the_sentences_
         "pass", "fail", "1 invented fact(s) listed")
     [document_run] = store.document_runs_for(summary.run_id)
     assert document_run.final_attempt_id == made[2].id and document_run.needs_person == []
+    shown = show_text(store, document_run)  # extract show names the regeneration for what it is
+    assert "attempt 3 (generate: regeneration after a judge fail, final)" in shown
+    assert "attempt 1 (generate)" in shown
 
     first, regeneration = generator.chat_requests[0].json, generator.chat_requests[1].json
     assert regeneration["messages"][:2] == first["messages"]  # the same conversation, then the failed answer

@@ -4,6 +4,7 @@ HTTP, merged, validated against the whole document, repaired per window, resumed
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import signal
 import subprocess
@@ -13,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.engine.summary import Progress
 from extractor.providers import ProviderSettings, from_string
+from extractor.review.view import document_view
 from extractor.store import AttemptInfo, Store, open_store
+from extractor.ui.review import print_document_view
 from extractor.windows.plan import costs
 from extractor.workers import load_document
 from tests.support.batch import cli_env, extract_command, run_cli, scalar, summary_of
@@ -237,7 +241,23 @@ def test_sigkill_mid_document_then_the_rerun_calls_only_the_unfinished_windows(
         [resumed] = store.find_document_runs(run_ids=[summary["run_id"]])
         attempts = store.attempts_for(resumed.id)
         assert store.integrity_check() == []
+        view = document_view(store, store, resumed)
     windows = [a for a in attempts if a.window is not None]
     reused = [a for a in windows if a.reused_from is not None]
     assert len(reused) == answered
     assert len(server.chat_requests) - first_requests == len(windows) - answered  # only the unfinished ones
+    # extract show --format json names each window and the answer it reused; the text names them in the titles
+    shown = {a["id"]: a for a in view.to_json()["attempts"]}
+    for attempt in reused:
+        assert shown[attempt.id]["window"] == {"index": attempt.window, "first_sentence": attempt.first_sentence,
+                                               "last_sentence": attempt.last_sentence,
+                                               "reused_from": attempt.reused_from}
+    assert [a["id"] for a in shown.values() if a["merged"]] and all(
+        a["window"] is None for a in shown.values() if a["merged"])
+    console = Console(record=True, width=250, color_system=None, file=io.StringIO())
+    print_document_view(view, console)
+    text = console.export_text()
+    first = reused[0]
+    assert (f"window {first.window} s{first.first_sentence}-s{first.last_sentence}, answer of attempt "
+            f"{first.reused_from} reused") in text
+    assert "merged from the windows" in text

@@ -21,6 +21,8 @@ from typer.testing import CliRunner, Result
 
 from extractor.cli import app
 from extractor.export import atomic_write
+from extractor.review import resolve
+from extractor.review.view import document_view
 from extractor.store import open_store
 from extractor.store.approved import approved_records, reviews_for
 from extractor.ui.review import EVIDENCE_STYLE, source_text
@@ -154,13 +156,16 @@ def test_show_marks_every_sentence_and_highlights_evidence(corpus: Corpus) -> No
     assert [(a["kind"], a["final"]) for a in view["attempts"]] == [("generate", False), ("repair", True)]
     assert all(a["findings"][0]["rule_id"] == "SENTENCE_NOT_ACCOUNTED" for a in view["attempts"])
 
-    # the rich rendering: sentence tags, state colours, evidence underlined (or [[ ]] without colours)
-    rendered = source_text(view)
+    # the rich rendering of the same view: sentence tags, state colours, evidence underlined (or [[ ]] without colours)
+    with corpus.store() as store:
+        shown = document_view(store, store, resolve(store, str(corpus.ids[5])).document_run)
+    assert shown.to_json()["sentences"] == view["sentences"]
+    rendered = source_text(shown)
     assert "⟨s18 UNACCOUNTED⟩Questions go to the finance team." in rendered.plain
     evidence = {rendered.plain[s.start:s.end] for s in rendered.spans if s.style == EVIDENCE_STYLE}
     assert "The procurement officer issues the purchase order after approval" in evidence
     assert not any("finance team" in e for e in evidence)
-    plain = source_text(view, plain=True).plain
+    plain = source_text(shown, plain=True).plain
     assert "[[The procurement officer issues the purchase order after approval]], e.g. PO-2024-0153." in plain
     assert "⟨s17 UNMAPPED⟩This document replaces" in plain
 

@@ -113,11 +113,11 @@ def test_findings_land_beside_the_nearest_field_the_form_has() -> None:
 
 
 def test_overlapping_excerpts_each_keep_their_highlight_and_the_page_language_follows_the_script() -> None:
+    from extractor.review.view import EvidenceMark
     from extractor.web.page import _pieces, lang_of
 
     text = "The owner approves the request within three days."
-    spans = [{"start": 4, "end": 30, "index": 0, "fieldPath": "processSteps[1]"},
-             {"start": 10, "end": 48, "index": 3, "fieldPath": "rules[0]"}]
+    spans = [EvidenceMark(4, 30, "processSteps[1]", 0), EvidenceMark(10, 48, "rules[0]", 3)]
     pieces = _pieces(text, 0, spans)
     assert "".join(p.text for p in pieces) == text
     assert [(p.text, p.evidence) for p in pieces] == [

@@ -67,7 +67,7 @@ class Review:
 
         with open_store(self.db_url, create=False) as store:
             resolved = resolve(store, str(document_run_id))
-            return document_view(store, open_approved(store), resolved.document_run, resolved.others)
+            return document_view(store, open_approved(store), resolved.document_run, resolved.others).to_json()
 
     def open(self, path: str) -> Any:
         """A new tab on ``path``, failing the test on any console error (a CSP violation is one)."""

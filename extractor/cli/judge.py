@@ -8,7 +8,6 @@ Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,7 +29,7 @@ from extractor.vocab import (
 if TYPE_CHECKING:
     from extractor.contracts import Contract
     from extractor.generate import Provider
-    from extractor.judge.modes import Judge
+    from extractor.judge.modes import Judge, JudgeOptions
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
@@ -47,69 +46,16 @@ ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-@dataclass(frozen=True)
-class JudgeOptions:
-    """The judge options of ``extract run`` (and ``extract judge run``)."""
-
-    spec: str
-    mode: JudgeMode | None = None
-    threshold: float = DEFAULT_JUDGE_THRESHOLD
-    rubric_version: str = DEFAULT_RUBRIC
-    base_url: str | None = None
-    concurrency: int = DEFAULT_JUDGE_CONCURRENCY
-    queue: int = DEFAULT_JUDGE_QUEUE
-    timeout: float = DEFAULT_JUDGE_TIMEOUT
-
-
 def build_run_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
                     settings: ProviderSettings) -> Judge:
-    """The judge of a run, with its policy resolved against the calibrations on record.
+    """The judge of ``extract run --judge`` / ``extract judge run`` (``extractor.judge.modes.build_judge``); its
+    notes (why block was downgraded, judge and generator one model) go to stderr."""
+    from extractor.judge.modes import build_judge
 
-    The judge gets its own queue, concurrency and timeout (``settings`` with ``options.timeout``); its 429s and
-    timeouts lower only its own limit. Modes: ``--judge-mode`` for every metric, else the contract settings'
-    per-metric modes (default review). Prints (stderr) why block was downgraded, and a warning when judge
-    and generator are the same model.
-    """
-    from dataclasses import replace
-
-    from extractor.judge.modes import Judge, JudgeQueue, resolve_policy, same_model
-    from extractor.judge.stage import load_rubric, model_id
-    from extractor.providers import from_string
-
-    if not 0.0 < options.threshold < 1.0:
-        fail(f"--judge-threshold must be between 0 and 1 (exclusive), not {options.threshold:g}")
-    if options.queue < options.concurrency:
-        fail(f"--judge-queue ({options.queue}) must be at least --judge-concurrency ({options.concurrency})")
-    try:
-        rubric = load_rubric(options.rubric_version)
-    except FileNotFoundError as error:
-        fail(str(error))
-    queue = JudgeQueue(options.concurrency, options.queue)
-    try:
-        provider = from_string(options.spec, base_url=options.base_url,
-                               settings=replace(settings, timeout_s=options.timeout),
-                               on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
-    except (ValueError, ImportError) as error:
-        fail(f"--judge: {error}")
-    requested = options.mode or JudgeMode.review
-    metric_modes = {} if options.mode is not None else dict(contract.modes.judge)
-    try:
-        policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold, requested, metric_modes)
-    except ValueError as error:
-        fail(f"contract {contract.id} ({contract.folder}): {error}")
-    if policy.reason:
-        typer.echo(f"note: judge runs in {policy.mode.value} mode: {policy.reason}", err=True)
-    same = generator is not None and same_model(generator, provider)
-    if same:
-        typer.echo(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
-                   "generator's blind spots. Use a different model for the judge (recorded in the run config).",
-                   err=True)
-    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue, timeout_s=options.timeout)
-
-
-def judge_summary(judge: Judge) -> dict[str, Any]:
-    return {"model": judge.model, **judge.config(), "results": dict(sorted(judge.counts.items())),
-            "regenerations": judge.regenerations}
+    judge, notes = build_judge(options, generator=generator, store=store, contract=contract, settings=settings)
+    for note in notes:
+        typer.echo(note, err=True)
+    return judge
 
 
 # ---------------------------------------------------------------- extract judge calibrate
@@ -267,6 +213,7 @@ def run_afterwards(
     import asyncio
 
     from extractor.judge.afterwards import judge_run
+    from extractor.judge.modes import JudgeOptions
     from extractor.providers import ProviderSettings
     from extractor.review import resolve_run
     from extractor.store import open_store
@@ -291,7 +238,7 @@ def run_afterwards(
 
     results = asyncio.run(judged())
     if format is Format.json:
-        emit_json({"run_id": found.id, "judge": judge_summary(built), "documents": [r.to_json() for r in results]})
+        emit_json({"run_id": found.id, "judge": built.summary(), "documents": [r.to_json() for r in results]})
     else:
         for result in results:
             shown = result.result or "skipped"
@@ -320,7 +267,7 @@ def reports(
     with open_store(database) as opened:
         found = opened.calibrations(judge_model=model, limit=limit)
     if format is Format.json:
-        emit_json([_listing(info) for info in found])
+        emit_json([info.to_json() for info in found])
         return
     from extractor.ui.judge import print_reports
 
@@ -341,16 +288,8 @@ def show(
     if info is None:
         fail(f"no calibration report #{calibration_id}")
     if format is Format.json:
-        emit_json({**_listing(info), "report": info.report})
+        emit_json({**info.to_json(), "report": info.report})
         return
     from extractor.ui.judge import print_calibration
 
     print_calibration(info.report, calibration_id=info.id)
-
-
-def _listing(info: Any) -> dict[str, Any]:
-    judge = info.report.get("judge", {})
-    return {"id": info.id, "created_at": info.created_at.isoformat(), "judge_model": info.judge_model,
-            "rubric_version": info.rubric_version, "threshold": info.threshold, "verdict": info.verdict,
-            "n_cases": info.n_cases, "labels_sha256": info.labels_sha256, "auroc": judge.get("auroc"),
-            "mcc": judge.get("mcc"), "summary": info.summary}

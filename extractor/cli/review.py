@@ -83,26 +83,16 @@ def review(
     With --web the same queue (and each document's source, evidence, findings and decisions) is served in
     the browser for the user who started it; decisions are recorded under that OS user's name.
     """
-    from extractor.review.queue import waiting
+    from extractor.review.queue import QUEUE_STATES, runs_matching, waiting
     from extractor.runfilter import RunFilter
 
     store, records = open_stores(database, approved_database)
     if web:
         _serve_web(store, records, port)
         return
-    run_ids = None
-    if run is not None or model is not None or prompt_version is not None:
-        selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
-        runs = selection.select(store)
-        if not runs:
-            fail(f"no run matches {selection.describe()}")
-        run_ids = [r.id for r in runs]
-    from extractor.vocab import REVIEWABLE, DocumentState
-
-    states = {QueueState.ready: (DocumentState.READY_FOR_REVIEW,), QueueState.manual: (DocumentState.MANUAL_REVIEW,),
-              QueueState.blocked: (DocumentState.BLOCKED,), QueueState.all: REVIEWABLE}[state]
-    page = waiting(store, records, contract=contract, run_ids=run_ids, states=states, limit=None if all_ else limit,
-                   every_result=every_result)
+    selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
+    page = waiting(store, records, contract=contract, run_ids=runs_matching(store, selection),
+                   states=QUEUE_STATES[state.value], limit=None if all_ else limit, every_result=every_result)
     if format is Format.json:
         emit_json([item.to_json() for item in page.items])
         if len(page.items) < page.total:
@@ -146,27 +136,19 @@ def show(
     findings (with --requests, its request as sent) and the decisions taken. For a run: its configuration and
     documents.
     """
-    from extractor.review import resolve, resolve_run
-    from extractor.review.resolve import candidates
-    from extractor.review.view import document_view, run_view
+    from extractor.review.resolve import Resolved, resolve_shown
+    from extractor.review.view import DocumentView, RunView, document_view, run_view
 
     store, records = open_stores(database, approved_database)
-    run = resolve_run(store, ref)
-    documents = candidates(store, ref)
-    if run is not None and documents:
-        fail(f"{ref!r} is ambiguous: run {run.id} and document(s) "
-             + ", ".join(sha[:12] for sha in documents) + "; give more characters")
-    if run is not None:
-        view = run_view(store, run)
-    else:
-        resolved = resolve(store, ref)
-        view = document_view(store, records, resolved.document_run, resolved.others)
+    shown = resolve_shown(store, ref)
+    view: DocumentView | RunView = (document_view(store, records, shown.document_run, shown.others)
+                                    if isinstance(shown, Resolved) else run_view(store, shown))
     if format is Format.json:
-        emit_json(view)
+        emit_json(view.to_json())
         return
     from extractor.ui.review import print_document_view, print_run_view
 
-    if view["kind"] == "run":
+    if isinstance(view, RunView):
         print_run_view(view)
     else:
         print_document_view(view, requests=requests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,7 +18,7 @@ from extractor.cli.app import (
     emit_json,
     fail,
 )
-from extractor.cli.judge import JudgeOptions, ResponseFormatOption
+from extractor.cli.judge import ResponseFormatOption
 from extractor.providers import ResponseFormat
 from extractor.vocab import (
     DEFAULT_CONCURRENCY,
@@ -33,6 +33,9 @@ from extractor.vocab import (
     ExitCode,
     JudgeMode,
 )
+
+if TYPE_CHECKING:
+    from extractor.judge.modes import JudgeOptions
 
 
 def resolve_model(model: str | None) -> str:
@@ -128,14 +131,18 @@ def run(
                     retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
                     retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
                     response_format=response_format, max_pending=max_pending, wait=wait, format=format)
+    judge_options = None
+    if judge is not None:
+        from extractor.judge.modes import JudgeOptions  # the judge's modules load only for a judged run
+
+        judge_options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url or base_url,
+                                     judge_concurrency, judge_queue, judge_timeout)
     try:
         _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
              retry_budget=retry_budget, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
              max_output_tokens=max_output_tokens, overlap=overlap, tag=tag, database=database,
-             judge_options=None if judge is None else JudgeOptions(
-                 judge, judge_mode, judge_threshold, judge_rubric, judge_base_url or base_url, judge_concurrency,
-                 judge_queue, judge_timeout),
+             judge_options=judge_options,
              judge_flags_given=judge_mode is not None or judge_base_url is not None
              or judge_threshold != DEFAULT_JUDGE_THRESHOLD, response_format=response_format, format=format)
     except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
@@ -238,12 +245,10 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
         engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
     except (FileNotFoundError, ValueError) as error:  # a missing prompt version, an unreadable EXTRACT_MODEL_LIMITS
         fail(str(error))
-    from extractor.cli.judge import judge_summary
-
     with progress:
         summary = asyncio.run(engine.run(discovery))
     if format is Format.json:
-        emit_json(summary.to_json() | ({"judge": judge_summary(run_judge)} if run_judge else {}))
+        emit_json(summary.to_json() | ({"judge": run_judge.summary()} if run_judge else {}))
     else:
         print_summary(summary)
         if run_judge is not None:

@@ -49,9 +49,9 @@ def runs(
 
     selection = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
-    found = [run_summary(run) for run in selection.select(store, limit=limit)]
+    found = selection.select(store, limit=limit)
     if format is Format.json:
-        emit_json(found)
+        emit_json([run_summary(run) for run in found])
         return
     from extractor.ui.review import print_runs
 
@@ -79,32 +79,16 @@ def stats(
     Per rule: documents whose final attempt fails it (after the one repair), and in brackets whose first
     generation failed it; warnings as wN.
     """
-    from extractor.runfilter import RunFilter
+    from extractor.runfilter import select_runs
     from extractor.stats import rule_stats
 
     options = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
-    chosen: dict[str, Any] = {}
-    if selections:
-        for spec in selections:
-            parsed = RunFilter.parse(spec)
-            merged = parsed.merged(**{k: getattr(options, k) for k in vars(options)})
-            matched = merged.select(store, limit=limit)
-            if not matched:
-                fail(f"{spec!r} selects no run")
-            for run in matched:
-                chosen.setdefault(run.id, run)
-    else:
-        for run in options.select(store, limit=limit):
-            chosen[run.id] = run
-    ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id), reverse=True)[:limit]
-    result = [entry.to_json() for entry in rule_stats(store, ordered)]
+    result = rule_stats(store, select_runs(store, selections or [], options, limit=limit))
     if rule is not None:
-        wanted = rule.upper()
-        for entry in result:
-            entry["rules"] = {k: v for k, v in entry["rules"].items() if k == wanted}
+        result = [entry.only(rule.upper()) for entry in result]
     if format is Format.json:
-        emit_json(result)
+        emit_json([entry.to_json() for entry in result])
         return
     from extractor.ui.review import print_stats
 
@@ -158,7 +142,7 @@ def compare(
     else:
         from extractor.ui.review import print_comparison
 
-        print_comparison(data)
+        print_comparison(result)
         if plot is not None:
             typer.echo(f"plot: {plot}")
     raise typer.Exit(result.exit_code)

@@ -22,12 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extractor.engine.limit import AdaptiveLimit
+from extractor.errors import UsageError
 from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, Provider
 from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
     DEFAULT_JUDGE_QUEUE,
+    DEFAULT_JUDGE_THRESHOLD,
+    DEFAULT_JUDGE_TIMEOUT,
+    DEFAULT_RUBRIC,
     MARK_BLOCK,
     AttemptOutcome,
     CalibrationVerdict,
@@ -37,6 +41,8 @@ from extractor.vocab import (
 )
 
 if TYPE_CHECKING:
+    from extractor.contracts import Contract
+    from extractor.providers import ProviderSettings
     from extractor.store import Store
 
 MARKS: dict[JudgeResult, str] = {
@@ -297,6 +303,12 @@ class Judge:
                 "concurrency": self.queue.limit.maximum, "queue": self.queue.depth,
                 "timeout_s": self.timeout_s}
 
+    def summary(self) -> dict[str, Any]:
+        """What a run reports about its judge: model, policy, how many documents got each result and how
+        many candidates were regenerated after a judge fail."""
+        return {"model": self.model, **self.config(), "results": dict(sorted(self.counts.items())),
+                "regenerations": self.regenerations}
+
     def request_for(self, report: Report) -> GenerationRequest | None:
         """The request ``evaluate`` sends for this report (None: nothing to judge, no call)."""
         links = links_for(report)
@@ -317,3 +329,61 @@ class Judge:
 def same_model(generator: Provider, judge: Provider) -> bool:
     """Seed 004: a judge of the same model shares the generator's blind spots."""
     return model_id(generator) == model_id(judge)
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge options of ``extract run`` (and ``extract judge run``)."""
+
+    spec: str
+    mode: JudgeMode | None = None
+    threshold: float = DEFAULT_JUDGE_THRESHOLD
+    rubric_version: str = DEFAULT_RUBRIC
+    base_url: str | None = None
+    concurrency: int = DEFAULT_JUDGE_CONCURRENCY
+    queue: int = DEFAULT_JUDGE_QUEUE
+    timeout: float = DEFAULT_JUDGE_TIMEOUT
+
+
+def build_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
+                settings: ProviderSettings) -> tuple[Judge, list[str]]:
+    """The judge of a run, with its policy resolved against the calibrations on record, and the notes its
+    user should read: why ``block`` was downgraded, and a warning when judge and generator are one model.
+
+    The judge gets its own queue, concurrency and timeout (``settings`` with ``options.timeout``); its 429s and
+    timeouts lower only its own limit. Modes: ``options.mode`` for every metric, else the contract settings'
+    per-metric modes (default review). Bad options (threshold, queue, rubric, model string, a contract's
+    judge modes) raise ``UsageError`` naming the option.
+    """
+    from dataclasses import replace
+
+    from extractor.judge.stage import load_rubric
+    from extractor.providers import from_string
+
+    if not 0.0 < options.threshold < 1.0:
+        raise UsageError(f"--judge-threshold must be between 0 and 1 (exclusive), not {options.threshold:g}")
+    if options.queue < options.concurrency:
+        raise UsageError(f"--judge-queue ({options.queue}) must be at least --judge-concurrency ({options.concurrency})")
+    try:
+        rubric = load_rubric(options.rubric_version)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    queue = JudgeQueue(options.concurrency, options.queue)
+    try:
+        provider = from_string(options.spec, base_url=options.base_url,
+                               settings=replace(settings, timeout_s=options.timeout),
+                               on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
+    except (ValueError, ImportError) as error:
+        raise UsageError(f"--judge: {error}") from None
+    metric_modes = {} if options.mode is not None else dict(contract.modes.judge)
+    try:
+        policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold,
+                                options.mode or JudgeMode.review, metric_modes)
+    except ValueError as error:
+        raise UsageError(f"contract {contract.id} ({contract.folder}): {error}") from None
+    notes = [f"note: judge runs in {policy.mode.value} mode: {policy.reason}"] if policy.reason else []
+    same = generator is not None and same_model(generator, provider)
+    if same:
+        notes.append(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
+                     "generator's blind spots. Use a different model for the judge (recorded in the run config).")
+    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue, timeout_s=options.timeout), notes

@@ -20,8 +20,18 @@ from datetime import datetime
 from typing import Any
 
 from extractor.evidence.report import FAILING
+from extractor.review.resolve import ReviewError
+from extractor.runfilter import RunFilter
 from extractor.store import DocumentRunInfo, Store
 from extractor.vocab import REVIEWABLE, DocumentState
+
+QUEUE_STATES: dict[str, tuple[DocumentState, ...]] = {
+    "ready": (DocumentState.READY_FOR_REVIEW,),
+    "manual": (DocumentState.MANUAL_REVIEW,),
+    "blocked": (DocumentState.BLOCKED,),
+    "all": REVIEWABLE,
+}
+"""What ``extract review --state`` lists."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,17 @@ class QueuePage:
     total: int
     counts: dict[str, int] = field(default_factory=dict)  # of the ``total``, per state
     order: list[int] = field(default_factory=list)  # every waiting document run id in queue order (not only the page's)
+
+
+def runs_matching(store: Store, selection: RunFilter) -> list[str] | None:
+    """The ids of the runs a queue is narrowed to (None: no filter); a filter that matches no run is an error,
+    not an empty queue, so a typo in ``--model`` is not mistaken for "nothing waits"."""
+    if selection.empty:
+        return None
+    runs = selection.select(store)
+    if not runs:
+        raise ReviewError(f"no run matches {selection.describe()}")
+    return [run.id for run in runs]
 
 
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,

@@ -127,6 +127,16 @@ def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | N
     return Resolved(chosen, [d for d in runs if d.id != chosen.id])
 
 
+def resolve_shown(store: Store, ref: str) -> RunInfo | Resolved:
+    """What ``extract show REF`` means: a run, or a document run; both at once is an error naming them."""
+    run = resolve_run(store, ref)
+    documents = candidates(store, ref)
+    if run is not None and documents:
+        raise ReviewError(f"{ref!r} is ambiguous: run {run.id} and document(s) "
+                          + ", ".join(sha[:12] for sha in documents) + "; give more characters")
+    return run if run is not None else resolve(store, ref)
+
+
 def resolve_run(store: Store, ref: str) -> RunInfo | None:
     """The run ``ref`` names (full id or a unique prefix of at least ``MIN_ID_PREFIX`` characters), if any."""
     text = ref.strip().lower()

@@ -1,22 +1,29 @@
-"""Everything a reviewer needs about one document run (or one run), assembled as plain JSON-ready data.
+"""Everything a reviewer needs about one document run (or one run), as typed views.
 
-``extract show`` renders it with rich; ``--format json`` prints it as is, so both show the same facts.
+``extract show`` renders a view with ``extractor.ui``; ``--format json`` prints its ``to_json()``, so both
+show the same facts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from extractor.evidence.report import FAILING
 from extractor.review.resolve import ReviewError
-from extractor.store import AttemptInfo, DocumentRunInfo, RunInfo, Store
+from extractor.store import AttemptInfo, DocumentInfo, DocumentRunInfo, RunInfo, Store
+
+if TYPE_CHECKING:
+    from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
 
 UNACCOUNTED = "UNACCOUNTED"
 NOT_EVALUATED = "NOT_EVALUATED"
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
+    """A time as the views print it (UTC, to the second)."""
     return None if value is None else value.isoformat(timespec="seconds")
 
 
@@ -25,8 +32,8 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
         "id": run.id,
         "status": run.status,
         "outcome": run.outcome,
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
         "contract": run.contract,
         "contract_version": run.contract_version,
         "prompt_version": run.prompt_version,
@@ -70,38 +77,188 @@ def sentence_label(state: dict[str, Any] | None) -> str:
     return UNACCOUNTED if rule in (None, "SENTENCE_NOT_ACCOUNTED") else f"UNVERIFIED:{rule}"
 
 
-def _attempt_json(attempt: AttemptInfo, final_id: int | None) -> dict[str, Any]:
-    findings = attempt.findings or []
-    return {
-        "id": attempt.id,
-        "number": attempt.number,
-        "kind": attempt.kind,
-        "final": attempt.id == final_id,
-        "outcome": attempt.outcome,
-        "passed": attempt.passed,
-        "model": attempt.model,
-        "mode": attempt.mode,
-        "prompt_version": attempt.prompt_version,
-        "prompt_tokens": attempt.prompt_tokens,
-        "completion_tokens": attempt.completion_tokens,
-        "latency_ms": attempt.latency_ms,
-        "error": attempt.error,
-        "errors": sum(1 for f in findings if f.get("severity") in FAILING),
-        "warnings": sum(1 for f in findings if f.get("severity") == "warning"),
-        "findings": findings,
-        "raw_response": attempt.raw_response if attempt.parsed is None else None,
-        "created_at": _iso(attempt.created_at),
-        "request_hash": attempt.request_hash,
-        "request": attempt.request,
-        "merged": any(m.get("role") == "merge" for m in attempt.request.get("messages") or ()),
-        "window": None if attempt.window is None else {
-            "index": attempt.window, "first_sentence": attempt.first_sentence, "last_sentence": attempt.last_sentence,
-            "reused_from": attempt.reused_from},
-    }
+@dataclass(frozen=True)
+class EvidenceMark:
+    """Part of an evidence span that falls inside one sentence (offsets into the canonical text)."""
+
+    start: int
+    end: int
+    field_path: str | None
+    index: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "fieldPath": self.field_path, "index": self.index}
+
+
+@dataclass(frozen=True)
+class SentenceView:
+    """One sentence of the source as the shown attempt left it: its label and the evidence inside it."""
+
+    id: str
+    text: str
+    start: int
+    end: int
+    block: int
+    label: str
+    state: str | None
+    field_paths: list[str]
+    reason: str | None
+    rule_id: str | None
+    evidence: list[EvidenceMark]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "start": self.start, "end": self.end, "block": self.block,
+                "label": self.label, "state": self.state, "fieldPaths": self.field_paths, "reason": self.reason,
+                "rule_id": self.rule_id, "evidence": [mark.to_json() for mark in self.evidence]}
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """Which window of a long document an attempt answered, and whose answer it recorded again (no call)."""
+
+    index: int
+    first_sentence: int | None
+    last_sentence: int | None
+    reused_from: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "first_sentence": self.first_sentence, "last_sentence": self.last_sentence,
+                "reused_from": self.reused_from}
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One model call of the document run, and whether it is the one the run's state rests on."""
+
+    attempt: AttemptInfo
+    final: bool
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        return self.attempt.findings or []
+
+    @property
+    def errors(self) -> int:
+        """Findings that fail the attempt: errors and critical ones."""
+        return sum(1 for f in self.findings if f.get("severity") in FAILING)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.get("severity") == "warning")
+
+    @property
+    def raw_response(self) -> str | None:
+        """The raw answer when it could not be parsed (a parsed one is the candidate)."""
+        return self.attempt.raw_response if self.attempt.parsed is None else None
+
+    @property
+    def merged(self) -> bool:
+        """A long document's candidate merged from its windows' answers (no model call of its own)."""
+        return any(m.get("role") == "merge" for m in self.attempt.request.get("messages") or ())
+
+    @property
+    def window(self) -> WindowView | None:
+        """The long document's window this attempt answered, if it was one."""
+        a = self.attempt
+        if a.window is None:
+            return None
+        return WindowView(a.window, a.first_sentence, a.last_sentence, a.reused_from)
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.attempt
+        return {
+            "id": a.id, "number": a.number, "kind": a.kind, "final": self.final, "outcome": a.outcome,
+            "passed": a.passed, "model": a.model, "mode": a.mode, "prompt_version": a.prompt_version,
+            "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens, "latency_ms": a.latency_ms,
+            "error": a.error, "errors": self.errors, "warnings": self.warnings, "findings": self.findings,
+            "raw_response": self.raw_response, "created_at": iso(a.created_at), "request_hash": a.request_hash,
+            "request": a.request, "merged": self.merged,
+            "window": None if self.window is None else self.window.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """Everything a reviewer needs about one document run (``extract show DOC``)."""
+
+    document_run: DocumentRunInfo
+    run: RunInfo
+    document: DocumentInfo
+    text: str | None  # the canonical text, when the file is still there unchanged
+    source_status: str  # unchanged, changed or unreadable
+    source_detail: str | None
+    sentences: list[SentenceView]
+    shown: AttemptInfo | None  # the final attempt, else the last one
+    attempts: list[AttemptView]
+    reviews: list[ReviewInfo]
+    approved: ApprovedRecordInfo | None
+    others: list[DocumentRunInfo] = field(default_factory=list)
+    kind: ClassVar[str] = "document_run"
+
+    @property
+    def candidate(self) -> Any:
+        return None if self.shown is None else self.shown.parsed
+
+    @property
+    def fields(self) -> dict[str, Any] | None:
+        return None if self.shown is None else self.shown.fields
+
+    @property
+    def evidence_spans(self) -> list[dict[str, Any]]:
+        return [] if self.shown is None else list(self.shown.evidence_spans or [])
+
+    @property
+    def missing_fields(self) -> Any:
+        candidate = self.candidate
+        return candidate.get("missingFields") if isinstance(candidate, dict) else None
+
+    @property
+    def sentence_counts(self) -> dict[str, int]:
+        return _count(s.label for s in self.sentences)
+
+    @property
+    def approved_same_as_candidate(self) -> bool:
+        return self.approved is not None and self.approved.record == self.candidate
+
+    def to_json(self) -> dict[str, Any]:
+        d, document, approved = self.document_run, self.document, self.approved
+        return {
+            "kind": self.kind,
+            "document_run": {
+                "id": d.id, "state": d.state, "cause": d.cause, "needs_person": d.needs_person, "tags": d.tags,
+                "final_attempt_id": d.final_attempt_id, "started_at": iso(d.started_at),
+                "finished_at": iso(d.finished_at),
+            },
+            "run": run_summary(self.run),
+            "document": {
+                "path": d.path, "sha256": document.sha256, "format": document.format, "encoding": document.encoding,
+                "segmenter": document.segmenter, "char_count": document.char_count,
+                "sentence_count": document.sentence_count, "source_status": self.source_status,
+                "source_detail": self.source_detail,
+            },
+            "text": self.text,
+            "sentences": [s.to_json() for s in self.sentences],
+            "sentence_counts": self.sentence_counts,
+            "evidence_spans": self.evidence_spans,
+            "shown_attempt_id": None if self.shown is None else self.shown.id,
+            "candidate": self.candidate,
+            "fields": self.fields,
+            "missing_fields": self.missing_fields,
+            "attempts": [a.to_json() for a in self.attempts],
+            "reviews": [{"decision": r.decision, "reviewer": r.reviewer, "note": r.note, "at": iso(r.created_at)}
+                        for r in self.reviews],
+            "approved": None if approved is None else {
+                "id": approved.id, "reviewer": approved.reviewer, "at": iso(approved.approved_at),
+                "note": approved.note, "edited": approved.edited, "run_id": approved.run_id,
+                "attempt_id": approved.attempt_id, "same_as_candidate": self.approved_same_as_candidate,
+            },
+            "other_runs": [{"document_run_id": o.id, "run_id": o.run_id, "state": o.state,
+                            "started_at": iso(o.started_at)} for o in self.others],
+        }
 
 
 def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
-                  others: list[DocumentRunInfo] | None = None) -> dict[str, Any]:
+                  others: list[DocumentRunInfo] | None = None) -> DocumentView:
     """The source with sentence states and evidence spans, the candidate, field states, questions,
     every attempt's findings, the decisions taken and the approved record (if any)."""
     from extractor.store.approved import approved_record_for, reviews_for
@@ -127,96 +284,63 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
     for sentence in document.sentences:
         start, end = sentence["start"], sentence["end"]
         state = states.get(sentence["id"]) if states else None
-        evidence = [
-            {"start": max(s, start), "end": min(e, end), "fieldPath": span.get("fieldPath"), "index": span.get("index")}
-            for span in spans
-            for s, e in span.get("spans") or ()
-            if s < end and e > start
-        ]
-        sentences.append({
-            **sentence,
-            "label": sentence_label(state),
-            "state": None if state is None else state.get("state"),
-            "fieldPaths": [] if state is None else state.get("fieldPaths") or [],
-            "reason": None if state is None else state.get("reason"),
-            "rule_id": None if state is None else state.get("rule_id"),
-            "evidence": evidence,
-        })
-    candidate = shown.parsed if shown is not None else None
-    missing = candidate.get("missingFields") if isinstance(candidate, dict) else None
-    approved = approved_record_for(records, document.sha256, run.contract, run.contract_version)
-    return {
-        "kind": "document_run",
-        "document_run": {
-            "id": document_run.id,
-            "state": document_run.state,
-            "cause": document_run.cause,
-            "needs_person": document_run.needs_person,
-            "tags": document_run.tags,
-            "final_attempt_id": document_run.final_attempt_id,
-            "started_at": _iso(document_run.started_at),
-            "finished_at": _iso(document_run.finished_at),
-        },
-        "run": run_summary(run),
-        "document": {
-            "path": document_run.path,
-            "sha256": document.sha256,
-            "format": document.format,
-            "encoding": document.encoding,
-            "segmenter": document.segmenter,
-            "char_count": document.char_count,
-            "sentence_count": document.sentence_count,
-            "source_status": source_status,
-            "source_detail": source_detail,
-        },
-        "text": text,
-        "sentences": sentences,
-        "sentence_counts": _count(s["label"] for s in sentences),
-        "evidence_spans": spans,
-        "shown_attempt_id": None if shown is None else shown.id,
-        "candidate": candidate,
-        "fields": None if shown is None else shown.fields,
-        "missing_fields": missing,
-        "attempts": [_attempt_json(a, document_run.final_attempt_id) for a in attempts],
-        "reviews": [
-            {"decision": r.decision, "reviewer": r.reviewer, "note": r.note, "at": _iso(r.created_at)}
-            for r in reviews_for(store, document_run.id)
-        ],
-        "approved": None if approved is None else {
-            "id": approved.id, "reviewer": approved.reviewer, "at": _iso(approved.approved_at),
-            "note": approved.note, "edited": approved.edited, "run_id": approved.run_id,
-            "attempt_id": approved.attempt_id, "same_as_candidate": approved.record == candidate,
-        },
-        "other_runs": [
-            {"document_run_id": d.id, "run_id": d.run_id, "state": d.state, "started_at": _iso(d.started_at)}
-            for d in (others or [])
-        ],
-    }
+        evidence = [EvidenceMark(max(s, start), min(e, end), span.get("fieldPath"), span.get("index"))
+                    for span in spans for s, e in span.get("spans") or () if s < end and e > start]
+        sentences.append(SentenceView(
+            sentence["id"], sentence["text"], start, end, sentence["block"], sentence_label(state),
+            None if state is None else state.get("state"),
+            [] if state is None else state.get("fieldPaths") or [],
+            None if state is None else state.get("reason"),
+            None if state is None else state.get("rule_id"),
+            evidence,
+        ))
+    return DocumentView(
+        document_run, run, document, text, source_status, source_detail, sentences, shown,
+        [AttemptView(a, a.id == document_run.final_attempt_id) for a in attempts],
+        reviews_for(store, document_run.id),
+        approved_record_for(records, document.sha256, run.contract, run.contract_version),
+        list(others or []),
+    )
 
 
-def run_view(store: Store, run: RunInfo) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunDocument:
+    """One document of a run, with the rule ids of its final attempt's findings."""
+
+    document_run: DocumentRunInfo
+    rule_ids: list[str]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run (``extract show RUN``): its configuration and counts, and every document it processed."""
+
+    run: RunInfo
+    documents: list[RunDocument]
+    kind: ClassVar[str] = "run"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "run": run_summary(self.run),
+            "documents": [
+                {"document_run_id": d.document_run.id, "path": d.document_run.path, "sha256": d.document_run.sha256,
+                 "state": d.document_run.state, "cause": d.document_run.cause, "tags": d.document_run.tags,
+                 "rule_ids": d.rule_ids}
+                for d in self.documents
+            ],
+        }
+
+
+def run_view(store: Store, run: RunInfo) -> RunView:
     """One run: its configuration, counts per state, and every document with its state and rule ids."""
     document_runs = store.document_runs_for(run.id)
     findings = store.findings_of_attempts(d.final_attempt_id for d in document_runs if d.final_attempt_id)
-    return {
-        "kind": "run",
-        "run": run_summary(run),
-        "documents": [
-            {
-                "document_run_id": d.id,
-                "path": d.path,
-                "sha256": d.sha256,
-                "state": d.state,
-                "cause": d.cause,
-                "tags": d.tags,
-                "rule_ids": sorted({f["rule_id"] for f in findings.get(d.final_attempt_id or -1, [])}),
-            }
-            for d in document_runs
-        ],
-    }
+    return RunView(run, [RunDocument(d, sorted({f["rule_id"] for f in findings.get(d.final_attempt_id or -1, [])}))
+                         for d in document_runs])
 
 
-def _count(labels: Any) -> dict[str, int]:
+def _count(labels: Iterable[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for label in labels:
         counts[label] = counts.get(label, 0) + 1

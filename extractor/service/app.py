@@ -251,7 +251,7 @@ def create_app(service: Service) -> FastAPI:
         found = resolve_run(service.store, run_id)
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no run {run_id}")
-        return run_view(service.store, found)
+        return run_view(service.store, found).to_json()
 
     @app.get("/v1/compare")
     def compare(principal: Submitter, baseline: str, candidate: str) -> dict[str, Any]:
@@ -319,4 +319,4 @@ def _document_run(service: Service, document_run_id: int) -> DocumentRunInfo:
 def _view(service: Service, document_run: DocumentRunInfo) -> dict[str, Any]:
     from extractor.review.view import document_view
 
-    return document_view(service.store, service.records, document_run)
+    return document_view(service.store, service.records, document_run).to_json()

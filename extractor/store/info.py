@@ -240,3 +240,11 @@ class CalibrationInfo:
     def summary(self) -> str:
         """One line: the headline numbers the verdict rests on."""
         return str(self.report.get("summary") or "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's listing (``extract judge reports``): what it admits and its headline metrics."""
+        judge = self.report.get("judge", {})
+        return {"id": self.id, "created_at": self.created_at.isoformat(), "judge_model": self.judge_model,
+                "rubric_version": self.rubric_version, "threshold": self.threshold, "verdict": self.verdict,
+                "n_cases": self.n_cases, "labels_sha256": self.labels_sha256, "auroc": judge.get("auroc"),
+                "mcc": judge.get("mcc"), "summary": self.summary}

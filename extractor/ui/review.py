@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -19,11 +20,15 @@ from rich.text import Text
 
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
+from extractor.vocab import REGENERATE_NUMBER, AttemptKind
 
 if TYPE_CHECKING:
+    from extractor.compare import Comparison
     from extractor.evidence.report import Report
     from extractor.review.decide import Approval, Rejection
-from extractor.vocab import REGENERATE_NUMBER, AttemptKind
+    from extractor.review.view import DocumentView, RunView
+    from extractor.stats import RuleCount, RunRuleStats
+    from extractor.store import RunInfo
 
 SENTENCE_STYLE = {
     "MAPPED": "green",
@@ -78,8 +83,8 @@ def _short(sha: str | None, n: int = 12) -> str:
     return (sha or "")[:n]
 
 
-def _when(iso: str | None) -> str:
-    return "-" if not iso else iso.replace("T", " ")[:16]
+def _when(moment: datetime | None) -> str:
+    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M}"
 
 
 def _rules(counts: dict[str, int]) -> str:
@@ -172,27 +177,26 @@ def print_refused_findings(report: Report) -> None:
 # -- show ---------------------------------------------------------------------------------------------------
 
 
-def source_text(view: dict[str, Any], plain: bool = False) -> Text:
+def source_text(view: DocumentView, plain: bool = False) -> Text:
     """The source, each sentence tagged with its id and state and coloured by state, evidence underlined.
 
     ``plain`` (no colours available) wraps evidence in ``[[ ]]`` so it stays visible in a pipe.
     """
-    text = view.get("text")
+    text = view.text
     out = Text()
-    previous_end, previous_block = 0, None
-    for position, sentence in enumerate(view["sentences"]):
-        start, end = sentence["start"], sentence["end"]
+    previous_end, previous_block = 0, -1
+    for position, sentence in enumerate(view.sentences):
+        start, end = sentence.start, sentence.end
         if text is not None:
             out.append(text[previous_end:start])
         elif position:
-            out.append("\n\n" if sentence["block"] != previous_block else " ")
-        label = sentence["label"]
-        style = _sentence_style(label)
-        out.append(f"⟨{sentence['id']} {label}⟩", style=f"{style} dim" if style else "dim")
-        body = Text(sentence["text"], style=style)
+            out.append("\n\n" if sentence.block != previous_block else " ")
+        style = _sentence_style(sentence.label)
+        out.append(f"⟨{sentence.id} {sentence.label}⟩", style=f"{style} dim" if style else "dim")
+        body = Text(sentence.text, style=style)
         marks: list[tuple[int, int]] = []
-        for span in sentence["evidence"]:
-            relative = (span["start"] - start, span["end"] - start)
+        for span in sentence.evidence:
+            relative = (span.start - start, span.end - start)
             body.stylize(EVIDENCE_STYLE, *relative)
             marks.append(relative)
         if plain and marks:
@@ -205,7 +209,7 @@ def source_text(view: dict[str, Any], plain: bool = False) -> Text:
             for s, e in reversed(merged):
                 body = body[:s] + Text("[[") + body[s:e] + Text("]]") + body[e:]
         out.append_text(body)
-        previous_end, previous_block = end, sentence["block"]
+        previous_end, previous_block = end, sentence.block
     if text is not None:
         out.append(text[previous_end:])
     return out
@@ -238,100 +242,102 @@ def print_request(request: dict[str, Any], fingerprint: str, console: Console) -
                        f"max_tokens {request.get('max_tokens')}, fingerprint {fingerprint} ---", style="bold cyan"))
 
 
-def print_document_view(view: dict[str, Any], console: Console | None = None, *, requests: bool = False) -> None:
+def print_document_view(view: DocumentView, console: Console | None = None, *, requests: bool = False) -> None:
     """The document run; with ``requests`` each attempt's request as sent, message by message."""
     console = console or open_console()
-    document_run, run, document = view["document_run"], view["run"], view["document"]
-    state = document_run["state"]
-    judge_marks = [m for m in document_run.get("needs_person") or [] if m.startswith("JUDGE_")]
-    if judge_marks and document_run["cause"]:  # the judge's warning (or why it did not judge) comes first
-        console.print(Panel(Text(document_run["cause"]), title=f"judge: {', '.join(judge_marks)}", title_align="left",
+    document_run, run, document = view.document_run, view.run, view.document
+    state = document_run.state
+    judge_marks = [m for m in document_run.needs_person or [] if m.startswith("JUDGE_")]
+    if judge_marks and document_run.cause:  # the judge's warning (or why it did not judge) comes first
+        console.print(Panel(Text(document_run.cause), title=f"judge: {', '.join(judge_marks)}", title_align="left",
                             border_style="yellow", expand=False))
     header = Text.assemble(
-        (f"document run {document_run['id']}  ", "bold"), (state, STATE_STYLE.get(state, "")),
-        f"  {display_path(document['path'])}  sha256 {_short(document['sha256'], 16)}\n",
-        f"run {_short(run['id'])}  {run['contract']} v{run['contract_version']}  prompt {run['prompt_version']}  "
-        f"model {run['model']} ({run['provider']})  validator {run['validator_version']}  "
-        f"finished {_when(document_run['finished_at'])}",
+        (f"document run {document_run.id}  ", "bold"), (state, STATE_STYLE.get(state, "")),
+        f"  {display_path(document_run.path)}  sha256 {_short(document.sha256, 16)}\n",
+        f"run {_short(run.id)}  {run.contract} v{run.contract_version}  prompt {run.prompt_version}  "
+        f"model {run.model} ({run.provider})  validator {run.validator_version}  "
+        f"finished {_when(document_run.finished_at)}",
     )
-    if document_run["cause"]:
-        header.append(f"\ncause: {document_run['cause']}", style="yellow")
-    if document_run["tags"]:
-        header.append(f"\ntags: {', '.join(document_run['tags'])}")
+    if document_run.cause:
+        header.append(f"\ncause: {document_run.cause}", style="yellow")
+    if document_run.tags:
+        header.append(f"\ntags: {', '.join(document_run.tags)}")
     console.print(Panel(header, expand=False))
 
-    if document["source_status"] != "unchanged":
-        console.print(Text(f"source {document['source_status']}: {document['source_detail']}; "
+    if view.source_status != "unchanged":
+        console.print(Text(f"source {view.source_status}: {view.source_detail}; "
                            "showing the sentences as the run stored them", style="yellow"))
     console.print(legend(plain=console.color_system is None))
-    counts = ", ".join(f"{label} {n}" for label, n in view["sentence_counts"].items())
+    counts = ", ".join(f"{label} {n}" for label, n in view.sentence_counts.items())
     console.print(Panel(source_text(view, plain=console.color_system is None),
-                        title=f"source ({document['sentence_count']} sentences: {counts})", title_align="left",
+                        title=f"source ({document.sentence_count} sentences: {counts})", title_align="left",
                         expand=console.is_terminal))
 
-    if view["candidate"] is not None:
-        console.print(Panel(Syntax(compact_json(view["candidate"]), "json", word_wrap=True, background_color="default"),
-                            title=f"candidate (attempt {view['shown_attempt_id']})", title_align="left",
+    if view.candidate is not None and view.shown is not None:
+        console.print(Panel(Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default"),
+                            title=f"candidate (attempt {view.shown.id})", title_align="left",
                             expand=console.is_terminal))
-    if view["fields"]:
+    if view.fields:
         table = Table(title="fields", title_justify="left", caption=FIELD_LEGEND, caption_justify="left")
         add_columns(table, ("field", "state", "because"))
-        for path, field_state in view["fields"].items():
+        for path, field_state in view.fields.items():
             value = field_state.get("state")
             table.add_row(path, Text(value or "-", style=STATE_STYLE.get(value, "bold red")), field_state.get("rule_id") or "")
         print_table(console, table)
-    if view["missing_fields"]:
+    missing = view.missing_fields
+    if missing:
         console.print(Text("questions for a person (missingFields):", style="bold"))
-        for question in view["missing_fields"]:
+        for question in missing:
             if isinstance(question, dict):
                 console.print(f"  - {question.get('fieldPath')}: {question.get('question')}")
-    for attempt in view["attempts"]:
-        tokens = f"{attempt['prompt_tokens'] or 0}+{attempt['completion_tokens'] or 0} tokens"
-        latency = f"{attempt['latency_ms'] / 1000:.1f} s" if attempt["latency_ms"] else "-"
-        window = attempt["window"]
-        where = (f", window {window['index']} s{window['first_sentence']}-s{window['last_sentence']}"
-                 + (f", answer of attempt {window['reused_from']} reused" if window["reused_from"] else "")
-                 if window else ", merged from the windows" if attempt["merged"] else "")
-        kind = attempt["kind"]
-        if kind == AttemptKind.generate and attempt["number"] == REGENERATE_NUMBER:
+    for shown in view.attempts:
+        attempt = shown.attempt
+        tokens = f"{attempt.prompt_tokens or 0}+{attempt.completion_tokens or 0} tokens"
+        latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
+        window = shown.window
+        where = (f", window {window.index} s{window.first_sentence}-s{window.last_sentence}"
+                 + (f", answer of attempt {window.reused_from} reused" if window.reused_from else "")
+                 if window else ", merged from the windows" if shown.merged else "")
+        kind = attempt.kind
+        if kind == AttemptKind.generate and attempt.number == REGENERATE_NUMBER:
             kind = "generate: regeneration after a judge fail"
-        title = (f"attempt {attempt['number']} ({kind}{where}{', final' if attempt['final'] else ''}): "
-                 f"{attempt['outcome']}, {attempt['errors']} error(s), {attempt['warnings']} warning(s), "
-                 f"{tokens}, {latency}")
-        if attempt["findings"]:
-            print_table(console, findings_table(attempt["findings"], title))
+        title = (f"attempt {attempt.number} ({kind}{where}{', final' if shown.final else ''}): "
+                 f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {latency}")
+        if shown.findings:
+            print_table(console, findings_table(shown.findings, title))
         else:
             console.print(Text(title, style="bold"))
-        if attempt["error"]:
-            console.print(Text(f"  error: {attempt['error']}", style="red"))
-        if attempt["raw_response"] is not None:
-            raw = attempt["raw_response"]
+        if attempt.error:
+            console.print(Text(f"  error: {attempt.error}", style="red"))
+        raw = shown.raw_response
+        if raw is not None:
             console.print(Text(f"  raw response ({len(raw)} chars): {raw[:500]!r}", style="bright_black"))
         if requests:
-            print_request(attempt["request"], attempt["request_hash"], console)
-    for review in view["reviews"]:
-        console.print(f"{review['decision']} by {review['reviewer']} at {_when(review['at'])}"
-                      + (f": {review['note']}" if review["note"] else ""))
-    approved = view["approved"]
-    if approved:
-        same = "this candidate" if approved["same_as_candidate"] else "a different record"
-        console.print(Text(f"approved record: {same}{' (edited)' if approved['edited'] else ''}, by "
-                           f"{approved['reviewer']} at {_when(approved['at'])}", style="green"))
-    if view["other_runs"]:
+            print_request(attempt.request, attempt.request_hash, console)
+    for review in view.reviews:
+        console.print(f"{review.decision} by {review.reviewer} at {_when(review.created_at)}"
+                      + (f": {review.note}" if review.note else ""))
+    approved = view.approved
+    if approved is not None:
+        same = "this candidate" if view.approved_same_as_candidate else "a different record"
+        console.print(Text(f"approved record: {same}{' (edited)' if approved.edited else ''}, by "
+                           f"{approved.reviewer} at {_when(approved.approved_at)}", style="green"))
+    if view.others:
         console.print("other runs of this document: " + ", ".join(
-            f"{o['document_run_id']} ({o['state']}, run {_short(o['run_id'])})" for o in view["other_runs"]))
+            f"{o.id} ({o.state}, run {_short(o.run_id)})" for o in view.others))
 
 
-def print_run_view(view: dict[str, Any], console: Console | None = None) -> None:
+def print_run_view(view: RunView, console: Console | None = None) -> None:
     console = console or open_console()
-    print_table(console, runs_table([view["run"]], title=f"run {view['run']['id']}"))
-    console.print(f"command: {view['run']['command']}")
+    print_table(console, runs_table([view.run], title=f"run {view.run.id}"))
+    console.print(f"command: {view.run.command}")
     table = Table(title="documents")
     add_columns(table, ("doc run", "state", "path", "sha256", "tags", "rule ids", "cause"),
                 wrap=("tags", "rule ids", "cause"), right=("doc run",))
-    for d in view["documents"]:
-        table.add_row(str(d["document_run_id"]), Text(d["state"], style=STATE_STYLE.get(d["state"], "")), display_path(d["path"]),
-                      _short(d["sha256"]), ", ".join(d["tags"]), ", ".join(d["rule_ids"]), d["cause"] or "")
+    for entry in view.documents:
+        d = entry.document_run
+        table.add_row(str(d.id), Text(d.state, style=STATE_STYLE.get(d.state, "")), display_path(d.path),
+                      _short(d.sha256), ", ".join(d.tags), ", ".join(entry.rule_ids), d.cause or "")
     print_table(console, table)
 
 
@@ -341,26 +347,26 @@ def print_run_view(view: dict[str, Any], console: Console | None = None) -> None
 STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "BLOCKED", "ERROR")
 
 
-def runs_table(runs: Iterable[dict[str, Any]], title: str = "runs (newest first)") -> Table:
+def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)") -> Table:
     table = Table(title=title)
     add_columns(table, ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", "docs",
                         "ready", "manual", "blocked", "error", "other"),
                 right=("docs", "ready", "manual", "blocked", "error", "other"))
     for run in runs:
-        counts = run["counts"]
+        counts = run.counts
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
-        outcome = run.get("outcome")
+        outcome = run.outcome
         table.add_row(
-            _short(run["id"]), _when(run["started_at"]), run["status"],
-            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run['contract']} v{run['contract_version']}",
-            run["prompt_version"], run["model"], run["validator_version"], str(run["documents"]),
+            _short(run.id), _when(run.started_at), run.status,
+            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run.contract} v{run.contract_version}",
+            run.prompt_version, run.model, run.validator_version, str(sum(counts.values())),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
             str(other),
         )
     return table
 
 
-def print_runs(runs: list[dict[str, Any]], console: Console | None = None) -> None:
+def print_runs(runs: Sequence[RunInfo], console: Console | None = None) -> None:
     console = console or open_console()
     if not runs:
         console.print("no run matches")
@@ -368,12 +374,11 @@ def print_runs(runs: list[dict[str, Any]], console: Console | None = None) -> No
     print_table(console, runs_table(runs))
 
 
-def _pct(count: dict[str, Any]) -> str:
-    rate = count["rate"]
-    return "-" if rate is None else f"{count['failed']}/{count['evaluated']} {rate:.0%}"
+def _pct(count: RuleCount) -> str:
+    return "-" if count.rate is None else f"{count.failed}/{count.evaluated} {count.rate:.0%}"
 
 
-def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> None:
+def print_stats(stats: Sequence[RunRuleStats], console: Console | None = None) -> None:
     """Rows: rule ids; columns: runs oldest to newest. A final-attempt rate that rose since the previous
     column is red, one that fell is green."""
     console = console or open_console()
@@ -384,23 +389,17 @@ def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> 
     table = Table(title="error findings per rule: final attempt (first attempt), documents failing / evaluated")
     table.add_column("rule_id", no_wrap=True)
     for entry in ordered:
-        table.add_column(f"{_short(entry['run_id'], 8)}\n{entry['model']}\n{entry['prompt_version']} "
-                         f"{entry['started_at'][:10]}", justify="right", overflow="fold")
-    rules = sorted({rule for entry in ordered for rule in entry["rules"]})
+        run = entry.run
+        table.add_column(f"{_short(run.id, 8)}\n{run.model}\n{run.prompt_version} {run.started_at:%Y-%m-%d}",
+                         justify="right", overflow="fold")
+    rules = sorted({rule for entry in ordered for rule in entry.rules})
     for rule in rules:
         cells: list[Text] = []
         previous: float | None = None
         for entry in ordered:
-            counts = entry["rules"].get(rule)
-            if counts is None:
-                final = {"failed": 0, "evaluated": entry["evaluated_final"],
-                         "rate": 0.0 if entry["evaluated_final"] else None}
-                first = {"failed": 0, "evaluated": entry["evaluated_first"],
-                         "rate": 0.0 if entry["evaluated_first"] else None}
-                warning = 0
-            else:
-                final, first, warning = counts["final"], counts["first"], counts["warning"]["failed"]
-            rate = final["rate"]
+            counts = entry.rule(rule)
+            final, first, warning = counts["final"], counts["first"], counts["warning"].failed
+            rate = final.rate
             style = ""
             if previous is not None and rate is not None:
                 style = "red" if rate > previous else "green" if rate < previous else ""
@@ -411,72 +410,74 @@ def print_stats(stats: list[dict[str, Any]], console: Console | None = None) -> 
             cells.append(cell)
             previous = rate if rate is not None else previous
         table.add_row(rule, *cells)
-    table.add_row("documents evaluated", *(f"{e['evaluated_final']} of {e['documents']}" for e in ordered), style="bold")
+    table.add_row("documents evaluated", *(f"{e.evaluated_final} of {e.documents}" for e in ordered), style="bold")
     print_table(console, table)
 
 
 # -- compare ------------------------------------------------------------------------------------------------
 
 
-def _interval(posterior: dict[str, Any]) -> str:
-    low, high = posterior["interval"]
+def _interval(low_high: tuple[float, float] | list[float]) -> str:
+    low, high = low_high
     return f"[{low:.3f}, {high:.3f}]"
 
 
-def print_comparison(result: dict[str, Any], console: Console | None = None) -> None:
+def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    """Both sides, the posteriors per category, rho and the decision, and the documents behind them."""
+    from extractor.gate import Posterior
+
     console = console or open_console()
-    for name in ("baseline", "candidate"):
-        side = result[name]
-        runs = ", ".join(f"{_short(r['id'])} ({r['model']}, prompt {r['prompt_version']}, contract "
-                         f"{(r.get('contract_hash') or '?')[:12]})" for r in side["runs"][:4])
-        more = f" +{len(side['runs']) - 4} more" if len(side["runs"]) > 4 else ""
-        console.print(f"{name:>9}: {side['spec']}  ->  {len(side['runs'])} run(s): {runs}{more}; "
-                      f"{side['documents']} document(s)")
-    console.print(f"  matched: {result['matched']} by content sha256, compared (evaluable on both sides): "
-                  f"{result['compared']}")
-    settings = result["settings"]
-    if result["categories"]:
-        table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings['level']:.0%} intervals")
+    for name, side in (("baseline", comparison.baseline), ("candidate", comparison.candidate)):
+        runs = ", ".join(f"{_short(r.id)} ({r.model}, prompt {r.prompt_version}, contract "
+                         f"{((r.config or {}).get('contract_hash') or '?')[:12]})" for r in side.runs[:4])
+        more = f" +{len(side.runs) - 4} more" if len(side.runs) > 4 else ""
+        console.print(f"{name:>9}: {side.spec}  ->  {len(side.runs)} run(s): {runs}{more}; "
+                      f"{len(side.documents)} document(s)")
+    console.print(f"  matched: {len(comparison.paired) + len(comparison.unevaluable)} by content sha256, compared "
+                  f"(evaluable on both sides): {len(comparison.paired)}")
+    gate, settings = comparison.gate, comparison.gate.settings
+    if gate.categories:
+        table = Table(title=f"pass rate posteriors Beta(1+k, 1+n-k), {settings.level:.0%} intervals")
         columns = ("category", "weight", "baseline k/n", "mean", "interval", "candidate k/n", "mean", "interval")
         add_columns(table, columns, right=columns[1:])
-        for c in result["categories"]:
-            a, b = c["a"], c["b"]
-            table.add_row(c["name"], f"{c['weight']:.3f}", f"{a['passed']}/{a['n']}", f"{a['mean']:.3f}", _interval(a),
-                          f"{b['passed']}/{b['n']}", f"{b['mean']:.3f}", _interval(b))
-        if result["rate_a"]:
-            ra, rb = result["rate_a"], result["rate_b"]
-            table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra), "", f"{rb['mean']:.3f}",
-                          _interval(rb), style="bold")
+        for c in gate.categories:
+            a, b = Posterior(c.passed_a, c.n_a, settings.level), Posterior(c.passed_b, c.n_b, settings.level)
+            table.add_row(c.name, f"{c.weight:.3f}", f"{a.passed}/{a.n}", f"{a.mean:.3f}", _interval(a.interval),
+                          f"{b.passed}/{b.n}", f"{b.mean:.3f}", _interval(b.interval))
+        if gate.rate_a and gate.rate_b:
+            ra, rb = gate.rate_a, gate.rate_b
+            table.add_row("weighted (MC)", "1.000", "", f"{ra['mean']:.3f}", _interval(ra["interval"]), "",
+                          f"{rb['mean']:.3f}", _interval(rb["interval"]), style="bold")
         print_table(console, table)
-    if result["rho"] is not None:
-        diff = result["difference_b_minus_a"]
-        console.print(f"rho = P(rate_B < rate_A - {settings['delta']:g}) = {result['rho']:.4f}   "
-                      f"(Monte Carlo {settings['samples']:,} samples, seed {settings['seed']}; "
-                      f"block >= {settings['block']:g}, review >= {settings['review']:g}); "
-                      f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff)}")
-    if result["new_critical_findings"]:
-        table = Table(title=f"{len(result['new_critical_findings'])} candidate document(s) with a critical finding "
+    if gate.rho is not None and gate.difference is not None:
+        diff = gate.difference
+        console.print(f"rho = P(rate_B < rate_A - {settings.delta:g}) = {gate.rho:.4f}   "
+                      f"(Monte Carlo {settings.samples:,} samples, seed {settings.seed}; "
+                      f"block >= {settings.block:g}, review >= {settings.review:g}); "
+                      f"rate_B - rate_A {diff['mean']:+.3f} {_interval(diff['interval'])}")
+    if comparison.new_critical:
+        table = Table(title=f"{len(comparison.new_critical)} candidate document(s) with a critical finding "
                             "the baseline does not have: BLOCK", title_style="bold red")
         for column in ("path", "candidate doc run", "rule id", "location", "message"):
             table.add_column(column, overflow="fold")
-        for d in result["new_critical_findings"]:
+        for d in comparison.new_critical:
             for f in d["findings"]:
                 table.add_row(display_path(d["path"]), str(d["document_run_id"]), Text(f["rule_id"], style="bold red"),
                               f["location"] or "", f["message"] or "")
         console.print(table)
-    if result["regressions"]:
-        table = Table(title=f"{len(result['regressions'])} regression(s): passed in baseline, fail in candidate")
+    if comparison.regressions:
+        table = Table(title=f"{len(comparison.regressions)} regression(s): passed in baseline, fail in candidate")
         add_columns(table, ("path", "sha256", "candidate doc run", "state", "new rule ids"), wrap=("new rule ids",),
                     right=("candidate doc run",))
-        for r in result["regressions"]:
+        for r in comparison.regressions:
             table.add_row(display_path(r["path"]), _short(r["sha256"]), str(r["candidate_document_run_id"]),
                           Text(r["candidate_state"], style=STATE_STYLE.get(r["candidate_state"], "")),
                           Text(", ".join(r["new_rule_ids"]) or "(none new)", style="red"))
         print_table(console, table)
-    if result["improvements"]:
-        console.print(Text(f"{len(result['improvements'])} improvement(s): failed in baseline, pass in candidate",
+    if comparison.improvements:
+        console.print(Text(f"{len(comparison.improvements)} improvement(s): failed in baseline, pass in candidate",
                            style="green"))
-    changed = [r for r in result["rule_rates"] if r["change"] != 0]
+    changed = [r for r in comparison.rule_rates if r["change"] != 0]
     if changed:
         table = Table(title="error rule failure rates on the compared documents")
         add_columns(table, ("rule_id", "baseline", "candidate", "change"), right=("baseline", "candidate", "change"))
@@ -484,20 +485,20 @@ def print_comparison(result: dict[str, Any], console: Console | None = None) -> 
             table.add_row(r["rule_id"], f"{r['baseline_failed']}/{r['evaluated']}", f"{r['candidate_failed']}/{r['evaluated']}",
                           Text(f"{r['change']:+.0%}", style="red" if r["change"] > 0 else "green"))
         print_table(console, table)
-    unevaluable = result["not_evaluable"]
-    if unevaluable:
-        console.print(Text(f"{len(unevaluable)} matched document(s) not evaluable on a side (left out of both rates):",
-                           style="yellow"))
-        for d in unevaluable[:20]:
-            console.print(f"  {_short(d['sha256'])} {display_path(d['path'])}: baseline {d['baseline']}, "
-                          f"candidate {d['candidate']}")
-    unmatched = result["unmatched"]
-    for name, label in (("baseline_only", "baseline only"), ("candidate_only", "candidate only")):
-        if unmatched[name]:
-            console.print(Text(f"{len(unmatched[name])} document(s) {label} (not compared):", style="yellow"))
-            for d in unmatched[name][:50]:
-                console.print(f"  {_short(d['sha256'])} {display_path(d['path'])} ({d['state']})")
-            if len(unmatched[name]) > 50:
-                console.print(f"  ... {len(unmatched[name]) - 50} more (--format json lists all)")
-    console.print(Text.assemble(("decision: ", "bold"), (result["decision"], DECISION_STYLE[result["decision"]]),
-                                f"  ({result['reason']})"))
+    before, after = comparison.baseline.documents, comparison.candidate.documents
+    if comparison.unevaluable:
+        console.print(Text(f"{len(comparison.unevaluable)} matched document(s) not evaluable on a side (left out of "
+                           "both rates):", style="yellow"))
+        for sha in comparison.unevaluable[:20]:
+            console.print(f"  {_short(sha)} {display_path(before[sha].path)}: baseline {before[sha].why_unevaluable}, "
+                          f"candidate {after[sha].why_unevaluable}")
+    for label, only, documents in (("baseline only", comparison.only_baseline, before),
+                                   ("candidate only", comparison.only_candidate, after)):
+        if only:
+            console.print(Text(f"{len(only)} document(s) {label} (not compared):", style="yellow"))
+            for sha in only[:50]:
+                console.print(f"  {_short(sha)} {display_path(documents[sha].path)} ({documents[sha].state})")
+            if len(only) > 50:
+                console.print(f"  ... {len(only) - 50} more (--format json lists all)")
+    console.print(Text.assemble(("decision: ", "bold"), (gate.decision, DECISION_STYLE[gate.decision]),
+                                f"  ({gate.reason})"))

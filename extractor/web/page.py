@@ -12,9 +12,12 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
+
+if TYPE_CHECKING:
+    from extractor.review.view import DocumentView, EvidenceMark
 
 SENTENCE_STATES = ("MAPPED", "UNMAPPED", "EXCLUDED", "UNACCOUNTED", "NOT_EVALUATED")
 """The states a sentence is coloured by; anything else (UNVERIFIED:<rule>) is drawn as a problem."""
@@ -48,7 +51,7 @@ class SentenceRun:
 
 @dataclass
 class DocumentPage:
-    view: dict[str, Any]
+    view: DocumentView
     sentences: list[SentenceRun]
     tail: str
     tree: Node | None
@@ -69,62 +72,63 @@ def lang_of(text: str) -> str:
     return best[1] if best[0] else "und"
 
 
-def _pieces(text: str, start: int, evidence: list[dict[str, Any]]) -> list[Piece]:
+def _pieces(text: str, start: int, evidence: list[EvidenceMark]) -> list[Piece]:
     """``text`` (starting at offset ``start``) cut at every evidence boundary inside it."""
     end = start + len(text)
     cuts = {start, end}
-    for span in evidence:
-        cuts.update((max(start, span["start"]), min(end, span["end"])))
+    for mark in evidence:
+        cuts.update((max(start, mark.start), min(end, mark.end)))
     bounds = sorted(cuts)
     out = []
     for a, b in zip(bounds, bounds[1:]):
         if a == b:
             continue
-        covering = [s for s in evidence if s["start"] <= a and s["end"] >= b]
-        out.append(Piece(text[a - start:b - start], tuple(sorted({s["index"] for s in covering})),
-                         tuple(sorted({s["fieldPath"] for s in covering if s.get("fieldPath")}))))
+        covering = [m for m in evidence if m.start <= a and m.end >= b]
+        out.append(Piece(text[a - start:b - start], tuple(sorted({m.index for m in covering if m.index is not None})),
+                         tuple(sorted({m.field_path for m in covering if m.field_path}))))
     return out
 
 
-def source_runs(view: dict[str, Any]) -> tuple[list[SentenceRun], str]:
+def source_runs(view: DocumentView) -> tuple[list[SentenceRun], str]:
     """The sentences in order with the text between them (the source as the run read it, when it is
     unchanged; else each sentence's own text, blocks separated by blank lines)."""
-    text: str | None = view.get("text")
+    text = view.text
     out: list[SentenceRun] = []
     previous_end, previous_block = 0, None
-    for position, sentence in enumerate(view["sentences"]):
-        start, end = sentence["start"], sentence["end"]
+    for position, sentence in enumerate(view.sentences):
+        start, end = sentence.start, sentence.end
         if text is not None:
             lead, body = text[previous_end:start], text[start:end]
         else:
-            lead = "" if not position else ("\n\n" if sentence.get("block") != previous_block else " ")
-            body = sentence["text"]
-        out.append(SentenceRun(sentence["id"], sentence["label"], lead, _pieces(body, start, sentence["evidence"]),
-                               sentence.get("fieldPaths") or [], sentence.get("reason"), sentence.get("rule_id")))
-        previous_end, previous_block = end, sentence.get("block")
+            lead = "" if not position else ("\n\n" if sentence.block != previous_block else " ")
+            body = sentence.text
+        out.append(SentenceRun(sentence.id, sentence.label, lead, _pieces(body, start, sentence.evidence),
+                               sentence.field_paths, sentence.reason, sentence.rule_id))
+        previous_end, previous_block = end, sentence.block
     return out, (text[previous_end:] if text is not None else "")
 
 
-def document_page(view: dict[str, Any], schema: dict[str, Any] | None) -> DocumentPage:
+def document_page(view: DocumentView, schema: dict[str, Any] | None) -> DocumentPage:
     """Everything the document template needs, from ``document_view`` and the contract's schema."""
     sentences, tail = source_runs(view)
-    candidate = view.get("candidate")
+    candidate = view.candidate
     tree = SchemaForm(schema).tree(candidate) if schema is not None and isinstance(candidate, dict) else None
     names = {node.name for node in tree.walk()} if tree is not None else set()
-    final = next((a for a in view["attempts"] if a["id"] == view.get("shown_attempt_id")), None)
+    shown_id = None if view.shown is None else view.shown.id
+    final = next((a for a in view.attempts if a.attempt.id == shown_id), None)
     findings: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for finding in (final or {}).get("findings") or ():
+    for finding in [] if final is None else final.findings:
         findings[finding_anchor(finding.get("location"), names)].append(finding)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for span in view.get("evidence_spans") or ():
+    for span in view.evidence_spans:
         evidence[str(span.get("fieldPath"))].append(span)
-    questions = {str(m.get("fieldPath")): str(m.get("question")) for m in view.get("missing_fields") or ()
+    questions = {str(m.get("fieldPath")): str(m.get("question")) for m in view.missing_fields or ()
                  if isinstance(m, dict)}
     extra = [f"{node.name + '.' if node.name else ''}{key}" for node in (tree.walk() if tree else ())
              for key in node.extra_keys]
-    source = view.get("text") or " ".join(s["text"] for s in view["sentences"])
+    source = view.text or " ".join(s.text for s in view.sentences)
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
-                        dict(view.get("fields") or {}), lang_of(source), extra)
+                        dict(view.fields or {}), lang_of(source), extra)
 
 
 def pretty(value: Any) -> str:

@@ -98,11 +98,13 @@ class SecuredRoute(APIRoute):
 def _environment() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+    from extractor.review.view import iso
     from extractor.web.page import pretty
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["pretty"] = pretty
+    env.filters["iso"] = iso
     return env
 
 
@@ -204,8 +206,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             view = document_view(store, records, found, others)
         except ReviewError as error_:
             return _problem(409, str(error_))
-        page = document_page(view, _schema(view["run"]["contract"], view["run"]["contract_version"]))
-        raw = {a.id: a.raw_response for a in store.attempts_for(found.id)}
+        page = document_page(view, _schema(view.run.contract, view.run.contract_version))
+        raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
         filters = _filters(request)
         previous, following = _neighbours(store, records, filters, found.id)
         return render("document.html", status, **context(
