@@ -11,7 +11,7 @@ timeout, refused request) is **not evaluable**, not a fail: it says nothing abou
 under test, and counting it as a fail would let a provider outage block a release while counting it as a
 pass would hide missing data. The same holds for a judge that could not answer (timeout, 5xx, garbage,
 ``not_evaluable``): the document went to a person with a ``JUDGE_UNEVALUABLE_MARKS`` mark, its judge metric
-is NOT_EVALUABLE, and compare counts it as not evaluable, never as a fail. Following the AGO gate's
+is NOT_EVALUABLE, and compare counts it as not evaluable, never as a fail. Following the gate's
 conservative aggregation, missing data is reported as an explicit gap instead: a matched document not
 evaluable on either side is left out of both rates, listed, and -- when the share of such documents
 exceeds ``max_unevaluable`` (default 0: any gap) -- a PROMOTE becomes MANUAL_REVIEW. Without any document
@@ -19,8 +19,8 @@ evaluable on both sides the outcome is NOT_EVALUABLE.
 
 A critical finding (a leaked secret, invented personal data, a prompt echo, a forbidden phrase: the rules that
 make a document BLOCKED) in a candidate document that the baseline's same document does not have (or that has
-no baseline) makes the decision BLOCK whatever rho is (seed 001: critical violations always block); the report
-names each such document and rule.
+no baseline) makes the decision BLOCK whatever rho is (critical violations always block:
+docs/design.md#regression-gate); the report names each such document and rule.
 
 Categories are document tags (``extract run --tag``) when asked for, else one category; weights default
 to each category's share of the compared documents, or traffic shares given with ``--weights``.

@@ -437,7 +437,8 @@ def test_a_candidate_with_nothing_to_judge_is_not_evaluable_and_no_call_is_made(
     judge = llm_server([])
     summary, store, _ = judged_run([path], generator, judge, db_url)
     outcome = single(summary)
-    assert outcome.state == "MANUAL_REVIEW" and outcome.cause.startswith("judge not evaluable: no evidence link")
+    assert outcome.state == "MANUAL_REVIEW" and "judge not evaluable: no evidence link" in outcome.cause
+    assert "EXTRACTION_EMPTY" in outcome.cause  # nothing extracted is not a pass either
     assert judge.chat_requests == [] and [a.kind for a in store.attempts_for(outcome.document_run_id)] == ["generate"]
 
 

@@ -4,7 +4,7 @@ A critical finding (a leaked secret, invented personal data, a prompt echo, a fo
 a rule in block mode, or a judge failure in block mode: BLOCKED, whatever else holds. No error finding: ready
 for a person's review, unless a warning in review mode (the contract's needs-a-person list by default) or the
 judge (when a run has one) sends it to a person. A judge ``warn`` stays READY_FOR_REVIEW with its mark and
-cause, which ``extract review`` shows first (seed 004: warn goes to the reviewer's queue, not back to the
+cause, which ``extract review`` shows first (docs/design.md#judge: warn goes to the reviewer's queue, not back to the
 model). Error findings after the one repair: manual review. The engine never approves anything:
 READY_FOR_REVIEW still waits for a person, and BLOCKED is approved only by a person overriding the block
 with a reason.

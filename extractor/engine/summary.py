@@ -11,11 +11,11 @@ from extractor.vocab import GATE_EXIT_CODES, ExitCode, GateDecision, Outcome, Sk
 
 NEEDS_A_PERSON = (Outcome.MANUAL_REVIEW, Outcome.ERROR)
 NOT_DECIDED = (Outcome.INTERRUPTED, Outcome.INPUT_ERROR)
-"""Inputs this run could not evaluate: among evaluated ones they make the outcome MANUAL_REVIEW (seed 001)."""
+"""Inputs this run could not evaluate: among evaluated ones they make the outcome MANUAL_REVIEW (docs/design.md#exit-codes)."""
 
 
 def run_outcome(states: Iterable[str]) -> GateDecision:
-    """A run's outcome from its documents' states, conservatively (seed 001, step 5).
+    """A run's outcome from its documents' states, conservatively (docs/design.md#exit-codes).
 
     Any BLOCKED -> BLOCK; else any MANUAL_REVIEW or ERROR -> MANUAL_REVIEW; else no document evaluated (none
     READY_FOR_REVIEW: nothing given, everything skipped, unreadable or interrupted) -> NOT_EVALUABLE; else any

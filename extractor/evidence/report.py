@@ -9,7 +9,7 @@ from typing import Any
 
 
 class Severity(StrEnum):
-    """``critical``: the document is BLOCKED whatever else holds (seed 001); ``error``: the candidate fails and is
+    """``critical``: the document is BLOCKED whatever else holds (docs/design.md#states); ``error``: the candidate fails and is
     repaired once; ``warning``: a person's call (some warnings send the document to a person)."""
 
     CRITICAL = "critical"

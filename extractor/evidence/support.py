@@ -14,7 +14,7 @@ shares no whole word with it and scored 0.00, while a contradicting claim that c
 
 score = weighted share of the value's tokens found among the excerpt's tokens, halved when a number of the
 value is missing from the excerpt, and halved again when one side is negated and the other is not. It
-still cannot prove a statement follows from a text (seed 000's limits); it ranks, and its thresholds are
+still cannot prove a statement follows from a text (docs/design.md#judge-calibration); it ranks, and its thresholds are
 calibrated on labelled rows (``extract rules calibrate``) with a band routed to a judge.
 """
 
@@ -60,7 +60,8 @@ STOP = {
 }
 NUMBER_WEIGHT = 2.0
 TOKENIZER = f"support/1 (snowballstemmer {version('snowballstemmer')})"
-"""Recorded with a calibration: a threshold fitted on one tokenizer is not valid for another (seed 000)."""
+"""Recorded with a calibration: a threshold fitted on one tokenizer is not valid for another
+(docs/design.md#judge-calibration)."""
 
 
 @cache

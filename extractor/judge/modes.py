@@ -127,7 +127,7 @@ class JudgeDecision:
     """What one judge outcome does to a document that passed every rule.
 
     ``regenerate``: a measured fail in review or block mode earns one regeneration with stronger context
-    (seed 004) before a person sees it; the caller decides whether this document still has it.
+    (docs/design.md#judge) before a person sees it; the caller decides whether this document still has it.
     """
 
     result: JudgeResult
@@ -213,7 +213,7 @@ def judge_decision(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
         where += f", calibration #{policy.calibration_id}"
     cause = f"judge {result} ({where}): " + "; ".join(details)
     marks = (MARK_BLOCK, MARKS[result]) if block else (MARKS[result],)
-    # a warning is shown to the reviewer first but does not hold the document back (seed 004: warn -> review)
+    # a warning is shown to the reviewer first but does not hold the document back (docs/design.md#judge: warn -> review)
     to_person = result is JudgeResult.fail
     return JudgeDecision(result, to_person, block, ("BLOCK: " + cause) if block else cause, marks, failing,
                          unevaluated, tuple(metrics))
@@ -251,7 +251,7 @@ def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: Judge
 class JudgeQueue:
     """The judge's own bounded queue: ``depth`` documents may wait for it, ``concurrency`` calls run at once.
 
-    Why its own: a judge call that took a generation slot would let slow judging (seed 004: a proxy that
+    Why its own: a judge call that took a generation slot would let slow judging (docs/design.md#judge: a proxy that
     cuts at 100 s, a queue that grows at peak) starve generation. Judge calls take slots only here, with
     their own adaptive limit (halved on the judge's 429s and timeouts) and their provider's own timeout.
     When ``depth`` documents already wait, the next one waits to enter (backpressure): the batch slows to

@@ -1,4 +1,4 @@
-"""The one regeneration after a judge ``fail`` (seed 004): the generator asked again with stronger context.
+"""The one regeneration after a judge ``fail`` (docs/design.md#judge): the generator asked again with stronger context.
 
 Stronger context is three things: the judge's findings (each unsupported link with its score, the invented
 facts, a contradiction), the full source sentences around every excerpt the candidate quoted (the judge

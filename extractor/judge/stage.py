@@ -34,7 +34,7 @@ OutcomeKind = Literal["judged", "not_evaluable", "protocol_error", "transport_er
 class Rubric:
     """``prompts/judge/<version>/``: the version is the folder name and is recorded with every call.
 
-    ``regenerate`` is the instruction of the one regeneration after a judge fail (seed 004).
+    ``regenerate`` is the instruction of the one regeneration after a judge fail (docs/design.md#judge).
     """
 
     version: str

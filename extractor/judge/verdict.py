@@ -5,11 +5,11 @@ Why strict: a judge that answers garbage must never become a score. A string ``"
 a link left out all raise ``ProtocolError`` with the reason; the caller stores the raw text and sends the
 document to a person. Nothing is coerced, rounded, clipped or defaulted.
 
-The answer carries seed 004's fields: ``grounded`` (every value is supported by its excerpt),
+The answer carries the fields docs/design.md#judge lists: ``grounded`` (every value is supported by its excerpt),
 ``invented_facts`` (what the candidate states that no excerpt says), ``contradicts_context`` (some value says
 the opposite of its excerpt), per-link ``supported`` scores and ``verdict`` pass/warn/fail.
 
-The one change code makes to a valid answer is the deterministic override (seed 004): a non-empty
+The one change code makes to a valid answer is the deterministic override (docs/design.md#judge): a non-empty
 ``invented_facts`` or ``contradicts_context: true`` make the verdict ``fail`` whatever the judge wrote
 (``pass`` or ``warn``), recorded as overridden with the reason. Rules are above the model's opinion.
 """

@@ -1,4 +1,4 @@
-"""Calibrating a lexical-support rule's threshold and "route to judge" band on labelled rows (seed 000).
+"""Calibrating a lexical-support rule's threshold and "route to judge" band on labelled rows (docs/design.md#judge-calibration).
 
 Each row is a value, an excerpt and a label (1 = the excerpt supports the value). The rule's score
 (``extractor.evidence.support.support_score``) is the instrument; the judge calibration machinery
@@ -8,7 +8,7 @@ it exactly as it measures a judge. On top, this module fits what the rule needs:
 - ``threshold``: the score with the best MCC on the rows (ties: the middle of the best run);
 - the band ``[lower, upper]``: below ``lower`` at most ``max_miss`` (default 10%) of the rows are supported
   (safe to fail), from ``upper`` up at most ``max_miss`` are unsupported (safe to pass); between them the
-  rule routes to a judge instead of deciding (seed 000: "borderline cases go to the judge").
+  rule routes to a judge instead of deciding (docs/design.md#judge-calibration: borderline cases go to the judge).
 
 The result is written into the contract settings section of the rule (``weak_support`` or
 ``lexical_support``), which is part of every run's configuration hash: a recalibrated rule is a new

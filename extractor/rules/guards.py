@@ -1,6 +1,6 @@
 """Built-in checks every contract gets, on by default and switchable per contract (``Guards``).
 
-Critical (seed 001: critical violations always block, whatever mode or statistics): a leaked secret, personal
+Critical (docs/design.md#rules: critical violations always block, whatever mode or statistics): a leaked secret, personal
 data the source does not contain, an echo of the system prompt or of instructions aimed at the pipeline, a
 forbidden phrase. Any one makes the document ``BLOCKED``: no repair is asked for (a repair that removes a
 leak would hide that the model produced it), nothing is exported until a person overrides the block with a

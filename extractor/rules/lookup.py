@@ -1,6 +1,6 @@
 """Reference data for the ``lookup`` check: a catalogue of allowed values and its near-miss search.
 
-The wrong-SKU incident (seed 004): a value that is almost a catalogue entry is the dangerous kind, so a
+The wrong-SKU incident (docs/design.md#rules): a value that is almost a catalogue entry is the dangerous kind, so a
 miss names the nearest entries and how they differ ("483902: last two digits swapped"). Kinds of
 difference, each one edit away: two neighbouring characters swapped, one character changed, one
 character missing, one extra, or the same code behind a different prefix (``SKU-483920`` / ``483920``).
