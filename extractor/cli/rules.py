@@ -29,6 +29,20 @@ rules_app = App(cls=Rules, invoke_without_command=True,
 app.add_typer(rules_app, name="rules")
 
 
+def _registered(contract: str | None, contracts: list[Path] | None) -> str | None:
+    """Registers the contracts of ``--contracts`` folders (every one when no ``--contract`` is named; a broken
+    one is refused) and returns the chosen contract's name (None: all)."""
+    from extractor.contracts import use_dirs
+
+    use_dirs(contracts or ())
+    if contract is None and contracts:
+        from extractor.contracts.files import discover
+
+        for found in discover(Path(folder).resolve() for folder in contracts):
+            contract_named(found.name)
+    return contract_named(contract).name if contract else None
+
+
 @rules_app.callback()
 def catalogue(
     ctx: typer.Context,
@@ -37,19 +51,12 @@ def catalogue(
     format: FormatOption = Format.text,
 ) -> None:
     """The rule catalogue, or the card of one rule (extract rules RULE_ID; a contract's declared checks have cards)."""
-    from extractor.contracts import use_dirs
-
-    use_dirs(contracts or ())
+    chosen = _registered(contract, contracts)  # before a subcommand too: `rules --contracts DIR RULE_ID` needs them
     if ctx.invoked_subcommand is not None:
         return
     from extractor.rules import catalogue as cards_of
 
-    if contract is None and contracts:  # every contract of the folders given (a broken one is refused)
-        from extractor.contracts.files import discover
-
-        for found in discover(Path(folder).resolve() for folder in contracts):
-            contract_named(found.name)
-    cards = cards_of(contract_named(contract).name if contract else None)
+    cards = cards_of(chosen)
     if format is Format.json:
         emit_json([card.to_json() for card in cards])
         return
@@ -65,10 +72,9 @@ def card(
     format: FormatOption = Format.text,
 ) -> None:
     """One rule's card: inputs, normalisation, pass condition, location, judge needed."""
-    from extractor.contracts import use_dirs
     from extractor.rules import catalogue as cards_of
 
-    use_dirs(contracts or ())
+    _registered(None, contracts)
 
     match = [c for c in cards_of() if c.rule_id == rule_id.upper()]
     if not match:
