@@ -32,15 +32,12 @@ app.add_typer(rules_app, name="rules")
 def _registered(contract: str | None, contracts: list[Path] | None) -> str | None:
     """Registers the contracts of ``--contracts`` folders (every one when no ``--contract`` is named; a broken
     one is refused) and returns the chosen contract's name (None: all)."""
-    from extractor.contracts import use_dirs
-
-    use_dirs(contracts or ())
     if contract is None and contracts:
         from extractor.contracts.files import discover
 
         for found in discover(Path(folder).resolve() for folder in contracts):
-            contract_named(found.name)
-    return contract_named(contract).name if contract else None
+            contract_named(found.name, contracts)
+    return contract_named(contract, contracts).name if contract else None
 
 
 @rules_app.callback()
