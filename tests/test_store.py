@@ -36,6 +36,7 @@ from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
+from extractor.store.integrity import problems
 from extractor.store.models import Base, Claim, Run
 from extractor.validate import validate
 from extractor.vocab import DocumentState, GateDecision, RunStatus
@@ -791,3 +792,40 @@ def test_a_candidate_that_is_exactly_the_raw_answer_is_stored_once(store: Store,
     assert attempts[same].parsed == {"rules": ["a", 1], "n": None}
     assert attempts[judged].parsed == {"verdict": {"verdict": "pass"}, "score": 1.0}
     assert attempts[typed].parsed == {"score": 1} and isinstance(attempts[typed].parsed["score"], int)
+
+
+def test_long_answers_and_states_are_kept_compressed_in_sqlite_and_read_back_exactly(store: Store, document_run: int,
+                                                                                     db_url: str) -> None:
+    """SQLite has no TOAST: a 3-sentence document's answer and derived states would leave one attempt per 4 KB
+    page. Long values are zlib-compressed there and read back exactly; rows written plain still read."""
+    answer = json.dumps({"participants": [{"id": f"p{n}", "name": f"참여자 {n} Участник"} for n in range(30)]},
+                        ensure_ascii=False, indent=2)
+    states = {f"participants[{n}]": {"state": "PRESENT", "rule_id": None} for n in range(30)}
+    long_id = record(store, document_run, raw_response=answer, parsed=json.loads(answer), fields=states,
+                     sentences=[{"id": "s1", "state": "MAPPED", "fieldPaths": ["participants[0]"]}])
+    short_id = record(store, document_run, number=2, raw_response='{"rules": []}', parsed={"rules": []},
+                      fields={"rules": {"state": "PRESENT", "rule_id": None}})
+    with store.engine.connect() as connection:
+        stored = {row.id: row for row in connection.execute(
+            text("SELECT id, raw_response, fields, sentences FROM attempts"))}
+    if store.engine.dialect.name == "sqlite":
+        kept = stored[long_id]
+        assert isinstance(kept.raw_response, bytes) and len(kept.raw_response) < len(answer.encode()) / 3
+        assert isinstance(kept.fields, bytes) and isinstance(kept.sentences, str)  # one short sentence stays text
+        assert stored[short_id].raw_response == '{"rules": []}'  # short values stay readable in SQL
+        assert stored[short_id].fields == '{"rules":{"state":"PRESENT","rule_id":null}}'
+    attempts = {a.id: a for a in store.attempts_for(document_run)}
+    assert attempts[long_id].raw_response == answer and attempts[long_id].parsed == json.loads(answer)
+    assert attempts[long_id].fields == states and attempts[short_id].raw_response == '{"rules": []}'
+
+    with store.engine.begin() as connection:  # as a run log written before compression holds it
+        connection.execute(text("UPDATE attempts SET raw_response = :raw, fields = :fields WHERE id = :id"),
+                           {"raw": answer, "fields": json.dumps(states), "id": long_id})
+    [again] = [a for a in store.attempts_for(document_run) if a.id == long_id]
+    assert again.raw_response == answer and again.fields == states
+    reused = record(store, document_run, number=3, raw_response=answer, parsed=json.loads(answer), reused_from=long_id)
+    assert reused and [p for p in problems(store.engine) if p.check == "reused_answer_matches"] == []
+    with store.engine.begin() as connection:
+        connection.execute(text("UPDATE attempts SET raw_response = :raw WHERE id = :id"),
+                           {"raw": answer.replace("p7", "p8"), "id": long_id})
+    assert [p.check for p in problems(store.engine)] == ["reused_answer_matches"]

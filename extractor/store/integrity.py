@@ -223,23 +223,32 @@ def checks() -> list[Check]:
             .where(or_(Attempt.run_id != DocumentRun.run_id, Attempt.document_id != DocumentRun.document_id)),
             "attempt {id} disagrees with its document run {document_run_id} on run or document")),
         Check("reused_answer_matches", "a reused window answer is an earlier answer to the same request for the "
-              "same document", _rows(_reused_answers(),
-                                     "attempt {id} reuses attempt {reused_from}, which is not the same request's "
-                                     "answer for document {document_id}")),
+              "same document", _reused_answers_differ),
         *_dangling_references(),
     ]
 
 
-def _reused_answers() -> AnySelect:
-    """Attempts whose ``reused_from`` names no attempt of the same document, request and answer."""
+def _reused_answers_differ(connection: Connection) -> Iterator[str]:
+    """Attempts whose ``reused_from`` names no attempt of the same document, request and answer.
+
+    Answers are compared as text, read back through their column type: SQLite keeps long ones compressed,
+    and two zlib builds may compress the same answer to different bytes.
+    """
     earlier = aliased(Attempt)
-    return (
-        select(Attempt.id, Attempt.reused_from, Attempt.document_id)
+    query = (
+        select(Attempt.id, Attempt.reused_from, Attempt.document_id, Attempt.request_hash, Attempt.raw_response,
+               earlier.id.label("earlier_id"), earlier.document_id.label("earlier_document"),
+               earlier.request_hash.label("earlier_request"), earlier.raw_response.label("earlier_response"))
         .outerjoin(earlier, earlier.id == Attempt.reused_from)
         .where(Attempt.reused_from.is_not(None), or_(
             earlier.id.is_(None), earlier.document_id != Attempt.document_id,
             earlier.request_hash != Attempt.request_hash, earlier.raw_response != Attempt.raw_response))
     )
+    for row in connection.execute(query):
+        if (row.earlier_id, row.earlier_document, row.earlier_request, row.earlier_response) != (
+                row.reused_from, row.document_id, row.request_hash, row.raw_response):
+            yield (f"attempt {row.id} reuses attempt {row.reused_from}, which is not the same request's answer "
+                   f"for document {row.document_id}")
 
 
 def problems(engine: Engine) -> list[Problem]:

@@ -7,6 +7,8 @@ columns come from ``extractor.vocab`` and are enforced by CHECK constraints as w
 
 from __future__ import annotations
 
+import json
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from extractor.store.db import compact_json
 from extractor.vocab import (
     REVIEWABLE,
     AttemptKind,
@@ -102,6 +105,63 @@ class NulFreeText(TypeDecorator[str]):
 NullableJSON = JSON(none_as_null=True)
 """JSON where Python ``None`` is SQL NULL (the default JSON type would store the JSON text ``null``)."""
 
+PACK_FROM = 160
+"""UTF-8 bytes from which SQLite keeps a text compressed (shorter ones stay plain and readable in SQL)."""
+
+
+def pack(text: str) -> str | bytes:
+    """A long text as zlib bytes when that is shorter, else the text itself.
+
+    PostgreSQL compresses long values on its own (TOAST); SQLite does not, and an attempt's answer and
+    derived states (about 2.8 KB for a 3-sentence document) would leave one row per 4 KB page. Lossless:
+    ``unpack`` gives back the exact text.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) < PACK_FROM:
+        return text
+    packed = zlib.compress(data, 6)
+    return packed if len(packed) < len(data) else text
+
+
+def unpack(value: str | bytes) -> str:
+    """The text ``pack`` was given (a row written before packing, or a short text, is plain already)."""
+    return zlib.decompress(value).decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+class PackedText(NulFreeText):
+    """``NulFreeText`` that SQLite stores compressed when long (see ``pack``); read back exactly."""
+
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | bytes | None:  # type: ignore[override]
+        text = super().process_bind_param(value, dialect)
+        return pack(text) if text is not None and dialect.name == "sqlite" else text
+
+    def process_result_value(self, value: str | bytes | None, dialect: Dialect) -> str | None:  # type: ignore[override]
+        return None if value is None else unpack(value)
+
+
+class PackedJSON(TypeDecorator[Any]):
+    """Nullable JSON that SQLite stores as compact, compressed-when-long text (see ``pack``).
+
+    PostgreSQL keeps its own JSON type (and compresses by itself). In SQLite a value is JSON text or
+    zlib bytes of JSON text, so rows written before packing read back unchanged. The schema says JSON
+    on both. SQLite's own JSON conversion is bypassed, not chained: it would serialise the bytes again.
+    """
+
+    impl = NullableJSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return lambda value: None if value is None else pack(compact_json(value))
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return lambda value: None if value is None else json.loads(unpack(value))
+
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
@@ -154,7 +214,7 @@ class Document(Base):
     encoding: Mapped[str | None] = mapped_column(String(50))
     char_count: Mapped[int] = mapped_column(Integer)
     sentence_count: Mapped[int] = mapped_column(Integer)
-    sentences: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    sentences: Mapped[list[dict[str, Any]]] = mapped_column(PackedJSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
@@ -253,17 +313,17 @@ class Attempt(Base):
     number: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(16))
     prompt_version: Mapped[str] = mapped_column(String(100))
-    request: Mapped[Any] = mapped_column(JSON)
+    request: Mapped[Any] = mapped_column(PackedJSON)
     request_part: Mapped[str | None] = mapped_column(ForeignKey("request_parts.sha256"))
     request_hash: Mapped[str] = mapped_column(String(64))
-    raw_response: Mapped[str | None] = mapped_column(NulFreeText)
-    parsed: Mapped[Any | None] = mapped_column(NullableJSON)
+    raw_response: Mapped[str | None] = mapped_column(PackedText)
+    parsed: Mapped[Any | None] = mapped_column(PackedJSON)
     parsed_is_raw: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     """True: ``parsed`` is exactly the JSON of ``raw_response`` and is not stored twice (``parsed`` is NULL)."""
     findings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    fields: Mapped[Any | None] = mapped_column(NullableJSON)
-    sentences: Mapped[Any | None] = mapped_column(NullableJSON)
-    evidence_spans: Mapped[Any | None] = mapped_column(NullableJSON)
+    fields: Mapped[Any | None] = mapped_column(PackedJSON)
+    sentences: Mapped[Any | None] = mapped_column(PackedJSON)
+    evidence_spans: Mapped[Any | None] = mapped_column(PackedJSON)
     passed: Mapped[bool | None] = mapped_column(Boolean)
     outcome: Mapped[str] = mapped_column(String(20))
     mode: Mapped[str | None] = mapped_column(String(50))
