@@ -38,6 +38,7 @@ from extractor.judge.calibration import (
 )
 from extractor.judge.labels import LabelsError, read_labels
 from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
+from extractor.judge.report import CalibrationReport
 from extractor.judge.stage import JudgeLink, links_for, load_rubric, model_id, run_judge
 from extractor.judge.verdict import ProtocolError, parse_verdict
 from extractor.providers import ProviderSettings, from_string
@@ -45,6 +46,7 @@ from extractor.store import Store, open_store
 from extractor.validate import validate
 from extractor.vocab import ExitCode
 from extractor.workers import load_document
+from tests.support.calibration import STORED_REPORT, stored_report
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -349,8 +351,7 @@ def test_modes_decide_what_a_judge_failure_does(llm_server: Callable[..., Script
 
 
 def save(store: Store, verdict: str, model: str = "openai:judge", threshold: float = 0.8) -> int:
-    return store.save_calibration(judge_model=model, rubric_version="v2", threshold=threshold, verdict=verdict,
-                                  labels_sha256="0" * 64, n_cases=120, report={"summary": f"test {verdict}"})
+    return store.save_calibration(stored_report(model, verdict, threshold))
 
 
 def test_block_needs_an_admitting_calibration_for_exactly_this_model_rubric_and_threshold(
@@ -514,36 +515,47 @@ def test_report_and_bootstrap_intervals_match_a_reference_built_on_scikit_learn(
     report = calibrate(CalibrationInput(cases_from(gold, other, scores), "openai:j", "v1", "x.csv", "0" * 64, "test"))
     used = gold == other  # disagreements are left out of the judge's metrics
     y, s = gold[used], scores[used]
-    assert report["cases"]["used"] == int(used.sum()) and report["cases"]["disagreements"] == int((~used).sum())
+    assert report.cases.used == int(used.sum()) and report.cases.disagreements == int((~used).sum())
 
     def auc(sample: np.ndarray) -> float | None:
         return roc_auc_score(y[sample], s[sample]) if len(set(y[sample])) == 2 else None
 
-    judge = report["judge"]
-    assert judge["auroc"]["value"] == pytest.approx(roc_auc_score(y, s))
-    assert (judge["auroc"]["low"], judge["auroc"]["high"]) == pytest.approx(reference_interval(auc, len(y)))
-    mcc = judge["mcc"]
-    assert mcc["value"] == pytest.approx(matthews_corrcoef(y, s >= 0.8))
-    assert (mcc["low"], mcc["high"]) == pytest.approx(
+    auroc, mcc = report.judge.auroc, report.judge.mcc
+    assert auroc is not None and mcc is not None
+    assert auroc.value == pytest.approx(roc_auc_score(y, s))
+    assert (auroc.low, auroc.high) == pytest.approx(reference_interval(auc, len(y)))
+    assert mcc.value == pytest.approx(matthews_corrcoef(y, s >= 0.8))
+    assert (mcc.low, mcc.high) == pytest.approx(
         reference_interval(lambda i: matthews_corrcoef(y[i], s[i] >= 0.8), len(y)))
-    sweep = {row["threshold"]: row for row in judge["sweep"]}
+    sweep = {point.threshold: point for point in report.judge.sweep}
     assert list(sweep) == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
-    assert (sweep[0.3]["agreement"]["low"], sweep[0.3]["agreement"]["high"]) == pytest.approx(
+    assert (sweep[0.3].agreement.low, sweep[0.3].agreement.high) == pytest.approx(
         reference_interval(lambda i: float(np.mean(y[i] == (s[i] >= 0.3))), len(y)))
 
     def kappa(sample: np.ndarray) -> float | None:
         a, b = gold[sample], other[sample]
         return cohen_kappa_score(a, b) if len(set(a) | set(b)) == 2 else None
 
-    annotators = report["annotators"]
-    assert annotators["kappa"]["value"] == pytest.approx(cohen_kappa_score(gold, other))
-    assert (annotators["kappa"]["low"], annotators["kappa"]["high"]) == pytest.approx(reference_interval(kappa, len(gold)))
-    assert annotators["raw_agreement"]["value"] == pytest.approx(float(np.mean(gold == other)))
-    misses = {m["case_id"] for m in report["confident_misses"]}
+    annotators = report.annotators
+    assert annotators.kappa.value == pytest.approx(cohen_kappa_score(gold, other))
+    assert (annotators.kappa.low, annotators.kappa.high) == pytest.approx(reference_interval(kappa, len(gold)))
+    assert annotators.raw_agreement.value == pytest.approx(float(np.mean(gold == other)))
+    misses = {m.case_id for m in report.confident_misses}
     assert misses == {f"c{i}" for i in np.flatnonzero(used & (gold == 0) & (scores >= 0.9))}
-    assert report["bootstrap"]["resamples"] == 1000 and report["bootstrap"]["seed"] == 42
+    assert report.bootstrap.resamples == 1000 and report.bootstrap.seed == 42
     again = calibrate(CalibrationInput(cases_from(gold, other, scores), "openai:j", "v1", "x.csv", "0" * 64, "test"))
-    assert json.dumps(again, sort_keys=True) == json.dumps(report, sort_keys=True)  # fixed seed: reproducible
+    assert again == report  # fixed seed: reproducible
+    assert CalibrationReport.from_json(json.loads(json.dumps(report.to_json()))) == report  # what is stored reads back
+
+
+def test_a_report_stored_before_the_typed_report_still_loads_and_prints_the_same_json() -> None:
+    stored = json.loads(STORED_REPORT.read_text(encoding="utf-8"))
+    report = CalibrationReport.from_json(stored)
+    assert json.dumps(report.to_json()) == json.dumps(stored)  # the same keys, values and order, nested too
+    assert report.verdict == "admit-review" and report.judge.auroc is not None and report.judge.auroc.value > 0.85
+    assert report.summary == stored["summary"] and report.threshold == 0.8
+    with pytest.raises(ValueError, match="schema 'judge-calibration/2'"):
+        CalibrationReport.from_json({**stored, "schema": "judge-calibration/2"})
 
 
 def test_kappa_is_undefined_for_one_class_never_a_number() -> None:
@@ -552,11 +564,12 @@ def test_kappa_is_undefined_for_one_class_never_a_number() -> None:
         warnings.simplefilter("ignore")
         assert math.isnan(cohen_kappa_score(ones, ones))
     report = calibrate(CalibrationInput(cases_from(ones, ones, np.linspace(0.5, 1, 40)), "m", "v1", "x", "0" * 64, "t"))
-    kappa = report["annotators"]["kappa"]
-    assert kappa["value"] is None and kappa["low"] is None and "only label 1" in kappa["undefined"]
-    assert report["judge"]["auroc"]["value"] is None and report["verdict"] == "reject"
-    assert "undefined" in report["reasons"][0]
-    assert report["balance"]["warning"].startswith("class balance: the minority class is 0%")
+    kappa = report.annotators.kappa
+    assert kappa.value is None and kappa.low is None and "only label 1" in (kappa.undefined_reason or "")
+    assert report.judge.auroc is not None and report.judge.auroc.value is None and report.verdict == "reject"
+    assert "undefined" in report.reasons[0]
+    assert (report.balance.warning or "").startswith("class balance: the minority class is 0%")
+    assert CalibrationReport.from_json(report.to_json()) == report
 
 
 def test_class_balance_warning_under_30_percent_and_verdicts() -> None:
@@ -564,18 +577,18 @@ def test_class_balance_warning_under_30_percent_and_verdicts() -> None:
     gold = (rng.random(200) < 0.2).astype(int)
     scores = np.where(gold == 1, rng.uniform(0.7, 1, 200), rng.uniform(0, 0.6, 200))
     lopsided = calibrate(CalibrationInput(cases_from(gold, gold, scores), "m", "v1", "x", "0" * 64, "t"))
-    assert not lopsided["balance"]["ok"] and "(< 30%)" in lopsided["balance"]["warning"]
-    assert lopsided["verdict"] == "admit-review" and any("minority class" in r for r in lopsided["reasons"])
+    assert not lopsided.balance.ok and "(< 30%)" in (lopsided.balance.warning or "")
+    assert lopsided.verdict == "admit-review" and any("minority class" in r for r in lopsided.reasons)
 
     gold = np.array([1, 0] * 75)
     strong = np.where(gold == 1, rng.uniform(0.82, 1, 150), rng.uniform(0, 0.5, 150))
-    assert calibrate(CalibrationInput(cases_from(gold, gold, strong), "m", "v1", "x", "0" * 64, "t"))["verdict"] == "admit-block"
+    assert calibrate(CalibrationInput(cases_from(gold, gold, strong), "m", "v1", "x", "0" * 64, "t")).verdict == "admit-block"
     few = calibrate(CalibrationInput(cases_from(gold[:50], gold[:50], strong[:50]), "m", "v1", "x", "0" * 64, "t"))
-    assert few["verdict"] == "admit-review" and "50 usable cases < 100" in " ".join(few["reasons"])
+    assert few.verdict == "admit-review" and "50 usable cases < 100" in " ".join(few.reasons)
     chance = calibrate(CalibrationInput(cases_from(gold, gold, rng.random(150)), "m", "v1", "x", "0" * 64, "t"))
-    assert chance["verdict"] == "reject" and "near 0.5" in chance["reasons"][0]
+    assert chance.verdict == "reject" and "near 0.5" in chance.reasons[0]
     strict = VerdictPolicy(block_min_cases=200, resamples=200)
-    assert calibrate(CalibrationInput(cases_from(gold, gold, strong), "m", "v1", "x", "0" * 64, "t"), strict)["verdict"] == "admit-review"
+    assert calibrate(CalibrationInput(cases_from(gold, gold, strong), "m", "v1", "x", "0" * 64, "t"), strict).verdict == "admit-review"
 
 
 # ---------------------------------------------------------------- labels files
@@ -635,7 +648,7 @@ def test_cli_calibrate_the_sample_prints_the_table_writes_the_plot_and_stores_th
         [stored] = store.calibrations()
         assert (stored.judge_model, stored.rubric_version, stored.threshold, stored.verdict) == (
             "openai:sample-judge", "v2", 0.8, "admit-review")
-        assert stored.report["judge"]["auroc"]["value"] > 0.85 and stored.n_cases == 48
+        assert stored.report.judge.auroc is not None and stored.report.judge.auroc.value > 0.85 and stored.n_cases == 48
 
     listed = extract("judge", "reports", "--format", "json", env=env, cwd=tmp_path)
     assert listed.returncode == 0 and json.loads(listed.stdout)[0]["verdict"] == "admit-review"

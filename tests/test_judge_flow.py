@@ -34,6 +34,7 @@ from extractor.store import DocumentRunInfo, RunConfig, Store, open_store
 from extractor.validate import validate
 from extractor.vocab import GateDecision, JudgeMode
 from extractor.workers import load_document
+from tests.support.calibration import stored_report
 from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
@@ -295,8 +296,7 @@ def test_modes_per_judge_metric_come_from_the_contract_settings(db_url: str) -> 
         # block needs an admitting calibration: without one it is review, and the reason says why
         assert policy.mode_for("invented_facts") is JudgeMode.review and "none is on record" in policy.reason
         assert policy.mode_for("support") is JudgeMode.observe and policy.mode_for("grounded") is JudgeMode.review
-        store.save_calibration(judge_model="openai:judge", rubric_version="v2", threshold=0.8, verdict="admit-block",
-                               labels_sha256="0" * 64, n_cases=120, report={})
+        store.save_calibration(stored_report("openai:judge", "admit-block", 0.8))
         admitted = resolve_policy(store, "openai:judge", "v2", 0.8, JudgeMode.review, contract.modes.judge)
         assert admitted.mode_for("invented_facts") is JudgeMode.block and admitted.reason is None
         assert admitted.to_json()["metric_modes"]["support"] == "observe"

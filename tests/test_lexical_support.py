@@ -92,26 +92,27 @@ def test_the_shipped_samples_have_60_rows_per_language_with_both_labels() -> Non
 
 
 def test_calibration_figures_match_scikit_learn() -> None:
-    report = calibrate_rule("EVIDENCE_WEAK_SUPPORT", SAMPLES, resamples=300)
+    calibration = calibrate_rule("EVIDENCE_WEAK_SUPPORT", SAMPLES, resamples=300)
     rows = [row for path in SAMPLES for row in csv.DictReader(path.open(encoding="utf-8"))]
     scores = np.array([support_score(row["value"], row["excerpt"], 3) for row in rows], dtype=float)
     y = np.array([int(row["label"]) for row in rows])
-    judge = report["judge"]
-    assert report["cases"]["used"] == len(rows) == 192
-    assert judge["auroc"]["value"] == pytest.approx(roc_auc_score(y, scores), abs=1e-12)
-    threshold = report["fitted_threshold"]
-    assert judge["mcc"]["value"] == pytest.approx(matthews_corrcoef(y, scores >= threshold), abs=1e-12)
+    auroc, mcc = calibration.report.judge.auroc, calibration.report.judge.mcc
+    assert auroc is not None and mcc is not None
+    assert calibration.report.cases.used == len(rows) == 192
+    assert auroc.value == pytest.approx(roc_auc_score(y, scores), abs=1e-12)
+    threshold = calibration.fitted_threshold
+    assert mcc.value == pytest.approx(matthews_corrcoef(y, scores >= threshold), abs=1e-12)
     best = max(matthews_corrcoef(y, scores >= t) for t in np.round(np.arange(0.01, 1.0, 0.01), 2))
-    assert judge["mcc"]["value"] == pytest.approx(best, abs=1e-12)  # the fitted threshold is the MCC optimum
+    assert mcc.value == pytest.approx(best, abs=1e-12)  # the fitted threshold is the MCC optimum
     values = [roc_auc_score(y[i], scores[i]) for i in bootstrap_indices(len(y), 300, 42) if len(set(y[i])) == 2]
-    assert (judge["auroc"]["low"], judge["auroc"]["high"]) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])))
-    for language, figures in report["by_language"].items():
+    assert (auroc.low, auroc.high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])))
+    for language, figures in calibration.by_language.items():
         mask = np.array([row["language"] == language for row in rows])
-        assert figures["n"] == mask.sum() and figures["auroc"] == pytest.approx(roc_auc_score(y[mask], scores[mask]))
-    lower, upper = report["band"]
+        assert figures.n == mask.sum() and figures.auroc == pytest.approx(roc_auc_score(y[mask], scores[mask]))
+    lower, upper = calibration.band
     assert lower <= threshold <= upper
     assert y[scores < lower].mean() <= 0.1 and (1 - y[scores >= upper]).mean() <= 0.1  # the safe zones
-    assert report["settings"]["threshold"] == upper and report["settings"]["judge_band_lower"] == lower
+    assert calibration.settings["threshold"] == upper and calibration.settings["judge_band_lower"] == lower
 
 
 def test_band_edges_on_hand_made_scores() -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from extractor.contracts import Contract
     from extractor.generate import Provider
     from extractor.judge.modes import Judge, JudgeOptions
+    from extractor.judge.report import CalibrationReport
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
@@ -138,10 +139,10 @@ def calibrate(
     if store:
         calibration_id = _store_report(report, database)
     if format is Format.json:
-        emit_json({"id": calibration_id, "plot": str(plot_path) if plot_path else None, **report})
+        emit_json({"id": calibration_id, "plot": str(plot_path) if plot_path else None, **report.to_json()})
     else:
         print_calibration(report, calibration_id=calibration_id, plot=plot_path)
-    raise typer.Exit(1 if report["verdict"] == CalibrationVerdict.reject else 0)
+    raise typer.Exit(1 if report.verdict is CalibrationVerdict.reject else 0)
 
 
 def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url: str | None, timeout: float,
@@ -174,15 +175,11 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
     return asyncio.run(scored()), model_id(provider)
 
 
-def _store_report(report: dict[str, Any], database: str | None) -> int:
+def _store_report(report: CalibrationReport, database: str | None) -> int:
     from extractor.store import open_store
 
     with open_store(database) as opened:
-        return opened.save_calibration(
-            judge_model=report["judge_model"], rubric_version=report["rubric_version"],
-            threshold=report["threshold"], verdict=report["verdict"], labels_sha256=report["labels_sha256"],
-            n_cases=report["cases"]["used"], report=report,
-        )
+        return opened.save_calibration(report)
 
 
 # ---------------------------------------------------------------- extract judge run
@@ -288,7 +285,7 @@ def show(
     if info is None:
         fail(f"no calibration report #{calibration_id}")
     if format is Format.json:
-        emit_json({**info.to_json(), "report": info.report})
+        emit_json({**info.to_json(), "report": info.report.to_json()})
         return
     from extractor.ui.judge import print_calibration
 

@@ -8,11 +8,15 @@ block), 1 rejected (the score cannot tell the classes apart: nothing is written)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, contract_named, emit_json, fail
+from extractor.vocab import CalibrationVerdict
+
+if TYPE_CHECKING:
+    from extractor.rules.calibrate import RuleCalibration
 
 
 class Rules(Commands):
@@ -111,39 +115,40 @@ def calibrate(
     from extractor.rules import get
     from extractor.rules.calibrate import calibrate_rule, write_settings
 
-    report = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
-                            resamples=resamples, seed=seed)
-    target = settings or get_contract(get(report["rule_id"]).card.contract).folder / CALIBRATION_FILE
-    written = write and report["verdict"] != "reject"
+    calibration = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
+                                 resamples=resamples, seed=seed)
+    target = settings or get_contract(get(calibration.rule_id).card.contract).folder / CALIBRATION_FILE
+    rejected = calibration.report.verdict is CalibrationVerdict.reject
+    written = write and not rejected
     if written:
-        write_settings(target, report["settings_section"], report["settings"])
+        write_settings(target, calibration.settings_section, calibration.settings)
     if format is Format.json:
-        emit_json({**report, "settings_file": str(target), "written": written})
+        emit_json({**calibration.to_json(), "settings_file": str(target), "written": written})
     else:
-        _print(report, target, written)
-    raise typer.Exit(1 if report["verdict"] == "reject" else 0)
+        _print(calibration, target, written)
+    raise typer.Exit(1 if rejected else 0)
 
 
-def _print(report: dict[str, Any], target: Path, written: bool) -> None:
-    from extractor.ui.judge import fmt
+def _print(calibration: RuleCalibration, target: Path, written: bool) -> None:
+    from extractor.judge.report import fmt
 
-    judge = report["judge"]
-    lower, upper = report["band"]
-    typer.echo(f"{report['rule_id']} on {report['labels_file']}: {report['cases']['used']} rows "
-               f"({report['balance']['supported']} supported, {report['balance']['unsupported']} not), "
-               f"score {report['rubric_version']}")
-    typer.echo(f"AUROC {fmt(judge['auroc'])}")
-    typer.echo(f"fitted threshold {report['fitted_threshold']:g}: MCC {fmt(judge['mcc'])}, "
-               f"agreement {fmt(judge['agreement'])}")
+    report, judge = calibration.report, calibration.report.judge
+    lower, upper = calibration.band
+    typer.echo(f"{calibration.rule_id} on {report.labels_file}: {report.cases.used} rows "
+               f"({report.balance.supported} supported, {report.balance.unsupported} not), "
+               f"score {report.rubric_version}")
+    typer.echo(f"AUROC {fmt(judge.auroc)}")
+    typer.echo(f"fitted threshold {calibration.fitted_threshold:g}: MCC {fmt(judge.mcc)}, "
+               f"agreement {fmt(judge.agreement)}")
     typer.echo(f"band: fail below {lower:g}, route to judge in [{lower:g}, {upper:g}), pass from {upper:g}")
-    for language, figures in report["by_language"].items():
-        auroc = "undefined" if figures["auroc"] is None else (
-            f"{figures['auroc']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
-        typer.echo(f"  {language}: AUROC {auroc}, n={figures['n']} ({figures['supported']} supported)")
-    typer.echo("sweep: " + "  ".join(f"{row['threshold']:g}: MCC {row['mcc']['value']:.2f}"
-                                     if row["mcc"]["value"] is not None else f"{row['threshold']:g}: -"
-                                     for row in judge["sweep"]))
-    for reason in report["reasons"]:
+    for language, figures in calibration.by_language.items():
+        auroc = "undefined" if figures.auroc is None else (
+            f"{figures.auroc:.3f} [{figures.low:.3f}, {figures.high:.3f}]")
+        typer.echo(f"  {language}: AUROC {auroc}, n={figures.n} ({figures.supported} supported)")
+    typer.echo("sweep: " + "  ".join(f"{point.threshold:g}: MCC {point.mcc.value:.2f}"
+                                     if point.mcc.value is not None else f"{point.threshold:g}: -"
+                                     for point in judge.sweep))
+    for reason in report.reasons:
         typer.echo(f"  {reason}")
-    typer.echo(f"verdict: {report['verdict']}")
-    typer.echo(f"written to {target} ({report['settings_section']})" if written else "nothing written")
+    typer.echo(f"verdict: {report.verdict.value}")
+    typer.echo(f"written to {target} ({calibration.settings_section})" if written else "nothing written")

@@ -22,45 +22,29 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from extractor.errors import UsageError
+from extractor.judge.report import (
+    AnnotatorAgreement,
+    Bootstrap,
+    CalibrationReport,
+    CaseCounts,
+    ClassBalance,
+    ConfidentMiss,
+    Disagreement,
+    JudgeMetrics,
+    JudgeProblem,
+    Metric,
+    SweepPoint,
+    VerdictPolicy,
+    fmt,
+)
+from extractor.vocab import CalibrationVerdict
 
 SWEEP = tuple(round(0.1 * step, 1) for step in range(1, 10))
-REPORT_SCHEMA = "judge-calibration/1"
-
-
-@dataclass(frozen=True)
-class VerdictPolicy:
-    """When a judge is rejected, admitted to review, or admitted to block. Every bound is settable.
-
-    Defaults (docs/design.md#judge-calibration): 30 cases minimum, 100+ before a judge may block, minority class >= 30%,
-    reject when the AUROC interval's lower bound is near 0.5 (below 0.6), block only with a clearly
-    discriminating judge (AUROC lower bound >= 0.75, MCC lower bound at the threshold >= 0.4), reliable
-    labels (kappa >= 0.6) and few confident misses (<= 10% of the unsupported cases).
-    """
-
-    threshold: float = 0.8
-    min_cases: int = 30
-    block_min_cases: int = 100
-    min_minority_share: float = 0.30
-    reject_auroc_lower: float = 0.60
-    block_auroc_lower: float = 0.75
-    block_mcc_lower: float = 0.40
-    block_min_kappa: float = 0.60
-    block_max_confident_miss_share: float = 0.10
-    confident_score: float = 0.9
-    resamples: int = 1000
-    seed: int = 42
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.threshold < 1.0:
-            raise UsageError(f"threshold must be between 0 and 1 (exclusive), not {self.threshold}")
-        if self.resamples < 1:
-            raise UsageError("resamples must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -176,14 +160,14 @@ def percentile_interval(values: np.ndarray) -> tuple[float, float] | None:
     return float(low), float(high)
 
 
-def _metric(point: float, samples: np.ndarray, undefined_reason: str | None = None) -> dict[str, Any]:
+def _metric(point: float, samples: np.ndarray, undefined_reason: str | None = None) -> Metric:
     """A point estimate with its interval; an undefined point is ``None`` with the reason, never a number."""
+    undefined_resamples = int(np.isnan(samples).sum())
     if math.isnan(point):
-        return {"value": None, "low": None, "high": None, "undefined": undefined_reason or "undefined",
-                "undefined_resamples": int(np.isnan(samples).sum())}
+        return Metric(None, None, None, undefined_reason or "undefined", undefined_resamples)
     interval = percentile_interval(samples)
-    return {"value": float(point), "low": interval[0] if interval else None, "high": interval[1] if interval else None,
-            "undefined": None, "undefined_resamples": int(np.isnan(samples).sum())}
+    return Metric(float(point), interval[0] if interval else None, interval[1] if interval else None, None,
+                  undefined_resamples)
 
 
 # ---------------------------------------------------------------- the report
@@ -208,8 +192,8 @@ def sha256_of(path: str) -> str:
     return digest.hexdigest()
 
 
-def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> dict[str, Any]:
-    """The full report as plain JSON-ready data; ``report["verdict"]`` is a ``CalibrationVerdict``."""
+def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> CalibrationReport:
+    """The full report; ``CalibrationReport.to_json`` is what is stored and printed."""
     policy = policy or VerdictPolicy()
     cases = data.cases
     if not cases:
@@ -223,16 +207,13 @@ def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> di
     classes = sorted({*l1.tolist(), *l2.tolist()})
     kappa_undefined = (f"both annotators used only label {classes[0]}: agreement beyond chance is undefined"
                        if len(classes) == 1 else "undefined: no disagreement is possible by chance")
-    annotators: dict[str, Any] = {
-        "cases": len(cases),
-        "raw_agreement": _metric(float(agreement_rows(l1, l2)[0]), agreement_rows(l1[annotator_idx], l2[annotator_idx])),
-        "kappa": _metric(kappa_point, kappa_rows(l1[annotator_idx], l2[annotator_idx]), kappa_undefined),
-        "disagreements": [
-            {"case_id": c.case_id, "label_1": c.label_1, "label_2": c.label_2, "adjudicated": c.adjudicated,
-             "value": c.value, "excerpt": c.excerpt, "source": c.source}
-            for c in cases if c.label_1 != c.label_2
-        ],
-    }
+    annotators = AnnotatorAgreement(
+        cases=len(cases),
+        raw_agreement=_metric(float(agreement_rows(l1, l2)[0]), agreement_rows(l1[annotator_idx], l2[annotator_idx])),
+        kappa=_metric(kappa_point, kappa_rows(l1[annotator_idx], l2[annotator_idx]), kappa_undefined),
+        disagreements=tuple(Disagreement(c.case_id, c.label_1, c.label_2, c.adjudicated, c.value, c.excerpt, c.source)
+                            for c in cases if c.label_1 != c.label_2),
+    )
 
     unresolved = [c for c in cases if c.gold is None]
     no_score = [c for c in cases if c.gold is not None and c.score is None]
@@ -243,124 +224,107 @@ def calibrate(data: CalibrationInput, policy: VerdictPolicy | None = None) -> di
     negatives = len(used) - positives
     minority = min(positives, negatives) / len(used) if used else 0.0
     balance_ok = bool(used) and minority >= policy.min_minority_share
-    balance = {
-        "supported": positives, "unsupported": negatives, "minority_share": minority, "ok": balance_ok,
-        "warning": None if balance_ok else (
+    balance = ClassBalance(
+        supported=positives, unsupported=negatives, minority_share=minority, ok=balance_ok,
+        warning=None if balance_ok else (
             f"class balance: the minority class is {minority:.0%} of {len(used)} usable cases "
             f"(< {policy.min_minority_share:.0%}); every metric below is fragile and block is not possible"),
-    }
-    counts = {"total": len(cases), "agreed": sum(c.label_1 == c.label_2 for c in cases),
-              "disagreements": len(annotators["disagreements"]),
-              "adjudicated": sum(c.adjudicated is not None for c in cases),
-              "unresolved_disagreements": len(unresolved), "without_score": len(no_score), "used": len(used),
-              "protocol_errors": sum(c.judge_status == "protocol_error" for c in cases)}
+    )
+    counts = CaseCounts(total=len(cases), agreed=sum(c.label_1 == c.label_2 for c in cases),
+                        disagreements=len(annotators.disagreements),
+                        adjudicated=sum(c.adjudicated is not None for c in cases),
+                        unresolved_disagreements=len(unresolved), without_score=len(no_score), used=len(used),
+                        protocol_errors=sum(c.judge_status == "protocol_error" for c in cases))
 
-    judge: dict[str, Any] = {"auroc": None, "mcc": None, "agreement": None, "sweep": []}
-    confident: list[dict[str, Any]] = []
-    undefined_resamples: dict[str, int] = {}
+    judge = JudgeMetrics(None, None, None, ())
+    confident: tuple[ConfidentMiss, ...] = ()
     if used:
         idx = bootstrap_indices(len(used), policy.resamples, policy.seed)
         y_b, s_b = y[idx], scores[idx]
-        judge["auroc"] = _metric(float(auroc_rows(y, scores)[0]), auroc_rows(y_b, s_b),
-                                 "only one class among the usable cases")
-        undefined_resamples["auroc"] = judge["auroc"]["undefined_resamples"]
-        for threshold in sorted({*SWEEP, policy.threshold}):
-            predicted, predicted_b = scores >= threshold, s_b >= threshold
-            row = {
-                "threshold": threshold,
-                "mcc": _metric(float(mcc_rows(y, predicted)[0]), mcc_rows(y_b, predicted_b)),
-                "agreement": _metric(float(agreement_rows(y, predicted)[0]), agreement_rows(y_b, predicted_b)),
-                "tpr": float(predicted[y == 1].mean()) if positives else None,
-                "tnr": float((~predicted[y == 0]).mean()) if negatives else None,
-                "predicted_supported_share": float(predicted.mean()),
-            }
-            if threshold == policy.threshold:
-                judge["mcc"], judge["agreement"] = row["mcc"], row["agreement"]
-            if threshold in SWEEP:
-                judge["sweep"].append(row)
-        confident = [
-            {"case_id": c.case_id, "score": c.score, "value": c.value, "excerpt": c.excerpt, "source": c.source}
+        auroc = _metric(float(auroc_rows(y, scores)[0]), auroc_rows(y_b, s_b), "only one class among the usable cases")
+        points = {threshold: _sweep_point(threshold, y, scores, y_b, s_b) for threshold in sorted({*SWEEP, policy.threshold})}
+        operating = points[policy.threshold]
+        judge = JudgeMetrics(auroc, operating.mcc, operating.agreement, tuple(points[t] for t in SWEEP))
+        confident = tuple(
+            ConfidentMiss(c.case_id, c.score, c.value, c.excerpt, c.source)
             for c in used if c.gold == 0 and c.score is not None and c.score >= policy.confident_score
-        ]
-    undefined_resamples["kappa"] = annotators["kappa"]["undefined_resamples"]
+        )
 
     verdict, reasons = _verdict(policy, counts, balance, annotators, judge, confident, negatives)
-    return {
-        "schema": REPORT_SCHEMA,
-        "judge_model": data.judge_model,
-        "rubric_version": data.rubric_version,
-        "threshold": policy.threshold,
-        "labels_file": data.labels_file,
-        "labels_sha256": data.labels_sha256,
-        "score_source": data.score_source,
-        "notes": list(data.notes),
-        "policy": asdict(policy),
-        "cases": counts,
-        "balance": balance,
-        "annotators": annotators,
-        "judge": judge,
-        "confident_misses": confident,
-        "bootstrap": {"resamples": policy.resamples, "seed": policy.seed, "generator": "numpy PCG64",
-                      "interval": "percentile 2.5-97.5", "undefined_resamples": undefined_resamples},
-        "judge_problems": [
-            {"case_id": c.case_id, "status": c.judge_status, "error": c.judge_error}
-            for c in cases if c.judge_status != "scored"
-        ],
-        "verdict": verdict,
-        "reasons": reasons,
-        "summary": summary_line(judge, counts),
-    }
+    return CalibrationReport(
+        judge_model=data.judge_model,
+        rubric_version=data.rubric_version,
+        labels_file=data.labels_file,
+        labels_sha256=data.labels_sha256,
+        score_source=data.score_source,
+        notes=tuple(data.notes),
+        policy=policy,
+        cases=counts,
+        balance=balance,
+        annotators=annotators,
+        judge=judge,
+        confident_misses=confident,
+        bootstrap=Bootstrap(policy.resamples, policy.seed, "numpy PCG64", "percentile 2.5-97.5"),
+        judge_problems=tuple(JudgeProblem(c.case_id, c.judge_status, c.judge_error)
+                             for c in cases if c.judge_status != "scored"),
+        verdict=verdict,
+        reasons=tuple(reasons),
+    )
 
 
-def _fmt(metric: dict[str, Any] | None) -> str:
-    if metric is None:
-        return "n/a"
-    if metric["value"] is None:
-        return "undefined"
-    if metric["low"] is None:
-        return f"{metric['value']:.3f}"
-    return f"{metric['value']:.3f} [{metric['low']:.3f}, {metric['high']:.3f}]"
+def _sweep_point(threshold: float, y: np.ndarray, scores: np.ndarray, y_b: np.ndarray, s_b: np.ndarray) -> SweepPoint:
+    """The judge at one threshold, on the cases (``y``, ``scores``) and on every resample (``y_b``, ``s_b``)."""
+    predicted, predicted_b = scores >= threshold, s_b >= threshold
+    return SweepPoint(
+        threshold=threshold,
+        mcc=_metric(float(mcc_rows(y, predicted)[0]), mcc_rows(y_b, predicted_b)),
+        agreement=_metric(float(agreement_rows(y, predicted)[0]), agreement_rows(y_b, predicted_b)),
+        tpr=float(predicted[y == 1].mean()) if (y == 1).any() else None,
+        tnr=float((~predicted[y == 0]).mean()) if (y == 0).any() else None,
+        predicted_supported_share=float(predicted.mean()),
+    )
 
 
-def summary_line(judge: dict[str, Any], counts: dict[str, Any]) -> str:
-    return f"AUROC {_fmt(judge.get('auroc'))}, MCC {_fmt(judge.get('mcc'))}, n={counts['used']}"
-
-
-def _verdict(policy: VerdictPolicy, counts: dict[str, Any], balance: dict[str, Any], annotators: dict[str, Any],
-             judge: dict[str, Any], confident: Sequence[dict[str, Any]], negatives: int) -> tuple[str, list[str]]:
+def _verdict(policy: VerdictPolicy, counts: CaseCounts, balance: ClassBalance, annotators: AnnotatorAgreement,
+             judge: JudgeMetrics, confident: Sequence[ConfidentMiss], negatives: int
+             ) -> tuple[CalibrationVerdict, list[str]]:
     """reject / admit-review / admit-block, with every reason that decided it."""
-    used = counts["used"]
+    used = counts.used
     if used < policy.min_cases:
-        return "reject", [f"only {used} usable case(s); at least {policy.min_cases} are needed for any decision"]
-    auroc = judge["auroc"]
-    if auroc is None or auroc["value"] is None:
-        return "reject", ["AUROC is undefined: the usable cases have one class only"]
-    if auroc["low"] is None or auroc["low"] < policy.reject_auroc_lower:
-        return "reject", [f"AUROC {_fmt(auroc)}: the lower bound is near 0.5 (< {policy.reject_auroc_lower:g}); "
-                          "the judge cannot be told apart from chance"]
+        return CalibrationVerdict.reject, [
+            f"only {used} usable case(s); at least {policy.min_cases} are needed for any decision"]
+    auroc = judge.auroc
+    if auroc is None or auroc.value is None:
+        return CalibrationVerdict.reject, ["AUROC is undefined: the usable cases have one class only"]
+    if auroc.low is None or auroc.low < policy.reject_auroc_lower:
+        return CalibrationVerdict.reject, [
+            f"AUROC {fmt(auroc)}: the lower bound is near 0.5 (< {policy.reject_auroc_lower:g}); "
+            "the judge cannot be told apart from chance"]
     blockers: list[str] = []
     if used < policy.block_min_cases:
         blockers.append(f"{used} usable cases < {policy.block_min_cases} needed before a judge may block")
-    if not balance["ok"]:
-        blockers.append(f"minority class {balance['minority_share']:.0%} < {policy.min_minority_share:.0%}")
-    kappa = annotators["kappa"]
-    if kappa["value"] is None:
+    if not balance.ok:
+        blockers.append(f"minority class {balance.minority_share:.0%} < {policy.min_minority_share:.0%}")
+    kappa = annotators.kappa
+    if kappa.value is None:
         blockers.append("annotator kappa is undefined: the labels cannot show they are reliable")
-    elif kappa["value"] < policy.block_min_kappa:
-        blockers.append(f"annotator kappa {kappa['value']:.3f} < {policy.block_min_kappa:g}: the labels are too "
+    elif kappa.value < policy.block_min_kappa:
+        blockers.append(f"annotator kappa {kappa.value:.3f} < {policy.block_min_kappa:g}: the labels are too "
                         "unreliable to certify a blocking judge")
-    if auroc["low"] < policy.block_auroc_lower:
-        blockers.append(f"AUROC lower bound {auroc['low']:.3f} < {policy.block_auroc_lower:g}")
-    mcc = judge["mcc"]
-    if mcc["low"] is None or mcc["low"] < policy.block_mcc_lower:
-        low = "undefined" if mcc["low"] is None else f"{mcc['low']:.3f}"
+    if auroc.low < policy.block_auroc_lower:
+        blockers.append(f"AUROC lower bound {auroc.low:.3f} < {policy.block_auroc_lower:g}")
+    mcc = judge.mcc
+    mcc_low = None if mcc is None else mcc.low
+    if mcc_low is None or mcc_low < policy.block_mcc_lower:
+        low = "undefined" if mcc_low is None else f"{mcc_low:.3f}"
         blockers.append(f"MCC at {policy.threshold:g} lower bound {low} < {policy.block_mcc_lower:g}")
     miss_share = len(confident) / negatives if negatives else 0.0
     if miss_share > policy.block_max_confident_miss_share:
         blockers.append(f"confident misses {len(confident)}/{negatives} unsupported cases "
                         f"({miss_share:.0%} > {policy.block_max_confident_miss_share:.0%})")
-    admitted = f"AUROC {_fmt(auroc)} separates the classes (lower bound >= {policy.reject_auroc_lower:g})"
+    admitted = f"AUROC {fmt(auroc)} separates the classes (lower bound >= {policy.reject_auroc_lower:g})"
     if blockers:
-        return "admit-review", [admitted, *(f"not block: {b}" for b in blockers)]
-    return "admit-block", [admitted, f"MCC at {policy.threshold:g} {_fmt(mcc)}", f"{used} usable cases, "
-                           f"minority {balance['minority_share']:.0%}, kappa {kappa['value']:.3f}"]
+        return CalibrationVerdict.admit_review, [admitted, *(f"not block: {b}" for b in blockers)]
+    return CalibrationVerdict.admit_block, [
+        admitted, f"MCC at {policy.threshold:g} {fmt(mcc)}",
+        f"{used} usable cases, minority {balance.minority_share:.0%}, kappa {kappa.value:.3f}"]

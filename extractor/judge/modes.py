@@ -112,7 +112,7 @@ def resolve_policy(store: Store, model: str, rubric_version: str, threshold: flo
                   "(run: extract judge calibrate LABELS.csv --judge ...)")
     elif latest.verdict != CalibrationVerdict.admit_block:
         reason = (f"block mode needs an admit-block calibration for {key}; the latest (#{latest.id}, "
-                  f"{latest.created_at:%Y-%m-%d}) says {latest.verdict}" + (f": {latest.summary}" if latest.summary else ""))
+                  f"{latest.created_at:%Y-%m-%d}) says {latest.verdict}: {latest.report.summary}")
     else:
         return JudgePolicy(model, rubric_version, threshold, requested, requested, calibration_id=latest.id,
                            metric_modes=tuple(sorted(wanted.items())))

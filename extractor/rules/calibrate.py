@@ -21,7 +21,7 @@ import csv
 import hashlib
 import json
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ from extractor.evidence.support import TOKENIZER, support_score
 from extractor.judge.calibration import (
     CalibrationInput,
     Case,
-    VerdictPolicy,
     auroc_rows,
     bootstrap_indices,
     calibrate,
@@ -43,6 +42,7 @@ from extractor.judge.calibration import (
     sha256_of,
 )
 from extractor.judge.labels import read_labels
+from extractor.judge.report import CalibrationReport, VerdictPolicy
 from extractor.vocab import CalibrationVerdict
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
@@ -85,9 +85,48 @@ def fit_band(y: np.ndarray, scores: np.ndarray, threshold: float, max_miss: floa
     return min(lower, threshold), max(upper, threshold)
 
 
-def by_language(cases: list[Case], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class LanguageAuroc:
+    """The score's AUROC on one language's rows, with its bootstrap interval: a rule may work for one language only."""
+
+    n: int
+    supported: int
+    auroc: float | None
+    low: float | None
+    high: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "supported": self.supported, "auroc": self.auroc, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class RuleCalibration:
+    """A rule's calibration: the judge calibration report of its score, the fitted threshold and band, and
+    ``settings``, the section written into the contract folder's calibration file (plain JSON, laid over the
+    contract settings as any settings file is)."""
+
+    report: CalibrationReport
+    rule_id: str
+    fitted_threshold: float
+    band: tuple[float, float]
+    by_language: dict[str, LanguageAuroc]
+    settings: dict[str, Any]
+
+    @property
+    def settings_section(self) -> str:
+        """The contract settings section the rule reads its threshold from."""
+        return CALIBRATED_RULES[self.rule_id]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report.to_json(), "rule_id": self.rule_id, "settings_section": self.settings_section,
+                "fitted_threshold": self.fitted_threshold, "band": list(self.band),
+                "by_language": {language: figures.to_json() for language, figures in self.by_language.items()},
+                "settings": self.settings}
+
+
+def by_language(cases: list[Case], resamples: int, seed: int) -> dict[str, LanguageAuroc]:
     """AUROC with its bootstrap interval per ``language`` column value (when the rows have one)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, LanguageAuroc] = {}
     for language in sorted({c.language for c in cases if c.language}):
         used = [c for c in cases if c.language == language and c.gold is not None and c.score is not None]
         y = np.array([c.gold for c in used], dtype=np.int64)
@@ -95,15 +134,14 @@ def by_language(cases: list[Case], resamples: int, seed: int) -> dict[str, dict[
         point = float(auroc_rows(y, s)[0]) if used else float("nan")
         idx = bootstrap_indices(len(used), resamples, seed) if used else np.zeros((0, 0), dtype=np.int64)
         interval = percentile_interval(auroc_rows(y[idx], s[idx])) if used else None
-        out[language] = {"n": len(used), "supported": int(y.sum()), "auroc": None if np.isnan(point) else point,
-                         "low": interval[0] if interval else None, "high": interval[1] if interval else None}
+        out[language] = LanguageAuroc(len(used), int(y.sum()), None if np.isnan(point) else point,
+                                      interval[0] if interval else None, interval[1] if interval else None)
     return out
 
 
 def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, min_word_length: int | None = None,
-                   resamples: int = 1000, seed: int = 42) -> dict[str, Any]:
-    """The full report: the judge calibration report of the score, plus the fitted threshold, band and the
-    settings section to write."""
+                   resamples: int = 1000, seed: int = 42) -> RuleCalibration:
+    """The judge calibration report of the score, plus the fitted threshold, band and the settings section to write."""
     rule_id = rule_id.upper()
     if rule_id not in CALIBRATED_RULES:
         raise UsageError(f"{rule_id} has no calibrated threshold (calibratable: {', '.join(sorted(CALIBRATED_RULES))})")
@@ -134,29 +172,27 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
                                         "support_score", [f"band: fail below {lower:g}, judge in [{lower:g}, {upper:g}), "
                                                           f"pass from {upper:g}"]),
                        VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed))
-    if report["verdict"] == CalibrationVerdict.admit_block and any(_one_annotator(path) for path in files):
-        report["verdict"] = CalibrationVerdict.admit_review.value
-        report["reasons"].append("not block: one annotator (a label column): kappa 1.0 is by construction and says "
-                                 "nothing about the labels' reliability; label twice to admit block")
+    if report.verdict is CalibrationVerdict.admit_block and any(_one_annotator(path) for path in files):
+        report = replace(report, verdict=CalibrationVerdict.admit_review, reasons=(
+            *report.reasons, "not block: one annotator (a label column): kappa 1.0 is by construction and says "
+                             "nothing about the labels' reliability; label twice to admit block"))
     languages = by_language(cases, resamples, seed)
-    judge = report["judge"]
+    auroc, mcc = report.judge.auroc, report.judge.mcc
+    assert auroc is not None and mcc is not None  # both classes are among the usable rows (checked above)
     section = {
         BAND_KEYS[rule_id]: upper,
         "judge_band_lower": lower,
         "min_word_length": length,
         "calibration": {
-            "verdict": report["verdict"], "fitted_threshold": threshold, "band": [lower, upper], "max_miss": max_miss,
-            "n": report["cases"]["used"], "auroc": judge["auroc"]["value"],
-            "auroc_95ci": [judge["auroc"]["low"], judge["auroc"]["high"]],
-            "mcc": judge["mcc"]["value"], "mcc_95ci": [judge["mcc"]["low"], judge["mcc"]["high"]],
-            "by_language": {k: {"n": v["n"], "auroc": v["auroc"], "auroc_95ci": [v["low"], v["high"]]}
-                            for k, v in languages.items()},
-            "labels_files": [path.name for path in files], "labels_sha256": report["labels_sha256"], "tokenizer": TOKENIZER,
+            "verdict": report.verdict.value, "fitted_threshold": threshold, "band": [lower, upper], "max_miss": max_miss,
+            "n": report.cases.used, "auroc": auroc.value, "auroc_95ci": [auroc.low, auroc.high],
+            "mcc": mcc.value, "mcc_95ci": [mcc.low, mcc.high],
+            "by_language": {k: {"n": v.n, "auroc": v.auroc, "auroc_95ci": [v.low, v.high]} for k, v in languages.items()},
+            "labels_files": [path.name for path in files], "labels_sha256": report.labels_sha256, "tokenizer": TOKENIZER,
             "calibrated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     }
-    return {**report, "rule_id": rule_id, "settings_section": CALIBRATED_RULES[rule_id], "fitted_threshold": threshold,
-            "band": [lower, upper], "by_language": languages, "settings": section}
+    return RuleCalibration(report, rule_id, threshold, (lower, upper), languages, section)
 
 
 def _one_annotator(path: Path) -> bool:

@@ -6,24 +6,21 @@ threshold is the one that counts (``latest_calibration``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Engine, func, select
 
-from extractor.store.db import plain, require_one_of, transaction, utcnow
+from extractor.judge.report import CalibrationReport
+from extractor.store.db import plain, transaction, utcnow
 from extractor.store.info import CalibrationInfo
 from extractor.store.models import JudgeCalibration
-from extractor.vocab import CalibrationVerdict, values_of
 
 
-def save_calibration(engine: Engine, *, judge_model: str, rubric_version: str, threshold: float, verdict: str,
-                     labels_sha256: str, n_cases: int, report: dict[str, Any]) -> int:
-    """Store one calibration report; returns its id."""
-    require_one_of(verdict, values_of(CalibrationVerdict), "calibration verdict")
+def save_calibration(engine: Engine, report: CalibrationReport) -> int:
+    """Store one calibration report, with the columns it is looked up by taken from it; returns its id."""
     with transaction(engine) as session:
         row = JudgeCalibration(
-            created_at=utcnow(), judge_model=judge_model, rubric_version=rubric_version, threshold=float(threshold),
-            verdict=verdict, labels_sha256=labels_sha256, n_cases=n_cases, report=report,
+            created_at=utcnow(), judge_model=report.judge_model, rubric_version=report.rubric_version,
+            threshold=float(report.threshold), verdict=report.verdict.value, labels_sha256=report.labels_sha256,
+            n_cases=report.cases.used, report=report.to_json(),
         )
         session.add(row)
         session.flush()
@@ -41,13 +38,13 @@ def calibrations(engine: Engine, *, judge_model: str | None = None, rubric_versi
     if limit is not None:
         query = query.limit(limit)
     with transaction(engine, write=False) as session:
-        return [plain(CalibrationInfo, row) for row in session.scalars(query)]
+        return [_info(row) for row in session.scalars(query)]
 
 
 def get_calibration(engine: Engine, calibration_id: int) -> CalibrationInfo | None:
     with transaction(engine, write=False) as session:
         row = session.get(JudgeCalibration, calibration_id)
-        return None if row is None else plain(CalibrationInfo, row)
+        return None if row is None else _info(row)
 
 
 def latest_calibration(engine: Engine, judge_model: str, rubric_version: str, threshold: float) -> CalibrationInfo | None:
@@ -64,4 +61,9 @@ def latest_calibration(engine: Engine, judge_model: str, rubric_version: str, th
     )
     with transaction(engine, write=False) as session:
         row = session.scalars(query).first()
-        return None if row is None else plain(CalibrationInfo, row)
+        return None if row is None else _info(row)
+
+
+def _info(row: JudgeCalibration) -> CalibrationInfo:
+    """A stored row with its report JSON read back into a ``CalibrationReport`` (rows of any earlier version too)."""
+    return plain(CalibrationInfo, row, report=CalibrationReport.from_json(row.report))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
+from extractor.judge.report import CalibrationReport
 from extractor.vocab import DocumentState
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ class DocumentRunInfo:
 
 @dataclass(frozen=True)
 class CalibrationInfo:
-    """A stored judge calibration report (see ``extractor.judge.calibration`` for ``report``)."""
+    """A stored judge calibration report; the columns repeat what the policy looks reports up by."""
 
     id: int
     created_at: datetime
@@ -234,17 +235,13 @@ class CalibrationInfo:
     verdict: str
     labels_sha256: str
     n_cases: int
-    report: dict[str, Any]
-
-    @property
-    def summary(self) -> str:
-        """One line: the headline numbers the verdict rests on."""
-        return str(self.report.get("summary") or "")
+    report: CalibrationReport
 
     def to_json(self) -> dict[str, Any]:
         """The report's listing (``extract judge reports``): what it admits and its headline metrics."""
-        judge = self.report.get("judge", {})
+        judge = self.report.judge
         return {"id": self.id, "created_at": self.created_at.isoformat(), "judge_model": self.judge_model,
                 "rubric_version": self.rubric_version, "threshold": self.threshold, "verdict": self.verdict,
-                "n_cases": self.n_cases, "labels_sha256": self.labels_sha256, "auroc": judge.get("auroc"),
-                "mcc": judge.get("mcc"), "summary": self.summary}
+                "n_cases": self.n_cases, "labels_sha256": self.labels_sha256,
+                "auroc": None if judge.auroc is None else judge.auroc.to_json(),
+                "mcc": None if judge.mcc is None else judge.mcc.to_json(), "summary": self.report.summary}

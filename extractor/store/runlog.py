@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 
 from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
+from extractor.judge.report import CalibrationReport
 from extractor.store import attempts, calibrations, claims, integrity, queries, runs
 from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
 from extractor.store.info import (
@@ -161,11 +162,8 @@ class Store:
 
     # -- judge calibrations (extractor.store.calibrations) --------------------------------------------------
 
-    def save_calibration(self, *, judge_model: str, rubric_version: str, threshold: float, verdict: str,
-                         labels_sha256: str, n_cases: int, report: dict[str, Any]) -> int:
-        return calibrations.save_calibration(self.engine, judge_model=judge_model, rubric_version=rubric_version,
-                                             threshold=threshold, verdict=verdict, labels_sha256=labels_sha256,
-                                             n_cases=n_cases, report=report)
+    def save_calibration(self, report: CalibrationReport) -> int:
+        return calibrations.save_calibration(self.engine, report)
 
     def calibrations(self, *, judge_model: str | None = None, rubric_version: str | None = None,
                      limit: int | None = 50) -> list[CalibrationInfo]:
