@@ -10,6 +10,7 @@ import asyncio
 import email.utils
 import json
 import logging
+import os
 import time
 import urllib.request
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit
 from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.providers import ACCEPTED_FORMS, ProviderSettings, ResponseFormat, from_string
-from extractor.providers.local import BUNDLED_MODEL_NOTE, LocalProvider, _merge_system, _template_keeps_system
+from extractor.providers.local import BUNDLED_MODEL_NOTE, THREADS_VARIABLE, LocalProvider, _merge_system, _template_keeps_system
 from extractor.providers.openai_compat import OpenAICompatProvider, _retry_after
 from extractor.vocab import ExitCode
 from tests.support.batch import cli_env, run_cli, summary_of, write_batch
@@ -511,6 +512,25 @@ def test_local_provider_strings(tmp_path: Any) -> None:
     assert isinstance(named, LocalProvider) and not named.is_bundled and named.model == "my-model.Q8_0.gguf"
     with pytest.raises(ValueError, match="not found"):
         from_string(f"local:{tmp_path / 'missing.gguf'}")
+
+
+@needs_local_extra
+def test_local_threads_follow_the_setting_or_the_idle_cores(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp's threads wait for each other: more threads than idle cores makes a busy machine far slower."""
+    monkeypatch.delenv(THREADS_VARIABLE, raising=False)
+    assert 1 <= from_string("local").threads <= (os.cpu_count() or 1)
+    monkeypatch.setenv(THREADS_VARIABLE, "3")
+    assert from_string("local").threads == 3
+    for wrong in ("0", "two", "-1", "1000"):
+        monkeypatch.setenv(THREADS_VARIABLE, wrong)
+        with pytest.raises(ValueError, match=f"^{THREADS_VARIABLE}='{wrong}': expected a whole number of threads"):
+            from_string("local")
+    document = tmp_path / "a.txt"
+    document.write_text("The employee submits a request.\n", encoding="utf-8")
+    result = run_cli("run", str(document), "--model", "local", cwd=tmp_path,
+                     env={**os.environ, THREADS_VARIABLE: "two", "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"})
+    assert result.returncode == 2 and f"{THREADS_VARIABLE}='two'" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
 
 
 @needs_local_extra

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from extractor.providers.local import local_threads
 from extractor.store import open_store
 from tests.support.batch import ROOT, cli_env, extract_command, summary_of
 from tests.support.extras import needs_local_server
@@ -98,7 +99,7 @@ def llama_server(tmp_path: Path) -> Iterator[RunningServer]:
     port = free_port()
     log = tmp_path / "llama_server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS,
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(os.cpu_count() or 1)]
+               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(local_threads())]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     server = RunningServer(process, f"http://127.0.0.1:{port}/v1", log)
