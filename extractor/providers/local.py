@@ -40,13 +40,16 @@ BUNDLED_MAX_LENGTH = 100
 THREADS_VARIABLE = "EXTRACT_LOCAL_THREADS"
 
 
+IDLE_SAMPLE_S = 0.25
+
+
 def local_threads() -> int:
-    """llama.cpp threads: ``EXTRACT_LOCAL_THREADS``, else the cores no other process keeps busy (at least one).
+    """llama.cpp threads: ``EXTRACT_LOCAL_THREADS``, else the cores idle right now (at least one).
 
     llama.cpp's threads meet after every layer, so a thread that shares its core with a busy process holds
     up the rest: on 2 cores kept busy by two other processes, 64 tokens of the bundled model took 15.7 s
-    with 2 threads and 7.0 s with 1 (2.1 s and 3.4 s on idle cores). The 1-minute load average says how
-    many cores are taken.
+    with 2 threads and 7.0 s with 1 (2.1 s and 3.4 s on idle cores). Idle is measured over a quarter of a
+    second, not taken from the load average, which stays high for minutes after a build has finished.
     """
     cores = os.cpu_count() or 1
     chosen = os.environ.get(THREADS_VARIABLE, "").strip()
@@ -54,8 +57,25 @@ def local_threads() -> int:
         if not chosen.isdigit() or not 1 <= int(chosen) <= 4 * cores:
             raise ValueError(f"{THREADS_VARIABLE}={chosen!r}: expected a whole number of threads from 1 to {4 * cores}")
         return int(chosen)
-    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    return max(1, cores - busy)
+    idle = _idle_share()
+    return cores if idle is None else max(1, min(cores, round(idle * cores)))
+
+
+def _idle_share() -> float | None:
+    """The share of all CPU time spent idle over ``IDLE_SAMPLE_S`` (Linux ``/proc/stat``; None elsewhere)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:9]]
+        return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, everything
+
+    try:
+        idle_before, total_before = sample()
+        time.sleep(IDLE_SAMPLE_S)
+        idle_after, total_after = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total_after - total_before
+    return (idle_after - idle_before) / elapsed if elapsed > 0 else None
 
 
 class LocalProvider:
