@@ -154,7 +154,8 @@ def build(url: str, size: int) -> list[str]:
     from tests.support.runlog import make_document, run_config
 
     store = open_store(url)
-    contract, prompt = get_contract("work_procedure"), load_prompt("work_procedure")
+    contract = get_contract("work_procedure")
+    prompt = load_prompt(contract)
     template = split(render_request(prompt, contract, make_document(0)))
     assert template.part is not None
     sentences = [s.to_json() for s in make_document(0).sentences]
