@@ -10,7 +10,7 @@ counts) are derived from the one place that holds them instead of being stored t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from extractor.errors import UsageError
 from extractor.vocab import CalibrationVerdict
@@ -18,8 +18,21 @@ from extractor.vocab import CalibrationVerdict
 REPORT_SCHEMA = "judge-calibration/1"
 
 
+class FlatJSON:
+    """A dataclass whose JSON is its fields by name, in order (no nested report parts): written and read here once."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class VerdictPolicy:
+class VerdictPolicy(FlatJSON):
     """When a judge is rejected, admitted to review, or admitted to block. Every bound is settable.
 
     Defaults (docs/design.md#judge-calibration): 30 cases minimum, 100+ before a judge may block, minority class >= 30%,
@@ -46,13 +59,6 @@ class VerdictPolicy:
             raise UsageError(f"threshold must be between 0 and 1 (exclusive), not {self.threshold}")
         if self.resamples < 1:
             raise UsageError("resamples must be at least 1")
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> VerdictPolicy:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ def _metric_or_none(data: dict[str, Any] | None) -> Metric | None:
 
 
 @dataclass(frozen=True)
-class Disagreement:
+class Disagreement(FlatJSON):
     """A case the two annotators labelled differently: listed for adjudication."""
 
     case_id: str
@@ -102,15 +108,6 @@ class Disagreement:
     value: str
     excerpt: str
     source: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"case_id": self.case_id, "label_1": self.label_1, "label_2": self.label_2,
-                "adjudicated": self.adjudicated, "value": self.value, "excerpt": self.excerpt, "source": self.source}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Disagreement:
-        return cls(data["case_id"], data["label_1"], data["label_2"], data["adjudicated"], data["value"],
-                   data["excerpt"], data["source"])
 
 
 @dataclass(frozen=True)
@@ -133,7 +130,7 @@ class AnnotatorAgreement:
 
 
 @dataclass(frozen=True)
-class CaseCounts:
+class CaseCounts(FlatJSON):
     """Where the cases went: ``used`` is how many had a gold label and a score, so entered the judge's metrics."""
 
     total: int
@@ -145,16 +142,9 @@ class CaseCounts:
     used: int
     protocol_errors: int
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CaseCounts:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class ClassBalance:
+class ClassBalance(FlatJSON):
     """The gold classes among the used cases; ``warning`` is set when the minority is too small to trust a metric."""
 
     supported: int
@@ -162,13 +152,6 @@ class ClassBalance:
     minority_share: float
     ok: bool
     warning: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClassBalance:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -215,7 +198,7 @@ class JudgeMetrics:
 
 
 @dataclass(frozen=True)
-class ConfidentMiss:
+class ConfidentMiss(FlatJSON):
     """A case people labelled unsupported that the judge scored at or above the confident score."""
 
     case_id: str
@@ -224,28 +207,14 @@ class ConfidentMiss:
     excerpt: str
     source: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ConfidentMiss:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class JudgeProblem:
+class JudgeProblem(FlatJSON):
     """A case the judge gave no score for (never counted as a score)."""
 
     case_id: str
     status: str
     error: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> JudgeProblem:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
