@@ -34,8 +34,9 @@ from extractor.rules.guards import EXTENT_RULES, Guards
 from extractor.rules.merge import MERGE_VALUE_CONFLICT
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
     from pydantic import BaseModel
+
+    from extractor.rules.schema import SchemaValidator
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 PATH_ENV = "EXTRACT_CONTRACTS_PATH"
@@ -134,15 +135,15 @@ class Contract:
         return frozenset(found)
 
     @cached_property
-    def validator(self) -> Draft202012Validator:
-        """The compiled validator for ``schema``, built once per contract.
+    def validator(self) -> SchemaValidator:
+        """The compiled validator for ``schema``, built once per contract (``extractor.rules.schema``).
 
         Local ``$ref``s are substituted first (the contracts are not recursive): the same schema, and
-        about 40% less time per object, which matters for 20,000 coverage entries.
+        about 40% less time per object in python-jsonschema, which matters for 20,000 coverage entries.
         """
-        from jsonschema import Draft202012Validator
+        from extractor.rules.schema import SchemaValidator
 
-        return Draft202012Validator(inline_refs(self.schema))
+        return SchemaValidator(inline_refs(self.schema))
 
     def generated_schema(self) -> dict[str, Any]:
         """The schema derived from the pydantic model (built-ins only): what ``schema.json`` must hold."""

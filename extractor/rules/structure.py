@@ -15,7 +15,7 @@ from extractor.evidence.fieldpath import location
 from extractor.rules import Hit, rule
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+    from extractor.rules.schema import SchemaValidator
 
 MAX_CANDIDATE_CHARS = 20_000_000
 MAX_DEPTH = 64
@@ -103,7 +103,7 @@ def parse_candidate(text: str) -> Parsed:
 @dataclass(frozen=True)
 class SchemaInput:
     value: Any
-    validator: Draft202012Validator
+    validator: SchemaValidator
 
 
 @rule(
@@ -114,7 +114,7 @@ class SchemaInput:
     "bad enum values, empty strings where text is required, malformed ids)",
     inputs="the parsed response and contracts/<name>/v<version>/schema.json",
     normalisation="none",
-    passes="jsonschema Draft 2020-12 reports no error",
+    passes="python-jsonschema (Draft 2020-12) reports no error (jsonschema-rs may say so first: extractor.rules.schema)",
     location="JSON path of the offending value, e.g. $.processSteps[2].actorId (of the missing key for a "
     "required property)",
     judge_needed_after_failure="no: repair once, then manual review",
