@@ -4,7 +4,8 @@ Segmentation (kss, pysbd) and validation (jsonschema, the rules) are pure Python
 process they would hold the interpreter lock for milliseconds per document, stalling the event loop
 (every model call in flight) and the run-log writer. Each step gets one worker process of its own, so a
 slow document in one never holds up the other; they start on first use and are reused by every run of
-the Python process. ``EXTRACT_WORKER_PROCESSES=0`` runs both in threads of the run's process instead.
+the Python process. Answers come in bursts, so validations also go to the ingest worker while it has
+nothing to read (``_validator``). ``EXTRACT_WORKER_PROCESSES=0`` runs both in threads of the run's process instead.
 
 A worker that dies (killed, out of memory) is replaced and the work tried once more; an ingest that
 kills it twice reports the file as unusable, a validation falls back to the run's own process.
@@ -105,6 +106,12 @@ class _Worker:
         self._lock = threading.Lock()
         self._executor: Executor | None = None
         self._in_thread = False  # set when no worker process can be started on this machine
+        self.pending = 0  # calls submitted and not yet answered
+
+    @property
+    def idle_process(self) -> bool:
+        """Started as a process and working on nothing: free to take another step's work."""
+        return self.pending == 0 and isinstance(self._executor, ProcessPoolExecutor)
 
     def executor(self) -> Executor:
         with self._lock:
@@ -123,6 +130,15 @@ class _Worker:
 
     async def call(self, function: Any, *args: Any) -> Any:
         """``function(*args)`` in the worker; ``BrokenProcessPool`` after the worker died on it twice."""
+        with self._lock:
+            self.pending += 1
+        try:
+            return await self._call(function, *args)
+        finally:
+            with self._lock:
+                self.pending -= 1
+
+    async def _call(self, function: Any, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         for attempt in (1, 2):
             executor = self.executor()
@@ -172,10 +188,21 @@ async def prepare(path: Path) -> tuple[Document, float]:
                          ) from None
 
 
+def _validator() -> _Worker:
+    """The validation worker, or the ingest worker when it is idle and validations are waiting.
+
+    Answers arrive in bursts (a wave of calls ends together; at the end of a batch nothing is left to read), and
+    one process would validate them one after another while the ingest worker waits. Only this direction:
+    validating needs a few modules, segmenting needs kss (seconds to import, 300 MB).
+    """
+    return _INGEST if _VALIDATION.pending and _INGEST.idle_process else _VALIDATION
+
+
 async def validate(raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
-    """The validator's report on one model answer, computed in the validation worker, and its CPU seconds."""
+    """The validator's report on one model answer, computed in a worker process (``_validator``), and its CPU
+    seconds."""
     try:
-        return await _VALIDATION.call(_validate_measured, raw, document, contract.ref)
+        return await _validator().call(_validate_measured, raw, document, contract.ref)
     except BrokenProcessPool:  # the answer is still judged, here: a verdict never goes missing
         from extractor.validate import validate as validate_here
 
@@ -186,7 +213,7 @@ async def validate(raw: str, document: Document, contract: Contract) -> tuple[Re
 async def check_structure(raw: str, contract: Contract) -> tuple[Report, float]:
     """The structure rules alone on one window's answer, in the validation worker (only the text travels)."""
     try:
-        return await _VALIDATION.call(_check_structure_measured, raw, contract.ref)
+        return await _validator().call(_check_structure_measured, raw, contract.ref)
     except BrokenProcessPool:
         from extractor.validate import check_structure as check_here
 
