@@ -820,3 +820,53 @@ def test_generated_layouts_keep_every_word_in_a_unit(layout: tuple[str, list[tup
     assert not symbols, f"symbol markers inside a unit: {symbols}"
     windows = _from_text(text.replace("\n", "\r\n"))
     assert [(s.text, s.start, s.end) for s in windows.sentences] == [(s.text, s.start, s.end) for s in doc.sentences]
+
+
+SIMPLE_ENGLISH = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ÀéßøĀž ,/&%+#@=\n-",
+                         min_size=1, max_size=120)
+
+
+@settings(max_examples=600, deadline=None)
+@given(SIMPLE_ENGLISH, st.sampled_from(["", ".", "!", "?"]), st.sampled_from(["", " ", "\n", "  \n"]))
+def test_text_pysbd_returns_whole_skips_it_with_the_same_unit(body: str, end: str, pad: str) -> None:
+    """The fast path for one-sentence English blocks gives exactly what pysbd gives, on text built to tempt it
+    (list-like numbers, lone letters, e-mail-like @, hyphens, wrapped lines)."""
+    import extractor.segment as segmenting
+
+    content = pad + body + end + pad
+    if not content.strip():
+        return
+    assert segmenting._ONE_ENGLISH_SENTENCE.fullmatch(content)
+    slow = segmenting._join_glued(content, segmenting._split_windowed(segmenting.mask(content),
+                                                                        segmenting._split_english))
+    assert segmenting._block_units(content, BlockKind.PARAGRAPH) == slow
+
+
+@pytest.mark.parametrize("text", ["Approve it. Then file it.", "e.g. this one", "1. Submit the form", "a) first b) second",
+                                  'He said "stop." Then left', "Wait... what", "Costs: see below", "Done!!"])
+def test_text_with_any_other_mark_still_goes_through_pysbd(text: str) -> None:
+    import extractor.segment as segmenting
+
+    assert not segmenting._ONE_ENGLISH_SENTENCE.fullmatch(text)
+
+
+def test_the_fast_path_agrees_with_pysbd_on_every_bundled_english_block() -> None:
+    import extractor.segment as segmenting
+    from extractor.ingest import load
+
+    checked = 0
+    for path in [*sorted((ROOT / "samples").rglob("*.md")), *sorted((ROOT / "samples").rglob("*.txt")),
+                 *sorted((ROOT / "tests" / "corpus").rglob("*.md"))]:
+        try:
+            document = load(path)
+        except Exception:  # noqa: BLE001 - a deliberately broken corpus file: nothing to segment
+            continue
+        for block in document.blocks:
+            content = document.text[block.content_start:block.end]
+            if not content.strip() or segmenting._splitter_for(content) is not segmenting._split_english:
+                continue
+            slow = segmenting._join_glued(content, segmenting._split_windowed(segmenting.mask(content),
+                                                                                segmenting._split_english))
+            assert segmenting._block_units(content, block.kind) == slow or block.kind is BlockKind.CODE, content
+            checked += 1
+    assert checked > 50

@@ -47,6 +47,12 @@ paragraph, 0.6 s in 200 pieces)."""
 _HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff]")
 _CYRILLIC = re.compile("[\u0400-\u052f]+")
 _TERMINALS = frozenset(".!?…。！？")
+_ONE_ENGLISH_SENTENCE = re.compile("\\s*[A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f ,/&%+#@=\n-]+[.!?]?\\s*")
+"""Text pysbd returns whole: letters, digits, spaces and ``,/&%+#@=-``, at most one ``.``, ``!`` or ``?`` at the
+end. Every pysbd rule needs another mark (an inner period, a bracket, a quote, a colon, an ellipsis, a list
+number's period) to split or change anything, and its placeholder characters are not among these (checked
+against pysbd in ``tests/test_segment.py``). Headings and one-sentence items, most of a procedure's blocks,
+skip pysbd's dozens of regex passes per block: English segmentation 3.9 -> 0.9 ms for the sample."""
 _CLOSERS = frozenset("\"'”’»)]}")
 
 
@@ -133,9 +139,13 @@ def _block_units(content: str, kind: BlockKind) -> list[tuple[int, int]]:
     """
     if not content or content.isspace():
         return []
+    whole = [(len(content) - len(content.lstrip()), len(content.rstrip()))]
     if kind is BlockKind.CODE:
-        return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
-    return _join_glued(content, _split_windowed(mask(content), _splitter_for(content)))
+        return whole
+    splitter = _splitter_for(content)
+    if splitter is _split_english and _ONE_ENGLISH_SENTENCE.fullmatch(content):
+        return whole
+    return _join_glued(content, _split_windowed(mask(content), splitter))
 
 
 def _splitter_for(content: str) -> Splitter:
