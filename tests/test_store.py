@@ -528,6 +528,32 @@ def test_queries_for_the_cli(store: Store) -> None:
     assert latest is not None and latest.id == forced.document_run_id and latest.state == "PROCESSING"
 
 
+def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: Store) -> None:
+    ids = ["ab9" + "0" * 29, "ab9f" + "1" * 28, "aba" + "2" * 29, "abf" + "3" * 29, "ac0" + "4" * 29, "9" * 32]
+    for wanted in ids:  # ids whose last prefix digit is 9 or f: the range's upper end is the next hex digit
+        started = store.start_run(run_config())
+        with store.engine.begin() as connection:
+            connection.execute(update(Run).where(Run.id == started).values(id=wanted))
+    for prefix in ("ab9", "ab9f", "aba", "abf", "ab", "a", "9", "99999999", "ac0", "ffffff", *ids, "ab9" + "0" * 28 + "1"):
+        assert sorted(r.id for r in store.find_runs(id_prefix=prefix)) == [i for i in sorted(ids) if i.startswith(prefix)], prefix
+    if store.engine.dialect.name != "sqlite":
+        return
+    statements: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        store.find_runs(id_prefix=ids[1][:8])
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    statement, parameters = next((s, p) for s, p in statements if "FROM runs" in s)
+    with store.engine.connect() as connection:
+        plan = " | ".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
+    assert "SEARCH runs USING INDEX sqlite_autoindex_runs_1" in plan, plan  # not every run read (SCAN runs)
+
+
 # -- integrity ----------------------------------------------------------------------------------------------
 
 

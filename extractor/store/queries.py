@@ -55,7 +55,7 @@ def find_runs(
     if ids is not None:
         query = query.where(Run.id.in_(list(ids)))
     if id_prefix is not None:
-        query = query.where(Run.id.startswith(id_prefix, autoescape=True))
+        query = query.where(*_id_starts_with(Run.id, id_prefix))
     if model is not None:
         condition = Run.model == model
         if provider_model is not None:
@@ -77,6 +77,26 @@ def find_runs(
         runs = session.scalars(query).all()
         counts = _state_counts(session, [run.id for run in runs])
         return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
+
+
+_HEX = re.compile(r"[0-9a-f]+")
+_NEXT_HEX = dict(zip("0123456789abcdef", "123456789abcdefg", strict=True))
+
+
+def _id_starts_with(column: Any, prefix: str) -> list[Any]:
+    """``column`` starts with ``prefix``, as conditions the column's index answers.
+
+    ``LIKE 'prefix%'`` alone reads every row (SQLite's LIKE ignores case and cannot use the index, PostgreSQL's
+    needs the C collation): a run id looked up by ``compare``, ``stats`` or ``show`` would cost more with every
+    run logged. Ids are lowercase hex (``uuid4().hex``), so a hex prefix is also the range from the prefix up to
+    the prefix with its last digit the next one (``9`` -> ``a``, ``f`` -> ``g``; digits sort before letters in
+    SQLite's and PostgreSQL's collations alike), which the primary key answers; the LIKE stays, so what matches
+    does not change.
+    """
+    condition = column.startswith(prefix, autoescape=True)
+    if not _HEX.fullmatch(prefix):
+        return [condition]
+    return [column >= prefix, column < prefix[:-1] + _NEXT_HEX[prefix[-1]], condition]
 
 
 def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
