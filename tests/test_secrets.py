@@ -58,11 +58,11 @@ def test_the_api_key_is_never_recorded_printed_or_logged(llm_server: Callable[..
     run = outputs[0][1]
     assert run.returncode == ExitCode.MANUAL_REVIEW, run.stderr  # one document ended in ERROR (the 401): a person
     assert "HTTP 401" in run.stdout + run.stderr and "***" in run.stdout + run.stderr  # the cause, redacted
-    assert "DEBUG" in run.stderr and "openai._base_client" in run.stderr  # the client library's debug log was on
+    assert "DEBUG" in run.stderr and "httpcore" in run.stderr  # the HTTP library's debug log was on (OPENAI_LOG)
     assert seen == {"en": 2, "ko": 1, "ru": 2}
     for name, result in outputs:
         assert marker not in result.stdout and marker not in result.stderr, name
-        if name != "run":  # the client's own debug log prints tracebacks of the HTTP errors it saw
+        if name != "run":  # only the run calls the model
             assert "Traceback" not in result.stderr, (name, result.stderr)
     dump = dump_database(db_url)
     assert "documentPurpose" in dump and "upstream failed" in dump, dump[-3000:]  # the dump sees what was recorded

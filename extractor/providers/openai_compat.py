@@ -5,8 +5,14 @@ raw text of every answer (a tool call's ``arguments`` string in tools mode). The
 here, not by ``instructor``: contracts are JSON Schema files, not pydantic models, and the only parts of
 instructor that would apply (its modes and request builders) assume a response model to parse into and
 retries to re-ask with, both of which this product does itself (the validator, the one repair). Four
-dict shapes are smaller than a stand-in model per schema. The ``openai`` client's own retries are off;
-ours are bounded, recorded per try, and honour ``Retry-After``.
+dict shapes are smaller than a stand-in model per schema. Retries are ours: bounded, recorded per try,
+and they honour ``Retry-After``.
+
+The calls go out through ``httpx`` directly, as the ``openai`` client would send them (same URL, bearer
+key, JSON body, timeout; an error body is read the way it reads one), without the client's per-call
+option models, header builders and retry machinery: at 64 calls in flight those were most of the run
+process's CPU, and its event loop is what every call in flight waits on. Connections are kept alive for
+every call in flight (the ``openai`` client keeps 100), so 256 in flight do not reconnect every call.
 
 Servers differ in what they accept (the README lists them): with ``--response-format auto`` a server that
 answers a mode with "unsupported" (400 or 422 naming it, or a 5xx whose body names the request field, as
@@ -30,7 +36,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
+import httpx
 
 from extractor.generate import (
     GenerationRequest,
@@ -48,7 +54,10 @@ log = logging.getLogger(__name__)
 # ``auto`` tries these in order: the strongest structure a server enforces first, plain JSON-by-prompt last.
 AUTO_ORDER = (ResponseFormat.json_schema, ResponseFormat.tools, ResponseFormat.json_object, ResponseFormat.plain)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key, but the client insists on one
+NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key; a bearer header is sent all the same
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+MAX_CONNECTIONS = 1000
+"""Connections to one server, all kept alive between calls (the run's concurrency bounds calls below this)."""
 # What a 400/422 says when it rejects a mode; a 5xx must name the request field itself (``_FIELDS``).
 _REJECTION_WORDS = {
     ResponseFormat.json_schema: re.compile(r"response_format|json_schema|json_object|structured output"),
@@ -145,8 +154,12 @@ class OpenAICompatProvider:
         self._on_rate_limit = on_rate_limit
         self._on_timeout = on_timeout
         self._secret = api_key
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=self._settings.timeout_s, max_retries=0
+        _log_from_environment()
+        self._client = httpx.AsyncClient(
+            base_url=base_url or DEFAULT_BASE_URL, timeout=self._settings.timeout_s,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json",
+                     "Content-Type": "application/json", **_account_headers()},
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
         )
         self.base_url = _without_userinfo(str(self._client.base_url).rstrip("/"))
         chosen = ResponseFormat(self._settings.response_format)
@@ -234,25 +247,24 @@ class OpenAICompatProvider:
             )
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
     async def _try(self, request: GenerationRequest, mode: ResponseFormat, token_field: str,
                    timeout_s: float) -> _Answer:
         """One HTTP try; every way it can fail becomes a ``_Failure``."""
         body = request_body(self.model, request, mode, token_field)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             async with asyncio.timeout(timeout_s):
-                # The client's documented raw request: the body goes out as built (the typed create() walks
-                # every message and the whole schema through its type annotations, milliseconds a call).
-                text = await self._client.post("/chat/completions", cast_to=str, body=body)
-        except (TimeoutError, openai.APITimeoutError):
+                response = await self._client.post("chat/completions", content=content)
+        except (TimeoutError, httpx.TimeoutException):
             raise _Failure("timeout", f"no answer within {timeout_s:g} s", retryable=True) from None
-        except openai.APIConnectionError as err:
-            raise _Failure("connection_error", _describe(err.__cause__ or err), retryable=True) from None
-        except openai.APIStatusError as err:
-            raise _status_failure(err) from None
+        except httpx.HTTPError as err:
+            raise _Failure("connection_error", _describe(err), retryable=True) from None
+        if not response.is_success:
+            raise _status_failure(response.status_code, response.text, response.headers)
         tool = body["tool_choice"]["function"]["name"] if mode is ResponseFormat.tools else None
-        return _parse_completion(text.encode("utf-8"), tool=tool)
+        return _parse_completion(response.text.encode("utf-8"), tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
         """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
@@ -318,24 +330,51 @@ def request_body(model: str, request: GenerationRequest, mode: ResponseFormat, t
     return body
 
 
-def _status_failure(err: openai.APIStatusError) -> _Failure:
-    status = err.status_code
-    body = err.body
-    message = body.get("message") if isinstance(body, dict) else body
-    param = body.get("param") if isinstance(body, dict) else None
+def _log_from_environment() -> None:
+    """``OPENAI_LOG=debug`` (or ``info``) logs every HTTP call to stderr, as it does for the ``openai`` client.
+
+    Request headers are never logged (the key is in one); what this module logs is redacted.
+    """
+    level = {"debug": logging.DEBUG, "info": logging.INFO}.get(os.environ.get("OPENAI_LOG", "").strip().lower())
+    if level is None:
+        return
+    logging.basicConfig(format="[%(asctime)s - %(name)s:%(lineno)d - %(levelname)s] %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S")
+    for name in ("httpx", "httpcore", __name__):
+        logging.getLogger(name).setLevel(level)
+
+
+def _account_headers() -> dict[str, str]:
+    """The organisation and project headers the ``openai`` client sends when its variables are set."""
+    names = {"OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT_ID": "OpenAI-Project"}
+    return {header: value for variable, header in names.items() if (value := os.environ.get(variable))}
+
+
+def _status_failure(status: int, text: str, headers: Mapping[str, str]) -> _Failure:
+    """An HTTP error, read as the ``openai`` client reads one: the ``error`` object of a JSON body (its
+    ``message`` and ``param``), else the body itself."""
+    stripped = text.strip()
+    try:
+        parsed: Any = json.loads(stripped)
+        summary = f"Error code: {status} - {parsed}"
+    except ValueError:
+        parsed, summary = stripped, stripped or f"Error code: {status}"
+    error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+    message = error.get("message") if isinstance(error, dict) else error
+    param = error.get("param") if isinstance(error, dict) else None
     if not (isinstance(message, str) and message):
-        # No "message" field (FastAPI-style {"detail": [...]} bodies): newer client versions no longer put the
-        # body into err.message, so the raw body is the only place that says what the server objected to.
-        raw = err.response.text[:500]
-        message = err.message if raw in err.message else f"{err.message} - {raw}"
+        # No "message" field (FastAPI-style {"detail": [...]} bodies): the raw body is the only place that says
+        # what the server objected to.
+        raw = text[:500]
+        message = summary if raw in summary else f"{summary} - {raw}"
     return _Failure(
         f"http_{status}",
         message,
         retryable=status in RETRYABLE_STATUS,
         status=status,
         param=param if isinstance(param, str) else None,
-        retry_after=_retry_after(err.response.headers),
-        body=err.response.text[:4000].lower(),
+        retry_after=_retry_after(headers),
+        body=text[:4000].lower(),
     )
 
 
