@@ -1,7 +1,7 @@
 """Throughput of ``extract run`` against a model that always takes the same time to answer.
 
-A scripted OpenAI-compatible server (``tests/support/llm_server.py``, in its own process so its CPU is
-not the pipeline's) answers every call after a fixed delay with a candidate that passes validation, so
+An OpenAI-compatible server (asyncio, in its own process so its CPU is not the pipeline's; its answers are
+``tests/support/llm_server.py``'s) answers every call after a fixed delay with a candidate that passes validation, so
 every document costs exactly one call. Each level runs in a fresh process on a fresh database, with at
 least ``--waves`` rounds of calls (documents = max(--documents, waves x concurrency), so the first and last
 round weigh little). The documents are the three samples, each copy with its own title line so content
@@ -52,15 +52,46 @@ TARGET_CPU_MS = 10.0
 
 
 def serve(latency_s: float) -> None:
-    """Answer every call after ``latency_s`` with the sample candidate for the document's language."""
+    """Answer every call after ``latency_s`` with the sample candidate for the document's language.
+
+    An asyncio HTTP/1.1 server (kept-alive connections, one coroutine each), not the tests' threaded
+    ``ScriptedLLMServer``: with 256 calls in flight its 256 threads wake together and queue for one
+    interpreter lock, which adds up to hundreds of milliseconds to calls that should take ``latency_s``, a
+    delay that belongs to no real model server. Each answer is what ``ScriptedLLMServer`` would send.
+    """
+    asyncio.run(_serve(latency_s))
+
+
+async def _serve(latency_s: float) -> None:
     from tests.support.llm_server import Reply, ScriptedLLMServer
 
-    def script(request: dict[str, Any] | None, number: int) -> Reply:
-        return Reply(answer_for(request), delay_s=latency_s)
+    shapes = ScriptedLLMServer(lambda request, number: Reply(""))  # only for its chat.completion body
+    served = 0
 
-    with ScriptedLLMServer(script) as server:
-        print(server.base_url, flush=True)
-        sys.stdin.read()  # until the parent closes our stdin
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))) or b"null")
+                served += 1
+                await asyncio.sleep(latency_s)
+                completion = shapes._completion(Reply(answer_for(body), delay_s=latency_s), body, served)
+                data = json.dumps(completion, ensure_ascii=False).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(data)).encode() + b"\r\n\r\n" + data)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client closed its connection
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(connection, "127.0.0.1", 0, backlog=1024)
+    port = server.sockets[0].getsockname()[1]
+    print(f"http://127.0.0.1:{port}/v1", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes our stdin
+    server.close()
 
 
 # ---------------------------------------------------------------- one concurrency level (its own process)

@@ -1,7 +1,6 @@
 """Providers against a real scripted HTTP server: raw answers, mode fallback, bounded retries, no leaked key.
 
-No client is mocked: every test goes through the openai client, httpx and a socket to
-``tests.support.llm_server``. The slow test runs the bundled GGUF model in process.
+No client is mocked: every test goes through httpx and a socket to ``tests.support.llm_server``. The slow test runs the bundled GGUF model in process.
 """
 
 from __future__ import annotations
@@ -95,6 +94,35 @@ def failure(server: ScriptedLLMServer, **options: Any) -> ProviderError:
 
 
 # --- answers are returned raw ---------------------------------------------------------------------------
+
+
+def test_forty_calls_in_flight_are_spread_over_clients_of_sixteen(llm_server: StartServer) -> None:
+    """Forty calls really in flight at once (the server holds every answer until all forty arrived), twice:
+    every one answered, on three clients (16 connections each), made only as the calls needed them."""
+    import threading
+
+    together = threading.Barrier(40, timeout=120)
+
+    def script(body: dict[str, Any] | None, number: int) -> Reply:
+        together.wait()
+        return Reply(json.dumps({"name": "Alice", "age": number}))
+
+    server = llm_server(script)
+    provider = provider_for(server)
+
+    async def run() -> list[GenerationResult]:
+        try:
+            first = await asyncio.gather(*[provider.generate(REQUEST) for _ in range(40)])
+            return [*first, *await asyncio.gather(*[provider.generate(REQUEST) for _ in range(40)])]
+        finally:
+            await provider.aclose()
+
+    results = asyncio.run(run())
+    assert sorted(json.loads(result.text)["age"] for result in results) == list(range(1, 81))
+    assert server.peak_in_flight == 40
+    assert len(provider._clients._clients) == 3
+
+
 
 
 def test_success_returns_exact_raw_content_usage_and_sends_what_was_asked(llm_server: StartServer) -> None:

@@ -32,7 +32,8 @@ def test_a_burst_of_answers_spills_into_the_idle_ingest_worker(fresh_workers: No
     expected = validate_here(answer, document, contract).to_json()
 
     async def burst() -> list[int]:
-        await workers.prepare(ROOT / "samples" / "en_purchase_approval.md")  # starts the ingest worker
+        prepared, _ = await workers.prepare(ROOT / "samples" / "en_purchase_approval.md")  # starts the ingest worker
+        assert prepared == document  # blocks and sentences come back from the process exactly
         assert workers._INGEST.idle_process
         tasks = [asyncio.create_task(workers.validate(answer, document, contract)) for _ in range(5)]
         await asyncio.sleep(0)  # every task has submitted its call (the choice is made before the first await)

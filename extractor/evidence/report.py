@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from extractor.document import by_fields
+
 
 class Severity(StrEnum):
     """``critical``: the document is BLOCKED whatever else holds (docs/design.md#states); ``error``: the candidate fails and is
@@ -31,6 +33,8 @@ class Finding:
     message: str
     hint: dict[str, Any] | None = None
 
+    __reduce__ = by_fields
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "rule_id": self.rule_id,
@@ -51,6 +55,8 @@ class FieldState:
     state: str | None
     rule_id: str | None = None
 
+    __reduce__ = by_fields
+
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "rule_id": self.rule_id}
 
@@ -64,6 +70,8 @@ class SentenceState:
     field_paths: tuple[str, ...] = ()
     reason: str | None = None
     rule_id: str | None = None
+
+    __reduce__ = by_fields
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +92,8 @@ class EvidenceSpan:
     spans: tuple[tuple[int, int], ...]
     sentence_ids: tuple[str, ...]
     source_id: str | None = None
+
+    __reduce__ = by_fields
 
     @property
     def found(self) -> bool:

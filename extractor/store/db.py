@@ -144,8 +144,10 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
 
     Same locking as ``transaction(write=True)``: SQLite takes its write lock up front.
     """
-    with engine.execution_options(store_write=True).begin() as connection:
-        yield connection
+    with engine.connect() as connection:
+        connection.execution_options(store_write=True)  # on the connection: no option engine per transaction
+        with connection.begin():
+            yield connection
 
 
 def require_one_of(value: str, allowed: Iterable[str], what: str) -> None:
