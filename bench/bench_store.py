@@ -9,8 +9,9 @@
    tables and spread over runs as real use would be (runs of 200 documents, two models, two prompt
    versions, READY / MANUAL / ERROR results, a repair for one document in five; the documents of every run
    but the newest five already approved or rejected). Each command runs as a user runs it (a new
-   ``python -m extractor`` process, start-up included), 3 times; the median is printed for both sizes with
-   the ratio 100k / 10k, next to ``extract --help`` as the start-up floor.
+   ``python -m extractor`` process, start-up included), 6 times per size, the sizes taking turns so that a
+   busy moment of the machine weighs on both; the median is printed for both sizes with the ratio
+   100k / 10k, next to ``extract --help`` as the start-up floor.
 
     python bench/bench_store.py [--sizes 10000 100000] [--documents 2000] [--postgres ADMIN_URL] [--skip-bytes]
 """
@@ -29,7 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ if str(ROOT) not in sys.path[:1]:
 
 RUN_SIZE = 200
 WAITING_RUNS = 5
-REPEATS = 3
+REPEATS = 6
 TARGET_BYTES = 4096
 TARGET_RATIO = 1.10
 SOURCE = ("# Leave Request {n}\n\nThe employee submits a leave request in the HR portal. "
@@ -244,16 +245,13 @@ def build(url: str, size: int) -> list[str]:
 
 
 def timed(command: list[str], env: dict[str, str], expect: Callable[[int], bool]) -> float:
-    """The median wall time of ``REPEATS`` runs of ``extract ...`` in a new process each."""
-    times = []
-    for _ in range(REPEATS):
-        began = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "extractor", *command], capture_output=True, text=True,
-                                env=env, cwd=ROOT)
-        times.append(time.perf_counter() - began)
-        if not expect(result.returncode):
-            raise SystemExit(f"extract {' '.join(command)} exited {result.returncode}: {result.stderr[-2000:]}")
-    return statistics.median(times)
+    """The wall time of one ``extract ...`` in a new process."""
+    began = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "extractor", *command], capture_output=True, text=True, env=env,
+                            cwd=ROOT)
+    if not expect(result.returncode):
+        raise SystemExit(f"extract {' '.join(command)} exited {result.returncode}: {result.stderr[-2000:]}")
+    return time.perf_counter() - began
 
 
 def commands(run_ids: list[str]) -> dict[str, list[str]]:
@@ -266,20 +264,32 @@ def commands(run_ids: list[str]) -> dict[str, list[str]]:
 
 
 def scale(workdir: Path, sizes: list[int], postgres: str | None) -> dict[str, dict[int, float]]:
+    """Median wall time per command and size. Both run logs are built first, then the sizes take turns
+    (small, large, large, small, ...), so a slow minute of a shared machine falls on both alike."""
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("EXTRACT_APPROVED_DATABASE_URL", None)
-    found: dict[str, dict[int, float]] = {}
-    found["extract --help (start-up)"] = {size: timed(["--help"], env, lambda code: code == 0) for size in sizes}
-    for size in sizes:
-        with fresh_database(workdir, f"scale_{size}", postgres) as url:
+    with ExitStack() as stack:
+        built: dict[int, tuple[str, dict[str, list[str]]]] = {}
+        for size in sizes:
+            url = stack.enter_context(fresh_database(workdir, f"scale_{size}", postgres))
             began = time.perf_counter()
             run_ids = build(url, size)
             print(f"built {size:,} document runs in {len(run_ids)} runs in {time.perf_counter() - began:.0f} s",
                   file=sys.stderr)
-            for name, command in commands(run_ids).items():
-                found.setdefault(name, {})[size] = timed([*command, "--database", url], env,
-                                                         lambda code: code in (0, 1, 3, 4))
-    return found
+            built[size] = url, commands(run_ids)
+        times: dict[str, dict[int, list[float]]] = {"extract --help (start-up)": {size: [] for size in sizes}}
+        for name in built[sizes[0]][1]:
+            times[name] = {size: [] for size in sizes}
+        for round_ in range(REPEATS):
+            order = sizes if round_ % 2 == 0 else sizes[::-1]
+            for size in order:
+                url, size_commands = built[size]
+                times["extract --help (start-up)"][size].append(timed(["--help"], env, lambda code: code == 0))
+                for name, command in size_commands.items():
+                    times[name][size].append(timed([*command, "--database", url], env,
+                                                   lambda code: code in (0, 1, 3, 4)))
+    return {name: {size: statistics.median(values) for size, values in by_size.items()}
+            for name, by_size in times.items()}
 
 
 # ---------------------------------------------------------------- main
@@ -303,7 +313,8 @@ def main() -> None:
                     total, runs = bytes_per_document_run(url, workdir / f"docs_{repair}", args.documents, repair)
                 print(f"  {label:<32} {total:>12,} bytes / {runs:,} = {total / runs:>7,.0f} bytes per document run")
         small, large = args.sizes
-        print(f"\ncommand time, median of {REPEATS} ({backend}; new process each, start-up included; target ratio "
+        print(f"\ncommand time, median of {REPEATS}, sizes taking turns ({backend}; new process each, start-up included; "
+              f"target ratio "
               f"<= {TARGET_RATIO:.2f})")
         print(f"  {'command':<28} {small:>10,} {large:>10,}   ratio")
         for name, times in scale(workdir, args.sizes, args.postgres).items():
