@@ -4,8 +4,9 @@ Segmentation (kss, pysbd) and validation (jsonschema, the rules) are pure Python
 process they would hold the interpreter lock for milliseconds per document, stalling the event loop
 (every model call in flight) and the run-log writer. Each step gets one worker process of its own, so a
 slow document in one never holds up the other; they start on first use and are reused by every run of
-the Python process. Answers come in bursts, so validations also go to the ingest worker while it has
-nothing to read (``_validator``). ``EXTRACT_WORKER_PROCESSES=0`` runs both in threads of the run's process instead.
+the Python process. Each also takes the other's work while it has none of its own: answers come in bursts
+(``_validator``), and a batch starts with nothing but reading (``_reader``; documents with Hangul stay with
+the ingest worker, which has kss). ``EXTRACT_WORKER_PROCESSES=0`` runs both in threads of the run's process instead.
 
 A worker that dies (killed, out of memory) is replaced and the work tried once more; an ingest that
 kills it twice reports the file as unusable, a validation falls back to the run's own process.
@@ -19,6 +20,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from pathlib import Path
@@ -48,16 +50,25 @@ def load_document(path: Path) -> Document:
     return segment(load(path))
 
 
-def _load_measured(path: Path, environment: dict[str, str | None]) -> tuple[Document, float]:
-    """``load_document`` with the caller's settings, and the CPU seconds it took."""
+def _load_measured(path: Path, environment: dict[str, str | None], korean: bool = True) -> tuple[Document | None, float]:
+    """``load_document`` with the caller's settings, and the CPU seconds it took.
+
+    ``korean=False`` (the validation worker reading): a document with Hangul is not segmented (None), since kss
+    would have to be imported into this process (seconds, 340 MB); the ingest worker has it.
+    """
+    from extractor.ingest import load
+    from extractor.segment import needs_kss, segment
+
     for name, value in environment.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
     started = time.thread_time()
-    document = load_document(path)
-    return document, time.thread_time() - started
+    document = load(path)
+    if not korean and needs_kss(document.text):
+        return None, time.thread_time() - started
+    return segment(document), time.thread_time() - started
 
 
 def _validate_measured(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
@@ -108,10 +119,12 @@ class _Worker:
         self._in_thread = False  # set when no worker process can be started on this machine
         self.pending = 0  # calls submitted and not yet answered
 
-    @property
-    def idle_process(self) -> bool:
-        """Started as a process and working on nothing: free to take another step's work."""
-        return self.pending == 0 and isinstance(self._executor, ProcessPoolExecutor)
+    def free(self, *, start: bool = False) -> bool:
+        """A worker process with nothing to do, free to take another step's work: one started already, or with
+        ``start`` one this call may start (it would start for its own work soon anyway)."""
+        if self.pending or self._in_thread or os.environ.get(PROCESSES_ENV, "1").strip() == "0":
+            return False
+        return isinstance(self._executor, ProcessPoolExecutor) or (start and self._executor is None)
 
     def executor(self) -> Executor:
         with self._lock:
@@ -137,6 +150,7 @@ class _Worker:
         finally:
             with self._lock:
                 self.pending -= 1
+            _wake_readers()
 
     async def _call(self, function: Any, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -172,18 +186,52 @@ class _Worker:
 
 _INGEST = _Worker("ingest")
 _VALIDATION = _Worker("validate")
+READ_AHEAD = 2
+"""Files handed to the ingest worker at once (one read, one waiting); the others wait in the run, where the
+validation worker takes one whenever it has nothing to do."""
+_READERS_WAKE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = weakref.WeakKeyDictionary()
+
+
+def _wake_readers() -> None:
+    """A worker finished a call: files waiting for a reader look again (``_reader``)."""
+    event = _READERS_WAKE.get(asyncio.get_running_loop())
+    if event is not None:
+        event.set()
+        event.clear()
+
+
+async def _reader() -> _Worker:
+    """Who reads the next file: the ingest worker while it has fewer than ``READ_AHEAD``, else the validation
+    worker when it has nothing to do (the first wave of a batch, before any answer; the seconds the ingest worker
+    spends importing kss for the first Korean document), else whichever frees first."""
+    loop = asyncio.get_running_loop()
+    while True:
+        if _INGEST.pending < READ_AHEAD:
+            return _INGEST
+        if _VALIDATION.free(start=True):
+            return _VALIDATION
+        await _READERS_WAKE.setdefault(loop, asyncio.Event()).wait()
 
 
 async def prepare(path: Path) -> tuple[Document, float]:
-    """Ingest and segment ``path`` in the ingest worker: ``(document, CPU seconds spent on it)``.
+    """Ingest and segment ``path``: ``(document, CPU seconds spent on it)``, in the ingest worker or, while that
+    is busy and the validation worker idle, in the validation worker (``_reader``), which hands a document with
+    Hangul back to the ingest worker unsegmented.
 
-    ``InputError`` comes back as raised; a file the worker dies on twice is reported as unusable.
+    ``InputError`` comes back as raised; a file a worker dies on twice is reported as unusable.
     """
     environment = {name: os.environ.get(name) for name in PASSED_ENV}
     try:
-        return await _INGEST.call(_load_measured, path, environment)
+        spent = 0.0
+        if await _reader() is _VALIDATION:
+            document, spent = await _VALIDATION.call(_load_measured, path, environment, False)
+            if document is not None:
+                return document, spent
+        loaded, seconds = await _INGEST.call(_load_measured, path, environment)
+        assert loaded is not None  # the ingest worker segments every language
+        return loaded, spent + seconds
     except BrokenProcessPool:
-        raise InputError(str(path), "the ingest worker process died while reading this file (out of memory? "
+        raise InputError(str(path), "the worker process reading this file died (out of memory? "
                                     "a script that starts runs must guard them with if __name__ == '__main__')"
                          ) from None
 
@@ -195,7 +243,7 @@ def _validator() -> _Worker:
     one process would validate them one after another while the ingest worker waits. Only this direction:
     validating needs a few modules, segmenting needs kss (seconds to import, 300 MB).
     """
-    return _INGEST if _VALIDATION.pending and _INGEST.idle_process else _VALIDATION
+    return _INGEST if _VALIDATION.pending and _INGEST.free() else _VALIDATION
 
 
 async def validate(raw: str, document: Document, contract: Contract) -> tuple[Report, float]:

@@ -34,7 +34,7 @@ def test_a_burst_of_answers_spills_into_the_idle_ingest_worker(fresh_workers: No
     async def burst() -> list[int]:
         prepared, _ = await workers.prepare(ROOT / "samples" / "en_purchase_approval.md")  # starts the ingest worker
         assert prepared == document  # blocks and sentences come back from the process exactly
-        assert workers._INGEST.idle_process
+        assert workers._INGEST.free()
         tasks = [asyncio.create_task(workers.validate(answer, document, contract)) for _ in range(5)]
         await asyncio.sleep(0)  # every task has submitted its call (the choice is made before the first await)
         where = [workers._VALIDATION.pending, workers._INGEST.pending]
@@ -60,3 +60,46 @@ def test_no_spill_while_the_ingest_worker_reads(fresh_workers: None) -> None:
         return where
 
     assert asyncio.run(busy()) == [3, 1]
+
+
+def kss_imported() -> bool:
+    """Run in a worker process: whether kss was ever imported there."""
+    import sys
+
+    return "kss" in sys.modules
+
+
+def test_a_batch_start_reads_in_both_processes(fresh_workers: None) -> None:
+    """Two files go to the ingest worker, the third to the validation worker (idle, not even started); the
+    fourth waits in the run until one of them finishes. Every document is what one process makes of it."""
+    names = ["en_purchase_approval.md", "ru_vacation_approval.txt"] * 2
+    expected = [workers.load_document(ROOT / "samples" / name) for name in names]
+
+    async def start() -> tuple[list[int], bool]:
+        tasks = [asyncio.create_task(workers.prepare(ROOT / "samples" / name)) for name in names]
+        await asyncio.sleep(0)
+        where = [workers._INGEST.pending, workers._VALIDATION.pending]
+        for (document, seconds), wanted in zip(await asyncio.gather(*tasks), expected):
+            assert document == wanted and seconds > 0
+        return where, await workers._VALIDATION.call(kss_imported)
+
+    where, validation_has_kss = asyncio.run(start())
+    assert where == [workers.READ_AHEAD, 1]
+    assert not validation_has_kss
+
+
+def test_a_korean_file_read_by_the_validation_worker_is_segmented_by_the_ingest_worker(fresh_workers: None) -> None:
+    """The validation worker reads it, finds Hangul and hands it back unsegmented: it never imports kss."""
+    names = ["en_purchase_approval.md", "ru_vacation_approval.txt", "ko_work_request_review.txt"]
+
+    async def start() -> tuple[list[int], bool]:
+        tasks = [asyncio.create_task(workers.prepare(ROOT / "samples" / name)) for name in names]
+        await asyncio.sleep(0)
+        where = [workers._INGEST.pending, workers._VALIDATION.pending]
+        documents = [document for document, _ in await asyncio.gather(*tasks)]
+        assert documents == [workers.load_document(ROOT / "samples" / name) for name in names]
+        return where, await workers._VALIDATION.call(kss_imported)
+
+    where, validation_has_kss = asyncio.run(start())
+    assert where == [2, 1]
+    assert not validation_has_kss
