@@ -193,11 +193,22 @@ _READERS_WAKE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Even
 
 
 def _wake_readers() -> None:
-    """A worker finished a call: files waiting for a reader look again (``_reader``)."""
-    event = _READERS_WAKE.get(asyncio.get_running_loop())
-    if event is not None:
-        event.set()
-        event.clear()
+    """A worker finished a call: files waiting for a reader look again (``_reader``), on every event loop of the
+    process (a call finished on one loop may free the worker a file waits for on another)."""
+    running = asyncio.get_running_loop()
+    for loop, event in list(_READERS_WAKE.items()):
+        if loop is running:
+            _pulse(event)
+        else:
+            try:
+                loop.call_soon_threadsafe(_pulse, event)
+            except RuntimeError:  # that loop has closed: nothing waits on it any more
+                _READERS_WAKE.pop(loop, None)
+
+
+def _pulse(event: asyncio.Event) -> None:
+    event.set()  # wakes every waiter now; those arriving later wait for the next pulse
+    event.clear()
 
 
 async def _reader() -> _Worker:
@@ -240,8 +251,8 @@ def _validator() -> _Worker:
     """The validation worker, or the ingest worker when it is idle and validations are waiting.
 
     Answers arrive in bursts (a wave of calls ends together; at the end of a batch nothing is left to read), and
-    one process would validate them one after another while the ingest worker waits. Only this direction:
-    validating needs a few modules, segmenting needs kss (seconds to import, 300 MB).
+    one process would validate them one after another while the ingest worker waits. (Reading goes the other way
+    in ``_reader``, but never Korean segmentation: kss takes seconds to import and 340 MB.)
     """
     return _INGEST if _VALIDATION.pending and _INGEST.free() else _VALIDATION
 
