@@ -190,20 +190,24 @@ READ_AHEAD = 2
 """Files handed to the ingest worker at once (one read, one waiting); the others wait in the run, where the
 validation worker takes one whenever it has nothing to do."""
 _READERS_WAKE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = weakref.WeakKeyDictionary()
+_READERS_LOCK = threading.Lock()  # loops in other threads add themselves while a call finishing here reads them
 
 
 def _wake_readers() -> None:
     """A worker finished a call: files waiting for a reader look again (``_reader``), on every event loop of the
     process (a call finished on one loop may free the worker a file waits for on another)."""
     running = asyncio.get_running_loop()
-    for loop, event in list(_READERS_WAKE.items()):
+    with _READERS_LOCK:
+        waiting = list(_READERS_WAKE.items())
+    for loop, event in waiting:
         if loop is running:
             _pulse(event)
         else:
             try:
                 loop.call_soon_threadsafe(_pulse, event)
             except RuntimeError:  # that loop has closed: nothing waits on it any more
-                _READERS_WAKE.pop(loop, None)
+                with _READERS_LOCK:
+                    _READERS_WAKE.pop(loop, None)
 
 
 def _pulse(event: asyncio.Event) -> None:
@@ -221,7 +225,9 @@ async def _reader() -> _Worker:
             return _INGEST
         if _VALIDATION.free(start=True):
             return _VALIDATION
-        await _READERS_WAKE.setdefault(loop, asyncio.Event()).wait()
+        with _READERS_LOCK:
+            event = _READERS_WAKE.get(loop) or _READERS_WAKE.setdefault(loop, asyncio.Event())
+        await event.wait()
 
 
 async def prepare(path: Path) -> tuple[Document, float]:

@@ -103,3 +103,34 @@ def test_a_korean_file_read_by_the_validation_worker_is_segmented_by_the_ingest_
     where, validation_has_kss = asyncio.run(start())
     assert where == [2, 1]
     assert not validation_has_kss
+
+
+def test_a_file_waiting_on_one_event_loop_is_woken_by_calls_finishing_on_another(fresh_workers: None,
+                                                                                  tmp_path: Path) -> None:
+    """Two loops in two threads share the workers: a file waiting for a reader on the main loop must not wait
+    forever when the calls that free a worker finish on the other loop."""
+    import threading
+
+    big = tmp_path / "big.md"
+    big.write_text(" ".join(f"The clerk files form {n} today." for n in range(1, 1500)) + "\n", encoding="utf-8")
+    submitted = threading.Event()
+
+    async def other_loop() -> None:
+        tasks = [asyncio.create_task(workers.prepare(big)) for _ in range(3)]  # 2 to ingest, 1 to validation
+        await asyncio.sleep(0)
+        submitted.set()
+        await asyncio.gather(*tasks)
+
+    other = threading.Thread(target=lambda: asyncio.run(other_loop()))
+    other.start()
+    assert submitted.wait(timeout=120)
+
+    async def main_loop() -> tuple[object, list[int]]:
+        where = [workers._INGEST.pending, workers._VALIDATION.pending]  # both busy: this file must wait
+        document, _ = await asyncio.wait_for(workers.prepare(ROOT / "samples" / "ru_vacation_approval.txt"), 300)
+        return document, where
+
+    document, where = asyncio.run(main_loop())
+    other.join(timeout=300)
+    assert where == [2, 1]
+    assert document == workers.load_document(ROOT / "samples" / "ru_vacation_approval.txt")
