@@ -50,11 +50,12 @@ def load_document(path: Path) -> Document:
     return segment(load(path))
 
 
-def _load_measured(path: Path, environment: dict[str, str | None], korean: bool = True) -> tuple[Document | None, float]:
+def _load_measured(path: Path, environment: dict[str, str | None], korean: bool = True) -> tuple[Document, float]:
     """``load_document`` with the caller's settings, and the CPU seconds it took.
 
-    ``korean=False`` (the validation worker reading): a document with Hangul is not segmented (None), since kss
-    would have to be imported into this process (seconds, 340 MB); the ingest worker has it.
+    ``korean=False`` (the validation worker reading): a document with Hangul comes back unsegmented (no
+    ``segmenter``), since kss would have to be imported into this process (seconds, 340 MB); the ingest worker,
+    which has it, segments it (``_segment_measured``).
     """
     from extractor.ingest import load
     from extractor.segment import needs_kss, segment
@@ -66,8 +67,16 @@ def _load_measured(path: Path, environment: dict[str, str | None], korean: bool 
             os.environ[name] = value
     started = time.thread_time()
     document = load(path)
-    if not korean and needs_kss(document.text):
-        return None, time.thread_time() - started
+    if korean or not needs_kss(document.text):
+        segment(document)
+    return document, time.thread_time() - started
+
+
+def _segment_measured(document: Document) -> tuple[Document, float]:
+    """A document read elsewhere, segmented, and the CPU seconds it took."""
+    from extractor.segment import segment
+
+    started = time.thread_time()
     return segment(document), time.thread_time() - started
 
 
@@ -226,7 +235,9 @@ async def _reader() -> _Worker:
         if _VALIDATION.free(start=True):
             return _VALIDATION
         with _READERS_LOCK:
-            event = _READERS_WAKE.get(loop) or _READERS_WAKE.setdefault(loop, asyncio.Event())
+            event = _READERS_WAKE.get(loop)
+            if event is None:
+                event = _READERS_WAKE[loop] = asyncio.Event()
         await event.wait()
 
 
@@ -239,14 +250,13 @@ async def prepare(path: Path) -> tuple[Document, float]:
     """
     environment = {name: os.environ.get(name) for name in PASSED_ENV}
     try:
-        spent = 0.0
-        if await _reader() is _VALIDATION:
-            document, spent = await _VALIDATION.call(_load_measured, path, environment, False)
-            if document is not None:
-                return document, spent
-        loaded, seconds = await _INGEST.call(_load_measured, path, environment)
-        assert loaded is not None  # the ingest worker segments every language
-        return loaded, spent + seconds
+        if await _reader() is not _VALIDATION:
+            return await _INGEST.call(_load_measured, path, environment)
+        document, spent = await _VALIDATION.call(_load_measured, path, environment, False)
+        if document.segmenter:
+            return document, spent
+        segmented, seconds = await _INGEST.call(_segment_measured, document)
+        return segmented, spent + seconds
     except BrokenProcessPool:
         raise InputError(str(path), "the worker process reading this file died (out of memory? "
                                     "a script that starts runs must guard them with if __name__ == '__main__')"

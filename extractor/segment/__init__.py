@@ -154,7 +154,7 @@ def needs_kss(text: str) -> bool:
 
 def _splitter_for(content: str) -> Splitter:
     """Pick by script: any Hangul is Korean, a Cyrillic majority of letters is Russian, else English."""
-    if _HANGUL.search(content):
+    if needs_kss(content):
         return _split_korean
     cyrillic = sum(map(len, _CYRILLIC.findall(content)))  # runs, not characters: few objects per block
     if cyrillic and (2 * cyrillic > len(content) or 2 * cyrillic > sum(map(str.isalpha, content))):
