@@ -8,12 +8,11 @@ retries to re-ask with, both of which this product does itself (the validator, t
 dict shapes are smaller than a stand-in model per schema. Retries are ours: bounded, recorded per try,
 and they honour ``Retry-After``.
 
-The calls go out through ``httpx`` directly, as the ``openai`` client would send them (same URL, bearer
-key, JSON body, timeout; an error body is read the way it reads one), without the client's per-call
-option models, header builders and retry machinery: at 64 calls in flight those were most of the run
-process's CPU, and its event loop is what every call in flight waits on. Connections are kept alive for
-every call in flight (the ``openai`` client keeps 100), so 256 in flight do not reconnect every call, and
-spread over a few clients (``_Clients``).
+The calls go out as the ``openai`` client would send them (same URL, bearer key, JSON body, timeout; an
+error body is read the way it reads one), on this package's own HTTP/1.1 client (``extractor.providers.http``),
+without the client's per-call option models, header builders and retry machinery, and without httpx: at 64
+calls in flight those were most of the run process's CPU, and its event loop is what every call in flight
+waits on. Connections are kept alive for every call in flight.
 
 Servers differ in what they accept (the README lists them): with ``--response-format auto`` a server that
 answers a mode with "unsupported" (400 or 422 naming it, or a 5xx whose body names the request field, as
@@ -35,9 +34,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from extractor.generate import (
     GenerationRequest,
@@ -48,6 +44,7 @@ from extractor.generate import (
     TransportAttempt,
 )
 from extractor.providers import ProviderSettings, ResponseFormat
+from extractor.providers.http import HttpClient, HttpError
 from extractor.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -57,9 +54,6 @@ AUTO_ORDER = (ResponseFormat.json_schema, ResponseFormat.tools, ResponseFormat.j
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key; a bearer header is sent all the same
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-CONNECTIONS_PER_CLIENT = 16
-MAX_CLIENTS = 64
-"""Up to 1,024 calls in flight to one server on kept-alive connections (``_Clients``); more share them."""
 # What a 400/422 says when it rejects a mode; a 5xx must name the request field itself (``_FIELDS``).
 _REJECTION_WORDS = {
     ResponseFormat.json_schema: re.compile(r"response_format|json_schema|json_object|structured output"),
@@ -128,40 +122,6 @@ class _Answer:
     completion_tokens: int | None
 
 
-class _Clients:
-    """The HTTP connections to one server, spread over a few ``httpx`` clients, each call to the least busy.
-
-    One client's pool looks over all its connections, idle ones squared, for every request it places (httpcore
-    1.x): at 256 calls in flight on one client that was three quarters of the run process's CPU. Shards of
-    at most ``CONNECTIONS_PER_CLIENT`` busy connections keep that small; every connection stays alive
-    between calls. Clients are made as the calls in flight need them (one for a run at concurrency 1).
-    """
-
-    def __init__(self, base_url: str, timeout_s: float, headers: dict[str, str]) -> None:
-        self._make = lambda: httpx.AsyncClient(
-            base_url=base_url, timeout=timeout_s, headers=headers,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=CONNECTIONS_PER_CLIENT))
-        self._clients = [self._make()]
-        self._busy = [0]
-        self.base_url = str(self._clients[0].base_url).rstrip("/")
-
-    async def post(self, path: str, content: bytes) -> httpx.Response:
-        index = min(range(len(self._busy)), key=self._busy.__getitem__)
-        if self._busy[index] >= CONNECTIONS_PER_CLIENT and len(self._clients) < MAX_CLIENTS:
-            self._clients.append(self._make())
-            self._busy.append(0)
-            index = len(self._clients) - 1
-        self._busy[index] += 1
-        try:
-            return await self._clients[index].post(path, content=content)
-        finally:
-            self._busy[index] -= 1
-
-    async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
-
-
 class OpenAICompatProvider:
     """``openai:<model>`` against any OpenAI-compatible base URL."""
 
@@ -191,10 +151,10 @@ class OpenAICompatProvider:
         self._on_timeout = on_timeout
         self._secret = api_key
         _log_from_environment()
-        self._clients = _Clients(base_url or DEFAULT_BASE_URL, self._settings.timeout_s,
-                                 {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
-                                  "Content-Type": "application/json", **_account_headers()})
-        self.base_url = _without_userinfo(self._clients.base_url)
+        self._http = HttpClient(base_url or DEFAULT_BASE_URL,
+                                {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
+                                 "Content-Type": "application/json", **_account_headers()})
+        self.base_url = self._http.base_url
         chosen = ResponseFormat(self._settings.response_format)
         self._modes = AUTO_ORDER if chosen is ResponseFormat.auto else (chosen,)
         self._mode_index = 0  # only ever moves forward: a mode a server rejected is not tried again
@@ -280,7 +240,7 @@ class OpenAICompatProvider:
             )
 
     async def aclose(self) -> None:
-        await self._clients.aclose()
+        await self._http.aclose()
 
     async def _try(self, request: GenerationRequest, mode: ResponseFormat, token_field: str,
                    timeout_s: float) -> _Answer:
@@ -289,15 +249,15 @@ class OpenAICompatProvider:
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self._clients.post("chat/completions", content)
-        except (TimeoutError, httpx.TimeoutException):
+                response = await self._http.post("chat/completions", content)
+        except TimeoutError:
             raise _Failure("timeout", f"no answer within {timeout_s:g} s", retryable=True) from None
-        except httpx.HTTPError as err:
+        except HttpError as err:
             raise _Failure("connection_error", _describe(err), retryable=True) from None
         if not response.is_success:
-            raise _status_failure(response.status_code, response.text, response.headers)
+            raise _status_failure(response.status, response.text, response.headers)
         tool = body["tool_choice"]["function"]["name"] if mode is ResponseFormat.tools else None
-        return _parse_completion(response.text.encode("utf-8"), tool=tool)
+        return _parse_completion(response.body, tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
         """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
@@ -373,7 +333,7 @@ def _log_from_environment() -> None:
         return
     logging.basicConfig(format="[%(asctime)s - %(name)s:%(lineno)d - %(levelname)s] %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S")
-    for name in ("httpx", "httpcore", __name__):
+    for name in ("extractor.providers.http", __name__):
         logging.getLogger(name).setLevel(level)
 
 
@@ -493,11 +453,3 @@ def _int_or_none(value: Any) -> int | None:
 
 def _ms_since(began: float) -> float:
     return round((time.monotonic() - began) * 1000, 1)
-
-
-def _without_userinfo(url: str) -> str:
-    """Base URLs may carry ``user:password@``; shown URLs must not."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))

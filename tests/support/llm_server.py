@@ -161,6 +161,7 @@ class ScriptedLLMServer:
         self._calls = 0
         self.in_flight = 0  # chat calls being answered right now (read it from a script to see concurrency)
         self.peak_in_flight = 0
+        self.connections = 0  # TCP connections accepted (kept-alive ones count once)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = _HTTPServer(self)
@@ -280,6 +281,12 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        owner = self.server.owner
+        with owner._lock:
+            owner.connections += 1
     wbufsize = 64 * 1024  # headers and body leave in one write (flushed per request by the base class)
     disable_nagle_algorithm = True  # no Nagle/delayed-ACK stalls on kept-alive connections
     server: _HTTPServer
