@@ -30,10 +30,11 @@ def test_a_burst_of_answers_spills_into_the_idle_ingest_worker(fresh_workers: No
 
     document = workers.load_document(ROOT / "samples" / "en_purchase_approval.md")
     expected = validate_here(answer, document, contract).to_json()
+    korean = ROOT / "samples" / "ko_work_request_review.txt"
 
     async def burst() -> list[int]:
-        prepared, _ = await workers.prepare(ROOT / "samples" / "en_purchase_approval.md")  # starts the ingest worker
-        assert prepared == document  # blocks and sentences come back from the process exactly
+        prepared, _ = await workers.prepare(korean)  # read by the validation worker, segmented by the ingest worker
+        assert prepared == workers.load_document(korean)  # blocks and sentences come back from the processes exactly
         assert workers._INGEST.free()
         tasks = [asyncio.create_task(workers.validate(answer, document, contract)) for _ in range(5)]
         await asyncio.sleep(0)  # every task has submitted its call (the choice is made before the first await)
@@ -51,9 +52,10 @@ def test_no_spill_while_the_ingest_worker_reads(fresh_workers: None) -> None:
     answer = CANDIDATES["Purchase Request"]
 
     async def busy() -> list[int]:
-        document, _ = await workers.prepare(ROOT / "samples" / "en_purchase_approval.md")
-        reading = asyncio.create_task(workers.prepare(ROOT / "samples" / "ru_vacation_approval.txt"))
-        checks = [asyncio.create_task(workers.validate(answer, document, contract)) for _ in range(3)]
+        document, _ = await workers.prepare(ROOT / "samples" / "ko_work_request_review.txt")  # starts both workers
+        first = asyncio.create_task(workers.validate(answer, document, contract))  # the validation worker is busy,
+        reading = asyncio.create_task(workers.prepare(ROOT / "samples" / "ru_vacation_approval.txt"))  # so: ingest
+        checks = [first, *(asyncio.create_task(workers.validate(answer, document, contract)) for _ in range(2))]
         await asyncio.sleep(0)
         where = [workers._VALIDATION.pending, workers._INGEST.pending]
         await asyncio.gather(reading, *checks)
@@ -70,8 +72,8 @@ def kss_imported() -> bool:
 
 
 def test_a_batch_start_reads_in_both_processes(fresh_workers: None) -> None:
-    """Two files go to the ingest worker, the third to the validation worker (idle, not even started); the
-    fourth waits in the run until one of them finishes. Every document is what one process makes of it."""
+    """The first file goes to the validation worker (idle, not even started), the next two to the ingest worker;
+    the fourth waits in the run until one of them finishes. Every document is what one process makes of it."""
     names = ["en_purchase_approval.md", "ru_vacation_approval.txt"] * 2
     expected = [workers.load_document(ROOT / "samples" / name) for name in names]
 
@@ -90,7 +92,7 @@ def test_a_batch_start_reads_in_both_processes(fresh_workers: None) -> None:
 
 def test_a_korean_file_read_by_the_validation_worker_is_segmented_by_the_ingest_worker(fresh_workers: None) -> None:
     """The validation worker reads it, finds Hangul and hands it back unsegmented: it never imports kss."""
-    names = ["en_purchase_approval.md", "ru_vacation_approval.txt", "ko_work_request_review.txt"]
+    names = ["ko_work_request_review.txt", "en_purchase_approval.md", "ru_vacation_approval.txt"]
 
     async def start() -> tuple[list[int], bool]:
         tasks = [asyncio.create_task(workers.prepare(ROOT / "samples" / name)) for name in names]
