@@ -212,6 +212,12 @@ def test_connections_idle_longer_than_the_keepalive_are_not_reused(raw_server: A
     assert server.connections == 2
 
 
+@pytest.mark.parametrize("base_url", ["localhost:8080/v1", "ftp://models.example/v1", "http:///v1"])
+def test_a_base_url_that_is_not_http_is_refused_when_the_client_is_made(base_url: str) -> None:
+    with pytest.raises(ValueError, match="is not an http:// or https:// URL"):
+        HttpClient(base_url, {})
+
+
 def test_a_refused_connection_is_a_connect_error_naming_the_address() -> None:
     with socket.create_server(("127.0.0.1", 0)) as placeholder:
         port = placeholder.getsockname()[1]
