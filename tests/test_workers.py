@@ -136,3 +136,32 @@ def test_a_file_waiting_on_one_event_loop_is_woken_by_calls_finishing_on_another
     other.join(timeout=300)
     assert where == [2, 1]
     assert document == workers.load_document(ROOT / "samples" / "ru_vacation_approval.txt")
+
+
+def test_a_finished_call_wakes_one_waiting_file_and_a_cancelled_one_passes_the_wake_on(fresh_workers: None,
+                                                                                       tmp_path: Path) -> None:
+    """With both readers busy, files wait in order. Waking the first one wakes only it; cancelled before it could
+    look, it hands the wake to the next, so no file waits for a call that already finished."""
+    big = tmp_path / "big.md"
+    big.write_text(" ".join(f"The clerk files form {n} today." for n in range(1, 1500)) + "\n", encoding="utf-8")
+
+    async def run() -> tuple[int, bool, bool]:
+        busy = [asyncio.create_task(workers.prepare(big)) for _ in range(3)]  # 1 to validation, 2 to ingest
+        await asyncio.sleep(0)
+        waiting = [asyncio.create_task(workers._reader()) for _ in range(3)]
+        await asyncio.sleep(0)
+        queue = workers._READERS_WAITING[asyncio.get_running_loop()]
+        queued = len(queue)
+        first, second = queue[0], queue[1]
+        workers._wake_first(queue)  # as a finished call would
+        waiting[0].cancel()  # before the woken file could look
+        await asyncio.sleep(0)
+        handed_on = second.done() and first.done() and not first.cancelled()
+        await asyncio.gather(*busy)
+        readers = await asyncio.gather(*waiting[1:])
+        return queued, handed_on, all(r in (workers._INGEST, workers._VALIDATION) for r in readers)
+
+    queued, handed_on, served = asyncio.run(run())
+    assert queued == 3
+    assert handed_on, "the cancelled file's wake went to the next file"
+    assert served
