@@ -31,7 +31,7 @@ import urllib.request
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._eof = True
-        if self._waiter is not None and not self._waiter.done():
-            self._try_complete()
+        self._try_complete()
         if self._waiter is not None and not self._waiter.done():
             reason = f": {exc}" if exc is not None else ""
             self._waiter.set_exception(ReadError(f"the server closed the connection before the response was "
@@ -274,12 +273,16 @@ def _proxy_for(scheme: str, host: str) -> _Proxy | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"proxy {parts.scheme}://{parts.hostname} from the environment is not supported "
                          "(an http:// or https:// proxy is)")
-    authorization = None
-    if parts.username is not None:
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        authorization = "Basic " + base64.b64encode(pair).decode("ascii")
     return _Proxy(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), parts.scheme == "https",
-                  authorization)
+                  _basic_credentials(parts))
+
+
+def _basic_credentials(parts: SplitResult) -> str | None:
+    """``user:password@`` of a URL as a Basic authorization value (percent-escapes undone); None without one."""
+    if parts.username is None:
+        return None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
 def tls_context() -> ssl.SSLContext:
@@ -306,16 +309,15 @@ class HttpClient:
             raise ValueError(f"base URL {base_url!r} is not an http:// or https:// URL")
         self._tls = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._tls else 80)
-        default_port = self._port == (443 if self._tls else 80)
+        default_port = 443 if self._tls else 80
+        self._port = parts.port or default_port
         authority = self._host if ":" not in self._host else f"[{self._host}]"
-        authority += "" if default_port else f":{self._port}"
+        authority += "" if self._port == default_port else f":{self._port}"
         self.base_url = f"{parts.scheme}://{authority}{parts.path.rstrip('/')}"
         self._path = parts.path.rstrip("/")
         fields = {"Host": authority, **headers, "Accept-Encoding": "gzip, deflate"}
-        if parts.username is not None:  # credentials in the URL are Basic auth, as httpx sends them
-            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-            fields["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        if credentials := _basic_credentials(parts):  # credentials in the URL are Basic auth, as httpx sends them
+            fields["Authorization"] = credentials
         self._proxy = _proxy_for(parts.scheme, self._host)
         self._absolute = self._proxy is not None and not self._tls  # an http proxy is sent the whole URL
         if self._absolute and self._proxy is not None and self._proxy.authorization:
@@ -349,7 +351,7 @@ class HttpClient:
         self._checkin(connection)
         if log.isEnabledFor(logging.INFO):
             log.info("POST %s/%s -> HTTP %d (%.0f ms, %d bytes)", self.base_url, path, response.status,
-                      (time.monotonic() - began) * 1000, len(response.body))
+                     (time.monotonic() - began) * 1000, len(response.body))
         return response
 
     async def aclose(self) -> None:
