@@ -28,17 +28,14 @@ CLOSE = None
 """A script step: close the connection without answering (after reading the request)."""
 
 
-class RawServer:
-    """Answers each request (head + Content-Length body) with the next scripted bytes; records what came in."""
+class TCPServer:
+    """A listening socket on 127.0.0.1; each accepted connection is handed to ``_serve`` in a thread of its own."""
 
-    def __init__(self, answers: list[bytes | None], tls: ssl.SSLContext | None = None) -> None:
-        self.answers = list(answers)
-        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+    def __init__(self) -> None:
         self.connections = 0
-        self._tls = tls
+        self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -52,6 +49,32 @@ class RawServer:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def read_head(reader: Any) -> tuple[str, dict[str, str]]:
+    """A request line and its headers (lower-case names) from a socket file; ``("", {})`` once the peer closed."""
+    line = reader.readline().decode("latin-1").strip()
+    headers = {}
+    while (header := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = header.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return line, headers
+
+
+class RawServer(TCPServer):
+    """Answers each request (head + Content-Length body) with the next scripted bytes; records what came in."""
+
+    def __init__(self, answers: list[bytes | None], tls: ssl.SSLContext | None = None) -> None:
+        self.answers = list(answers)
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        self._tls = tls
+        super().__init__()
+
+    def _serve(self, client: socket.socket) -> None:
         if self._tls is not None:
             try:
                 client = self._tls.wrap_socket(client, server_side=True)
@@ -61,25 +84,18 @@ class RawServer:
         reader = client.makefile("rb")
         with client:
             while True:
-                line = reader.readline()
+                line, headers = read_head(reader)
                 if not line:
                     return
-                headers = {}
-                while (header := reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = header.decode("latin-1").partition(":")
-                    headers[name.strip().lower()] = value.strip()
                 body = reader.read(int(headers.get("content-length", "0")))
                 with self._lock:
-                    self.requests.append((line.decode("latin-1").strip(), headers, body))
+                    self.requests.append((line, headers, body))
                     answer = self.answers.pop(0) if self.answers else CLOSE
                 if answer is CLOSE:
                     return
                 client.sendall(answer)
                 if b"\r\nConnection: close\r\n" in answer.split(b"\r\n\r\n")[0] + b"\r\n":
                     return
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 @pytest.fixture
@@ -270,37 +286,22 @@ def test_https_checks_the_certificate_against_ssl_cert_file(raw_server: Any, cer
     assert isinstance(error, ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(error)
 
 
-class TunnelProxy:
+class TunnelProxy(TCPServer):
     """An HTTP proxy that answers CONNECT and then relays bytes both ways (or refuses with ``refuse``)."""
 
     def __init__(self, refuse: bytes | None = None) -> None:
         self.refuse = refuse
         self.connects: list[tuple[str, dict[str, str]]] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._tunnel, args=(client,), daemon=True).start()
-
-    def _tunnel(self, client: socket.socket) -> None:
-        reader = client.makefile("rb")
-        line = reader.readline().decode("latin-1").strip()
-        headers = {}
-        while (header := reader.readline()) not in (b"\r\n", b""):
-            name, _, value = header.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
+    def _serve(self, client: socket.socket) -> None:
+        line, headers = read_head(client.makefile("rb"))
         self.connects.append((line, headers))
         if self.refuse is not None:
             client.sendall(self.refuse)
             client.close()
             return
-        host, _, port = line.split()[1].rpartition(":")
+        port = line.split()[1].rpartition(":")[2]
         upstream = socket.create_connection(("127.0.0.1", int(port)))
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
 
@@ -315,9 +316,6 @@ class TunnelProxy:
 
         threading.Thread(target=relay, args=(upstream, client), daemon=True).start()
         relay(client, upstream)
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 def test_https_through_a_proxy_tunnels_with_connect(raw_server: Any, certificate: tuple[Path, Path],
