@@ -128,11 +128,14 @@ def _required_literals(items: Sequence[tuple[Any, Any]]) -> list[frozenset[str]]
 
 
 @cache
-def _keyword_lines() -> re.Pattern[str]:
-    """Lines the keyword plugin can fire on: those naming one of its own keywords (password, api_key, ...)."""
+def _keywords() -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """The keyword plugin's own words (password, api_key, ...): the lines it can fire on are those naming one
+    in any letter case; and the same words for one search over lower-cased text (``None`` if some word is not
+    written in lower case: no shortcut). An ``re.IGNORECASE`` search of these words costs ten times a plain one."""
     from detect_secrets.plugins.keyword import DENYLIST
 
-    return re.compile("|".join(DENYLIST), re.IGNORECASE)
+    words = "|".join(DENYLIST)
+    return re.compile(words, re.IGNORECASE), re.compile(words) if words == words.lower() else None
 
 
 CONNECTION_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\x00:/@]+:([^\s\x00/@]+)@[^\s\x00/@]", re.IGNORECASE)
@@ -166,8 +169,11 @@ def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
                 continue
             found = plugin.analyze_string(joined)
         else:
+            any_case, lower_case = _keywords()
+            if lowered is not None and lower_case is not None and not lower_case.search(lowered):
+                continue  # no line names a keyword: one search, not one per line
             found = (value for index in scanned for line in texts[index].splitlines()
-                     if _keyword_lines().search(line) for value in plugin.analyze_string(line))
+                     if any_case.search(line) for value in plugin.analyze_string(line))
         for value in found:
             if value and "\x00" not in value:
                 kinds.setdefault(value, plugin.secret_type)
@@ -332,6 +338,10 @@ PIPELINE_INSTRUCTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re
 """(name, pattern) over NFKC-casefolded text. Business text tells people what to do ("the manager marks the
 request approved"); these address the document itself or the model ("mark this document approved")."""
 
+_INSTRUCTIONS = tuple((name, pattern, Needs.of([pattern])) for name, pattern in PIPELINE_INSTRUCTIONS)
+"""Each phrase with the literals any match holds: most texts hold none of them, and looking for words is a
+fraction of a pattern search that tries every alternative at every position."""
+
 
 def normalise(text: str) -> str:
     """NFKC, casefold and collapsed whitespace: how phrases and prompt text are compared."""
@@ -341,7 +351,8 @@ def normalise(text: str) -> str:
 def pipeline_instructions(text: str) -> list[str]:
     """The names of the pipeline-aimed phrases ``text`` contains."""
     folded = normalise(text)
-    return [name for name, pattern in PIPELINE_INSTRUCTIONS if pattern.search(folded)]
+    return [name for name, pattern, needs in _INSTRUCTIONS
+            if (needs is None or needs.met(folded, folded)) and pattern.search(folded)]
 
 
 def shingles(text: str, size: int) -> set[tuple[str, ...]]:
