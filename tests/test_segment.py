@@ -154,6 +154,35 @@ def test_glue_guard_repairs_a_real_mid_word_split(monkeypatch: pytest.MonkeyPatc
     assert [s.text for s in doc.sentences] == [sentence, sentence]
 
 
+KSS_PIECES = ["요청자는", "검토를", "요청합니다", "합니다", "했다", "이다", "있어요", "하죠", "했죵", "이", "다", "요", "죠", "네",
+              "까", "을", "였", "게", "구", "엇", "음", "쥬", "어", "용", "떄", "ㅋㅋ", "ㅠㅠ", ".", "!", "?", "…", "~", ",",
+              ":", "/", "ㆍ", "(", ")", "[", "]", "「", "」", "“", "”", "‘", "’", "'", '"', "`", "①", "†", "^", "😀",
+              " ", "  ", "\n", "\t", "3", "2024.", "A.", "e.g."]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(KSS_PIECES) | st.text(max_size=2), min_size=1, max_size=24).map("".join).filter(bool))
+def test_the_korean_shortcut_gives_exactly_kss_sentences(text: str) -> None:
+    """``korean.split`` runs kss's splitter through its own cheaper preprocessor: the sentences must be kss's
+    (kss returns an empty text itself, ``split`` no sentence)."""
+    from extractor.segment import korean
+
+    assert korean.uses_shortcut(), f"kss {version('kss')} is not a checked version: read its splitter, then add it"
+    assert korean.split(text) == korean.load_kss().split_sentences(text, backend="fast")
+
+
+def test_the_korean_shortcut_agrees_with_kss_on_every_korean_text_of_the_repository() -> None:
+    from extractor.segment import korean
+
+    kss = korean.load_kss()
+    blocks = [block for path in sorted((ROOT / "samples").glob("ko*")) + sorted((ROOT / "tests").rglob("*"))
+              if path.is_file() and path.suffix in (".txt", ".md", ".py", ".json")
+              for block in path.read_text(encoding="utf-8", errors="replace").split("\n\n")
+              if re.search("[\uac00-\ud7a3]", block)]
+    assert len(blocks) > 50
+    assert [korean.split(block) for block in blocks] == [kss.split_sentences(block, backend="fast") for block in blocks]
+
+
 def test_korean_two_sentences_without_space_after_period() -> None:
     """kss splits after '다.' even without a space; the glue guard keeps that boundary because the
     left unit ends with sentence punctuation and a letter follows."""

@@ -7,20 +7,16 @@ or a change to the rules here, may move one boundary and renumber every later se
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Callable
-from functools import cache
 from importlib.metadata import version
-from types import ModuleType
 
 import pysbd  # type: ignore[import-untyped]
 import razdel  # type: ignore[import-untyped]
 
 from extractor.document import Block, BlockKind, Document, Sentence
+from extractor.segment import korean
 from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
 
@@ -163,28 +159,9 @@ def _splitter_for(content: str) -> Splitter:
 
 
 def _split_korean(text: str) -> list[str]:
-    """kss with the rule-based ``fast`` backend: the default (pecab, since mecab is absent) splits
-    inside words (``... 요`` + ``청된 ...``)."""
-    sentences: list[str] = _kss().split_sentences(text, backend="fast")
-    return sentences
-
-
-@cache
-def _kss() -> ModuleType:
-    """kss, imported on first use because importing it takes seconds, and quietened.
-
-    kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's
-    concern. And every call tries ``from kss_cython import ...``; without that optional package, each
-    failed import searches ``sys.path`` again (a quarter of kss's time on short blocks). A ``None`` in
-    ``sys.modules`` makes that import fail at once, as it would anyway: same function, same sentences.
-    """
-    if importlib.util.find_spec("kss_cython") is None:
-        sys.modules.setdefault("kss_cython", None)  # type: ignore[arg-type]
-    import kss  # type: ignore[import-untyped]
-
-    logging.getLogger("Kss").setLevel(logging.ERROR)
-    module: ModuleType = kss
-    return module
+    """kss with the rule-based ``fast`` backend (``extractor.segment.korean``): the default (pecab, since mecab is
+    absent) splits inside words (``... 요`` + ``청된 ...``)."""
+    return korean.split(text)
 
 
 def _split_russian(text: str) -> list[str]:
