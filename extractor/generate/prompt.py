@@ -7,9 +7,11 @@ and the request fingerprint are recorded with every attempt.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from string import Template
+from types import MappingProxyType
 from typing import Any
 
 from extractor.contracts import Contract
@@ -60,8 +62,7 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
                    lines: str | None = None) -> GenerationRequest:
     """The first request for a document: rules, the contract schema, the IDed sentences (``lines``: a window's
     sentences instead of the whole document's, ``extractor.windows.plan.window_lines``)."""
-    fixed = {"contract_id": contract.id, "schema": contract.schema_text, "fields": field_guide(contract.record_schema)}
-    system = prompt.system.substitute(**fixed)
+    fixed, system, shared = _fixed(prompt, contract)
     sentences = sentence_lines(document) if lines is None else lines
     return GenerationRequest(
         messages=[{"role": "system", "content": system},
@@ -70,8 +71,19 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
         schema_name=f"{contract.name}_v{contract.version}",
         temperature=temperature,
         max_tokens=max_tokens,
-        shared=(system, *fixed_pieces(prompt.user, **fixed)),
+        shared=shared,
     )
+
+
+@lru_cache(maxsize=16)
+def _fixed(prompt: PromptTemplate, contract: Contract) -> tuple[Mapping[str, str], str, tuple[str, ...]]:
+    """What every first request of one prompt and contract repeats: the values filled in for everything but the
+    sentences, the system message, and the shared texts. Built once, not per document (the field guide walks the
+    whole schema)."""
+    fixed = MappingProxyType({"contract_id": contract.id, "schema": contract.schema_text,
+                              "fields": field_guide(contract.record_schema)})
+    system = prompt.system.substitute(**fixed)
+    return fixed, system, (system, *fixed_pieces(prompt.user, **fixed))
 
 
 def fixed_pieces(template: Template, **fixed: str) -> tuple[str, ...]:
