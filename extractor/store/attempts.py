@@ -71,11 +71,31 @@ def _is_raw_json(parsed: Any, raw: str | None) -> bool:
         again = json.loads(raw)
     except ValueError:
         return False
-    return _canonical(again) == _canonical(parsed)
+    return _same_json(again, parsed)
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal JSON values of the same types all the way down (key order aside; floats by their ``repr``, so -0.0
+    is not 0.0 and NaN is NaN). A walk instead of comparing two canonical encodings: no depth limit, no strings built."""
+    pending = [(left, right)]
+    while pending:
+        a, b = pending.pop()
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            pending.extend((value, b[key]) for key, value in a.items())
+        elif isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b))
+        elif isinstance(a, float):
+            if repr(a) != repr(b):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 def _insert_part(dialect: str) -> Any:
