@@ -1,7 +1,8 @@
 """Throughput of ``extract run`` against a model that always takes the same time to answer.
 
 An OpenAI-compatible server (asyncio, in its own process so its CPU is not the pipeline's; its answers are
-``tests/support/llm_server.py``'s) answers every call after a fixed delay with a candidate that passes validation, so
+``tests/support/llm_server.py``'s) answers every call a fixed delay after its request arrived (the answer is built
+during the wait, so the server's own work adds nothing) with a candidate that passes validation, so
 every document costs exactly one call. Each level runs in a fresh process on a fresh database, with at
 least ``--waves`` rounds of calls (documents = max(--documents, waves x concurrency), so the first and last
 round weigh little). The documents are the three samples, each copy with its own title line so content
@@ -52,7 +53,7 @@ TARGET_CPU_MS = 10.0
 
 
 def serve(latency_s: float) -> None:
-    """Answer every call after ``latency_s`` with the sample candidate for the document's language.
+    """Answer every call ``latency_s`` after its request arrived, with the sample candidate for the document's language.
 
     An asyncio HTTP/1.1 server (kept-alive connections, one coroutine each), not the tests' threaded
     ``ScriptedLLMServer``: with 256 calls in flight its 256 threads wake together and queue for one
@@ -67,6 +68,7 @@ async def _serve(latency_s: float) -> None:
 
     shapes = ScriptedLLMServer(lambda request, number: Reply(""))  # only for its chat.completion body
     served = 0
+    loop = asyncio.get_running_loop()
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal served
@@ -74,11 +76,12 @@ async def _serve(latency_s: float) -> None:
             while head := await reader.readuntil(b"\r\n\r\n"):
                 lines = head.decode("latin-1").split("\r\n")
                 headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                due = loop.time() + latency_s  # the answer leaves latency_s after the request arrived, however long
                 body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))) or b"null")
                 served += 1
-                await asyncio.sleep(latency_s)
                 completion = shapes._completion(Reply(answer_for(body), delay_s=latency_s), body, served)
-                data = json.dumps(completion, ensure_ascii=False).encode()
+                data = json.dumps(completion, ensure_ascii=False).encode()  # (made before the wait, not after it)
+                await asyncio.sleep(due - loop.time())
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(data)).encode() + b"\r\n\r\n" + data)
                 await writer.drain()

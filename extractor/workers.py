@@ -244,10 +244,10 @@ async def _reader() -> _Worker:
     has fewer than ``READ_AHEAD``, else whichever frees first (files are served in the order they came; one woken
     that finds the reader taken waits again at the front).
 
-    The validation worker first: Korean segmentation (kss, about 13 µs per character) is most of the reading CPU
-    of a mixed batch and only the ingest worker can do it, so the ingest worker should not also read what the
-    idle validation worker can. Measured at 64 calls in flight on the three samples: the 64th call of a batch
-    started 0.34-0.40 s into the run instead of 0.40-0.52 s, and four runs reached 94.8-95.3% of the ideal
+    The validation worker first: only the ingest worker can segment Korean (kss is imported there alone), so the
+    ingest worker should not also read what the idle validation worker can. Measured at 64 calls in flight on the
+    three samples, when kss took 13 µs per character (before ``extractor.segment.korean``): the 64th call of a
+    batch started 0.34-0.40 s into the run instead of 0.40-0.52 s, and four runs reached 94.8-95.3% of the ideal
     (92.8-94.8% before).
     """
     loop = asyncio.get_running_loop()
