@@ -5,8 +5,8 @@ every character it tries 13 tag corrections in turn, then runs a part-of-speech 
 by ``MAG 다``, and so on). That pass can only fire on the tags a morpheme analyser gives, and the fast backend
 tags every character ``-``, so it never fires. ``split`` calls kss's own splitter with a preprocessor that
 remembers each character's tag and skips the pass when no syllable carries a tag it reads. The sentences are
-the same, six times faster (55 Korean lines of the samples and the test corpus: 30 -> 5 ms); reading the Korean sample, ingest
-included, went from 7.5 to 1.9 ms. It was the largest share of a mixed batch's reading CPU.
+the same, six times faster (55 Korean lines of the samples and the test corpus: 30 -> 5 ms); reading the
+Korean sample, ingest included, went from 7.5 to 1.9 ms. It was the largest share of a mixed batch's reading CPU.
 
 This relies on kss internals, so it is used only with the kss versions it was read and tested against
 (``CHECKED_VERSIONS``). Any other version goes through the public function. ``tests/test_segment.py`` checks
