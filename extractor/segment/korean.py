@@ -31,9 +31,6 @@ REPAIRED_TAGS = ("JKS", "EF", "EC", "EP", "UNKNOWN")
 """The tags that each rule of kss's repair pass (``SentencePreprocessor._correct_wrong_tags``) first looks for on a
 syllable (as a substring of its tag). If no syllable's tag contains one, the pass changes nothing."""
 
-Splitter = Callable[[str], list[str]]
-
-
 def split(text: str) -> list[str]:
     """What ``kss.split_sentences(text, backend="fast")`` returns (an empty text has no sentences)."""
     return splitter()(text) if text else []
@@ -45,7 +42,7 @@ def uses_shortcut() -> bool:
 
 
 @cache
-def splitter() -> Splitter:
+def splitter() -> Callable[[str], list[str]]:
     """The splitter ``split`` calls, built once per process (importing kss takes seconds)."""
     kss = load_kss()
     if not uses_shortcut():
