@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.document import Document
 from extractor.errors import InputError
+from extractor.heap import settle_imports
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
@@ -103,6 +104,15 @@ def _check_structure_measured(raw: str, contract: ContractRef) -> tuple[Report, 
     return check_structure(raw, resolve(contract)), time.thread_time() - started
 
 
+def _step(function: Any, *args: Any) -> Any:
+    """``function(*args)`` as a worker runs it: afterwards, what it imported is kept out of full collections
+    (``extractor.heap``)."""
+    try:
+        return function(*args)
+    finally:
+        settle_imports()
+
+
 def _start_worker(parent: int) -> None:
     """Ctrl-C and SIGTERM reach the whole process group: the run stops its workers itself. A run killed
     outright (SIGKILL) cannot, so a worker leaves as soon as it is orphaned instead of waiting for work forever.
@@ -169,12 +179,12 @@ class _Worker:
         for attempt in (1, 2):
             executor = self.executor()
             try:
-                future = loop.run_in_executor(executor, function, *args)
+                future = loop.run_in_executor(executor, _step, function, *args)
             except OSError as error:  # no process could be started (no /dev/shm, a process limit): use a thread
                 log.warning("%s worker process cannot start (%s); working in a thread instead", self.name, error)
                 self._in_thread = True
                 self._replace(executor)
-                future = loop.run_in_executor(self.executor(), function, *args)
+                future = loop.run_in_executor(self.executor(), _step, function, *args)
             try:
                 return await future
             except BrokenProcessPool:

@@ -31,6 +31,7 @@ from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.errors import InputError
 from extractor.generate import Provider
 from extractor.generate.prompt import load_prompt
+from extractor.heap import frozen_during_run
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
 from extractor.workers import prepare
@@ -102,7 +103,7 @@ class Engine:
         what is left; rerunning the same command finishes it. Nothing to read: no run is recorded.
         """
         started = time.monotonic()
-        with self._stop_on_signals():  # first, so no signal finds the run without its handler
+        with self._stop_on_signals(), frozen_during_run():  # signals first: none finds the run without its handler
             discovery = paths if isinstance(paths, Discovery) else discover(paths)
             summary = RunSummary(None, unsupported=dict(discovery.unsupported))
             summary.outcomes = [DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match")
