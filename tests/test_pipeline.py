@@ -21,6 +21,7 @@ from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.vocab import ExitCode
+from tests.support.batch import answer_for, write_batch
 from tests.support.extras import needs_local_extra
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
@@ -350,3 +351,20 @@ def test_retry_after_holds_back_calls_not_yet_started(llm_server: Callable[..., 
     summary, _ = run([first, second], server, db_url, concurrency=4)
     assert summary.counts == {"READY_FOR_REVIEW": 2} and summary.rate_limits == 1
     assert arrivals["repair"] - arrivals["throttled"] >= 1.0, arrivals
+
+
+def test_the_first_wave_is_sent_before_reading_ahead(llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path,
+                                                     db_url: str) -> None:
+    """Until every slot has a call, only the documents that will fill them are read; then the next ones are read
+    and claimed while those calls are out, ready for the slots they free."""
+    paths = write_batch(tmp_path / "docs", 18)[::3]  # the English ones: read in milliseconds (kss starts in seconds)
+    server = llm_server(lambda request, number: Reply(answer_for(request), delay_s=0.5))
+    summary, store = run(paths, server, db_url, concurrency=2)
+    assert summary.counts == {"READY_FOR_REVIEW": 6}
+    claimed = {run.path: run for run in store.document_runs_for(summary.run_id)}
+    began = [claimed[str(path)].started_at for path in paths]
+    called = [store.attempts_for(claimed[str(path)].id)[0] for path in paths]
+    second_call = max(called[0].created_at, called[1].created_at)
+    first_answer = min(called[0].finished_at, called[1].finished_at)
+    assert min(began[2:4]) > second_call, "the third document was read before both slots were taken"
+    assert max(began[2:4]) < first_answer, "the next wave was not read while the first one was out"

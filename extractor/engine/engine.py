@@ -137,8 +137,14 @@ class Engine:
         # documents waiting for the judge have workers of their own (its queue depth), so they never leave
         # the generation slots without documents to fill them
         judging = self.judge.queue.depth if self.judge is not None else 0
-        self._workers = [asyncio.create_task(self._worker(pending, summary))
-                         for _ in range(min(len(files), 2 * self.limit.maximum + judging))]
+        # the first wave first: the workers that read ahead start once every slot was taken (or a document
+        # ended); until then their reading only competes with the first wave for this process (at 64 in flight
+        # the 64th call started 0.28 s into a run instead of 0.32 s, medians of six)
+        opening = min(len(files), self.limit.maximum)
+        self._workers = [asyncio.create_task(self._worker(pending, summary, opens=self.limit.filled))
+                         for _ in range(opening)]
+        self._workers += [asyncio.create_task(self._worker(pending, summary, after=self.limit.filled))
+                          for _ in range(min(len(files), 2 * self.limit.maximum + judging) - opening)]
         try:
             try:
                 await asyncio.wait(self._workers)  # unlike gather, a cancelled wait leaves the workers running
@@ -207,14 +213,31 @@ class Engine:
         for worker in self._workers:  # asked twice: stop waiting for anything (writes still finish)
             worker.cancel()
 
-    async def _worker(self, pending: Iterator[Path], summary: RunSummary) -> None:
-        """Take the next file until none is left or the run stops (the shared iterator hands each file to one)."""
-        for path in pending:
-            if self.stop.requested:
+    async def _worker(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
+                      after: asyncio.Event | None = None) -> None:
+        """Take the next file until none is left or the run stops (the shared iterator hands each file to one).
+
+        ``after``: start only once that event is set; ``opens``: set it when a document ends here (documents
+        that end without a call, skipped or unreadable, never fill the slots).
+        """
+        if after is not None:
+            try:
+                async with self.stop.waiting():
+                    await after.wait()
+            except Interrupted:
                 return
-            outcome = await self.process(path)
-            summary.outcomes.append(outcome)
-            self.progress.finished(outcome)
+        try:
+            for path in pending:
+                if self.stop.requested:
+                    return
+                outcome = await self.process(path)
+                summary.outcomes.append(outcome)
+                self.progress.finished(outcome)
+                if opens is not None:
+                    opens.set()
+        finally:
+            if opens is not None:  # (a run that stopped before any document ended)
+                opens.set()
 
     async def _left_over(self, files: list[Path], summary: RunSummary) -> list[DocumentOutcome]:
         """After an interruption: the files without an outcome, as the run log has them."""

@@ -28,6 +28,8 @@ class AdaptiveLimit:
         self._successes = 0
         self._resume_at = 0.0  # loop time before which no new call starts (Retry-After)
         self._changed = asyncio.Condition()
+        self.filled = asyncio.Event()
+        """Set once every slot was taken at the same time (the run's first wave of calls is under way)."""
 
     @property
     def lowered(self) -> bool:
@@ -63,6 +65,8 @@ class AdaptiveLimit:
                 pause = self._resume_at - loop.time()
                 if pause <= 0:
                     self._active += 1
+                    if self._active >= self.limit:
+                        self.filled.set()
                     return
             await asyncio.sleep(pause)  # outside the lock: others may be checked (and wait) meanwhile
 
