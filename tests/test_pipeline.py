@@ -358,8 +358,8 @@ def test_the_first_wave_is_sent_before_reading_ahead(llm_server: Callable[..., S
     """Until every slot has a call, only the documents that will fill them are read; then the next ones are read
     and claimed while those calls are out, ready for the slots they free."""
     paths = write_batch(tmp_path / "docs", 18)[::3]  # the English ones: read in milliseconds (kss starts in seconds)
-    server = llm_server(lambda request, number: Reply(answer_for(request), delay_s=0.5))
-    summary, store = run(paths, server, db_url, concurrency=2)
+    server = llm_server(lambda request, number: Reply(answer_for(request), delay_s=1.0))
+    summary, store = run(paths, server, db_url, concurrency=2, settings=ProviderSettings(timeout_s=30))
     assert summary.counts == {"READY_FOR_REVIEW": 6}
     claimed = {run.path: run for run in store.document_runs_for(summary.run_id)}
     began = [claimed[str(path)].started_at for path in paths]
