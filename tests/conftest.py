@@ -36,3 +36,14 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database: an SQLite file always; PostgreSQL when ``EXTRACT_TEST_POSTGRES_URL`` is set."""
     with fresh_database(request.param, tmp_path) as url:
         yield url
+
+
+@pytest.fixture
+def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Worker processes (not threads) started afresh for the test, and stopped after it."""
+    from extractor import workers
+
+    monkeypatch.setenv(workers.PROCESSES_ENV, "1")
+    workers.shutdown()
+    yield
+    workers.shutdown()

@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from extractor import heap, workers
 from extractor.contracts import get_contract
@@ -26,14 +24,6 @@ GOOD_EN = (ROOT / "samples/expected/en_purchase_approval.candidate.json").read_t
 def heap_counts() -> tuple[int, int]:
     """In the process that runs it: (objects frozen, objects a full collection walks)."""
     return gc.get_freeze_count(), len(gc.get_objects())
-
-
-@pytest.fixture
-def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(workers.PROCESSES_ENV, "1")
-    workers.shutdown()
-    yield
-    workers.shutdown()
 
 
 def test_the_ingest_worker_keeps_kss_out_of_full_collections(fresh_workers: None) -> None:

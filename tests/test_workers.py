@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from extractor import workers
 from extractor.contracts import get_contract
@@ -14,14 +11,6 @@ from extractor.validate import validate as validate_here
 from tests.support.batch import CANDIDATES
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(workers.PROCESSES_ENV, "1")
-    workers.shutdown()
-    yield
-    workers.shutdown()
 
 
 def test_a_burst_of_answers_spills_into_the_idle_ingest_worker(fresh_workers: None) -> None:
