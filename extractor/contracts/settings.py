@@ -15,12 +15,11 @@ block without one. The whole settings file is hashed into the run's configuratio
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extractor.canonical import canonical_sha256
 from extractor.vocab import CalibrationVerdict, JudgeMode
 
 CALIBRATED_RULES: dict[str, str] = {
@@ -87,5 +86,4 @@ def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error:
 
 def settings_sha256(settings: Mapping[str, Any]) -> str:
     """The digest of a contract's settings as a run records it (part of the configuration hash)."""
-    encoded = json.dumps(settings, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+    return canonical_sha256(settings)

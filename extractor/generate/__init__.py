@@ -7,11 +7,11 @@ is, and raise ``ProviderError`` only when no answer could be obtained after boun
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
+
+from extractor.canonical import canonical_json, text_sha256
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,9 @@ class GenerationRequest:
     @cached_property
     def fingerprint(self) -> str:
         """sha256 of ``to_json()`` as canonical JSON (sorted keys, no spaces); the schema is encoded once."""
-        members = (f"{_canonical(key)}:{_schema_json(value) if key == 'schema' else _canonical(value)}"
+        members = (f"{canonical_json(key)}:{_schema_json(value) if key == 'schema' else canonical_json(value)}"
                    for key, value in sorted(self.to_json().items()))
-        return hashlib.sha256(f"{{{','.join(members)}}}".encode()).hexdigest()
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return text_sha256(f"{{{','.join(members)}}}")
 
 
 _SCHEMA_JSON: dict[int, tuple[Any, str]] = {}
@@ -53,7 +49,7 @@ def _schema_json(schema: Any) -> str:
     if cached is None or cached[0] is not schema:
         if len(_SCHEMA_JSON) >= 64:
             _SCHEMA_JSON.clear()
-        cached = _SCHEMA_JSON[id(schema)] = (schema, _canonical(schema))
+        cached = _SCHEMA_JSON[id(schema)] = (schema, canonical_json(schema))
     return cached[1]
 
 

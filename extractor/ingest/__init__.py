@@ -11,6 +11,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from extractor.canonical import text_sha256
 from extractor.document import Block, Document
 from extractor.errors import InputError
 from extractor.ingest import blocks as blocks_json
@@ -93,7 +94,7 @@ def from_text(text: str, path: str = "<text>", fmt: str = "txt") -> Document:
     if fmt not in ("txt", "md"):
         raise ValueError(f"from_text parses plain text only: fmt must be 'txt' or 'md', not {fmt!r}")
     canonical = canonicalize(text)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = text_sha256(text)
     return _document(path, canonical, parse_blocks(canonical), digest, fmt, "utf-8")
 
 

@@ -8,14 +8,13 @@ from it, so a new attempt column means the model, a migration and that class, no
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
+from extractor.canonical import canonical_sha256
 from extractor.judge.report import CalibrationReport
 from extractor.vocab import DocumentState
 
@@ -70,8 +69,7 @@ class RunConfig:
         windows = {key: self.config[key] for key in self.WINDOW_KEYS if self.config.get(key) is not None}
         if windows:  # budgets and overlap decide how a long document is cut into windows, so what is extracted
             payload["windows"] = windows
-        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+        return canonical_sha256(payload)
 
 
 class ClaimResult(NamedTuple):

@@ -8,7 +8,6 @@ requests that no longer reassemble to what was sent.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from sqlalchemy import Connection, Engine, Select, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
+from extractor.canonical import text_sha256
 from extractor.errors import StoreError
 from extractor.store import requests
 from extractor.store.db import safe_url, scrub, utcnow
@@ -108,7 +108,7 @@ def _dead_runs(connection: Connection) -> Iterator[str]:
 def _parts_match_their_names(connection: Connection) -> Iterator[str]:
     """A request part is named by the sha256 of its content; another hash means it was edited or damaged."""
     for name, content in connection.execute(select(RequestPart.sha256, RequestPart.content).order_by(RequestPart.sha256)):
-        if hashlib.sha256(content.encode("utf-8")).hexdigest() != name:
+        if text_sha256(content) != name:
             yield f"request part {name:.12}: its content no longer hashes to its name (edited or damaged)"
 
 

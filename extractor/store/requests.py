@@ -13,13 +13,13 @@ loses a byte, so a wrong mark only costs space.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from extractor.canonical import text_sha256
 from extractor.errors import StoreError
 from extractor.generate import GenerationRequest
 
@@ -50,7 +50,7 @@ def split(request: GenerationRequest) -> StoredRequest:
     text = json.dumps(template, ensure_ascii=False, separators=(",", ":"))
     if "\x00" in text:  # a text column cannot hold NUL on PostgreSQL: keep such a request whole
         return StoredRequest(None, whole)
-    return StoredRequest((hashlib.sha256(text.encode("utf-8")).hexdigest(), text), own)
+    return StoredRequest((text_sha256(text), text), own)
 
 
 def _cut(text: str, pieces: Sequence[str], own: list[str]) -> Segments:

@@ -6,7 +6,6 @@ A bearer token is 256 random bits, so a plain SHA-256 is enough to make a stolen
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
+from extractor.canonical import text_sha256
 from extractor.errors import UsageError
 from extractor.store.db import require_one_of, transaction, utcnow, write_connection
 from extractor.store.models import ApiToken
@@ -33,7 +33,7 @@ class TokenInfo:
 
 
 def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return text_sha256(token)
 
 
 def create_token(engine: Engine, name: str, role: str) -> str:
