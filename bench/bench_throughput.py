@@ -17,7 +17,8 @@ Printed per level: documents per second next to the ideal; the pipeline's own CP
 run measures it (``Engine.cpu_seconds``: ingest + segmentation and validation in their worker processes,
 run-log writes in the run's writer thread; per thread, ``time.thread_time``); the run process's whole CPU
 per document (HTTP client, event loop, run-log writes; the workers' CPU is not in it); peak memory (max
-RSS) of the run process and of the larger of its two workers (the ingest worker, with kss loaded).
+RSS) of the run process and of the larger of its two workers (the ingest worker, with kss loaded). Then, per
+level, where the seconds beyond the ideal went, from the run log's timestamps (``where_time_went``).
 
     python bench/bench_throughput.py [--documents 500] [--latency 1.0] [--concurrency 1 8 32 64 256]
                                      [--waves 10] [--max-rate 64] [--postgres ADMIN_URL] [--quick]
@@ -34,6 +35,7 @@ import asyncio
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -109,7 +111,45 @@ def own_peak_kib() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def level(base_url: str, database_url: str, folder: Path, concurrency: int) -> dict[str, Any]:
+def where_time_went(store: Any, run_id: str, concurrency: int, latency_s: float, seconds: float) -> dict[str, float]:
+    """Where a level's seconds beyond the ideal went, from the run log's own timestamps.
+
+    A level ends when the slot that opened last has made its last call. So the loss is: the time outside the
+    run record (discovery, freeing dead runs, recording the start; recording the end), the opening (the run
+    record written to the ``concurrency``-th call sent: reading, claims, requests), a last round only partly
+    full, each answer's latency over the server's (the event loop reading it late, the request leaving late),
+    the gap from an answer to the call that takes its slot, and the tail (last answer to the run recorded as
+    finished); ``other`` is what these leave unexplained, negative where they overlap (with a last round only
+    partly full, the slots that opened first make one call more, so the opening counts less).
+    """
+    from sqlalchemy import select
+
+    from extractor.store.models import Attempt, Run
+
+    with store.engine.connect() as connection:
+        started, finished = connection.execute(select(Run.started_at, Run.finished_at).where(Run.id == run_id)).one()
+        rows = connection.execute(select(Attempt.created_at, Attempt.latency_ms).where(Attempt.run_id == run_id)).all()
+    if not rows or finished is None:
+        return {}  # no call was made, or the run did not end: nothing to take apart
+    calls = sorted((at - started).total_seconds() for at, _ in rows)
+    answers = sorted((at - started).total_seconds() + latency_ms / 1000 for at, latency_ms in rows)
+    slots = min(concurrency, len(calls))
+    gaps = [calls[i + slots] - answers[i] for i in range(len(calls) - slots)]
+    rounds = -(-len(calls) // slots)
+    parts = {
+        "outside_s": seconds - (finished - started).total_seconds(),
+        "opening_s": calls[slots - 1],
+        "uneven_s": (rounds - len(calls) / slots) * latency_s,
+        "late_ms": statistics.mean(latency_ms for _, latency_ms in rows) - latency_s * 1000,
+        "gap_ms": statistics.mean(gaps) * 1000 if gaps else 0.0,
+        "tail_s": (finished - started).total_seconds() - answers[-1],
+    }
+    explained = (parts["outside_s"] + parts["opening_s"] + parts["uneven_s"] + parts["tail_s"]
+                 + (rounds * parts["late_ms"] + (rounds - 1) * parts["gap_ms"]) / 1000)
+    return {**parts, "rounds": rounds, "other_s": seconds - len(calls) * latency_s / slots - explained}
+
+
+def level(base_url: str, database_url: str, folder: Path, concurrency: int, latency_s: float) -> dict[str, Any]:
     from extractor import workers
     from extractor.contracts import get_contract
     from extractor.engine import AdaptiveLimit, Engine, RunSettings
@@ -143,6 +183,7 @@ def level(base_url: str, database_url: str, folder: Path, concurrency: int) -> d
         "peak_rss_mb": own_peak_kib() / 1024,
         "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "integrity": store.integrity_check(),
+        "loss": where_time_went(store, summary.run_id or "", concurrency, latency_s, summary.seconds),
     }
 
 
@@ -188,6 +229,23 @@ class Servers:
             server.wait(timeout=10)
 
 
+def print_losses(losses: list[tuple[int, float, dict[str, Any]]]) -> None:
+    """Where each level's time beyond the ideal went (``where_time_went``), in seconds of the level's run."""
+    print(f"\nwhere the time beyond the ideal went, seconds (late answer and slot gap: ms per call, x rounds)\n"
+          f"{'conc':>4} {'ideal':>7} {'loss':>6} = {'outside':>7} + {'opening':>7} + {'uneven':>6} + "
+          f"{'rounds x (late answer + slot gap)':>33} + {'tail':>5} + {'other':>6}")
+    for concurrency, latency, result in losses:
+        loss = result["loss"]
+        if not loss:
+            print(f"{concurrency:>4} no model call, or no end, on record")
+            continue
+        ideal_s = result["documents"] * latency / min(concurrency, result["documents"])
+        per_round = f"{loss['rounds']:.0f} x ({loss['late_ms']:.1f} + {loss['gap_ms']:.1f} ms)"
+        print(f"{concurrency:>4} {ideal_s:>7.2f} {result['seconds'] - ideal_s:>6.3f} = {loss['outside_s']:>7.3f} + "
+              f"{loss['opening_s']:>7.3f} + {loss['uneven_s']:>6.3f} + {per_round:>33} + {loss['tail_s']:>5.3f} + "
+              f"{loss['other_s']:>6.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=500)
@@ -205,7 +263,7 @@ def main() -> None:
         return
     if args.level:
         base_url, database_url, folder, concurrency = args.level
-        print(json.dumps(level(base_url, database_url, Path(folder), int(concurrency))))
+        print(json.dumps(level(base_url, database_url, Path(folder), int(concurrency), args.latency)))
         return
 
     servers = Servers()
@@ -218,6 +276,7 @@ def main() -> None:
                   f"{'pipeline CPU ms/doc = segment + validate + db':<45} {'run process':>11} "
                   f"{'peak RSS run + largest worker':>29}")
             verdicts = []
+            losses: list[tuple[int, float, dict[str, Any]]] = []
             for concurrency in args.concurrency:
                 latency = max(args.latency, concurrency / args.max_rate)
                 count = (min(args.documents, 100) if args.quick and concurrency < 32
@@ -229,7 +288,7 @@ def main() -> None:
                 try:
                     child = subprocess.run(
                         [sys.executable, __file__, "--level", servers.url(latency), database_url, str(folder),
-                         str(concurrency)],
+                         str(concurrency), "--latency", str(latency)],
                         capture_output=True, text=True, check=False, env={**os.environ, "OPENAI_API_KEY": ""})
                 finally:
                     drop()
@@ -248,6 +307,8 @@ def main() -> None:
                 if result["counts"] != {"READY_FOR_REVIEW": result["documents"]} or result["integrity"]:
                     print(f"     unexpected outcome: {result['counts']} {result['integrity'][:3]}")
                 verdicts.append((concurrency, rate / ideal, pipeline_ms))
+                losses.append((concurrency, latency, result))
+            print_losses(losses)
             for concurrency, share, _ in verdicts:
                 if concurrency >= 64:
                     ok = share >= TARGET_SHARE
