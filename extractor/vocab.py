@@ -54,6 +54,29 @@ class Outcome(StrEnum):
     INPUT_ERROR = "INPUT_ERROR"  # the file could not be used (unreadable, empty, binary, too large)
 
 
+class FieldPresence(StrEnum):
+    """A checked field's state in the report; a field with neither has the rule that says why instead."""
+
+    PRESENT = "PRESENT"  # it has a value, and the value's evidence was found in the source
+    NEEDS_INPUT = "NEEDS_INPUT"  # empty, and the candidate asks for it (``missingFields``): a person supplies it
+
+
+class CoverageStatus(StrEnum):
+    """How a candidate accounts for one source sentence (``sentenceCoverage[*].status``)."""
+
+    MAPPED = "MAPPED"  # a field holds it (``fieldPaths`` say which)
+    UNMAPPED = "UNMAPPED"  # read, but no field holds it (a reason is required)
+    EXCLUDED = "EXCLUDED"  # not content: a title, a heading (a reason is required)
+
+
+class SentenceMark(StrEnum):
+    """How review marks a sentence that has no verified ``CoverageStatus``; a claim a rule refused shows as
+    ``UNVERIFIED:<rule>``."""
+
+    UNACCOUNTED = "UNACCOUNTED"  # the candidate gave no entry for it
+    NOT_EVALUATED = "NOT_EVALUATED"  # no candidate could be checked
+
+
 class SkipReason(StrEnum):
     """Why a run skipped a document it was given."""
 

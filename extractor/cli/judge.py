@@ -22,6 +22,7 @@ from extractor.vocab import (
     DEFAULT_JUDGE_TIMEOUT,
     DEFAULT_RUBRIC,
     CalibrationVerdict,
+    DocumentState,
     ExitCode,
     JudgeMode,
 )
@@ -244,7 +245,7 @@ def run_afterwards(
         from extractor.ui.judge import print_judge_summary
 
         print_judge_summary(built)
-    person = any(r.result is not None and r.state == "MANUAL_REVIEW" for r in results)
+    person = any(r.result is not None and r.state == DocumentState.MANUAL_REVIEW for r in results)
     raise typer.Exit(ExitCode.MANUAL_REVIEW if person else ExitCode.OK)
 
 

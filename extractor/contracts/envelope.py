@@ -13,10 +13,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from extractor.vocab import CoverageStatus
+
 ENVELOPE = ("missingFields", "evidence", "sentenceCoverage")
 
 _DEFS: dict[str, dict[str, Any]] = {
-    "CoverageStatus": {"enum": ["MAPPED", "UNMAPPED", "EXCLUDED"], "title": "CoverageStatus", "type": "string"},
+    "CoverageStatus": {"enum": [status.value for status in CoverageStatus], "title": "CoverageStatus", "type": "string"},
     "Evidence": {
         "additionalProperties": False,
         "properties": {

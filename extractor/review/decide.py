@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import REVIEWABLE, DocumentState, ExitCode
+from extractor.vocab import REVIEWABLE, DocumentState, ExitCode, ReviewDecision
 
 if TYPE_CHECKING:
     from extractor.document import Document
@@ -244,7 +244,7 @@ def reject_document(store: Store, records: Store, document_run: DocumentRunInfo,
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     from_here = existing is not None and existing.run_id == document_run.run_id
-    if (latest is not None and latest.decision == "rejected" and latest.reviewer == reviewer.strip()
+    if (latest is not None and latest.decision == ReviewDecision.rejected and latest.reviewer == reviewer.strip()
             and latest.note == reason.strip() and not from_here):
         return Rejection("already", latest, document_run, kept=existing)
     review_id = reject(store, document_run.id, reviewer=reviewer.strip(), reason=reason.strip())

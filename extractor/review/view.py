@@ -14,13 +14,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from extractor.evidence.report import FAILING
 from extractor.review.resolve import ReviewError
 from extractor.store import AttemptInfo, DocumentInfo, DocumentRunInfo, RunInfo, Store
+from extractor.vocab import SentenceMark
 
 if TYPE_CHECKING:
     from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
-
-UNACCOUNTED = "UNACCOUNTED"
-NOT_EVALUATED = "NOT_EVALUATED"
-
 
 def iso(value: datetime | None) -> str | None:
     """A time as the views print it (UTC, to the second)."""
@@ -70,11 +67,11 @@ def _source_text(path: str, sha256: str) -> tuple[str | None, str, str | None]:
 def sentence_label(state: dict[str, Any] | None) -> str:
     """MAPPED / UNMAPPED / EXCLUDED as verified; UNACCOUNTED; or the rule that refused the model's claim."""
     if state is None:
-        return NOT_EVALUATED
+        return SentenceMark.NOT_EVALUATED
     if state.get("state"):
         return str(state["state"])
     rule = state.get("rule_id")
-    return UNACCOUNTED if rule in (None, "SENTENCE_NOT_ACCOUNTED") else f"UNVERIFIED:{rule}"
+    return SentenceMark.UNACCOUNTED if rule in (None, "SENTENCE_NOT_ACCOUNTED") else f"UNVERIFIED:{rule}"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLi
 from extractor.evidence.source import Source
 from extractor.evidence.support import support_score
 from extractor.rules import Card, EvidenceModel, Hit, Rule
+from extractor.vocab import CoverageStatus, FieldPresence
 
 ENVELOPE = ("missingFields", "evidence", "sentenceCoverage")
 Path = tuple[str, ...]
@@ -451,7 +452,7 @@ def sentence_coverage_duplicate(ctx: Context) -> Iterator[Hit]:
 def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["sentenceCoverage"]):
         sentence = ctx.source.ids.get(entry["sentenceId"])
-        if entry["status"] != "MAPPED" or sentence is None:
+        if entry["status"] != CoverageStatus.MAPPED or sentence is None:
             continue
         where, hint = location("sentenceCoverage", index), ctx.coverage_hint(sentence.id)
         paths = [fieldpath.parse(path) for path in entry["fieldPaths"]]
@@ -482,7 +483,7 @@ def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
 )
 def coverage_reason_missing(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["sentenceCoverage"]):
-        if entry["status"] in ("UNMAPPED", "EXCLUDED") and not (entry.get("reason") or "").strip():
+        if entry["status"] in (CoverageStatus.UNMAPPED, CoverageStatus.EXCLUDED) and not (entry.get("reason") or "").strip():
             yield Hit(location("sentenceCoverage", index, "reason"),
                       f"{entry['sentenceId']} is {entry['status']} without a reason; say why no field holds it",
                       ctx.coverage_hint(entry["sentenceId"]))
@@ -558,11 +559,11 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
     for path in ctx.shape.nullable:
         if fieldpath.resolve(ctx.candidate, path) is None:
             name = fieldpath.render(path)
-            fields[name] = (FieldState(name, "NEEDS_INPUT") if asked[path]
+            fields[name] = (FieldState(name, FieldPresence.NEEDS_INPUT) if asked[path]
                             else FieldState(name, None, "NULL_WITHOUT_QUESTION"))
     for path in ctx.shape.exempt:
         if ctx.value_at(path) is not None:
-            fields[fieldpath.render(path)] = FieldState(fieldpath.render(path), "PRESENT")
+            fields[fieldpath.render(path)] = FieldState(fieldpath.render(path), FieldPresence.PRESENT)
     for unit in ctx.units:
         entries = ctx.evidence_for(unit.steps)
         if not entries:
@@ -570,7 +571,7 @@ def states(ctx: Context, findings: list[Finding]) -> tuple[dict[str, FieldState]
         elif not any(entry.spans for entry in entries):
             fields[unit.path] = FieldState(unit.path, None, "EVIDENCE_NOT_IN_SOURCE")
         else:
-            fields[unit.path] = FieldState(unit.path, "PRESENT")
+            fields[unit.path] = FieldState(unit.path, FieldPresence.PRESENT)
 
     blocking: dict[str, str] = {}
     for finding in findings:

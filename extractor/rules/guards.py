@@ -24,7 +24,7 @@ from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import Finding, Report, Severity
 from extractor.evidence.source import Source
 from extractor.rules import Hit, get, rule
-from extractor.vocab import PersonalDataPolicy
+from extractor.vocab import CoverageStatus, PersonalDataPolicy
 
 PROMPT_ECHO_WORDS = 8
 """An output echoes the prompt when it holds this many consecutive words of it (shorter runs are common prose)."""
@@ -365,7 +365,7 @@ def extraction_mostly_excluded(extent: Extent) -> Iterator[Hit]:
     sentences = extent.report.sentences
     if not sentences:
         return
-    excluded = sum(1 for s in sentences if s.state == "EXCLUDED")
+    excluded = sum(1 for s in sentences if s.state == CoverageStatus.EXCLUDED)
     share = excluded / len(sentences)
     if share > extent.guards.max_excluded_share:
         yield Hit("$.sentenceCoverage", f"{excluded} of {len(sentences)} sentences ({share:.0%}) marked EXCLUDED, "

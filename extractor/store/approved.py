@@ -20,6 +20,7 @@ from extractor.errors import StoreError
 from extractor.store.db import plain, transaction, utcnow
 from extractor.store.models import ApprovedRecord, Document, DocumentRun, Review, Run
 from extractor.store.runlog import Store, open_store
+from extractor.vocab import ReviewDecision
 
 APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
 """Where approved records live when they are kept apart from the run log (default: the run-log database)."""
@@ -117,8 +118,8 @@ def _approve_once(
 ) -> int:
     now = utcnow()
     override = None if block_override is None else block_override | {"at": now.isoformat(timespec="microseconds")}
-    review = Review(document_run_id=document_run_id, decision="approved", reviewer=reviewer, note=note, created_at=now,
-                    block_override=override)
+    review = Review(document_run_id=document_run_id, decision=ReviewDecision.approved, reviewer=reviewer, note=note,
+                    created_at=now, block_override=override)
     values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
                   edited=edited, approved_at=now, block_override=override)
     if records.engine is store.engine:
@@ -185,7 +186,7 @@ def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) ->
             raise StoreError(f"no document run {document_run_id}")
         review = Review(
             document_run_id=document_run_id,
-            decision="rejected",
+            decision=ReviewDecision.rejected,
             reviewer=reviewer,
             note=reason,
             created_at=utcnow(),

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
-from extractor.vocab import REGENERATE_NUMBER, AttemptKind
+from extractor.vocab import FINAL_STATES, REGENERATE_NUMBER, AttemptKind, CoverageStatus, DocumentState, SentenceMark
 
 if TYPE_CHECKING:
     from extractor.compare import Comparison
@@ -30,23 +30,23 @@ if TYPE_CHECKING:
     from extractor.stats import RuleCount, RunRuleStats
     from extractor.store import RunInfo
 
-SENTENCE_STYLE = {
-    "MAPPED": "green",
-    "UNMAPPED": "yellow",
-    "EXCLUDED": "bright_black",
-    "UNACCOUNTED": "bold white on red",
-    "NOT_EVALUATED": "",
+SENTENCE_STYLE: dict[str, str] = {
+    CoverageStatus.MAPPED: "green",
+    CoverageStatus.UNMAPPED: "yellow",
+    CoverageStatus.EXCLUDED: "bright_black",
+    SentenceMark.UNACCOUNTED: "bold white on red",
+    SentenceMark.NOT_EVALUATED: "",
 }
 EVIDENCE_STYLE = "bold underline"
 
 
 SENTENCE_LEGEND = (
-    ("MAPPED", "a field holds it"),
-    ("UNMAPPED", "read, no field holds it (reason given)"),
-    ("EXCLUDED", "not content: title, heading"),
-    ("UNACCOUNTED", "the candidate skipped it"),
+    (CoverageStatus.MAPPED, "a field holds it"),
+    (CoverageStatus.UNMAPPED, "read, no field holds it (reason given)"),
+    (CoverageStatus.EXCLUDED, "not content: title, heading"),
+    (SentenceMark.UNACCOUNTED, "the candidate skipped it"),
     ("UNVERIFIED:<rule>", "the candidate's claim about it broke <rule>"),
-    ("NOT_EVALUATED", "no candidate could be checked"),
+    (SentenceMark.NOT_EVALUATED, "no candidate could be checked"),
 )
 """Every label a sentence of ``show`` can carry (``extractor.review.view.sentence_label``), with its meaning."""
 FIELD_LEGEND = ("field states: PRESENT has a value with evidence; NEEDS_INPUT null, with a question for a person; "
@@ -123,7 +123,7 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
         console.print(f"{total - len(items):,} more waiting: --limit N or --all to list them")
     console.print("next: extract show DOC_RUN   then   extract approve DOC_RUN --reviewer NAME  |  "
                   "extract reject DOC_RUN --reviewer NAME --reason TEXT")
-    if any(item.state == "BLOCKED" for item in items):
+    if any(item.state == DocumentState.BLOCKED for item in items):
         console.print("BLOCKED (a critical finding): reject it, or approve it over the block with "
                       "--override-block --reason TEXT (recorded and exported)")
 
@@ -344,7 +344,8 @@ def print_run_view(view: RunView, console: Console | None = None) -> None:
 # -- runs and stats -----------------------------------------------------------------------------------------
 
 
-STATE_COLUMNS = ("READY_FOR_REVIEW", "MANUAL_REVIEW", "BLOCKED", "ERROR")
+STATE_COLUMNS = FINAL_STATES
+"""A run's counts get a column per final state, in this order; the rest are summed as ``other``."""
 
 
 def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)") -> Table:

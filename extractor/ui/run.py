@@ -18,21 +18,21 @@ from extractor.engine.discover import Discovery
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.evidence.report import Report
 from extractor.ui.console import add_columns, open_console, print_table
-from extractor.vocab import GateDecision, Outcome, SkipReason
+from extractor.vocab import CoverageStatus, FieldPresence, GateDecision, Outcome, SkipReason
 
-STATE_STYLE = {
-    "MAPPED": "green",
-    "UNMAPPED": "yellow",
-    "EXCLUDED": "dim",
-    "PRESENT": "green",
-    "NEEDS_INPUT": "yellow",
-    "READY_FOR_REVIEW": "green",
-    "MANUAL_REVIEW": "yellow",
-    "ERROR": "red",
-    "BLOCKED": "bold red",
-    "INPUT_ERROR": "red",
-    "SKIPPED": "dim",
-    "INTERRUPTED": "magenta",
+STATE_STYLE: dict[str | None, str] = {
+    CoverageStatus.MAPPED: "green",
+    CoverageStatus.UNMAPPED: "yellow",
+    CoverageStatus.EXCLUDED: "dim",
+    FieldPresence.PRESENT: "green",
+    FieldPresence.NEEDS_INPUT: "yellow",
+    Outcome.READY_FOR_REVIEW: "green",
+    Outcome.MANUAL_REVIEW: "yellow",
+    Outcome.ERROR: "red",
+    Outcome.BLOCKED: "bold red",
+    Outcome.INPUT_ERROR: "red",
+    Outcome.SKIPPED: "dim",
+    Outcome.INTERRUPTED: "magenta",
     None: "bold red",
 }
 
@@ -115,7 +115,7 @@ class RunProgress(Progress):
         if self._task is not None:
             description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
             self._progress.update(self._task, advance=1, description=description)
-        if outcome.state in ("INPUT_ERROR", "ERROR"):
+        if outcome.state in (Outcome.INPUT_ERROR, Outcome.ERROR):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {outcome.cause or outcome.path}"),
                                          markup=False, highlight=False)
 
@@ -173,7 +173,7 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
         print_table(console, rules)
     console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s")
     if summary.interrupted:
-        left = summary.counts.get("INTERRUPTED", 0)
+        left = summary.counts.get(Outcome.INTERRUPTED, 0)
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:

@@ -14,12 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
 
 if TYPE_CHECKING:
     from extractor.review.view import DocumentView, EvidenceMark
 
-SENTENCE_STATES = ("MAPPED", "UNMAPPED", "EXCLUDED", "UNACCOUNTED", "NOT_EVALUATED")
+SENTENCE_STATES = (*CoverageStatus, *SentenceMark)
 """The states a sentence is coloured by; anything else (UNVERIFIED:<rule>) is drawn as a problem."""
 
 
