@@ -47,6 +47,18 @@ UNTAGGED = "untagged"
 
 
 @dataclass(frozen=True)
+class CriticalFinding:
+    """One critical finding of a side's final attempt, as the report names it."""
+
+    rule_id: str
+    location: str | None
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule_id": self.rule_id, "location": self.location, "message": self.message}
+
+
+@dataclass(frozen=True)
 class SideDocument:
     sha256: str
     path: str
@@ -56,13 +68,13 @@ class SideDocument:
     tags: list[str]
     error_rules: frozenset[str]
     rules: frozenset[str]
-    critical: tuple[dict[str, Any], ...] = ()
-    """The final attempt's critical findings (rule_id, location, message)."""
+    critical: tuple[CriticalFinding, ...] = ()
+    """The final attempt's critical findings."""
     needs_person: frozenset[str] = frozenset()
 
     @property
     def critical_rules(self) -> frozenset[str]:
-        return frozenset(f["rule_id"] for f in self.critical)
+        return frozenset(f.rule_id for f in self.critical)
 
     @property
     def judge_unevaluable(self) -> bool:
@@ -111,6 +123,81 @@ class Side:
         }
 
 
+@dataclass(frozen=True)
+class Regression:
+    """A paired document that passed in the baseline and fails in the candidate."""
+
+    sha256: str
+    path: str
+    category: str
+    baseline_document_run_id: int
+    candidate_document_run_id: int
+    candidate_state: str
+    new_rule_ids: list[str]
+    """Rules the candidate's final attempt broke that the baseline's did not (any severity)."""
+    error_rule_ids: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "path": self.path, "category": self.category,
+                "baseline_document_run_id": self.baseline_document_run_id,
+                "candidate_document_run_id": self.candidate_document_run_id, "candidate_state": self.candidate_state,
+                "new_rule_ids": self.new_rule_ids, "error_rule_ids": self.error_rule_ids}
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """A paired document that failed in the baseline and passes in the candidate."""
+
+    sha256: str
+    path: str
+    category: str
+    fixed_rule_ids: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "path": self.path, "category": self.category,
+                "fixed_rule_ids": self.fixed_rule_ids}
+
+
+@dataclass(frozen=True)
+class RuleRate:
+    """How many of the paired documents one error rule failed on each side."""
+
+    rule_id: str
+    baseline_failed: int
+    candidate_failed: int
+    evaluated: int
+
+    @property
+    def change(self) -> float:
+        """The candidate's failure rate minus the baseline's (positive: the candidate fails it more)."""
+        return (self.candidate_failed - self.baseline_failed) / self.evaluated
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule_id": self.rule_id, "baseline_failed": self.baseline_failed,
+                "candidate_failed": self.candidate_failed, "evaluated": self.evaluated,
+                "baseline_rate": self.baseline_failed / self.evaluated,
+                "candidate_rate": self.candidate_failed / self.evaluated, "change": self.change}
+
+
+@dataclass(frozen=True)
+class NewCritical:
+    """A candidate document with critical rules its baseline document has not (or that has no baseline)."""
+
+    sha256: str
+    path: str
+    document_run_id: int
+    state: str
+    rule_ids: list[str]
+    in_baseline: bool
+    findings: tuple[CriticalFinding, ...]
+    """The document's critical findings of the new rules only."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "path": self.path, "document_run_id": self.document_run_id, "state": self.state,
+                "rule_ids": self.rule_ids, "in_baseline": self.in_baseline,
+                "findings": [f.to_json() for f in self.findings]}
+
+
 @dataclass
 class Comparison:
     baseline: Side
@@ -121,11 +208,12 @@ class Comparison:
     unevaluable: list[str]
     only_baseline: list[str]
     only_candidate: list[str]
-    regressions: list[dict[str, Any]] = field(default_factory=list)
-    improvements: list[dict[str, Any]] = field(default_factory=list)
-    rule_rates: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[Regression] = field(default_factory=list)
+    improvements: list[Improvement] = field(default_factory=list)
+    rule_rates: list[RuleRate] = field(default_factory=list)
+    """Every error rule that failed on a side, the most worsened first."""
     max_unevaluable: float = 0.0
-    new_critical: list[dict[str, Any]] = field(default_factory=list)
+    new_critical: list[NewCritical] = field(default_factory=list)
     """Candidate documents with a critical finding their baseline lacks: each one alone makes the decision BLOCK."""
 
     @property
@@ -153,10 +241,10 @@ class Comparison:
                 "baseline_only": [a[sha].to_json() for sha in self.only_baseline],
                 "candidate_only": [b[sha].to_json() for sha in self.only_candidate],
             },
-            "new_critical_findings": self.new_critical,
-            "regressions": self.regressions,
-            "improvements": self.improvements,
-            "rule_rates": self.rule_rates,
+            "new_critical_findings": [d.to_json() for d in self.new_critical],
+            "regressions": [r.to_json() for r in self.regressions],
+            "improvements": [i.to_json() for i in self.improvements],
+            "rule_rates": [r.to_json() for r in self.rule_rates],
         }
 
 
@@ -183,7 +271,7 @@ def select_side(store: Store, spec: str) -> Side:
             sha256=sha, path=d.path, document_run_id=d.id, run_id=d.run_id, state=d.state, tags=list(d.tags or []),
             error_rules=frozenset(f["rule_id"] for f in final if f.get("severity") in FAILING),
             rules=frozenset(f["rule_id"] for f in final),
-            critical=tuple({key: f.get(key) for key in ("rule_id", "location", "message")}
+            critical=tuple(CriticalFinding(f["rule_id"], f.get("location"), f.get("message"))
                            for f in final if f.get("severity") == "critical"),
             needs_person=frozenset(d.needs_person or ()),
         )
@@ -274,7 +362,7 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
 
     new_critical = new_critical_findings(a, b)
     if new_critical:
-        named = "; ".join(f"{d['path']}: {', '.join(d['rule_ids'])}" for d in new_critical[:5])
+        named = "; ".join(f"{d.path}: {', '.join(d.rule_ids)}" for d in new_critical[:5])
         more = f" (and {len(new_critical) - 5} more)" if len(new_critical) > 5 else ""
         gate = replace(gate, decision=GateDecision.BLOCK,
                        reason=f"critical finding(s) the baseline does not have, in {len(new_critical)} candidate "
@@ -284,40 +372,30 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     for sha in paired:
         before, after = a[sha], b[sha]
         if before.passed and not after.passed:
-            regressions.append({
-                "sha256": sha, "path": after.path, "category": category_of[sha],
-                "baseline_document_run_id": before.document_run_id, "candidate_document_run_id": after.document_run_id,
-                "candidate_state": after.state, "new_rule_ids": sorted(after.rules - before.rules),
-                "error_rule_ids": sorted(after.error_rules),
-            })
+            regressions.append(Regression(sha, after.path, category_of[sha], before.document_run_id,
+                                          after.document_run_id, after.state, sorted(after.rules - before.rules),
+                                          sorted(after.error_rules)))
         elif not before.passed and after.passed:
-            improvements.append({"sha256": sha, "path": after.path, "category": category_of[sha],
-                                 "fixed_rule_ids": sorted(before.error_rules)})
+            improvements.append(Improvement(sha, after.path, category_of[sha], sorted(before.error_rules)))
 
     failing_a = Counter(rule for sha in paired for rule in a[sha].error_rules)
     failing_b = Counter(rule for sha in paired for rule in b[sha].error_rules)
     n = len(paired)
-    rule_rates: list[dict[str, Any]] = [
-        {"rule_id": rule, "baseline_failed": failing_a[rule], "candidate_failed": failing_b[rule], "evaluated": n,
-         "baseline_rate": failing_a[rule] / n, "candidate_rate": failing_b[rule] / n,
-         "change": (failing_b[rule] - failing_a[rule]) / n}
-        for rule in set(failing_a) | set(failing_b)
-    ] if n else []
-    rule_rates.sort(key=lambda r: (-r["change"], r["rule_id"]))
+    rule_rates = sorted((RuleRate(rule, failing_a[rule], failing_b[rule], n) for rule in set(failing_a) | set(failing_b)),
+                        key=lambda r: (-r.change, r.rule_id))
     return Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
                       improvements, rule_rates, max_unevaluable, new_critical)
 
 
-def new_critical_findings(baseline: dict[str, SideDocument], candidate: dict[str, SideDocument]) -> list[dict[str, Any]]:
+def new_critical_findings(baseline: dict[str, SideDocument], candidate: dict[str, SideDocument]) -> list[NewCritical]:
     """Per candidate document (matched or not): the critical rules it has that its baseline document has not."""
     found = []
     for sha, document in sorted(candidate.items(), key=lambda item: (item[1].path, item[0])):
         before = baseline[sha].critical_rules if sha in baseline else frozenset()
         new = document.critical_rules - before
         if new:
-            found.append({"sha256": sha, "path": document.path, "document_run_id": document.document_run_id,
-                          "state": document.state, "rule_ids": sorted(new), "in_baseline": sha in baseline,
-                          "findings": [f for f in document.critical if f["rule_id"] in new]})
+            found.append(NewCritical(sha, document.path, document.document_run_id, document.state, sorted(new),
+                                     sha in baseline, tuple(f for f in document.critical if f.rule_id in new)))
     return found
 
 

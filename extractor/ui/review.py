@@ -462,29 +462,30 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         for column in ("path", "candidate doc run", "rule id", "location", "message"):
             table.add_column(column, overflow="fold")
         for d in comparison.new_critical:
-            for f in d["findings"]:
-                table.add_row(display_path(d["path"]), str(d["document_run_id"]), Text(f["rule_id"], style="bold red"),
-                              f["location"] or "", f["message"] or "")
+            for f in d.findings:
+                table.add_row(display_path(d.path), str(d.document_run_id), Text(f.rule_id, style="bold red"),
+                              f.location or "", f.message or "")
         console.print(table)
     if comparison.regressions:
         table = Table(title=f"{len(comparison.regressions)} regression(s): passed in baseline, fail in candidate")
         add_columns(table, ("path", "sha256", "candidate doc run", "state", "new rule ids"), wrap=("new rule ids",),
                     right=("candidate doc run",))
         for r in comparison.regressions:
-            table.add_row(display_path(r["path"]), _short(r["sha256"]), str(r["candidate_document_run_id"]),
-                          Text(r["candidate_state"], style=STATE_STYLE.get(r["candidate_state"], "")),
-                          Text(", ".join(r["new_rule_ids"]) or "(none new)", style="red"))
+            table.add_row(display_path(r.path), _short(r.sha256), str(r.candidate_document_run_id),
+                          Text(r.candidate_state, style=STATE_STYLE.get(r.candidate_state, "")),
+                          Text(", ".join(r.new_rule_ids) or "(none new)", style="red"))
         print_table(console, table)
     if comparison.improvements:
         console.print(Text(f"{len(comparison.improvements)} improvement(s): failed in baseline, pass in candidate",
                            style="green"))
-    changed = [r for r in comparison.rule_rates if r["change"] != 0]
+    changed = [rate for rate in comparison.rule_rates if rate.change != 0]
     if changed:
         table = Table(title="error rule failure rates on the compared documents")
         add_columns(table, ("rule_id", "baseline", "candidate", "change"), right=("baseline", "candidate", "change"))
-        for r in changed:
-            table.add_row(r["rule_id"], f"{r['baseline_failed']}/{r['evaluated']}", f"{r['candidate_failed']}/{r['evaluated']}",
-                          Text(f"{r['change']:+.0%}", style="red" if r["change"] > 0 else "green"))
+        for rate in changed:
+            table.add_row(rate.rule_id, f"{rate.baseline_failed}/{rate.evaluated}",
+                          f"{rate.candidate_failed}/{rate.evaluated}",
+                          Text(f"{rate.change:+.0%}", style="red" if rate.change > 0 else "green"))
         print_table(console, table)
     before, after = comparison.baseline.documents, comparison.candidate.documents
     if comparison.unevaluable:
