@@ -22,7 +22,6 @@ from extractor.vocab import (
     DEFAULT_JUDGE_TIMEOUT,
     DEFAULT_RUBRIC,
     CalibrationVerdict,
-    DocumentState,
     ExitCode,
     JudgeMode,
 )
@@ -208,9 +207,7 @@ def run_afterwards(
     them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
     here). Exit 0 when nothing judged needs a person, 3 when some document now does.
     """
-    import asyncio
-
-    from extractor.judge.afterwards import judge_run
+    from extractor.judge.afterwards import judge_finished_run
     from extractor.judge.modes import JudgeOptions
     from extractor.providers import ProviderSettings
     from extractor.review import resolve_run
@@ -228,25 +225,14 @@ def run_afterwards(
     built = build_run_judge(options, generator=None, store=store, contract=contract,
                             settings=ProviderSettings(response_format=response_format))
 
-    async def judged() -> list[Any]:
-        try:
-            return await judge_run(store, found, built, force=force)
-        finally:
-            await built.aclose()
-
-    results = asyncio.run(judged())
+    results = judge_finished_run(store, found, built, force=force)
     if format is Format.json:
         emit_json({"run_id": found.id, "judge": built.summary(), "documents": [r.to_json() for r in results]})
     else:
-        for result in results:
-            shown = result.result or "skipped"
-            typer.echo(f"{result.document_run_id}  {result.path}: {shown}, {result.before} -> {result.state}"
-                       + (f" ({result.why})" if result.why else ""))
-        from extractor.ui.judge import print_judge_summary
+        from extractor.ui.judge import print_afterwards
 
-        print_judge_summary(built)
-    person = any(r.result is not None and r.state == DocumentState.MANUAL_REVIEW for r in results)
-    raise typer.Exit(ExitCode.MANUAL_REVIEW if person else ExitCode.OK)
+        print_afterwards(results, built)
+    raise typer.Exit(ExitCode.MANUAL_REVIEW if any(r.to_person for r in results) else ExitCode.OK)
 
 
 # ---------------------------------------------------------------- extract judge reports / show

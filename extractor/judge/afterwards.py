@@ -26,7 +26,7 @@ from extractor.judge.modes import Judge, attempt_fields
 from extractor.store import AttemptRecord, RunInfo, Store
 from extractor.store.info import DocumentRunInfo
 from extractor.validate import validate
-from extractor.vocab import REVIEWABLE, AttemptKind
+from extractor.vocab import REVIEWABLE, AttemptKind, DocumentState
 from extractor.workers import load_document
 
 
@@ -40,6 +40,11 @@ class Afterwards:
     state: str
     result: str | None
     why: str | None
+
+    @property
+    def to_person(self) -> bool:
+        """Judged now, and a person must look at it (``extract judge run`` then exits 3)."""
+        return self.result is not None and self.state == DocumentState.MANUAL_REVIEW
 
     def to_json(self) -> dict[str, Any]:
         return {"document_run_id": self.document_run_id, "path": self.path, "before": self.before,
@@ -94,3 +99,15 @@ async def judge_run(store: Store, run: RunInfo, judge: Judge, *, force: bool = F
         return Afterwards(document_run.id, document_run.path, document_run.state, routed.state, decision.result, cause)
 
     return list(await asyncio.gather(*(one(d) for d in store.document_runs_for(run.id))))
+
+
+def judge_finished_run(store: Store, run: RunInfo, judge: Judge, *, force: bool = False) -> list[Afterwards]:
+    """``judge_run`` from synchronous code; the judge's connections are closed however it ends."""
+
+    async def judged() -> list[Afterwards]:
+        try:
+            return await judge_run(store, run, judge, force=force)
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(judged())

@@ -19,13 +19,16 @@ from rich.text import Text
 
 from extractor.judge.report import fmt
 from extractor.ui.console import add_columns, open_console, print_table
+from extractor.vocab import CalibrationVerdict
 
 if TYPE_CHECKING:
+    from extractor.judge.afterwards import Afterwards
     from extractor.judge.modes import Judge
     from extractor.judge.report import CalibrationReport
     from extractor.store.info import CalibrationInfo
 
-VERDICT_STYLE = {"admit-block": "bold green", "admit-review": "bold yellow", "reject": "bold red"}
+VERDICT_STYLE: dict[str, str] = {CalibrationVerdict.admit_block: "bold green",
+                                 CalibrationVerdict.admit_review: "bold yellow", CalibrationVerdict.reject: "bold red"}
 
 
 def _short(text: str, limit: int = 70) -> str:
@@ -147,6 +150,16 @@ def judging_progress(model: str, total: int, *, enabled: bool) -> Iterator[Calla
     with Progress(console=open_console(stderr=True), disable=not enabled, transient=True) as progress:
         task = progress.add_task(f"judging with {model}", total=total)
         yield lambda: progress.advance(task)
+
+
+def print_afterwards(results: Sequence[Afterwards], judge: Judge, console: Console | None = None) -> None:
+    """What ``extract judge run`` did, a line per document run, then the judge's summary line."""
+    console = console or open_console()
+    for result in results:
+        why = f" ({result.why})" if result.why else ""
+        console.print(f"{result.document_run_id}  {result.path}: {result.result or 'skipped'}, {result.before} -> "
+                      f"{result.state}{why}", highlight=False, soft_wrap=True)
+    print_judge_summary(judge, console)
 
 
 def print_judge_summary(judge: Judge, console: Console | None = None) -> None:
