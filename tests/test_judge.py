@@ -302,6 +302,9 @@ def test_judge_is_called_only_for_candidates_that_passed_every_rule(
     ("observe", {"low": {5: 0.3}, "verdict": "fail"}, "READY_FOR_REVIEW", [], None, "fail"),
     ("review", {"low": {5: 0.3}, "verdict": "fail"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode", "fail"),
     ("review", {"low": {5: 0.79}, "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode", "fail"),
+    # the model's verdict alone, every link supported and no reason given: the cause says there was none
+    ("review", {"verdict": "fail"}, "MANUAL_REVIEW", ["JUDGE_FAIL"], "judge fail (review mode, threshold 0.8): verdict "
+     "fail, no reason given", "fail"),
     # warn: the reviewer's queue, not back to the model, with the warning shown first
     ("review", {"verdict": "warn"}, "READY_FOR_REVIEW", ["JUDGE_WARN"], "judge warn (review mode", "warn"),
     ("review", {"invented": ["Approve or reject"], "verdict": "pass"}, "MANUAL_REVIEW", ["JUDGE_FAIL"],

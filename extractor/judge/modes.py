@@ -193,6 +193,9 @@ def judge_decision(outcome: JudgeOutcome, policy: JudgePolicy) -> JudgeDecision:
         details.append(f"verdict {verdict.model_verdict} overridden to {verdict.verdict} ({verdict.override_reason})")
     if verdict.verdict is JudgeVerdict.fail or failing:
         result = JudgeResult.fail
+        if not details:  # the model's own verdict and nothing measured behind it: the cause says so, never nothing
+            details.append(f"verdict fail, comment: {_quote(verdict.comment, 160)}" if verdict.comment
+                           else "verdict fail, no reason given")
     elif unevaluated:
         paths = ", ".join(by_index[i].field_path for i in unevaluated)
         return JudgeDecision(JudgeResult.not_evaluable, True, False, f"judge not evaluable: it could not score {paths}",

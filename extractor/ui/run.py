@@ -177,7 +177,7 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:
-            console.print(Text.assemble(("BLOCKED", "bold red"), f" {outcome.path}: {outcome.cause}"), highlight=False)
+            console.print(Text.assemble((Outcome.BLOCKED, "bold red"), f" {outcome.path}: {outcome.cause}"), highlight=False)
     decision = summary.outcome
     console.print(Text.assemble("outcome ", (decision.value, DECISION_STYLE[decision]),
                                 f"   exit {int(summary.exit_code)}   ({OUTCOME_MEANING[decision]})"))
