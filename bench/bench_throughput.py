@@ -146,7 +146,8 @@ def where_time_went(store: Any, run_id: str, concurrency: int, latency_s: float,
     }
     explained = (parts["outside_s"] + parts["opening_s"] + parts["uneven_s"] + parts["tail_s"]
                  + (rounds * parts["late_ms"] + (rounds - 1) * parts["gap_ms"]) / 1000)
-    return {**parts, "rounds": rounds, "other_s": seconds - len(calls) * latency_s / slots - explained}
+    ideal_s = len(calls) * latency_s / slots
+    return {**parts, "rounds": rounds, "ideal_s": ideal_s, "other_s": seconds - ideal_s - explained}
 
 
 def level(base_url: str, database_url: str, folder: Path, concurrency: int, latency_s: float) -> dict[str, Any]:
@@ -229,17 +230,17 @@ class Servers:
             server.wait(timeout=10)
 
 
-def print_losses(losses: list[tuple[int, float, dict[str, Any]]]) -> None:
+def print_losses(losses: list[tuple[int, dict[str, Any]]]) -> None:
     """Where each level's time beyond the ideal went (``where_time_went``), in seconds of the level's run."""
     print(f"\nwhere the time beyond the ideal went, seconds (late answer and slot gap: ms per call, x rounds)\n"
           f"{'conc':>4} {'ideal':>7} {'loss':>6} = {'outside':>7} + {'opening':>7} + {'uneven':>6} + "
           f"{'rounds x (late answer + slot gap)':>33} + {'tail':>5} + {'other':>6}")
-    for concurrency, latency, result in losses:
+    for concurrency, result in losses:
         loss = result["loss"]
         if not loss:
             print(f"{concurrency:>4} no model call, or no end, on record")
             continue
-        ideal_s = result["documents"] * latency / min(concurrency, result["documents"])
+        ideal_s = loss["ideal_s"]
         per_round = f"{loss['rounds']:.0f} x ({loss['late_ms']:.1f} + {loss['gap_ms']:.1f} ms)"
         print(f"{concurrency:>4} {ideal_s:>7.2f} {result['seconds'] - ideal_s:>6.3f} = {loss['outside_s']:>7.3f} + "
               f"{loss['opening_s']:>7.3f} + {loss['uneven_s']:>6.3f} + {per_round:>33} + {loss['tail_s']:>5.3f} + "
@@ -276,7 +277,7 @@ def main() -> None:
                   f"{'pipeline CPU ms/doc = segment + validate + db':<45} {'run process':>11} "
                   f"{'peak RSS run + largest worker':>29}")
             verdicts = []
-            losses: list[tuple[int, float, dict[str, Any]]] = []
+            losses: list[tuple[int, dict[str, Any]]] = []
             for concurrency in args.concurrency:
                 latency = max(args.latency, concurrency / args.max_rate)
                 count = (min(args.documents, 100) if args.quick and concurrency < 32
@@ -307,7 +308,7 @@ def main() -> None:
                 if result["counts"] != {"READY_FOR_REVIEW": result["documents"]} or result["integrity"]:
                     print(f"     unexpected outcome: {result['counts']} {result['integrity'][:3]}")
                 verdicts.append((concurrency, rate / ideal, pipeline_ms))
-                losses.append((concurrency, latency, result))
+                losses.append((concurrency, result))
             print_losses(losses)
             for concurrency, share, _ in verdicts:
                 if concurrency >= 64:
