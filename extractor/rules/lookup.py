@@ -2,8 +2,11 @@
 
 The wrong-SKU incident (docs/design.md#rules): a value that is almost a catalogue entry is the dangerous kind, so a
 miss names the nearest entries and how they differ ("483902: last two digits swapped"). Kinds of
-difference, each one edit away: two neighbouring characters swapped, one character changed, one
-character missing, one extra, or the same code behind a different prefix (``SKU-483920`` / ``483920``).
+difference, each one edit away, closest first: two neighbouring characters swapped, one character changed,
+one character missing, one extra, or the same code behind a different prefix (``SKU-483920`` /
+``483920``). The hint lists the closest kinds first and keeps a few: a swap is the likeliest slip and the
+one a reviewer misses (every digit is there), so ``483902`` against ``483900, 483901, 483903, 483920``
+names ``483920`` first, not three one-digit changes that happen to sort before it.
 
 Speed: membership is a set lookup. The near-miss search generates the value's one-edit variants and
 asks the set about all of them at once (``set.intersection`` runs in C); substituted and inserted
@@ -23,6 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cached_property
 from pathlib import Path
 
@@ -34,6 +38,16 @@ _TRAILING_DIGITS = re.compile(r"\d{4,}$")
 class NearMiss:
     entry: str
     difference: str
+
+
+class Kind(IntEnum):
+    """The kinds of near miss, closest first: the order a hint lists them in."""
+
+    SWAPPED = 0
+    CHANGED = 1
+    MISSING = 2
+    EXTRA = 3
+    PREFIX = 4
 
 
 def _unit(a: str, b: str) -> str:
@@ -86,8 +100,9 @@ class Catalogue:
         return index
 
     def nearest(self, value: str, limit: int = 3) -> list[NearMiss]:
-        """Entries one edit away from ``value`` (or with its code behind another prefix), closest kinds first."""
-        found: dict[str, str] = {}
+        """Entries one edit away from ``value`` (or with its code behind another prefix), closest kinds first
+        (``Kind``), then alphabetically; at most ``limit``."""
+        found: dict[str, tuple[Kind, str]] = {}  # entry -> (its kind, how it differs)
         n = len(value)
         alphabets = self._alphabets
         swapped = [value[:i] + value[i + 1] + value[i] + value[i + 2:] for i in range(n - 1) if value[i] != value[i + 1]]
@@ -95,32 +110,36 @@ class Catalogue:
             i = next(k for k in range(n) if entry[k] != value[k])
             unit = _unit(value[i], value[i + 1])
             where = "last two" if i == n - 2 else ("first two" if i == 0 else f"{unit[:-1]}s {i + 1} and {i + 2}")
-            found.setdefault(entry, f"{where} {unit} swapped" if i in (0, n - 2) else f"{where} swapped")
+            found.setdefault(entry, (Kind.SWAPPED, f"{where} {unit} swapped" if i in (0, n - 2) else f"{where} swapped"))
         same = alphabets.get(n)
         if same is not None:
             # one list of every one-character change, asked about in one C-level intersection
             changed = [head + c + tail for i in range(n) for head, tail in ((value[:i], value[i + 1:]),) for c in same[i]]
             for entry in self.values.intersection(changed).difference((value,)):
                 i = next(k for k in range(n) if entry[k] != value[k])
-                found.setdefault(entry, f"{_unit(value[i], entry[i])[:-1]} {i + 1} changed ({value[i]} -> {entry[i]})")
-        shorter = alphabets.get(n - 1)
-        if shorter is not None:
-            dropped = {value[:i] + value[i + 1:]: i for i in range(n)}
-            for entry in self.values.intersection(dropped):
-                found.setdefault(entry, f"one extra character ({value[dropped[entry]]!r} at position {dropped[entry] + 1})")
+                found.setdefault(entry, (Kind.CHANGED, f"{_unit(value[i], entry[i])[:-1]} {i + 1} changed "
+                                                  f"({value[i]} -> {entry[i]})"))
         longer = alphabets.get(n + 1)
         if longer is not None:
             added = {value[:i] + c + value[i:]: i for i in range(n + 1) for c in longer[i]}
             for entry in self.values.intersection(added):
-                found.setdefault(entry, f"one character missing ({entry[added[entry]]!r} at position {added[entry] + 1})")
+                found.setdefault(entry, (Kind.MISSING, f"one character missing ({entry[added[entry]]!r} at position "
+                                                  f"{added[entry] + 1})"))
+        shorter = alphabets.get(n - 1)
+        if shorter is not None:
+            dropped = {value[:i] + value[i + 1:]: i for i in range(n)}
+            for entry in self.values.intersection(dropped):
+                found.setdefault(entry, (Kind.EXTRA, f"one extra character ({value[dropped[entry]]!r} at position "
+                                                f"{dropped[entry] + 1})"))
         if len(found) < limit and (self._by_core or not value.isdigit()):
             core = _core(value) or value
             for entry in self._by_core.get(core, ()):
                 if entry != value:
-                    found.setdefault(entry, "same code, different prefix")
+                    found.setdefault(entry, (Kind.PREFIX, "same code, different prefix"))
             if core != value and core in self.values:
-                found.setdefault(core, "same code without the prefix")
-        return [NearMiss(entry, difference) for entry, difference in sorted(found.items())[:limit]]
+                found.setdefault(core, (Kind.PREFIX, "same code without the prefix"))
+        closest = sorted(found.items(), key=lambda item: (item[1][0], item[0]))[:limit]
+        return [NearMiss(entry, difference) for entry, (_, difference) in closest]
 
 
 _LOADED: dict[tuple[str, ...], Catalogue] = {}
