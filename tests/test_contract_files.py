@@ -447,8 +447,25 @@ def test_declared_check_has_a_card_in_extract_rules(tmp_path: Path) -> None:
     card = json.loads(result.stdout)
     assert result.returncode == 0 and card["contract"] == "purchase_order" and card["stage"] == "values"
     assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
-    unknown = extract("rules", "--contract", "purchase_order", "SKU_UNKNOWN")  # not on the search path
-    assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr
+    # the options after the rule id (as the command table writes it), and split around it
+    for order in (("SKU_UNKNOWN", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts"),
+                  ("--contracts", SAMPLES / "contracts", "SKU_UNKNOWN", "--contract", "purchase_order"),
+                  ("--format", "json", "--contract", "purchase_order", "SKU_UNKNOWN", "--contracts", SAMPLES / "contracts")):
+        other = extract("rules", *order, *(() if "json" in order else ("--format", "json")))
+        assert other.returncode == 0, (order, other.stderr)
+        assert json.loads(other.stdout) == card, order
+    # a rule every contract has: --contract chooses whose card, in either order
+    for order in (("EVIDENCE_NOT_IN_SOURCE", "--contract", "purchase_order"),
+                  ("--contract", "purchase_order", "EVIDENCE_NOT_IN_SOURCE")):
+        generic = extract("rules", *order, "--contracts", SAMPLES / "contracts", "--format", "json")
+        assert generic.returncode == 0 and json.loads(generic.stdout)["contract"] == "purchase_order", generic.stderr
+    not_here = extract("rules", "SKU_UNKNOWN", "--contract", "work_procedure")
+    assert not_here.returncode == 2 and not_here.stderr == (
+        "error: unknown rule id 'SKU_UNKNOWN' in contract work_procedure; `extract rules --contract work_procedure` "
+        "lists them\n")
+    for order in (("--contract", "purchase_order", "SKU_UNKNOWN"), ("SKU_UNKNOWN", "--contract", "purchase_order")):
+        unknown = extract("rules", *order)  # not on the search path
+        assert unknown.returncode == 2 and "unknown contract 'purchase_order'" in unknown.stderr, order
     missing = extract("contracts", "--contracts", tmp_path / "nope")
     assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'nope'}: no such contracts folder " \
         "(--contracts takes a folder of <name>/v<N>/ folders)\n"

@@ -52,9 +52,10 @@ def catalogue(
     format: FormatOption = Format.text,
 ) -> None:
     """The rule catalogue, or the card of one rule (extract rules RULE_ID; a contract's declared checks have cards)."""
-    chosen = _registered(contract, contracts)  # before a subcommand too: `rules --contracts DIR RULE_ID` needs them
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand is not None:  # its folders now (`rules --contracts DIR RULE_ID` needs them); the
+        _registered(None, contracts)  # contract is the subcommand's to resolve: `--contracts` may follow RULE_ID
         return
+    chosen = _registered(contract, contracts)
     from extractor.rules import catalogue as cards_of
 
     cards = cards_of(chosen)
@@ -66,20 +67,35 @@ def catalogue(
     print_rules(cards)
 
 
+def _either_side(ctx: typer.Context, name: str, value: Any) -> Any:
+    """An option of ``extract rules`` given after RULE_ID (this command's) or before it (the group's)."""
+    source = ctx.get_parameter_source(name)  # typer may vendor click: its own ParameterSource, compared by name
+    given_here = source is not None and source.name != "DEFAULT"
+    return value if given_here or ctx.parent is None else ctx.parent.params.get(name, value)
+
+
 @rules_app.command(hidden=True)
 def card(
+    ctx: typer.Context,
     rule_id: Annotated[str, typer.Argument(help="print this rule's card")],
+    contract: Annotated[str | None, typer.Option(help="the rule of this contract")] = None,
     contracts: ContractsOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """One rule's card: inputs, normalisation, pass condition, location, judge needed."""
+    """One rule's card: inputs, normalisation, pass condition, location, judge needed.
+
+    ``--contract`` and ``--contracts`` are read before the rule id (``extract rules --contract X RULE_ID``, given
+    to the group) or after it (``extract rules RULE_ID --contract X``, given here); either way they are one choice.
+    """
     from extractor.rules import catalogue as cards_of
 
-    _registered(None, contracts)
-
-    match = [c for c in cards_of() if c.rule_id == rule_id.upper()]
+    contract, format = _either_side(ctx, "contract", contract), _either_side(ctx, "format", format)
+    chosen = _registered(contract, contracts)
+    match = [c for c in cards_of(chosen) if c.rule_id == rule_id.upper()]
     if not match:
-        fail(f"unknown rule id {rule_id!r}; `extract rules` lists them")
+        where = f"contract {chosen}" if chosen else "`extract rules`"
+        fail(f"unknown rule id {rule_id!r} in {where}; `extract rules{f' --contract {chosen}' if chosen else ''}` "
+             "lists them")
     if format is Format.json:
         emit_json(match[0].to_json())
         return
