@@ -29,6 +29,7 @@ to each category's share of the compared documents, or traffic shares given with
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from extractor.errors import UsageError
 from extractor.evidence.report import FAILING
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
-from extractor.store import RunInfo, Store
+from extractor.store import DocumentRunInfo, RunInfo, Store
 from extractor.vocab import FINAL_STATES, JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
 
 PASS_STATE = DocumentState.READY_FOR_REVIEW
@@ -257,12 +258,7 @@ def select_side(store: Store, spec: str) -> Side:
     contracts = sorted({(r.contract, r.contract_version) for r in runs})
     if len(contracts) > 1:
         raise UsageError(f"{spec!r} mixes contracts {', '.join(f'{c}@v{v}' for c, v in contracts)}; add contract=NAME")
-    document_runs = store.find_document_runs(run_ids=[r.id for r in runs])  # newest first
-    chosen: dict[str, Any] = {}
-    for document_run in document_runs:
-        current = chosen.get(document_run.sha256)
-        if current is None or (current.state not in FINAL_STATES and document_run.state in FINAL_STATES):
-            chosen[document_run.sha256] = document_run
+    chosen = newest_final(store.find_document_runs(run_ids=[r.id for r in runs]))
     findings = store.findings_of_attempts(d.final_attempt_id for d in chosen.values() if d.final_attempt_id)
     documents = {}
     for sha, d in chosen.items():
@@ -276,6 +272,17 @@ def select_side(store: Store, spec: str) -> Side:
             needs_person=frozenset(d.needs_person or ()),
         )
     return Side(spec, selection, runs, documents)
+
+
+def newest_final(document_runs: Iterable[DocumentRunInfo]) -> dict[str, DocumentRunInfo]:
+    """Per content sha256, the newest document run in a final state (else the newest at all), from document runs
+    given newest first: what a selection of runs concluded about each document."""
+    chosen: dict[str, DocumentRunInfo] = {}
+    for document_run in document_runs:
+        current = chosen.get(document_run.sha256)
+        if current is None or (current.state not in FINAL_STATES and document_run.state in FINAL_STATES):
+            chosen[document_run.sha256] = document_run
+    return chosen
 
 
 def parse_weights(text: str) -> dict[str, float]:

@@ -89,3 +89,17 @@ class Document:
         if 0 <= position < len(self.sentences) and self.sentences[position].id == sentence_id:
             return self.sentences[position]
         return next((s for s in self.sentences if s.id == sentence_id), None)
+
+
+def language_of(text: str) -> str:
+    """The document's language as a BCP 47 tag, from the script most of its letters are in (``ko``, ``ru``,
+    ``en``; ``und`` without letters): the review page's ``lang`` attribute, and the language ``extract eval``
+    scores by."""
+    import re
+
+    hangul = len(re.findall(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]", text))
+    cyrillic = len(re.findall(r"[\u0400-\u04ff]", text))
+    latin = len(re.findall(r"[A-Za-z]", text))
+    best = max((hangul, "ko"), (cyrillic, "ru"), (latin, "en"))
+    return best[1] if best[0] else "und"
+

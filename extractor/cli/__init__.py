@@ -10,7 +10,17 @@ import sys
 
 import typer
 
-from extractor.cli import doctor, documents, judge, review, rules, run, runs, service  # noqa: F401  (registers the commands)
+from extractor.cli import (  # noqa: F401  (registers the commands)
+    doctor,
+    documents,
+    evaluation,
+    judge,
+    review,
+    rules,
+    run,
+    runs,
+    service,
+)
 from extractor.cli.app import app
 from extractor.vocab import ExitCode
 

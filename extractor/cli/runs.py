@@ -44,18 +44,27 @@ def runs(
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Recent runs, newest first: configuration and documents per state."""
+    """Recent runs, newest first: configuration, documents per state, and accuracy against gold (`extract eval`)."""
     from extractor.review.view import run_summary
 
     selection = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
     found = selection.select(store, limit=limit)
+    accuracy = store.latest_evaluations([run.id for run in found])
     if format is Format.json:
-        emit_json([run_summary(run) for run in found])
+        emit_json([run_summary(run) | {"accuracy": _accuracy(accuracy.get(run.id))} for run in found])
         return
     from extractor.ui.review import print_runs
 
-    print_runs(found)
+    print_runs(found, accuracy=accuracy)
+
+
+def _accuracy(evaluation: Any) -> dict[str, Any] | None:
+    """A run's newest score against gold (``extract eval``), as ``extract runs --format json`` shows it."""
+    if evaluation is None:
+        return None
+    return {"evaluation_id": evaluation.id, "evaluated_at": evaluation.created_at.isoformat(timespec="seconds"),
+            "gold": evaluation.gold, **evaluation.summary}
 
 
 @app.command()

@@ -486,3 +486,33 @@ class ApiToken(Base):
     token_sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Evaluation(Base):
+    """One scoring of runs' final candidates against gold records (``extract eval``), kept so ``extract runs``
+    shows a run's accuracy. ``summary`` holds the headline numbers, ``report`` the whole report as printed
+    with ``--format json``; ``gold_sha256`` names the gold files exactly (an edited gold set is another score)."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_created_at", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    selection: Mapped[str] = mapped_column(NulFreeText)
+    gold: Mapped[str] = mapped_column(NulFreeText)
+    gold_sha256: Mapped[str] = mapped_column(String(64))
+    resamples: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    report: Mapped[dict[str, Any]] = mapped_column(PackedJSON)
+
+
+class EvaluationRun(Base):
+    """Which runs one evaluation scored (a selection may span several runs, a resumed run for one)."""
+
+    __tablename__ = "evaluation_runs"
+    __table_args__ = (Index("ix_evaluation_runs_run_id", "run_id"),)
+
+    evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluations.id"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+

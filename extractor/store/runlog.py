@@ -27,8 +27,9 @@ from sqlalchemy import Engine
 from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
 from extractor.judge.report import CalibrationReport
-from extractor.store import attempts, calibrations, claims, integrity, queries, runs
+from extractor.store import attempts, calibrations, claims, evaluations, integrity, queries, runs
 from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
+from extractor.store.evaluations import EvaluationInfo, FinalCandidate
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -175,6 +176,23 @@ class Store:
 
     def latest_calibration(self, judge_model: str, rubric_version: str, threshold: float) -> CalibrationInfo | None:
         return calibrations.latest_calibration(self.engine, judge_model, rubric_version, threshold)
+
+    # -- evaluations against gold (extractor.store.evaluations, ``extract eval``) ------------------------------
+
+    def save_evaluation(self, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
+                        summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
+        return evaluations.save_evaluation(self.engine, selection=selection, gold=gold, gold_sha256=gold_sha256,
+                                           resamples=resamples, seed=seed, summary=summary, report=report,
+                                           run_ids=run_ids)
+
+    def latest_evaluations(self, run_ids: Sequence[str]) -> dict[str, EvaluationInfo]:
+        return evaluations.latest_for_runs(self.engine, run_ids)
+
+    def final_candidates(self, attempt_ids: Iterable[int]) -> dict[int, FinalCandidate]:
+        return evaluations.final_candidates(self.engine, attempt_ids)
+
+    def sentences_of(self, document_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+        return evaluations.sentences_of(self.engine, document_ids)
 
     # -- integrity (extractor.store.integrity, ``extract doctor``) -------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from extractor.review.view import DocumentView, RunView
     from extractor.stats import RuleCount, RunRuleStats
     from extractor.store import RunInfo
+    from extractor.store.evaluations import EvaluationInfo
 
 SENTENCE_STYLE: dict[str, str] = {
     CoverageStatus.MAPPED: "green",
@@ -348,12 +349,16 @@ STATE_COLUMNS = FINAL_STATES
 """A run's counts get a column per final state, in this order; the rest are summed as ``other``."""
 
 
-def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)") -> Table:
+def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
+               accuracy: Mapping[str, EvaluationInfo] | None = None) -> Table:
+    """Runs with their documents per state; with ``accuracy``, each run's newest score against gold (F1 and its
+    95% interval, from ``extract eval``)."""
     table = Table(title=title)
     add_columns(table, ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", "docs",
-                        "ready", "manual", "blocked", "error", "other"),
+                        "ready", "manual", "blocked", "error", "other", *(("accuracy (F1)",) if accuracy else ())),
                 right=("docs", "ready", "manual", "blocked", "error", "other"))
     for run in runs:
+        scored = (accuracy_cell(accuracy.get(run.id)),) if accuracy else ()
         counts = run.counts
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
         outcome = run.outcome
@@ -362,17 +367,28 @@ def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)") -> T
             Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run.contract} v{run.contract_version}",
             run.prompt_version, run.model, run.validator_version, str(sum(counts.values())),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
-            str(other),
+            str(other), *scored,
         )
     return table
 
 
-def print_runs(runs: Sequence[RunInfo], console: Console | None = None) -> None:
+def accuracy_cell(evaluation: EvaluationInfo | None) -> str:
+    """``0.912 [0.870, 0.951]`` of the newest evaluation (``-`` for a run never scored against gold)."""
+    if evaluation is None or evaluation.summary.get("f1") is None:
+        return "-"
+    interval = evaluation.summary.get("f1_ci") or {}
+    low, high = interval.get("low"), interval.get("high")
+    shown = f"{evaluation.summary['f1']:.3f}"
+    return shown + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+
+
+def print_runs(runs: Sequence[RunInfo], console: Console | None = None,
+               accuracy: Mapping[str, EvaluationInfo] | None = None) -> None:
     console = console or open_console()
     if not runs:
         console.print("no run matches")
         return
-    print_table(console, runs_table(runs))
+    print_table(console, runs_table(runs, accuracy=accuracy))
 
 
 def _pct(count: RuleCount) -> str:

@@ -9,11 +9,11 @@ contract's form tree with its findings and evidence beside each field.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from extractor.document import language_of
 from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
 
@@ -62,15 +62,6 @@ class DocumentPage:
     field_states: dict[str, dict[str, Any]]
     lang: str
     extra_paths: list[str] = field(default_factory=list)
-
-
-def lang_of(text: str) -> str:
-    """A BCP 47 tag for the page's ``lang`` attribute, so fonts and line breaking fit the script."""
-    hangul = len(re.findall(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]", text))
-    cyrillic = len(re.findall(r"[\u0400-\u04ff]", text))
-    latin = len(re.findall(r"[A-Za-z]", text))
-    best = max((hangul, "ko"), (cyrillic, "ru"), (latin, "en"))
-    return best[1] if best[0] else "und"
 
 
 def _pieces(text: str, start: int, evidence: list[EvidenceMark]) -> list[Piece]:
@@ -129,7 +120,7 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
              for key in node.extra_keys]
     source = view.text or " ".join(s.text for s in view.sentences)
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
-                        dict(view.fields or {}), lang_of(source), extra)
+                        dict(view.fields or {}), language_of(source), extra)
 
 
 def pretty(value: Any) -> str:

@@ -321,7 +321,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
     def _edit_page(request: Request, principal: Principal, found: DocumentRunInfo, candidate: Any, *,
                    json_text: str | None, report: Any, error: str | None, raw_mode: bool, checked: bool = False,
                    status: int = 200) -> Response:
-        from extractor.web.page import lang_of
+        from extractor.document import language_of
         from extractor.web.schemaform import SchemaForm, finding_anchor
 
         store, _ = open_stores()
@@ -338,7 +338,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             request, principal, document_run=found, run=run, tree=tree, findings=findings, error=error,
             checked=checked, raw_mode=raw_mode, blocked=found.state == DocumentState.BLOCKED,
             json_text=json_text if json_text is not None else json.dumps(candidate, ensure_ascii=False, indent=2),
-            lang=lang_of(sample) if sample else "und", query=_query(_filters(request)),
+            lang=language_of(sample) if sample else "und", query=_query(_filters(request)),
             sentences=document.sentences if document is not None else []), )
 
     return router

@@ -1,0 +1,104 @@
+"""Evaluations against gold (``extract eval``) and what scoring reads in bulk: final candidates, sentences.
+
+An evaluation is written once and never updated; a run's accuracy is its newest evaluation
+(``latest_for_runs``). The bulk reads select only the columns scoring needs, chunked, so 10,000 documents
+cost a few queries, not 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from extractor.store.db import transaction, utcnow
+from extractor.store.models import Attempt, Document, Evaluation, EvaluationRun
+
+CHUNK = 500
+
+
+@dataclass(frozen=True)
+class EvaluationInfo:
+    id: int
+    created_at: datetime
+    selection: str
+    gold: str
+    gold_sha256: str
+    resamples: int
+    seed: int
+    summary: dict[str, Any]
+    run_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FinalCandidate:
+    """What scoring reads of a final attempt: the candidate (None when there is none) and its evidence spans."""
+
+    attempt_id: int
+    outcome: str
+    candidate: Any
+    evidence_spans: list[dict[str, Any]]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def save_evaluation(engine: Engine, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
+                    summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
+    with transaction(engine) as session:
+        row = Evaluation(created_at=utcnow(), selection=selection, gold=gold, gold_sha256=gold_sha256,
+                         resamples=resamples, seed=seed, summary=summary, report=report)
+        session.add(row)
+        session.flush()
+        session.add_all(EvaluationRun(evaluation_id=row.id, run_id=run_id) for run_id in sorted(set(run_ids)))
+        return row.id
+
+
+def latest_for_runs(engine: Engine, run_ids: Sequence[str]) -> dict[str, EvaluationInfo]:
+    """Per run id, the newest evaluation that scored it (runs never evaluated are absent)."""
+    found: dict[str, EvaluationInfo] = {}
+    wanted = sorted(set(run_ids))
+    with transaction(engine, write=False) as session:
+        for start in range(0, len(wanted), CHUNK):
+            query = (select(EvaluationRun.run_id, Evaluation)
+                     .join(Evaluation, Evaluation.id == EvaluationRun.evaluation_id)
+                     .where(EvaluationRun.run_id.in_(wanted[start : start + CHUNK]))
+                     .order_by(Evaluation.created_at, Evaluation.id))
+            rows = session.execute(query).all()
+            scored = {row.id: tuple(sorted(r for r, e in rows if e.id == row.id)) for _, row in rows}
+            for run_id, row in rows:
+                found[run_id] = EvaluationInfo(row.id, row.created_at, row.selection, row.gold, row.gold_sha256,
+                                               row.resamples, row.seed, row.summary, scored[row.id])
+    return found
+
+
+def final_candidates(engine: Engine, attempt_ids: Iterable[int]) -> dict[int, FinalCandidate]:
+    """The candidates and evidence spans of these attempts (no requests), by attempt id."""
+    wanted = sorted(set(attempt_ids))
+    found: dict[int, FinalCandidate] = {}
+    columns = (Attempt.id, Attempt.outcome, Attempt.parsed, Attempt.parsed_is_raw, Attempt.raw_response,
+               Attempt.evidence_spans, Attempt.prompt_tokens, Attempt.completion_tokens)
+    with transaction(engine, write=False) as session:
+        for start in range(0, len(wanted), CHUNK):
+            for row in session.execute(select(*columns).where(Attempt.id.in_(wanted[start : start + CHUNK]))):
+                candidate = row.parsed
+                if row.parsed_is_raw and row.raw_response is not None:
+                    candidate = json.loads(row.raw_response)
+                found[row.id] = FinalCandidate(row.id, row.outcome, candidate, list(row.evidence_spans or ()),
+                                               row.prompt_tokens, row.completion_tokens)
+    return found
+
+
+def sentences_of(engine: Engine, document_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """The stored sentences (id, text, offsets) of these documents, by document id."""
+    wanted = sorted(set(document_ids))
+    found: dict[int, list[dict[str, Any]]] = {}
+    with transaction(engine, write=False) as session:
+        for start in range(0, len(wanted), CHUNK):
+            query = select(Document.id, Document.sentences).where(Document.id.in_(wanted[start : start + CHUNK]))
+            for document_id, sentences in session.execute(query):
+                found[document_id] = list(sentences or ())
+    return found

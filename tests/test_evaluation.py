@@ -1,0 +1,344 @@
+"""Accuracy against gold: ``extract eval``, gold sets, ``extract gold export``.
+
+The numbers are checked against independent ones: precision, recall and F1 against scikit-learn on outcomes
+logged by the perturbations that made the candidates (not by the scorer), the bootstrap intervals against
+``scipy.stats.bootstrap`` on the same per-document counts and seed, McNemar's p against ``scipy.stats.binomtest``.
+The commands run on runs made through the real pipeline against the scripted HTTP server, on SQLite and
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import f1_score, precision_score, recall_score
+from typer.testing import CliRunner
+
+from extractor.cli import app
+from extractor.contracts import get_contract, use_dirs
+from extractor.engine import AdaptiveLimit, Engine, RunSettings
+from extractor.evaluation.align import Scorer
+from extractor.evaluation.metrics import BATCH, mcnemar_exact, percentile_interval, resampled_sums
+from extractor.evaluation.values import as_date, as_number, normalised
+from extractor.providers import from_string
+from extractor.store import open_store
+from tests.support.corpus import FAST
+from tests.support.llm_server import Action, Reply, ScriptedLLMServer, Status
+
+ROOT = Path(__file__).resolve().parents[1]
+PROCEDURES = [ROOT / "samples/en_purchase_approval.md", ROOT / "samples/ko_work_request_review.txt",
+              ROOT / "samples/ru_vacation_approval.txt"]
+ORDERS = sorted((ROOT / "samples/purchase_orders").iterdir())
+GOLD = ROOT / "samples/gold"
+
+
+def gold_of(path: Path) -> dict[str, Any]:
+    folder = "procedures" if path in PROCEDURES else "purchase_orders"
+    data: dict[str, Any] = json.loads((GOLD / folder / f"{path.name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def expected_candidate(path: Path) -> dict[str, Any]:
+    """The sample's passing candidate (the gold record plus its questions and sentence coverage)."""
+    names = {"en_purchase_approval.md": "en_purchase_approval", "ko_work_request_review.txt": "ko_work_request_review",
+             "ru_vacation_approval.txt": "ru_vacation_approval", "en_purchase_order.md": "purchase_orders/en_pass",
+             "ko_purchase_order.txt": "purchase_orders/ko_pass", "ru_purchase_order.txt": "purchase_orders/ru_pass"}
+    data: dict[str, Any] = json.loads((ROOT / f"samples/expected/{names[path.name]}.candidate.json").read_text("utf-8"))
+    return data
+
+
+# ---------------------------------------------------------------- values and the scorer against scikit-learn
+
+
+@pytest.mark.parametrize(("text", "number"), [("2,000", 2000.0), ("1 500", 1500.0), ("9,50", 9.5), ("0.12", 0.12),
+                                              ("1.234.567,50", 1234567.5), ("10 days", None), ("PO-2026-0415", None)])
+def test_numbers_are_read_only_from_whole_strings(text: str, number: float | None) -> None:
+    assert as_number(text) == number
+
+
+@pytest.mark.parametrize("text", ["2026-05-01", "01.05.2026", "2026. 5. 1.", "2026년 5월 1일", "1 May 2026",
+                                  "May 1, 2026", "1 мая 2026 г."])
+def test_dates_in_business_forms_name_the_same_day(text: str) -> None:
+    assert as_date(text) is not None and as_date(text).isoformat() == "2026-05-01"
+    assert normalised(text) == normalised("2026-05-01")
+
+
+def test_normalised_mode_is_nfc_whitespace_and_case_only_where_asked() -> None:
+    assert normalised("Cafe\u0301  au\nlait") == normalised("Café au lait")
+    assert normalised("Dana") != normalised("dana") and normalised("Dana", True) == normalised("dana", True)
+    assert normalised(2000) == normalised("2,000") == normalised(2000.0)
+    assert normalised("10 days") != normalised("10  Days")
+
+
+Effect = tuple[int, int, int]  # values made wrong, values removed (misses), values invented (false values)
+
+
+def perturbations() -> list[tuple[str, Path, Callable[[dict[str, Any]], Effect]]]:
+    """Ways a candidate differs from gold, each saying how many values it made wrong, removed and invented."""
+
+    def quantity(c: dict[str, Any]) -> Effect:
+        c["lineItems"][0]["quantity"] += 1
+        return 1, 0, 0
+
+    def transposed_sku(c: dict[str, Any]) -> Effect:  # one item, one wrong field (aligned by similarity)
+        c["lineItems"][1]["sku"] = c["lineItems"][1]["sku"][:-2] + c["lineItems"][1]["sku"][-1:-3:-1]
+        return 1, 0, 0
+
+    def dropped_line(c: dict[str, Any]) -> Effect:
+        c["lineItems"].pop()
+        return 0, 5, 0
+
+    def invented_line(c: dict[str, Any]) -> Effect:
+        c["lineItems"].append({"line": 9, "sku": "999999", "description": "invented", "quantity": 1, "unitPrice": 1.0})
+        return 0, 0, 5
+
+    def asked_terms(c: dict[str, Any]) -> Effect:
+        c["paymentTerms"] = None
+        c["missingFields"].append({"fieldPath": "paymentTerms", "question": "What are the terms?"})
+        return 0, 1, 0
+
+    def invented_tax_id(c: dict[str, Any]) -> Effect:
+        c["buyer"]["taxId"] = "123-45-67890"
+        return 0, 0, 1
+
+    def reordered_and_renamed(c: dict[str, Any]) -> Effect:  # nothing wrong: items realigned, ids followed
+        c["lineItems"].reverse()
+        for party in c["parties"]:
+            for approval in c["approvals"]:
+                if approval["approverId"] == party["id"]:
+                    approval["approverId"] = "x" + party["id"]
+            party["id"] = "x" + party["id"]
+        return 0, 0, 0
+
+    def wrong_approver(c: dict[str, Any]) -> Effect:  # a reference to an id that is not the right party
+        c["parties"].append({"id": "zed", "name": "Zed Nobody"})
+        c["approvals"][0]["approverId"] = "zed"
+        return 1, 0, 1  # the reference is wrong; the invented party's name is a false value
+
+    def spaced_and_cased(c: dict[str, Any]) -> Effect:  # wrong exactly only; text case is significant here
+        c["paymentTerms"] = "  " + c["paymentTerms"].replace(" ", "  ") + " "
+        return 0, 0, 0
+
+    en, ko, ru = ORDERS
+    return [("quantity", en, quantity), ("sku", ko, transposed_sku), ("dropped", en, dropped_line),
+            ("invented", ru, invented_line), ("asked", ko, asked_terms), ("tax id", ru, invented_tax_id),
+            ("reordered", en, reordered_and_renamed), ("approver", en, wrong_approver), ("spaced", ru, spaced_and_cased)]
+
+
+def gold_values(record: Any, key: str = "") -> int:
+    """Non-null scalar values of a purchase order record, party ids aside (labels, not scored)."""
+    if isinstance(record, dict):
+        return sum(gold_values(v, k) for k, v in record.items() if k != "evidence" and not (key == "parties" and k == "id"))
+    if isinstance(record, list):
+        return sum(gold_values(item, key) for item in record)
+    return int(record is not None)
+
+
+def test_precision_recall_f1_match_scikit_learn_on_logged_outcomes() -> None:
+    use_dirs([ROOT / "samples/contracts"])
+    scorer = Scorer(get_contract("purchase_order"))
+    y_true: list[int] = []
+    y_pred: list[int] = []
+    totals = np.zeros(4)
+    for _name, path, perturb in perturbations():
+        gold = gold_of(path)
+        candidate = expected_candidate(path)
+        wrong, missed, invented = perturb(candidate)
+        right = gold_values(gold) - wrong - missed
+        y_true += [1] * right + [1, 0] * wrong + [1] * missed + [0] * invented
+        y_pred += [1] * right + [0, 1] * wrong + [0] * missed + [1] * invented
+        rows = scorer.score(gold, candidate).fields.values()
+        totals += np.sum([row[:4] for row in rows], axis=0)
+    gold_count, candidate_count, _exact, right_count = totals
+    assert right_count / candidate_count == pytest.approx(precision_score(y_true, y_pred), abs=1e-12)
+    assert right_count / gold_count == pytest.approx(recall_score(y_true, y_pred), abs=1e-12)
+    assert 2 * right_count / (gold_count + candidate_count) == pytest.approx(f1_score(y_true, y_pred), abs=1e-12)
+
+
+def test_needs_input_false_values_and_references_are_counted_apart() -> None:
+    use_dirs([ROOT / "samples/contracts"])
+    scorer = Scorer(get_contract("purchase_order"))
+    en = ORDERS[0]
+    candidate = expected_candidate(en)
+    candidate["paymentTerms"] = None
+    candidate["missingFields"].append({"fieldPath": "paymentTerms", "question": "Which terms?"})
+    candidate["buyer"]["taxId"] = "999"
+    fields = scorer.score(gold_of(en), candidate).fields
+    assert fields["paymentTerms"][5:7] == [1, 1]  # a miss, asked as a question
+    assert fields["buyer.taxId"][4] == 1  # a false value
+    assert fields["supplier.taxId"][7] == 0 and fields["buyer.taxId"][7] == 0
+    assert "parties[].id" not in fields  # ids are labels: compared only through references
+    unchanged = expected_candidate(en)
+    assert scorer.score(gold_of(en), unchanged).fields["buyer.taxId"][7] == 1  # null where gold is null, asked
+    assert scorer.score(gold_of(en), None).fields["lineItems[].sku"] == [3, 0, 0, 0, 0, 3, 0, 0]
+
+
+# ---------------------------------------------------------------- bootstrap and McNemar against scipy
+
+
+def test_bootstrap_intervals_equal_scipy_bootstrap_on_the_same_counts() -> None:
+    rng = np.random.default_rng(3)
+    n = 57
+    gold = rng.integers(1, 12, n)
+    candidate = rng.integers(0, 12, n)
+    right = np.minimum(gold, candidate) - rng.integers(0, 2, n).clip(0, None)
+    right = right.clip(0, None)
+    counts = np.column_stack([gold, candidate, right, right])
+    sums = resampled_sums(counts, 1000, 42)
+    ours = percentile_interval(2 * sums[:, 3] / (sums[:, 0] + sums[:, 1]))
+
+    def micro_f1(g: np.ndarray, c: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
+        return 2 * r.sum(axis=axis) / (g.sum(axis=axis) + c.sum(axis=axis))
+
+    reference = stats.bootstrap((gold, candidate, right), micro_f1, paired=True, vectorized=True, n_resamples=1000,
+                                batch=BATCH, method="percentile", confidence_level=0.95,
+                                rng=np.random.default_rng(42))
+    assert ours.low == pytest.approx(reference.confidence_interval.low, abs=1e-12)
+    assert ours.high == pytest.approx(reference.confidence_interval.high, abs=1e-12)
+    assert ours.undefined == 0
+
+
+@pytest.mark.parametrize(("only_a", "only_b"), [(0, 0), (0, 1), (3, 0), (5, 5), (10, 2), (1, 12), (40, 25), (0, 30)])
+def test_mcnemar_exact_p_equals_scipy_binomtest(only_a: int, only_b: int) -> None:
+    expected = 1.0 if only_a + only_b == 0 else stats.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue
+    assert mcnemar_exact(only_a, only_b) == pytest.approx(expected, abs=1e-12)
+
+
+# ---------------------------------------------------------------- the commands on real runs
+
+
+def sample_script(errors: dict[str, Callable[[dict[str, Any]], Any]]) -> Callable[[dict[str, Any] | None, int], Action]:
+    """Answers each sample with its passing candidate, changed by ``errors[model]`` for the English documents."""
+    markers = {"petty-cash": ROOT / "samples/en_purchase_approval.md", "PO-2026-0415": ORDERS[0],
+               "PO-2026-0416": ORDERS[1], "PO-2026-0417": ORDERS[2], "Отпуск": PROCEDURES[2], "отпуск": PROCEDURES[2]}
+
+    def answer(body: dict[str, Any] | None, _call: int) -> Action:
+        body = body or {}
+        user = body["messages"][1]["content"]
+        path = next((p for marker, p in markers.items() if marker in user), PROCEDURES[1])
+        change = errors.get(body["model"])
+        if change is not None and path.name.startswith("en_"):
+            outcome = change(expected_candidate(path))
+            if isinstance(outcome, Status):
+                return outcome
+            return Reply(json.dumps(outcome, ensure_ascii=False))
+        return Reply(json.dumps(expected_candidate(path), ensure_ascii=False))
+
+    return answer
+
+
+def run_samples(db_url: str, server: ScriptedLLMServer, model: str, paths: list[Path], contract: str) -> str:
+    store = open_store(db_url)
+    try:
+        provider = from_string(f"openai:{model}", base_url=server.base_url, settings=FAST)
+        settings = RunSettings(contract=get_contract(contract), concurrency=2)
+        summary = asyncio.run(Engine(store, provider, settings, limit=AdaptiveLimit(2)).run([str(p) for p in paths]))
+        assert summary.run_id is not None
+        return summary.run_id
+    finally:
+        store.close()
+
+
+def one_rule_changed(candidate: dict[str, Any]) -> dict[str, Any]:
+    candidate["rules"][0] = "Requests above USD 10,000 need three quotes."
+    return candidate
+
+
+def cli(db_url: str, *args: str) -> Any:
+    return CliRunner().invoke(app, [*args, "--database", db_url])
+
+
+def test_eval_scores_a_run_stores_it_and_runs_shows_it(db_url: str, llm_server: Any, tmp_path: Path) -> None:
+    use_dirs([ROOT / "samples/contracts"])
+    server = llm_server(sample_script({"worse": one_rule_changed,
+                                       "down": lambda c: Status(403, {"error": {"message": "no access"}})}))
+    good = run_samples(db_url, server, "good", PROCEDURES, "work_procedure")
+    worse = run_samples(db_url, server, "worse", PROCEDURES, "work_procedure")
+    down = run_samples(db_url, server, "down", ORDERS, "purchase_order")
+
+    perfect = cli(db_url, "eval", good, "--gold", str(GOLD / "procedures"), "--format", "json")
+    assert perfect.exit_code == 0, perfect.output
+    data = json.loads(perfect.output)
+    assert data["overall"]["normalised"]["f1"] == 1.0 and data["summary"]["fully_right"] == 3
+    assert {g["name"] for g in data["languages"]} == {"en", "ko", "ru"}
+    assert data["evidence"]["overall"]["overlap"] == data["evidence"]["overall"]["gold"] > 0
+
+    plot = tmp_path / "fields.png"
+    result = cli(db_url, "eval", worse[:8], "--gold", str(GOLD / "procedures"), "--format", "json", "--plot", str(plot))
+    data = json.loads(result.output)
+    overall = data["overall"]
+    assert overall["counts"]["gold"] == overall["counts"]["candidate"] == 50
+    assert overall["counts"]["normalised"] == 49 and overall["normalised"]["f1"] == pytest.approx(0.98)
+    rules = next(f for f in data["fields"] if f["name"] == "rules[]")
+    assert rules["counts"]["normalised"] == 5 and rules["normalised"]["f1"] == pytest.approx(5 / 6)
+    assert data["summary"]["fully_right"] == 2 and data["bootstrap"]["resamples"] == 1000
+    low, high = overall["normalised"]["f1_ci"]["low"], overall["normalised"]["f1_ci"]["high"]
+    assert low < 0.98 <= high <= 1.0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    text = cli(db_url, "eval", worse, "--gold", str(GOLD / "procedures"), "--no-save")
+    assert "rules[]" in text.output and "0.833" in text.output and "1000 resamples, seed 42" in text.output
+
+    orders = json.loads(cli(db_url, "eval", down, "--gold", str(GOLD / "purchase_orders"), "--format", "json").output)
+    assert [d["path"].endswith("en_purchase_order.md") for d in orders["documents"] if d["without_candidate"]] == [True]
+    assert orders["summary"]["without_candidate"] == 1
+    assert orders["overall"]["counts"]["misses"] >= 15  # every value of the English order
+
+    listed = json.loads(cli(db_url, "runs", "--format", "json").output)
+    by_id = {run["id"]: run for run in listed}
+    assert by_id[worse]["accuracy"]["f1"] == pytest.approx(0.98)  # the saved one; --no-save kept nothing
+    assert by_id[good]["accuracy"]["f1"] == 1.0 and by_id[good]["accuracy"]["gold"].endswith("procedures")
+    table = cli(db_url, "runs")
+    assert "accuracy (F1)" in table.output and "0.980 [" in table.output
+
+
+def test_a_gold_record_off_the_schema_is_refused_with_one_line(tmp_path: Path, llm_server: Any) -> None:
+    db_url = f"sqlite:///{tmp_path / 'log.db'}"
+    server = llm_server(sample_script({}))
+    run_id = run_samples(db_url, server, "good", PROCEDURES, "work_procedure")
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    for path in (GOLD / "procedures").iterdir():
+        (gold / path.name).write_bytes(path.read_bytes())
+    broken = json.loads((gold / "en_purchase_approval.md.json").read_text("utf-8"))
+    broken["processSteps"][0]["order"] = "first"
+    (gold / "en_purchase_approval.md.json").write_text(json.dumps(broken), "utf-8")
+    result = CliRunner().invoke(app, ["eval", run_id, "--gold", str(gold), "--database", db_url])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "en_purchase_approval.md.json" in lines[0] and "processSteps[0].order" in lines[0]
+    (gold / "gold.toml").write_text('contract = "purchase_order"\nversion = 1\n', "utf-8")
+    wrong = CliRunner().invoke(app, ["eval", run_id, "--gold", str(gold), "--database", db_url])
+    assert wrong.exit_code == 2 and "purchase_order@v1" in wrong.stderr and "work_procedure@v1" in wrong.stderr
+
+
+def test_gold_export_writes_what_reviewers_approved(tmp_path: Path, llm_server: Any) -> None:
+    db_url = f"sqlite:///{tmp_path / 'log.db'}"
+    server = llm_server(sample_script({}))
+    run_id = run_samples(db_url, server, "good", PROCEDURES, "work_procedure")
+    store = open_store(db_url)
+    runs = {d.path: d.id for d in store.document_runs_for(run_id)}
+    store.close()
+    for path in PROCEDURES:
+        result = CliRunner().invoke(app, ["approve", str(runs[str(path)]), "--reviewer", "kim", "--database", db_url])
+        assert result.exit_code == 0, result.output
+    out = tmp_path / "gold"
+    result = CliRunner().invoke(app, ["gold", "export", str(out), "--database", db_url])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["en_purchase_approval.md.json", "gold.toml",
+                                                      "ko_work_request_review.txt.json", "ru_vacation_approval.txt.json"]
+    manifest = (out / "gold.toml").read_text("utf-8")
+    assert 'contract = "work_procedure"' in manifest and 'reviewer = "kim"' in manifest and "edited = false" in manifest
+    assert json.loads((out / "en_purchase_approval.md.json").read_text("utf-8")) == gold_of(PROCEDURES[0])
+    again = CliRunner().invoke(app, ["gold", "export", str(out), "--database", db_url])
+    assert again.exit_code == 2 and "--replace" in again.stderr
+    scored = json.loads(CliRunner().invoke(app, ["eval", run_id, "--gold", str(out), "--format", "json",
+                                                 "--database", db_url]).output)
+    assert scored["overall"]["normalised"]["f1"] == 1.0
