@@ -6,7 +6,8 @@ All offsets are Python string indices into ``Document.text`` (the canonical text
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -41,11 +42,34 @@ class Block:
     start: int
     end: int
     content_start: int
+    location: str | None = None
+    """Where a format without pages puts it (``Sheet1!B3`` in a workbook), else None."""
 
     __reduce__ = by_fields
 
     def to_json(self) -> dict[str, object]:
-        return {"index": self.index, "kind": self.kind.value, "start": self.start, "end": self.end}
+        found: dict[str, object] = {"index": self.index, "kind": self.kind.value, "start": self.start, "end": self.end}
+        if self.location is not None:
+            found["location"] = self.location
+        return found
+
+
+Box = tuple[float, float, float, float]
+"""``(x0, top, x1, bottom)`` as fractions of the page's width and height, so a box fits any rendering of the page."""
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A word as the page shows it (docs/formats.md#pages-and-boxes): its span of the canonical text, its page (1-based),
+    its box, and Tesseract's confidence (0-100) when it was read by OCR (None: from a text layer)."""
+
+    start: int
+    end: int
+    page: int
+    box: Box
+    confidence: float | None = None
+
+    __reduce__ = by_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +81,21 @@ class Sentence:
     start: int
     end: int
     block: int
+    page: int | None = None
+    """The page of its first word, when the format has pages (PDF, scans, images)."""
+    box: Box | None = None
+    """The box around its words on that page."""
 
     __reduce__ = by_fields
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "text": self.text, "start": self.start, "end": self.end, "block": self.block}
+        found: dict[str, object] = {"id": self.id, "text": self.text, "start": self.start, "end": self.end,
+                                    "block": self.block}
+        if self.page is not None:  # formats without pages store what they always stored
+            found["page"] = self.page
+        if self.box is not None:
+            found["box"] = [round(edge, 4) for edge in self.box]
+        return found
 
 
 @dataclass(slots=True)
@@ -80,6 +114,13 @@ class Document:
     encoding: str | None = None
     sentences: list[Sentence] = field(default_factory=list)
     segmenter: str = ""
+    words: list[Word] = field(default_factory=list)
+    """Where the words are on the pages, in text order (empty for formats without pages)."""
+    pages: int = 0
+    """Pages of a paged format (PDF, scan, image), else 0."""
+    reader: str = ""
+    """What read the text when the bytes alone do not decide it (OCR: engine, version, languages, settings);
+    part of the segmenter id stored with the sentences, so another OCR setting never reuses their ids."""
 
     def sentence(self, sentence_id: str) -> Sentence | None:
         """Look a sentence up by id (``s1`` is ``sentences[0]``)."""
@@ -103,3 +144,47 @@ def language_of(text: str) -> str:
     best = max((hangul, "ko"), (cyrillic, "ru"), (latin, "en"))
     return best[1] if best[0] else "und"
 
+
+def words_in(words: list[Word], start: int, end: int) -> list[Word]:
+    """The words (in text order, as ``Document.words`` keeps them) that overlap ``text[start:end]``."""
+    first = bisect_right(words, start, key=lambda word: word.end)  # the first word ending after start
+    found = []
+    for word in words[first:]:
+        if word.start >= end:
+            break
+        found.append(word)
+    return found
+
+
+def line_boxes(words: list[Word]) -> list[tuple[int, Box]]:
+    """``(page, box)`` per run of words on one line: a quote that wraps gets a box per line, not one box over
+    the whole paragraph's width."""
+    lines: list[tuple[int, Box]] = []
+    for word in words:
+        x0, top, x1, bottom = word.box
+        if lines and lines[-1][0] == word.page:
+            lx0, ltop, lx1, lbottom = lines[-1][1]
+            middle = (top + bottom) / 2
+            if ltop <= middle <= lbottom and x0 >= lx0:
+                lines[-1] = (word.page, (lx0, min(ltop, top), max(lx1, x1), max(lbottom, bottom)))
+                continue
+        lines.append((word.page, word.box))
+    return lines
+
+
+def place(sentences: list[Sentence], words: list[Word]) -> list[Sentence]:
+    """Each sentence with the page of its first word and the box around its words on that page."""
+    if not words:
+        return sentences
+    placed = []
+    for sentence in sentences:
+        found = words_in(words, sentence.start, sentence.end)
+        if not found:
+            placed.append(sentence)
+            continue
+        page = found[0].page
+        on_page = [word.box for word in found if word.page == page]
+        box = (min(b[0] for b in on_page), min(b[1] for b in on_page), max(b[2] for b in on_page),
+               max(b[3] for b in on_page))
+        placed.append(replace(sentence, page=page, box=box))
+    return placed

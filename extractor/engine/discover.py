@@ -75,8 +75,26 @@ def discover(paths: Iterable[str]) -> Discovery:
                     found[child] = None
                 else:
                     discovery.unsupported[suffix or "(no suffix)"] += 1
-    discovery.files = list(found)
+    discovery.files = [attached for path in found for attached in _with_attachments(path)]
     return discovery
+
+
+def _with_attachments(path: Path) -> list[Path]:
+    """A file, and after an e-mail its attachments of supported types, each a document of its own
+    (``extractor.ingest.eml``); an e-mail that cannot be read is left to ingest to report."""
+    if path.suffix.lower() != ".eml":
+        return [path]
+    from extractor.errors import InputError
+    from extractor.ingest.eml import attachment_path, attachments
+
+    try:
+        if path.stat().st_size > 64 << 20:  # ingest refuses it (over any size limit a user would set)
+            return [path]
+        found = attachments(path.read_bytes(), str(path))
+    except (OSError, InputError):
+        return [path]
+    return [path] + [Path(attachment_path(str(path), a)) for a in found
+                     if Path(a.name).suffix.lower() in FOLDER_SUFFIXES]
 
 
 def files_under(folder: str) -> list[Path]:

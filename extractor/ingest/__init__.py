@@ -6,6 +6,7 @@ Every failure a user can fix (missing, too large, binary, empty, broken containe
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import stat
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from extractor.canonical import text_sha256
 from extractor.document import Block, Document
 from extractor.errors import InputError
 from extractor.ingest import blocks as blocks_json
-from extractor.ingest import docx, html, pdf
+from extractor.ingest.assemble import Paged
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
 
@@ -30,6 +31,10 @@ FORMATS: dict[str, str] = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".hwp": "hwp",
+    ".hwpx": "hwp",
+    ".xlsx": "xlsx",
+    ".eml": "eml",
     ".json": "blocks",
 }
 MAX_BYTES_ENV = "EXTRACT_MAX_DOCUMENT_BYTES"
@@ -42,18 +47,28 @@ def _plain(data: bytes, path: str) -> tuple[str, list[Block], str]:
     return canonical, parse_blocks(canonical), encoding
 
 
-_PARSERS: dict[str, Callable[[bytes, str], tuple[str, list[Block], str | None]]] = {
-    "txt": _plain,
-    "md": _plain,
-    "docx": docx.parse,
-    "html": html.parse,
-    "pdf": pdf.parse,
-}
+Parser = Callable[[bytes, str], "tuple[str, list[Block], str | None] | Paged"]
+_PARSERS: dict[str, Parser] = {"txt": _plain, "md": _plain}
+_MODULES = {"docx": "docx", "html": "html", "pdf": "pdf", "hwp": "hwp", "xlsx": "xlsx", "eml": "eml", "image": "image"}
+"""Formats whose reader is imported when a file of the format is read: a batch of Markdown never imports a PDF,
+HWP or OCR library (each costs tens to hundreds of milliseconds to import)."""
+
+
+def _parser(fmt: str) -> Parser:
+    if fmt not in _PARSERS:
+        module = importlib.import_module(f"extractor.ingest.{_MODULES[fmt]}")
+        _PARSERS[fmt] = module.parse
+    return _PARSERS[fmt]
 
 
 def load(path: str | os.PathLike[str]) -> Document:
-    """Read and parse one document file; the format comes from the suffix."""
+    """Read and parse one document file; the format comes from the suffix.
+
+    ``mail.eml#attachment2/order.pdf`` is the second attachment of ``mail.eml`` (``extractor.ingest.eml``).
+    """
     name = os.fspath(path)
+    if ".eml#" in name.lower() and not os.path.exists(name):
+        return _attachment(name)
     try:
         info = os.stat(name)
     except FileNotFoundError:
@@ -85,8 +100,34 @@ def load(path: str | os.PathLike[str]) -> Document:
         document = _document(name, text, blocks, digest, fmt, "utf-8")
         document.sentences, document.segmenter = units, blocks_json.SEGMENTER_ID
         return document
-    text, blocks, encoding = _PARSERS[fmt](data, name)
+    return _parsed(name, data, digest, fmt)
+
+
+def _parsed(name: str, data: bytes, digest: str, fmt: str) -> Document:
+    result = _parser(fmt)(data, name)
+    if isinstance(result, Paged):
+        document = _document(name, result.text, result.blocks, digest, fmt, None)
+        document.words, document.pages, document.reader = result.words, result.pages, result.reader
+        return document
+    text, blocks, encoding = result
     return _document(name, text, blocks, digest, fmt, encoding)
+
+
+def _attachment(name: str) -> Document:
+    """An e-mail's attachment, read from the e-mail and parsed by its own file name's suffix."""
+    from extractor.ingest.eml import attachment
+
+    found = attachment(name, _max_bytes(name))
+    if found is None:
+        raise InputError(name, "file not found")
+    data, file_name = found
+    suffix = Path(file_name).suffix.lower()
+    if suffix not in FORMATS or FORMATS[suffix] == "blocks":
+        raise InputError(name, f"unsupported attachment type {suffix or '(no suffix)'!r}")
+    limit = _max_bytes(name)
+    if len(data) > limit:
+        raise InputError(name, f"attachment too large ({len(data)} bytes; limit {limit} bytes, set by {MAX_BYTES_ENV})")
+    return _parsed(name, data, hashlib.sha256(data).hexdigest(), FORMATS[suffix])
 
 
 def from_text(text: str, path: str = "<text>", fmt: str = "txt") -> Document:

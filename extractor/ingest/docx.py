@@ -11,11 +11,13 @@ from docx.text.paragraph import Paragraph
 
 from extractor.document import Block, BlockKind
 from extractor.errors import InputError
+from extractor.ingest.contain import open_zip
 from extractor.ingest.text import join_blocks
 
 
 def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
     """Canonical text (block texts joined by ``\\n``) and blocks; containers have no text encoding."""
+    open_zip(data, path, ".docx")  # sizes and DTDs checked before python-docx inflates anything
     try:
         document = docx.Document(BytesIO(data))
     except Exception as exc:  # a broken package fails in zipfile, lxml or python-docx, each with its own type

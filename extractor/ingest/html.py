@@ -35,8 +35,13 @@ def parse(data: bytes, path: str) -> tuple[str, list[Block], str]:
     """Canonical text (block texts joined by ``\\n``), blocks, and the encoding the bytes were read as."""
     declared = _META_CHARSET.search(data[:4096])
     source, encoding = decode(data, path, declared.group(1).decode("ascii") if declared else None)
-    text, blocks = join_blocks(_pieces(BeautifulSoup(source, "html.parser")))
+    text, blocks = join_blocks(pieces_of(source))
     return text, blocks, encoding
+
+
+def pieces_of(source: str) -> Iterator[tuple[BlockKind, str]]:
+    """The blocks of decoded HTML (an e-mail's HTML body too), as ``(kind, text)`` in reading order."""
+    return _pieces(BeautifulSoup(source, "html.parser"))
 
 
 def _pieces(root: BeautifulSoup) -> Iterator[tuple[BlockKind, str]]:

@@ -342,6 +342,12 @@ def _fits(line: _Line, following: _Line, width: _WrapWidth) -> bool:
     return line.indent + _width(line.text) + 1 + _width(following.text.split()[0]) <= width.columns
 
 
+def looks_like_title(text: str) -> bool:
+    """A line a reader takes for a title: short, unpunctuated, not a wrapped sentence (formats that mark their
+    numbered paragraphs but not which of them are titles ask this: HWP outline paragraphs)."""
+    return _title_like(text)
+
+
 def _title_like(text: str) -> bool:
     """Short, unpunctuated, with a letter, and not ending in a comma or a Korean particle."""
     if len(text) > 60 or len(text.split()) > 8 or text.rstrip(_CLOSING).endswith(_UNFINISHED_OR_FINAL):

@@ -15,7 +15,7 @@ from importlib.metadata import version
 import pysbd  # type: ignore[import-untyped]
 import razdel  # type: ignore[import-untyped]
 
-from extractor.document import Block, BlockKind, Document, Sentence
+from extractor.document import Block, BlockKind, Document, Sentence, place
 from extractor.segment import korean
 from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
@@ -72,8 +72,9 @@ def segment(document: Document) -> Document:
                     block=block.index,
                 )
             )
-    document.sentences = sentences
-    document.segmenter = SEGMENTER_ID
+    document.sentences = place(sentences, document.words)
+    # OCR settings decide the text as much as the segmenter does (docs/formats.md#pages-and-boxes)
+    document.segmenter = f"{SEGMENTER_ID} {document.reader}" if document.reader else SEGMENTER_ID
     check_invariants(document)
     return document
 

@@ -1,0 +1,125 @@
+"""E-mail .eml: the headers as one block, the body as text (plain, else HTML), and its attachments as documents
+of their own (docs/formats.md#e-mail).
+
+An attachment is named ``mail.eml#attachment2/order.pdf``: the e-mail it came with, its place among the
+attachments, and its file name, whose suffix picks its reader. Discovery lists the attachments of every
+e-mail it finds (``attachment_paths``) and ingest reads one from its e-mail (``attachment``), so an attachment
+is converted, stored, reviewed and exported like any file, and its path says which e-mail it belongs to.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from email import policy
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from pathlib import PurePath
+
+from extractor.document import Block, BlockKind
+from extractor.errors import InputError
+from extractor.ingest.assemble import Assembler
+
+HEADERS = ("From", "To", "Cc", "Date", "Subject")
+_ATTACHED = re.compile(r"(?P<mail>.+\.eml)#attachment(?P<number>\d{1,4})/(?P<name>[^/\\]+)", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    number: int  # 1-based, in the order the message holds them
+    name: str  # the file name as sent, without any folder part
+    payload: bytes
+
+
+def _message(data: bytes, path: str) -> EmailMessage:
+    try:
+        message = BytesParser(policy=policy.default).parsebytes(data)
+    except Exception as error:  # the parser is lenient; what still fails is the file's fault
+        raise InputError(path, f"not a valid e-mail ({type(error).__name__}: {error})") from None
+    if not isinstance(message, EmailMessage) or not any(message.get(name) for name in HEADERS):
+        raise InputError(path, "not an e-mail (no From, To, Date or Subject header)")
+    return message
+
+
+def attachments(data: bytes, path: str) -> list[Attachment]:
+    """The message's attachments, numbered in order; a nameless one is named by its content type."""
+    found = []
+    for number, part in enumerate(_message(data, path).iter_attachments(), start=1):
+        payload = part.get_payload(decode=True)
+        found.append(Attachment(number, _file_name(part, number), payload if isinstance(payload, bytes) else b""))
+    return found
+
+
+def _file_name(part: Message, number: int) -> str:
+    """The attachment's own name without folders (a name is data from outside), else ``attachmentN.<ext>``."""
+    import mimetypes
+
+    raw = part.get_filename() or ""
+    name = PurePath(raw.replace("\\", "/")).name.strip().replace("\x00", "")
+    if name and name not in (".", ".."):
+        return name
+    return f"attachment{number}{mimetypes.guess_extension(part.get_content_type()) or '.bin'}"
+
+
+def attachment_path(mail: str, attachment: Attachment) -> str:
+    return f"{mail}#attachment{attachment.number}/{attachment.name}"
+
+
+def split_attachment_path(path: str) -> tuple[str, int, str] | None:
+    """``(e-mail path, attachment number, file name)`` of an attachment's path, or None for any other path."""
+    found = _ATTACHED.fullmatch(path)
+    return None if found is None else (found["mail"], int(found["number"]), found["name"])
+
+
+def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
+    """Headers (one block), the body, and a closing block naming the attachments read as their own documents."""
+    from extractor.ingest import html
+
+    message = _message(data, path)
+    assembler = Assembler()
+    headers = "\n".join(f"{name}: {' '.join(str(message[name]).split())}" for name in HEADERS if message.get(name))
+    assembler.block(BlockKind.PARAGRAPH, headers)
+    body = message.get_body(preferencelist=("plain", "html"))
+    if body is not None:
+        try:
+            content = body.get_content()
+        except (LookupError, UnicodeError, ValueError) as error:
+            raise InputError(path, f"e-mail body cannot be decoded ({type(error).__name__}: {error})") from None
+        if body.get_content_type() == "text/html":
+            for kind, piece in html.pieces_of(str(content)):
+                assembler.block(kind, piece)
+        else:
+            assembler.plain(str(content))
+    attached = attachments(data, path)
+    if attached:
+        names = ", ".join(f"{a.name} (attachment {a.number})" for a in attached)
+        assembler.block(BlockKind.PARAGRAPH, f"Attachments: {names}")
+    text, blocks, _ = assembler.result()
+    return text, blocks, None
+
+
+def attachment(path: str, max_bytes: int) -> tuple[bytes, str] | None:
+    """The bytes and file name of the attachment ``path`` names, or None when ``path`` names no attachment.
+
+    The e-mail itself is bounded like any file (``max_bytes``); so is what an attachment decodes to.
+    """
+    import os
+
+    parts = split_attachment_path(path)
+    if parts is None or os.path.exists(path):
+        return None
+    mail, number, name = parts
+    try:
+        size = os.stat(mail).st_size
+    except OSError:
+        return None
+    if size > max_bytes:
+        raise InputError(path, f"the e-mail {mail} is too large ({size} bytes; limit {max_bytes})")
+    with open(mail, "rb") as handle:
+        data = handle.read()
+    for found in attachments(data, mail):
+        if found.number == number:
+            if found.name != name:
+                raise InputError(path, f"attachment {number} of {mail} is now {found.name!r}, not {name!r}")
+            return found.payload, found.name
+    raise InputError(path, f"{mail} has no attachment {number}")

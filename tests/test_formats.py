@@ -1,0 +1,160 @@
+"""Office formats: HWP 5.0 and HWPX written by python-hwpx, .xlsx by openpyxl, .eml by the standard library.
+
+Each file is made by a real writer of the format, read back through ``extractor.ingest.load``, and its blocks
+compared with what a reader of the document sees.
+"""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+from hwpx import HwpxDocument
+from openpyxl import Workbook
+
+from extractor.document import BlockKind, Document
+from extractor.engine.discover import discover
+from extractor.errors import InputError
+from extractor.ingest import load
+from extractor.segment import segment
+
+H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
+
+
+def blocks(document: Document) -> list[tuple[BlockKind, str, str]]:
+    """``(kind, marker, content)`` per block: the marker is what precedes the content (a generated number)."""
+    return [(b.kind, document.text[b.start:b.content_start].strip(), document.text[b.content_start:b.end])
+            for b in document.blocks]
+
+
+def procedure(path: Path) -> Path:
+    """A Korean procedure as Hancom users write one: outline headings, numbered steps, a table."""
+    document = HwpxDocument.new()
+    document.add_paragraph("업무 요청 검토 절차", style="개요 1")
+    document.add_paragraph("이 절차는 업무 요청을 검토하는 방법을 정한다.", style="바탕글")
+    document.add_paragraph("담당자는 요청서를 접수하고 요청 번호를 부여한다.", style="개요 2")
+    document.add_paragraph("팀장은 요청서를 검토한 뒤 승인 여부를 결정한다.", style="개요 2")
+    document.add_paragraph("처리 기한", style="개요 1")
+    table = document.add_table(2, 2)
+    for row, column, text in ((0, 0, "구분"), (0, 1, "기한"), (1, 0, "긴급 요청"), (1, 1, "접수 후 1일 이내")):
+        table.set_cell_text(row, column, text)
+    document.add_paragraph("문의처", style="개요 1")
+    document.save_to_path(str(path))
+    return path
+
+
+PROCEDURE_BLOCKS = [
+    (H, "1.", "업무 요청 검토 절차"),
+    (P, "", "이 절차는 업무 요청을 검토하는 방법을 정한다."),
+    (L, "가.", "담당자는 요청서를 접수하고 요청 번호를 부여한다."),
+    (L, "나.", "팀장은 요청서를 검토한 뒤 승인 여부를 결정한다."),
+    (H, "2.", "처리 기한"),
+    (T, "", "구분"), (T, "", "기한"), (T, "", "긴급 요청"), (T, "", "접수 후 1일 이내"),
+    (H, "3.", "문의처"),
+]
+
+
+@pytest.mark.parametrize("suffix", [".hwpx", ".hwp"])
+def test_hwp_and_hwpx_paragraphs_numbering_and_table_cells(tmp_path: Path, suffix: str) -> None:
+    path = procedure(tmp_path / f"procedure{suffix}")
+    assert path.read_bytes()[:4] == (b"PK\x03\x04" if suffix == ".hwpx" else b"\xd0\xcf\x11\xe0")  # the real formats
+    document = segment(load(path))
+    assert blocks(document) == PROCEDURE_BLOCKS
+    assert document.format == "hwp"
+    # the generated number is not part of any sentence: evidence quotes the words
+    assert [s.text for s in document.sentences][:3] == ["업무 요청 검토 절차", "이 절차는 업무 요청을 검토하는 방법을 정한다.",
+                                                         "담당자는 요청서를 접수하고 요청 번호를 부여한다."]
+
+
+def test_hwpx_merged_cell_is_one_block(tmp_path: Path) -> None:
+    document = HwpxDocument.new()
+    table = document.add_table(2, 3)
+    table.set_cell_text(0, 0, "신청 정보")
+    table.merge_cells(0, 0, 0, 2)
+    for column, text in enumerate(("성명", "부서", "연락처")):
+        table.set_cell_text(1, column, text)
+    document.save_to_path(str(tmp_path / "form.hwpx"))
+    assert [text for _, _, text in blocks(load(tmp_path / "form.hwpx"))] == ["신청 정보", "성명", "부서", "연락처"]
+
+
+def test_broken_hwp_files_are_input_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.hwp").write_bytes(b"\xd0\xcf\x11\xe0" + b"\x00" * 600)
+    (tmp_path / "b.hwpx").write_bytes(b"PK\x03\x04 not really a zip")
+    (tmp_path / "c.hwp").write_bytes(b"plain text named .hwp")
+    for name, problem in (("a.hwp", "cannot read HWP"), ("b.hwpx", "not a valid .hwpx"), ("c.hwp", "not an HWP 5.0 file")):
+        with pytest.raises(InputError) as error:
+            load(tmp_path / name)
+        assert problem in str(error.value) and "\n" not in str(error.value)
+
+
+def test_xlsx_one_block_per_non_empty_cell_with_its_address(tmp_path: Path) -> None:
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "주문"
+    sheet.append(["품목", "수량", "단가"])
+    sheet.append(["A4 용지", 10, 4500.0])
+    sheet.append(["토너", None, 89000.5])
+    notes = workbook.create_sheet("메모")
+    notes["B2"] = "납기: 2025-03-14"
+    workbook.save(tmp_path / "order.xlsx")
+    document = segment(load(tmp_path / "order.xlsx"))
+    cells = [(b.kind, b.location, document.text[b.start:b.end]) for b in document.blocks]
+    assert cells == [
+        (H, "주문", "주문"),
+        (T, "주문!A1", "품목"), (T, "주문!B1", "수량"), (T, "주문!C1", "단가"),
+        (T, "주문!A2", "A4 용지"), (T, "주문!B2", "10"), (T, "주문!C2", "4500"),
+        (T, "주문!A3", "토너"), (T, "주문!C3", "89000.5"),  # B3 is empty: no block
+        (H, "메모", "메모"), (T, "메모!B2", "납기: 2025-03-14"),
+    ]
+
+
+def mail(tmp_path: Path, attachments: list[tuple[str, bytes]], html: bool = False) -> Path:
+    message = EmailMessage()
+    message["From"] = "김민수 <minsu.kim@example.com>"
+    message["To"] = "purchasing@example.com"
+    message["Subject"] = "구매 요청: 사무용품"
+    message["Date"] = "Mon, 10 Mar 2025 09:00:00 +0900"
+    body = "안녕하세요.\n\n첨부한 주문서대로 구매를 요청합니다.\n납기는 3월 14일입니다."
+    if html:
+        message.set_content("<p>안녕하세요.</p><ul><li>첨부한 주문서대로 구매를 요청합니다.</li></ul>", subtype="html")
+    else:
+        message.set_content(body)
+    for name, data in attachments:
+        message.add_attachment(data, maintype="application", subtype="octet-stream", filename=name)
+    path = tmp_path / "request.eml"
+    path.write_bytes(bytes(message))
+    return path
+
+
+def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path) -> None:
+    workbook = Workbook()
+    workbook.active.append(["품목", "수량"])
+    workbook.save(tmp_path / "order.xlsx")
+    path = mail(tmp_path, [("order.xlsx", (tmp_path / "order.xlsx").read_bytes()), ("../../etc/passwd.zip", b"PK")])
+    document = load(path)
+    assert [document.text[b.start:b.end] for b in document.blocks] == [
+        "From: 김민수 <minsu.kim@example.com>\nTo: purchasing@example.com\nDate: Mon, 10 Mar 2025 09:00:00 +0900\n"
+        "Subject: 구매 요청: 사무용품",
+        "안녕하세요.",
+        "첨부한 주문서대로 구매를 요청합니다.\n납기는 3월 14일입니다.",
+        "Attachments: order.xlsx (attachment 1), passwd.zip (attachment 2)",
+    ]
+    # discovery lists the e-mail, then each attachment of a supported type, named after the e-mail
+    attached = Path(f"{path}#attachment1/order.xlsx")
+    assert discover([str(path)]).files == [path, attached]
+    order = load(attached)
+    assert order.path == str(attached) and order.text == "품목\n수량"
+    with pytest.raises(InputError, match="unsupported attachment type '.zip'"):
+        load(f"{path}#attachment2/passwd.zip")
+    with pytest.raises(InputError, match="has no attachment 3"):
+        load(f"{path}#attachment3/x.pdf")
+
+
+def test_eml_html_body_and_non_mail(tmp_path: Path) -> None:
+    document = load(mail(tmp_path, [], html=True))
+    assert [document.text[b.content_start:b.end] for b in document.blocks][1:] == [
+        "안녕하세요.", "첨부한 주문서대로 구매를 요청합니다."]
+    (tmp_path / "notes.eml").write_text("just some words\nwithout headers\n")
+    with pytest.raises(InputError, match="not an e-mail"):
+        load(tmp_path / "notes.eml")
