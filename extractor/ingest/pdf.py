@@ -8,11 +8,13 @@ from pypdf import PdfReader
 
 from extractor.document import Block
 from extractor.errors import InputError
+from extractor.ingest.contain import check_pdf
 from extractor.ingest.text import canonicalize, parse_blocks
 
 
 def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
     """Canonical text (pages joined by a blank line) and blocks; no OCR, so image-only PDFs are refused."""
+    check_pdf(data, path)
     try:
         reader = PdfReader(BytesIO(data))
         locked = reader.is_encrypted and not reader.decrypt("")
