@@ -751,6 +751,111 @@ def test_issue_16_layouts(text: str, expected: list[str], markers: str) -> None:
     assert outside_units(doc) == markers
 
 
+# --- boundaries the splitters get wrong (extractor.segment.boundaries) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        ["The inspector approves payment for order 2.", "The clerk inspects delivery 3.",
+         "The inspector records order 4 in the ledger."],
+        ["Инспектор утверждает оплату заказа 2.", "Кладовщик проверяет поставку 3.", "Инспектор записывает заказ 4 в журнал."],
+        ["검사관은 주문 2의 대금을 승인한다.", "담당자는 납품 3을 검수한다.", "검사관은 주문 4를 장부에 기록한다."],
+    ],
+    ids=["en", "ru", "ko"],
+)
+def test_a_number_that_ends_a_sentence_stays_with_it(expected: list[str]) -> None:
+    """pysbd reads ``order 2. The clerk`` as a list item ``2.`` and cuts after ``order``."""
+    assert units(" ".join(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Steps: 1. Fill in the form. 2. Send it. 3. Wait.", ["Steps:", "1. Fill in the form.", "2. Send it.", "3. Wait."]),
+        ("Шаги: 1. Заполнить форму. 2. Отправить её.", ["Шаги:", "1. Заполнить форму.", "2. Отправить её."]),
+    ],
+)
+def test_an_inline_numbered_list_still_splits_before_its_numbers(text: str, expected: list[str]) -> None:
+    assert units(text) == expected
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        ["Write off the pump, inv. No. 10457.", "The foreman signs the act."],
+        ["Списать насос, инв. № 10457.", "Акт подписывает мастер.", "Учёт ведёт рег. № 5 журнала."],
+        ["자산 번호 No. 10457 펌프를 폐기한다.", "반장이 서명한다."],
+    ],
+    ids=["en", "ru", "ko"],
+)
+def test_no_split_between_an_abbreviation_and_its_number(expected: list[str]) -> None:
+    assert units(" ".join(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        ["Hang the sign “Do not switch on! Men at work.” on the switch.", "Then check the voltage."],
+        ["Hang the sign \"Do not switch on! Men at work.\" on the switch.", "Then check the voltage."],
+        ["На рубильник повесить плакат «Не включать! Работают люди».", "Затем проверить отсутствие напряжения."],
+        ["Плакат „Не включать! Работают люди“ снимает мастер.", "Затем подать напряжение."],
+        ["스위치에 「전원 투입 금지! 작업 중」 표지를 건다.", "그다음 전압을 확인한다."],
+        ["스위치에 “전원 투입 금지! 작업 중”이라는 표지를 건다.", "그다음 전압을 확인한다."],
+    ],
+    ids=["en-curly", "en-straight", "ru-guillemets", "ru-low-high", "ko-corner", "ko-curly"],
+)
+def test_no_split_inside_a_short_quotation(expected: list[str]) -> None:
+    assert units(" ".join(expected)) == expected
+
+
+def test_a_quotation_that_ends_a_sentence_still_ends_it() -> None:
+    assert units('He wrote "stop". Then he left. The sign reads “Do not enter.” Then leave.') == [
+        'He wrote "stop".', "Then he left.", "The sign reads “Do not enter.”", "Then leave."]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["Work order: WO-2026-0042", "Requested by: Dana Kim", "Due date: 2026-03-14", "Priority: high"],
+        ["Наряд-допуск: НД-0042", "Выдал: Иванов И. И.", "Срок: 17.04.2026", "Место: цех № 3"],
+        ["작업지시서 번호: WO-2026-0042", "요청자: 김다나", "완료 기한: 2026년 3월 14일", "우선순위: 높음"],
+    ],
+    ids=["en", "ru", "ko"],
+)
+def test_each_field_line_of_a_form_is_its_own_unit(lines: list[str]) -> None:
+    doc = _from_text("\n".join(lines) + "\n")
+    assert [s.text for s in doc.sentences] == lines
+
+
+def test_a_field_value_may_wrap_and_hold_sentences_and_one_label_in_prose_changes_nothing() -> None:
+    assert units("Description: Replace the bearing. Check the belt\nand the pulley.\nStatus: open") == [
+        "Description: Replace the bearing.", "Check the belt\nand the pulley.", "Status: open"]
+    assert units("Note: the clerk files the form\nwithin two days. The manager signs it.") == [
+        "Note: the clerk files the form\nwithin two days.", "The manager signs it."]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ["No  Task                 Assignee  Hours", "1   Replace bearing.     Kim       2.5",
+         "2   Check alignment!     Lee       1.0"],
+        ["№   Операция             Исполнитель  Часы", "1   Замена подшипника.   Петров       2,5",
+         "2   Проверка соосности   Сидоров      1,0"],
+        ["번호  작업          담당자  시간", "1     베어링 교체.  김민수  2.5", "2     정렬 점검     이영희  1.0"],
+    ],
+    ids=["en", "ru", "ko"],
+)
+def test_each_row_of_a_fixed_width_table_is_one_unit(rows: list[str]) -> None:
+    doc = _from_text("Tasks\n\n" + "\n".join(rows) + "\n")
+    assert [s.text for s in doc.sentences] == ["Tasks", *rows]
+
+
+def test_typewriter_double_spaces_are_not_a_table() -> None:
+    assert units("The clerk checks the form.  Then the manager signs it.\nThe clerk files\nit.  Done.") == [
+        "The clerk checks the form.", "Then the manager signs it.", "The clerk files\nit.", "Done."]
+
+
 # --- generated layouts: a marker guess never eats prose ---------------------------------------------
 
 PROSE = {

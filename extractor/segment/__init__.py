@@ -16,14 +16,14 @@ import pysbd  # type: ignore[import-untyped]
 import razdel  # type: ignore[import-untyped]
 
 from extractor.document import Block, BlockKind, Document, Sentence, place
-from extractor.segment import korean
+from extractor.segment import boundaries, korean
 from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
 
 __all__ = ["SEGMENTER_ID", "check_invariants", "needs_kss", "segment"]
 
 SEGMENTER_ID: str = (
-    f"extractor-seg/2 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
+    f"extractor-seg/3 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
 )
 """Names this segmenter and every library version that decides where boundaries (and so ids) fall.
 
@@ -31,7 +31,9 @@ Bump ``extractor-seg/N`` whenever a rule below, or a block rule of ``extractor.i
 the units), changes. Versions come from package metadata because importing kss takes seconds.
 
 2: wrapped lines starting with an abbreviation, marked titles above their text, circled clauses, 제N조
-articles, fenced code (issue 16), no split after an abbreviation that never ends a sentence.
+articles, fenced code, no split after an abbreviation that never ends a sentence.
+3: form field lines and fixed-width table rows are units of their own; no split inside a short quotation, before
+``№`` or after ``инв.``; a number that ends a sentence (``order 2.``) stays with it (``extractor.segment.boundaries``).
 """
 
 Splitter = Callable[[str], list[str]]
@@ -130,18 +132,33 @@ def _require_blank(text: str, start: int, end: int, block: int) -> None:
 def _block_units(content: str, kind: BlockKind) -> list[tuple[int, int]]:
     """Offsets of the sentence units of one block's content; fenced code is one unit, not prose.
 
-    The splitters see the content with the dots of never-final abbreviations masked (same offsets), so
-    none of them ends a sentence at ``доб.`` or ``т. е.``.
+    Form field lines and table rows are split apart first (``boundaries.line_pieces``); each piece is split by
+    the splitter of its script, which sees the piece with the dots of never-final abbreviations masked (same
+    offsets), so none of them ends a sentence at ``доб.`` or ``т. е.``.
     """
     if not content or content.isspace():
         return []
-    whole = [(len(content) - len(content.lstrip()), len(content.rstrip()))]
     if kind is BlockKind.CODE:
-        return whole
+        return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
+    units: list[tuple[int, int]] = []
+    for start, end, row in boundaries.line_pieces(content):
+        piece = content[start:end]
+        if row:  # a table row is one unit, whatever its cells hold
+            units.append((start + len(piece) - len(piece.lstrip()), start + len(piece.rstrip())))
+        else:
+            units += [(start + a, start + b) for a, b in _piece_units(piece)]
+    return units
+
+
+def _piece_units(content: str) -> list[tuple[int, int]]:
+    """The sentence units of a piece of a block's content (see ``_block_units``)."""
+    if not content or content.isspace():
+        return []
     splitter = _splitter_for(content)
     if splitter is _split_english and _ONE_ENGLISH_SENTENCE.fullmatch(content):
-        return whole  # headings and one-sentence items, most blocks of a procedure: 3.9 -> 1.0 ms for the sample
-    return _join_glued(content, _split_windowed(mask(content), splitter))
+        # headings and one-sentence items, most blocks of a procedure: 3.9 -> 1.0 ms for the sample
+        return [(len(content) - len(content.lstrip()), len(content.rstrip()))]
+    return boundaries.repair(content, _join_glued(content, _split_windowed(mask(content), splitter)))
 
 
 def needs_kss(text: str) -> bool:

@@ -13,12 +13,12 @@ import re
 
 NEVER_FINAL: tuple[str, ...] = (
     # Russian: that is, because, including, for example, see, compare, extension, phone, street, house,
-    # room, office, paragraph(s), page, article, chapter, named after, region, building, block
+    # room, office, paragraph(s), page, article, chapter, named after, region, building, block, inventory (number)
     "т. е.", "т. к.", "т. ч.", "напр.", "см.", "ср.", "доб.", "тел.", "ул.", "д.", "кв.", "каб.", "п.",
-    "пп.", "с.", "ст.", "гл.", "им.", "обл.", "корп.", "стр.", "пр-т.", "пер.",
+    "пп.", "с.", "ст.", "гл.", "им.", "обл.", "корп.", "стр.", "пр-т.", "пер.", "инв.",
     # English
     "e.g.", "i.e.", "cf.", "Mr.", "Mrs.", "Ms.", "Dr.", "Prof.", "No.", "Nos.", "vs.", "approx.", "incl.",
-    "ext.", "Tel.", "Fig.", "pp.",
+    "ext.", "Tel.", "Fig.", "pp.", "inv.", "Inv.",
 )  # fmt: skip
 
 
@@ -36,6 +36,8 @@ def _pattern(abbreviation: str) -> str:
 
 _ALTERNATIVES = "|".join(map(_pattern, NEVER_FINAL))
 _FIRST = "".join(sorted({a[0] for a in NEVER_FINAL} | {a[0].upper() for a in NEVER_FINAL}))
+_BEFORE_NUMERO = re.compile(r"(?<![\w.-])\w{1,6}\.(?=\s*№)")
+"""``инв. №``, ``рег. №``, ``зав. №``: a short word with a dot before the number sign is an abbreviation."""
 _AT_END = re.compile(r"(?<![\w.-])(?:" + _ALTERNATIVES + r")\Z")
 _ANYWHERE = re.compile(r"(?=[" + _FIRST + r"])(?<![\w.-])(?:" + _ALTERNATIVES + ")")  # the look-ahead is a fast filter
 
@@ -49,4 +51,5 @@ def ends_with_abbreviation(text: str) -> bool:
 def mask(text: str) -> str:
     """``text`` with the dots of those abbreviations turned into letters: same length, same offsets, and
     nothing a splitter could end a sentence at (``доб. 412.`` -> ``добx 412.``)."""
-    return _ANYWHERE.sub(lambda match: match.group().replace(".", "x"), text)
+    masked = _ANYWHERE.sub(lambda match: match.group().replace(".", "x"), text)
+    return _BEFORE_NUMERO.sub(lambda match: match.group()[:-1] + "x", masked) if "№" in masked else masked
