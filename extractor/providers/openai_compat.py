@@ -14,7 +14,7 @@ without the client's per-call option models, header builders and retry machinery
 calls in flight those were most of the run process's CPU, and its event loop is what every call in flight
 waits on. Connections are kept alive for every call in flight.
 
-Servers differ in what they accept (the README lists them): with ``--response-format auto`` a server that
+Servers differ in what they accept (docs/model-servers.md lists them): with ``--response-format auto`` a server that
 answers a mode with "unsupported" (400 or 422 naming it, or a 5xx whose body names the request field, as
 llama-cpp-python's server does) gets the next mode, and the first accepted one is kept for the provider's
 lifetime, i.e. the run. ``max_tokens`` becomes ``max_completion_tokens`` once a server asks for it.

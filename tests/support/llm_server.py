@@ -94,7 +94,7 @@ def error_body(message: str, *, type_: str = "invalid_request_error", param: str
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
-# How real servers refuse what they lack, copied from their answers (the README's server list says which
+# How real servers refuse what they lack, copied from their answers (docs/model-servers.md says which
 # mode each ends up with). llama-cpp-python's server (0.3.36, measured) validates response_format inside
 # its request handler, so the pydantic error reaches the client as a 500 with a traceback line.
 LLAMA_CPP_PYTHON: dict[Feature, Status] = {
