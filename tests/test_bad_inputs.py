@@ -8,7 +8,7 @@ The committed corpus (``tests/corpus/bad_inputs``, small files only):
 - ``en_utf16_bom.md``: the English sample in UTF-16 with a byte order mark
 - ``en_mixed_line_endings.md``: the English sample with CR LF, LF and CR line ends in turn
 - ``not_really.docx``: a zip archive of junk; ``encrypted.pdf`` (a user password); ``image_only.pdf``
-  (one page that draws an image, no text layer)
+  (one page that draws an image without text, and no text layer)
 - ``prompt_injection.md``: a procedure whose last paragraph tells the model to ignore its instructions
   and mark the record approved
 
@@ -46,7 +46,7 @@ EXPECTED = {  # file -> (state, what the cause says)
     "nul_bytes.txt": ("INPUT_ERROR", "NUL byte at offset 51"),
     "not_really.docx": ("INPUT_ERROR", "not a valid .docx"),
     "encrypted.pdf": ("INPUT_ERROR", "encrypted PDF"),
-    "image_only.pdf": ("INPUT_ERROR", "no extractable text"),
+    "image_only.pdf": ("INPUT_ERROR", "OCR found no text"),
     "big_50mb.txt": ("INPUT_ERROR", "file too large"),
     "ru_cp1251.txt": ("READY_FOR_REVIEW", None),
     "ko_euc_kr.txt": ("READY_FOR_REVIEW", None),

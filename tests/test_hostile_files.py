@@ -1,7 +1,8 @@
 """Hostile files are contained: each ends in one ``InputError`` line, fast, in a process capped at 1 GB.
 
 Every file here is built to exhaust a reader: zip bombs as .docx/.hwpx/.xlsx (a member inflating to 1 GB),
-XML parts declaring entities (billion laughs), a PDF of a million objects. Each is read by ``extractor.ingest.load`` in a child process whose address space is limited to
+XML parts declaring entities (billion laughs), an image header claiming 50,000 x 50,000 pixels, a PDF of a
+million objects. Each is read by ``extractor.ingest.load`` in a child process whose address space is limited to
 1 GB (``RLIMIT_AS``): a reader that tried would die of ``MemoryError`` instead of answering with the cause.
 The seconds and the peak memory each took are printed (``pytest -s``); the bounds asserted are generous, so
 a loaded machine does not fail them, and far below what the readers would need without the checks.
@@ -118,6 +119,33 @@ def test_utf16_entity_declaration_is_refused_too(tmp_path: Path) -> None:
     parts, target = PACKAGES[".docx"]
     path = write_package(tmp_path / "laughs16.docx", {**parts, target: LAUGHS.decode().encode("utf-16-le")})
     assert "declares a DTD or entities" in str(read_contained(path)["error"])
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def huge_png(path: Path, width: int = 50_000, height: int = 50_000) -> Path:
+    """A real, complete 1-bit PNG of ``width`` x ``height`` white pixels (312 MB of rows deflated to ~300 KB)."""
+    row = b"\x00" + b"\xff" * ((width + 7) // 8)
+    compressor = zlib.compressobj(9)
+    rows_per_piece = max(1, (1 << 22) // len(row))
+    pieces = []
+    for first in range(0, height, rows_per_piece):
+        pieces.append(compressor.compress(row * min(rows_per_piece, height - first)))
+    pieces.append(compressor.flush())
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", b"".join(pieces))
+                     + png_chunk(b"IEND", b""))
+    return path
+
+
+def test_a_50000_by_50000_pixel_image_is_refused(tmp_path: Path) -> None:
+    path = huge_png(tmp_path / "huge.png")
+    assert path.stat().st_size < 2_000_000
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: image is 50000 x 50000 pixels (2500 megapixels; limit 120); refused"
+    assert float(str(outcome["seconds"])) < 10
 
 
 def million_object_pdf(path: Path, objects: int = 1_000_000) -> Path:

@@ -491,13 +491,13 @@ def test_pdf_encrypted_is_refused(tmp_path: Path) -> None:
     assert input_error(write(tmp_path, "secret.pdf", encrypted_pdf("pw"))) == "encrypted PDF; decrypt it first"
 
 
-def test_pdf_without_text_is_refused(tmp_path: Path) -> None:
+def test_pdf_blank_page_is_refused_after_ocr(tmp_path: Path) -> None:
     writer = PdfWriter()
     writer.add_blank_page(612, 792)
     buffer = io.BytesIO()
     writer.write(buffer)
     problem = input_error(write(tmp_path, "scan.pdf", buffer.getvalue()))
-    assert problem == "PDF has no extractable text (scanned/image-only?)"
+    assert problem == "PDF has no text layer, and OCR found no text"
 
 
 def test_broken_pdf_is_refused(tmp_path: Path) -> None:

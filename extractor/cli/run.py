@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 def resolve_model(model: str | None) -> str:
     """--model, else EXTRACT_MODEL, else OpenAI when a key is set, else the bundled local demo model."""
-    import os
-
     if model:
         return model
     if os.environ.get("EXTRACT_MODEL"):
@@ -104,6 +103,9 @@ def run(
                                              "submitting waits")] = DEFAULT_MAX_PENDING,
     wait: Annotated[bool, typer.Option(help="with --queue: when the queue is full, wait for room (--no-wait: "
                                        "refuse the batch)")] = True,
+    ocr_lang: Annotated[str | None, typer.Option("--ocr-lang", help="Tesseract languages for scans and images "
+                                                 "(kor, rus+eng, ...) [env EXTRACT_OCR_LANG; default: from the "
+                                                 "document]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
@@ -123,6 +125,8 @@ def run(
     from extractor.queue.celery_app import broker_url
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
+    if ocr_lang:
+        os.environ["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it in the worker processes (extractor.workers)
     broker = broker_url(queue)
     if broker is not None:
         if judge is not None:

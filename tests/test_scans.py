@@ -1,0 +1,145 @@
+"""Scans, images and PDFs: text layers with pdfplumber, OCR with Debian's Tesseract, every word with its page and box.
+
+Pages are rendered from known text (``tests/support/scans.py``, Noto CJK at 300 dpi) or printed by Chromium
+(``tests/support/pdfs.py``), so what OCR and the PDF reader return is compared with what was drawn.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pypdf import PdfWriter
+from rapidfuzz.distance import Levenshtein
+
+from extractor.document import BlockKind, Document
+from extractor.errors import InputError
+from extractor.ingest import image, load
+from extractor.ingest.marks import find_marks
+from extractor.segment import segment
+from tests.support.pdfs import CHROMIUM, ORDER_TABLE, print_pdf
+from tests.support.scans import ENGLISH_PROCEDURE, KOREAN_PROCEDURE, RUSSIAN_PROCEDURE, render, save_pdf
+
+H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium to print PDFs")
+
+
+def accuracy(read: str, drawn: str) -> float:
+    """Character accuracy: 1 - edit distance / length, runs of whitespace counted as one space."""
+    read, drawn = " ".join(read.split()), " ".join(drawn.split())
+    return 1 - Levenshtein.distance(read, drawn) / len(drawn)
+
+
+def save_png(tmp_path: Path, text: str, name: str) -> tuple[Path, str]:
+    scan = render(text)
+    path = tmp_path / name
+    scan.image.save(path, dpi=(300, 300))
+    return path, scan.text
+
+
+def marked(document: Document) -> list[tuple[BlockKind, str]]:
+    return [(b.kind, document.text[b.start:b.content_start].strip()) for b in document.blocks]
+
+
+def test_a_scanned_korean_procedure_keeps_its_lists_pages_boxes_and_confidence(tmp_path: Path) -> None:
+    path, drawn = save_png(tmp_path, KOREAN_PROCEDURE, "procedure.png")
+    document = segment(load(path))
+    assert accuracy(document.text, drawn) >= 0.94
+    assert document.reader.startswith("ocr=tesseract-") and " lang=kor psm=6 " in document.reader
+    assert document.segmenter.endswith(document.reader)  # another OCR setting is another segmentation
+    # the marks Tesseract cannot read start list items, as in the drawn page
+    assert marked(document) == [(H, ""), (H, "1."), (P, ""), (H, "2."), (P, ""), (H, "3."), (L, "□"), (L, "○"),
+                                (L, "○"), (L, "□"), (L, "□"), (L, "①"), (L, "②"), (L, "■"), (H, "4."), (H, "")]
+    assert document.pages == 1 and all(s.page == 1 and s.box is not None for s in document.sentences)
+    first, last = document.sentences[0], document.sentences[-1]
+    assert first.box is not None and last.box is not None and first.box[1] < last.box[1] < 1.0
+    assert all(w.confidence is not None and 0 <= w.confidence <= 100 for w in document.words
+               if document.text[w.start:w.end] not in "□○①②■")
+    assert document.text[document.words[0].start:document.words[0].end] == "작업"
+
+
+@pytest.mark.parametrize(("text", "languages"), [(RUSSIAN_PROCEDURE, "rus+eng"), (ENGLISH_PROCEDURE, "eng")])
+def test_russian_and_english_scans_read_exactly_in_the_detected_language(tmp_path: Path, text: str,
+                                                                         languages: str) -> None:
+    path, drawn = save_png(tmp_path, text, "page.png")
+    document = load(path)
+    assert f" lang={languages} " in document.reader
+    assert accuracy(document.text, drawn) >= 0.99
+    assert [b.kind for b in document.blocks][:3] == [H, H, P]
+    assert sum(b.kind is L for b in document.blocks) >= 3
+
+
+def test_ocr_language_asked_for_wins_and_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, _ = save_png(tmp_path, ENGLISH_PROCEDURE, "page.png")
+    monkeypatch.setenv("EXTRACT_OCR_LANG", "eng+rus")
+    assert " lang=eng+rus " in load(path).reader
+    for bad, problem in (("fra", "no Tesseract model for fra"), ("eng;rm -rf", "must be Tesseract language codes")):
+        monkeypatch.setenv("EXTRACT_OCR_LANG", bad)
+        with pytest.raises(InputError, match=problem):
+            load(path)
+
+
+def test_multi_page_tiff_reports_each_page_as_read(tmp_path: Path) -> None:
+    first, second = render(ENGLISH_PROCEDURE), render("Second page\nThe order ships on Friday.")
+    path = tmp_path / "two.tif"
+    first.image.save(path, save_all=True, append_images=[second.image], dpi=(300, 300), compression="tiff_lzw")
+    progress: list[tuple[int, int]] = []
+    paged = image.parse(path.read_bytes(), str(path), lambda done, total: progress.append((done, total)))
+    assert progress == [(1, 2), (2, 2)]
+    assert paged.pages == 2 and paged.text.endswith("Second page\nThe order ships on Friday.")
+    assert {w.page for w in paged.words} == {1, 2}
+
+
+def test_marks_are_found_by_shape_and_letters_are_not(tmp_path: Path) -> None:
+    lines = ["□ 요청서를 제출한다.", "○ 사유를 적는다.", "■ 결과를 기록한다.", "● 주의 사항", "③ 세 번째 항목",
+             "⑫ 열두 번째 항목", "Only managers approve.", "O 형 혈액", "0.5 mm", "디지털 문서", "- 대시 항목", "1. 목적"]
+    page = render("\n".join(lines)).image
+    assert [m.char for m in find_marks(page)] == ["□", "○", "■", "●", "③", "⑫"]
+
+
+@needs_chromium
+def test_pdf_table_cells_in_reading_order_with_merged_headers_repeated(tmp_path: Path) -> None:
+    document = segment(load(print_pdf(ORDER_TABLE, tmp_path / "order.pdf")))
+    assert [(b.kind, document.text[b.content_start:b.end]) for b in document.blocks] == [
+        (H, "구매 주문서"), (P, "주문 번호: PO-2025-0314. 아래 품목을 3월 14일까지 납품해 주십시오."),
+        (T, "품목"), (T, "수량"), (T, "수량"), (T, "단가"),  # 수량 spans two columns: once per column
+        (T, "주문"), (T, "재고"),
+        (T, "A4 용지"), (T, "10"), (T, "3"), (T, "4,500원"), (T, "토너 카트리지"), (T, "2"), (T, "0"), (T, "89,000원"),
+        (P, "납품 장소는 본사 3층 총무팀입니다."),
+    ]
+    assert document.reader == "" and document.pages == 1
+    assert all(s.page == 1 and s.box is not None and 0 <= s.box[0] < s.box[2] <= 1 for s in document.sentences)
+    cell = next(s for s in document.sentences if s.text == "토너 카트리지")
+    heading = document.sentences[0]
+    assert heading.box is not None and cell.box is not None and heading.box[3] < cell.box[1]
+
+
+@needs_chromium
+def test_a_pdf_uses_its_text_layer_and_ocrs_only_its_scanned_pages(tmp_path: Path) -> None:
+    printed = print_pdf(ORDER_TABLE, tmp_path / "printed.pdf")
+    scanned = save_pdf([render(KOREAN_PROCEDURE)], tmp_path / "scanned.pdf")
+    writer = PdfWriter()
+    writer.append(str(printed))
+    writer.append(str(scanned))
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    (tmp_path / "mixed.pdf").write_bytes(buffer.getvalue())
+    document = segment(load(tmp_path / "mixed.pdf"))
+    assert document.pages == 2
+    assert " lang=kor " in document.reader  # the language of the text layer on page 1 chose the OCR model
+    by_page = {page: [s.text for s in document.sentences if s.page == page] for page in (1, 2)}
+    assert by_page[1][0] == "구매 주문서" and by_page[2][0] == "작업 요청 검토 절차"
+    page_one = {w.confidence for w in document.words if w.page == 1}
+    assert page_one == {None}  # the text layer is read, not OCR'd
+    assert all(w.confidence is not None for w in document.words if w.page == 2 and w.end - w.start > 1)
+
+
+def test_unreadable_images_are_input_errors(tmp_path: Path) -> None:
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
+    with pytest.raises(InputError, match="not a readable image"):
+        load(tmp_path / "broken.png")
+    Image.new("L", (600, 400), 255).save(tmp_path / "blank.jpg")
+    with pytest.raises(InputError, match="no text found by OCR"):
+        load(tmp_path / "blank.jpg")
