@@ -11,7 +11,7 @@ from extractor.engine.discover import discover, files_under
 def tree(root: Path) -> Path:
     folder = root / "in"
     for name in ["a/x.md", "a.b/x.md", "a-/y.txt", "A/z.md", ".hidden/h.md", "deep/1/2/3/d.txt", "top.md",
-                 "notes.png", "data.json", "b/README"]:
+                 "notes.zip", "data.json", "b/README"]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("Text.\n", encoding="utf-8")
     outside = root / "outside"
@@ -38,5 +38,5 @@ def test_a_folder_gives_its_documents_and_counts_the_rest(tmp_path: Path) -> Non
     found = discover([str(folder)])
     assert [path.relative_to(folder).as_posix() for path in found.files] == [
         ".hidden/h.md", "A/z.md", "a/x.md", "a-/y.txt", "a.b/x.md", "alias.md", "deep/1/2/3/d.txt", "top.md"]
-    assert dict(found.unsupported) == {".png": 1, ".json": 1, "(no suffix)": 1}
+    assert dict(found.unsupported) == {".zip": 1, ".json": 1, "(no suffix)": 1}
     assert found.missing == [] and found.folders == [str(folder)]
