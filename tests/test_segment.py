@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -165,22 +166,63 @@ KSS_PIECES = ["요청자는", "검토를", "요청합니다", "합니다", "했�
 def test_the_korean_shortcut_gives_exactly_kss_sentences(text: str) -> None:
     """``korean.split`` runs kss's splitter through its own cheaper preprocessor: the sentences must be kss's
     (kss returns an empty text itself, ``split`` no sentence)."""
+    import kss
+
     from extractor.segment import korean
 
     assert korean.uses_shortcut(), f"kss {version('kss')} is not a checked version: read its splitter, then add it"
-    assert korean.split(text) == korean.load_kss().split_sentences(text, backend="fast")
+    assert korean.split(text) == kss.split_sentences(text, backend="fast")
 
 
-def test_the_korean_shortcut_agrees_with_kss_on_every_korean_text_of_the_repository() -> None:
-    from extractor.segment import korean
-
-    kss = korean.load_kss()
+def korean_blocks_of_the_repository() -> list[str]:
     blocks = [block for path in sorted((ROOT / "samples").glob("ko*")) + sorted((ROOT / "tests").rglob("*"))
               if path.is_file() and path.suffix in (".txt", ".md", ".py", ".json")
               for block in path.read_text(encoding="utf-8", errors="replace").split("\n\n")
               if re.search("[\uac00-\ud7a3]", block)]
     assert len(blocks) > 50
+    return blocks
+
+
+def test_the_korean_shortcut_agrees_with_kss_on_every_korean_text_of_the_repository() -> None:
+    import kss
+
+    from extractor.segment import korean
+
+    blocks = korean_blocks_of_the_repository()
     assert [korean.split(block) for block in blocks] == [kss.split_sentences(block, backend="fast") for block in blocks]
+
+
+KSS_TOOLS = ("kss._modules.g2p", "kss._modules.spacing", "kss._modules.paradigm", "kss._modules.morphemes.analyzers",
+             "kss._modules.sentences.split_sentences", "pecab", "scipy", "numpy")
+"""What ``import kss`` loads and the fast splitter never calls (seconds and hundreds of MB)."""
+
+
+def test_a_fresh_process_splits_korean_with_kss_fast_splitter_alone() -> None:
+    """In a process that has not imported kss, ``korean.split`` loads only the fast splitter's modules, and its
+    sentences are still those of kss's public function (run here, in the test's process, with all of kss). A
+    later ``import kss`` in that process gets all of kss, working."""
+    import kss
+
+    blocks = korean_blocks_of_the_repository()
+    code = """if True:
+        import json, sys
+        from extractor.segment import korean
+        blocks = json.load(sys.stdin)
+        units = [korean.split(block) for block in blocks]
+        loaded = sorted(name for name in sys.modules if name.startswith(KSS_TOOLS))
+        import kss
+        check = [kss.split_sentences(block, backend="fast") for block in blocks[:5]]
+        pecab = kss.split_sentences(blocks[0], backend="pecab")
+        json.dump({"units": units, "loaded": loaded, "check": check, "pecab": pecab}, sys.stdout)
+    """.replace("KSS_TOOLS", repr(KSS_TOOLS))
+    result = subprocess.run([sys.executable, "-c", code], input=json.dumps(blocks), capture_output=True, text=True,
+                            cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["loaded"] == [], f"the fast splitter pulled in {found['loaded']}"
+    assert found["units"] == [kss.split_sentences(block, backend="fast") for block in blocks]
+    assert found["check"] == found["units"][:5]
+    assert found["pecab"] == kss.split_sentences(blocks[0], backend="pecab")
 
 
 def test_korean_two_sentences_without_space_after_period() -> None:

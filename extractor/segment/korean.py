@@ -8,9 +8,18 @@ remembers each character's tag and skips the pass when no syllable carries a tag
 the same, six times faster (55 Korean lines of the samples and the test corpus: 30 -> 5 ms); reading the
 Korean sample, ingest included, went from 7.5 to 1.9 ms. It was the largest share of a mixed batch's reading CPU.
 
+Only the splitter's own modules are loaded. ``import kss`` runs kss's ``__init__``, which imports every tool
+kss has (g2p, spacing, paradigms, the pecab analyser, scipy): 11-14 s and 347 MB, paid by every process that
+reads Korean, for functions the fast splitter never calls. ``_fast_package`` registers kss's package without
+running that ``__init__`` and imports the splitter's modules from it (``_fast_splitter_module``): about 0.2 s and
+5 MB. ``extract split`` of the Korean sample went from 15.4 s and 390 MB to the English sample's time and 73 MB
+(``bench/bench_korean.py``). A later ``import kss`` in the process still gets all of kss
+(``_complete_on_first_use``).
+
 This relies on kss internals, so it is used only with the kss versions it was read and tested against
-(``CHECKED_VERSIONS``). Any other version goes through the public function. ``tests/test_segment.py`` checks
-that both give the same sentences, on the test corpus and on generated Korean text.
+(``CHECKED_VERSIONS``). Any other version goes through the public function, imported whole.
+``tests/test_segment.py`` checks that both give the same sentences, on the test corpus and on generated
+Korean text, and that a fresh process splitting Korean imports none of kss's other tools.
 """
 
 from __future__ import annotations
@@ -18,8 +27,10 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from functools import cache
+from importlib.machinery import ModuleSpec
 from importlib.metadata import version
 from types import ModuleType
 from typing import Any
@@ -30,6 +41,7 @@ CHECKED_VERSIONS = frozenset({"6.0.6"})
 REPAIRED_TAGS = ("JKS", "EF", "EC", "EP", "UNKNOWN")
 """The tags that each rule of kss's repair pass (``SentencePreprocessor._correct_wrong_tags``) first looks for on a
 syllable (as a substring of its tag). If no syllable's tag contains one, the pass changes nothing."""
+
 
 def split(text: str) -> list[str]:
     """What ``kss.split_sentences(text, backend="fast")`` returns (an empty text has no sentences)."""
@@ -43,22 +55,102 @@ def uses_shortcut() -> bool:
 
 @cache
 def splitter() -> Callable[[str], list[str]]:
-    """The splitter ``split`` calls, built once per process (importing kss takes seconds)."""
-    kss = load_kss()
-    if not uses_shortcut():
-        return lambda text: list(kss.split_sentences(text, backend="fast"))
-    from kss._modules.morphemes.analyzers import FastAnalyzer  # type: ignore[import-untyped]
-    from kss._modules.sentences.sentence_postprocessor import SentencePostprocessor  # type: ignore[import-untyped]
-    from kss._modules.sentences.sentence_splitter_fast import _split_sentences_fast  # type: ignore[import-untyped]
+    """The splitter ``split`` calls, built once per process."""
+    with _LOADING:
+        if not uses_shortcut():
+            kss = _public_kss()
+            return lambda text: list(kss.split_sentences(text, backend="fast"))
+        split_fast = _fast_splitter_module()._split_sentences_fast
+        from kss._modules.sentences.sentence_postprocessor import SentencePostprocessor  # type: ignore[import-untyped]
 
-    backend, preprocessor, postprocessor = FastAnalyzer(), _preprocessor(), SentencePostprocessor()
+        backend, preprocessor, postprocessor = _Characters(), _preprocessor(), SentencePostprocessor()
 
     def fast(text: str) -> list[str]:
-        sentences: list[str] = _split_sentences_fast(text, backend=backend, strip=True, preprocessor=preprocessor,
-                                                     postprocessor=postprocessor)
+        sentences: list[str] = split_fast(text, backend=backend, strip=True, preprocessor=preprocessor,
+                                          postprocessor=postprocessor)
         return sentences
 
     return fast
+
+
+class _Characters:
+    """kss's ``FastAnalyzer`` (a ``CharacterAnalyzer``): the fast backend's "morphemes" are the characters, each
+    tagged ``-``. It lives in kss's ``analyzers`` module, whose class bodies load the pecab analyser and probe for
+    mecab at import (1.4 s, 65 MB) for backends the fast splitter never calls."""
+
+    def pos(self, text: str, drop_space: bool) -> list[tuple[str, str]]:
+        assert not drop_space, "the fast splitter keeps spaces"
+        return [(char, "-") for char in text]
+
+
+_ANALYZERS = "kss._modules.morphemes.analyzers"
+
+
+def _fast_splitter_module() -> ModuleType:
+    """kss's ``sentence_splitter_fast`` module, imported without kss's ``__init__`` and ``analyzers``.
+
+    The splitter module imports ``Analyzer`` and ``CharacterAnalyzer`` from ``analyzers`` only to annotate its
+    ``backend`` parameter. While it is imported, a stand-in module holding those two names takes the place of
+    ``analyzers`` in ``sys.modules``, and it is removed afterwards, so anything importing ``analyzers`` later
+    (all of kss, for its other backends) gets the real one.
+    """
+    _fast_package()
+    name = "kss._modules.sentences.sentence_splitter_fast"
+    if name in sys.modules or _ANALYZERS in sys.modules:
+        return importlib.import_module(name)
+    stand_in = ModuleType(_ANALYZERS, "annotations of kss's fast splitter (extractor.segment.korean)")
+    stand_in.Analyzer = stand_in.CharacterAnalyzer = object  # type: ignore[attr-defined]
+    sys.modules[_ANALYZERS] = stand_in
+    try:
+        return importlib.import_module(name)
+    finally:
+        if sys.modules.get(_ANALYZERS) is stand_in:
+            del sys.modules[_ANALYZERS]
+
+
+_LOADING = threading.RLock()
+"""Two threads segmenting their first Korean text must not both register kss's package (re-entrant: kss's
+``__init__``, run by ``_complete_on_first_use``, may ask the package for a name while it runs)."""
+
+
+def _fast_package() -> None:
+    """Make ``kss`` importable as a package without running its ``__init__`` (see the module docstring).
+
+    The import system needs only the package's module object with its ``__path__`` to find kss's submodules;
+    ``module_from_spec`` makes exactly that, without executing anything. If kss is already imported (whole, or
+    by an earlier call), nothing changes.
+    """
+    if "kss" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kss")
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError("kss is not installed", name="kss")
+    package = importlib.util.module_from_spec(spec)
+    package.__dict__["__getattr__"] = _complete_on_first_use(package, spec)
+    sys.modules["kss"] = package
+
+
+def _complete_on_first_use(package: ModuleType, spec: ModuleSpec) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that runs kss's real ``__init__`` into the registered package the first
+    time anything asks it for a name the splitter's modules did not define, such as ``kss.split_sentences``:
+    code that imports kss after us gets the whole package, not our partial one. kss's ``__init__`` finds the
+    splitter's modules already imported and reuses them."""
+    started = False
+
+    def complete(name: str) -> Any:
+        nonlocal started
+        with _LOADING:
+            if not started:  # (a name asked for while the __init__ runs is looked up as it stands)
+                started = True
+                assert spec.loader is not None
+                spec.loader.exec_module(package)
+                del package.__dict__["__getattr__"]
+                logging.getLogger("Kss").setLevel(logging.ERROR)
+        if name in package.__dict__:
+            return package.__dict__[name]
+        raise AttributeError(f"module 'kss' has no attribute {name!r}")
+
+    return complete
 
 
 def _preprocessor() -> Any:
@@ -96,9 +188,8 @@ def _preprocessor() -> Any:
     return Preprocessor()
 
 
-@cache
-def load_kss() -> ModuleType:
-    """kss, imported on first use because importing it takes seconds, and quietened.
+def _public_kss() -> ModuleType:
+    """All of kss, for a kss version the shortcut was not checked against (seconds to import), quietened.
 
     kss logs a multi-line "install mecab" advertisement when it probes analyzers; it is not our user's
     concern. And every public call tries ``from kss_cython import ...``; without that optional package, each
