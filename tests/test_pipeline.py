@@ -289,18 +289,19 @@ def test_local_bundled_model_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_folder_without_documents_says_what_it_skipped_and_records_no_run(tmp_path: Path) -> None:
-    folder = tmp_path / "scans"
+    folder = tmp_path / "archive"
     folder.mkdir()
-    for name in ("a.png", "b.PNG", "sheet.xlsx"):
-        (folder / name).write_bytes(b"\x89PNG not a document")
+    for name in ("a.zip", "b.ZIP", "notes.odt"):
+        (folder / name).write_bytes(b"PK not a document")
     database = tmp_path / "never.db"
     env = {**os.environ, "EXTRACT_DATABASE_URL": f"sqlite:///{database}", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
     result = extract("run", str(folder), "--model", "openai:x", env=env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == (f"error: no supported document in {folder}/: skipped 3 files (.png 2, .xlsx 1); "
-                                     "supported: .txt .md .markdown .text .docx .html .htm .pdf")
-    typo = extract("run", str(tmp_path / "scnas"), "--model", "openai:x", "--format", "json", env=env, cwd=tmp_path)
-    assert typo.returncode == 2 and f"{tmp_path / 'scnas'}: no such file, folder or glob match" in typo.stderr
+    assert result.stderr.strip() == (f"error: no supported document in {folder}/: skipped 3 files (.zip 2, .odt 1); "
+                                     "supported: .txt .md .markdown .text .docx .html .htm .pdf .png .jpg .jpeg .tif "
+                                     ".tiff .hwp .hwpx .xlsx .eml")
+    typo = extract("run", str(tmp_path / "archvie"), "--model", "openai:x", "--format", "json", env=env, cwd=tmp_path)
+    assert typo.returncode == 2 and f"{tmp_path / 'archvie'}: no such file, folder or glob match" in typo.stderr
     assert json.loads(typo.stdout)["run_id"] is None
     assert not database.exists()  # nothing to do: no run recorded, not even a database created
 
@@ -309,7 +310,7 @@ def test_the_text_summary_says_why_documents_were_skipped(llm_server: Callable[.
                                                           en_doc: Path, tmp_path: Path, db_url: str) -> None:
     server = llm_server(lambda request, number: Reply(GOOD_EN))
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EXTRACT_DATABASE_URL": db_url}
-    (en_doc.parent / "photo.jpg").write_bytes(b"\xff\xd8 not a document")
+    (en_doc.parent / "photos.zip").write_bytes(b"PK not a document")
     first = extract("run", str(en_doc.parent), "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     run_id = json.loads(first.stdout)["run_id"]
@@ -318,7 +319,7 @@ def test_the_text_summary_says_why_documents_were_skipped(llm_server: Callable[.
     text = " ".join(again.stdout.split())
     assert f"skipped 1: done before by run {run_id} (--force redoes them)" in text, again.stdout
     assert "outcome NOT_EVALUABLE exit 4 (no document was evaluated in this run)" in text
-    assert "not documents, skipped in folders: 1 file (.jpg 1)" in text
+    assert "not documents, skipped in folders: 1 file (.zip 1)" in text
 
 
 def test_retry_after_holds_back_calls_not_yet_started(llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path,
