@@ -85,16 +85,20 @@ class Sentence:
     """The page of its first word, when the format has pages (PDF, scans, images)."""
     box: Box | None = None
     """The box around its words on that page."""
+    location: str | None = None
+    """Its block's place in a format without pages (``Sheet1!B3``)."""
 
     __reduce__ = by_fields
 
     def to_json(self) -> dict[str, object]:
         found: dict[str, object] = {"id": self.id, "text": self.text, "start": self.start, "end": self.end,
                                     "block": self.block}
-        if self.page is not None:  # formats without pages store what they always stored
+        if self.page is not None:  # formats without pages or places store what they always stored
             found["page"] = self.page
         if self.box is not None:
             found["box"] = [round(edge, 4) for edge in self.box]
+        if self.location is not None:
+            found["location"] = self.location
         return found
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROCESSES_ENV = "EXTRACT_WORKER_PROCESSES"
-PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG")
+PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG", "EXTRACT_OCR_CACHE")
 """Settings ingest reads from the environment, sent with every file: a worker started earlier must not
 use stale values."""
 

@@ -15,6 +15,8 @@ parallel and reported as each finishes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from PIL import Image
 
@@ -30,6 +33,7 @@ from extractor.ingest.assemble import Placed
 from extractor.ingest.marks import MARKS_VERSION, erase, find_marks
 
 LANGUAGE_ENV = "EXTRACT_OCR_LANG"
+CACHE_ENV = "EXTRACT_OCR_CACHE"
 PSM = 6
 """One uniform block of text: measured best for Korean, Russian and English procedure pages (see above)."""
 DPI = 300
@@ -225,14 +229,46 @@ def _tesseract(image: Image.Image, options: list[str], languages: str) -> tuple[
 
     buffer = io.BytesIO()
     image.save(buffer, "PNG", compress_level=1)  # the fastest level: tesseract decodes it at once anyway
+    command = ["tesseract", "stdin", "page", "-l", languages, *options, "txt", "tsv"]
+    cached = _cache_file(buffer.getvalue(), command)
+    if cached is not None and cached.exists():
+        found = json.loads(cached.read_text(encoding="utf-8"))
+        return found["text"], found["tsv"]
     environment = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     with tempfile.TemporaryDirectory(prefix="extract-ocr-") as folder:
         base = os.path.join(folder, "page")
-        command = ["tesseract", "stdin", base, "-l", languages, *options, "txt", "tsv"]
-        _run(command, buffer.getvalue(), environment)
+        _run([*command[:2], base, *command[3:]], buffer.getvalue(), environment)
         with open(f"{base}.txt", encoding="utf-8", errors="replace") as text, \
                 open(f"{base}.tsv", encoding="utf-8", errors="replace") as tsv:
-            return text.read(), tsv.read()
+            result = text.read(), tsv.read()
+    if cached is not None:
+        _store(cached, {"text": result[0], "tsv": result[1]})
+    return result
+
+
+def _cache_file(png: bytes, command: list[str]) -> Path | None:
+    """Where Tesseract's output for this image and command is kept (``EXTRACT_OCR_CACHE``, default
+    ``~/.cache/extractor/ocr``; ``off`` keeps nothing). Reading a scan again (``extract show``, the review page,
+    an approval that re-reads the source) then takes milliseconds, not seconds per page; the key is the image's
+    bytes, the command and Tesseract's version, so a cached answer is the one Tesseract would give."""
+    setting = os.environ.get(CACHE_ENV, "").strip()
+    if setting.lower() == "off":
+        return None
+    folder = Path(setting) if setting else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extractor" / "ocr"
+    key = hashlib.sha256(png + "\0".join([version(), *command]).encode("utf-8")).hexdigest()
+    return folder / key[:2] / f"{key}.json"
+
+
+def _store(path: Path, value: dict[str, str]) -> None:
+    """Written whole or not at all (a temporary file renamed into place); a cache that cannot be written is
+    only slower."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return
 
 
 def _osd(image: Image.Image) -> str:
@@ -241,9 +277,15 @@ def _osd(image: Image.Image) -> str:
 
     buffer = io.BytesIO()
     image.save(buffer, "PNG", compress_level=1)
-    done = _run(["tesseract", "stdin", "stdout", "--psm", "0", "-l", "osd"], buffer.getvalue(),
-                {**os.environ, "OMP_THREAD_LIMIT": "1"}, check=False)
-    return done.stdout.decode("utf-8", "replace")
+    command = ["tesseract", "stdin", "stdout", "--psm", "0", "-l", "osd"]
+    cached = _cache_file(buffer.getvalue(), command)
+    if cached is not None and cached.exists():
+        return str(json.loads(cached.read_text(encoding="utf-8"))["osd"])
+    done = _run(command, buffer.getvalue(), {**os.environ, "OMP_THREAD_LIMIT": "1"}, check=False)
+    report = done.stdout.decode("utf-8", "replace")
+    if cached is not None:
+        _store(cached, {"osd": report})
+    return report
 
 
 def _run(command: list[str], data: bytes, environment: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[bytes]:

@@ -102,11 +102,28 @@ class SentenceView:
     reason: str | None
     rule_id: str | None
     evidence: list[EvidenceMark]
+    page: int | None = None  # where the format has pages (docs/formats.md#pages-and-boxes)
+    box: list[float] | None = None
+    location: str | None = None  # a workbook cell's address
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "text": self.text, "start": self.start, "end": self.end, "block": self.block,
                 "label": self.label, "state": self.state, "fieldPaths": self.field_paths, "reason": self.reason,
-                "rule_id": self.rule_id, "evidence": [mark.to_json() for mark in self.evidence]}
+                "rule_id": self.rule_id, "evidence": [mark.to_json() for mark in self.evidence], "page": self.page,
+                "box": self.box, "location": self.location}
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One evidence excerpt of the shown candidate as the source has it, with the pages it stands on."""
+
+    field_path: str
+    index: int | None
+    text: str
+    pages: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fieldPath": self.field_path, "index": self.index, "text": self.text, "pages": self.pages}
 
 
 @dataclass(frozen=True)
@@ -205,6 +222,23 @@ class DocumentView:
         return [] if self.shown is None else list(self.shown.evidence_spans or [])
 
     @property
+    def excerpts(self) -> list[Excerpt]:
+        """Every excerpt found in the source, in field order, with its text and pages (empty pages: no pages)."""
+        found = []
+        for span in self.evidence_spans:
+            pieces, pages = [], []
+            for start, end in span.get("spans") or ():
+                for sentence in self.sentences:
+                    if sentence.start < end and sentence.end > start:
+                        low, high = max(start, sentence.start), min(end, sentence.end)
+                        pieces.append(sentence.text[low - sentence.start:high - sentence.start])
+                        if sentence.page is not None and sentence.page not in pages:
+                            pages.append(sentence.page)
+            if pieces:
+                found.append(Excerpt(str(span.get("fieldPath")), span.get("index"), " ".join(pieces), pages))
+        return found
+
+    @property
     def missing_fields(self) -> Any:
         candidate = self.candidate
         return candidate.get("missingFields") if isinstance(candidate, dict) else None
@@ -237,6 +271,7 @@ class DocumentView:
             "sentences": [s.to_json() for s in self.sentences],
             "sentence_counts": self.sentence_counts,
             "evidence_spans": self.evidence_spans,
+            "excerpts": [excerpt.to_json() for excerpt in self.excerpts],
             "shown_attempt_id": None if self.shown is None else self.shown.id,
             "candidate": self.candidate,
             "fields": self.fields,
@@ -290,6 +325,9 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
             None if state is None else state.get("reason"),
             None if state is None else state.get("rule_id"),
             evidence,
+            sentence.get("page"),
+            sentence.get("box"),
+            sentence.get("location"),
         ))
     return DocumentView(
         document_run, run, document, text, source_status, source_detail, sentences, shown,

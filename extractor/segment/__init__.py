@@ -72,6 +72,7 @@ def segment(document: Document) -> Document:
                     start=block.content_start + start,
                     end=block.content_start + end,
                     block=block.index,
+                    location=block.location,
                 )
             )
     document.sentences = place(sentences, document.words)

@@ -185,13 +185,18 @@ def source_text(view: DocumentView, plain: bool = False) -> Text:
     """
     text = view.text
     out = Text()
-    previous_end, previous_block = 0, -1
+    previous_end, previous_block, previous_page = 0, -1, None
     for position, sentence in enumerate(view.sentences):
         start, end = sentence.start, sentence.end
         if text is not None:
             out.append(text[previous_end:start])
         elif position:
             out.append("\n\n" if sentence.block != previous_block else " ")
+        if sentence.page is not None and sentence.page != previous_page:
+            out.append(f"[page {sentence.page}] ", style="bold")
+            previous_page = sentence.page
+        if sentence.location is not None:
+            out.append(f"[{sentence.location}] ", style="bold")
         style = _sentence_style(sentence.label)
         out.append(f"⟨{sentence.id} {sentence.label}⟩", style=f"{style} dim" if style else "dim")
         body = Text(sentence.text, style=style)
@@ -274,6 +279,12 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
                         title=f"source ({document.sentence_count} sentences: {counts})", title_align="left",
                         expand=console.is_terminal))
 
+    if any(excerpt.pages for excerpt in view.excerpts):
+        table = Table(title="evidence on the pages", title_justify="left")
+        add_columns(table, ("field", "page", "excerpt"))
+        for excerpt in view.excerpts:
+            table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", excerpt.text)
+        print_table(console, table)
     if view.candidate is not None and view.shown is not None:
         console.print(Panel(Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default"),
                             title=f"candidate (attempt {view.shown.id})", title_align="left",
