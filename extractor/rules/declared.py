@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from heapq import heapify, heapreplace
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +240,42 @@ def _first_consistent(spans: list[tuple[int, int]], previous: tuple[int, int] | 
     return min(allowed, default=None)
 
 
+Span = tuple[int, int]
+
+
+def _placed(occurrences: list[list[Span]], sentence_of: Callable[[int], int]) -> list[Span]:
+    """Where one item stands in the source: each of its excerpts at its occurrences in the tightest stretch of
+    sentences that holds every one of them.
+
+    ``occurrences``: per excerpt of the item, every place it is found. A short excerpt ("1", "0.5", a name)
+    is found all over a document, and a table row quoted cell by cell is several such excerpts side by side;
+    pooling every occurrence would let any item pass as in order. The stretch is the smallest window of
+    sentences with an occurrence of each excerpt (its row, when a row is quoted cell by cell: an equal cell of
+    the next row is further from the rest). Equally small windows (two identical rows) are all kept: any
+    consistent one counts, so the check never guesses between them.
+    """
+    found = [sorted(spans) for spans in occurrences if spans]
+    if len(found) <= 1:
+        return found[0] if found else []
+    at = [sorted({sentence_of(span[0]) for span in spans}) for spans in found]
+    heap = [(positions[0], which, 0) for which, positions in enumerate(at)]
+    heapify(heap)
+    high = max(positions[0] for positions in at)
+    windows: list[tuple[int, int]] = []
+    while True:  # each position as the window's first sentence, with each excerpt's next occurrence from there
+        low, which, index = heap[0]
+        if not windows or high - low < windows[0][1] - windows[0][0]:
+            windows = [(low, high)]
+        elif high - low == windows[0][1] - windows[0][0]:
+            windows.append((low, high))
+        if index + 1 == len(at[which]):
+            break
+        heapreplace(heap, (at[which][index + 1], which, index + 1))
+        high = max(high, at[which][index + 1])
+    return sorted({span for spans in found for span in spans
+                   if any(low <= sentence_of(span[0]) <= high for low, high in windows)})
+
+
 def _sequence(build: Build) -> Declared:
     raw, pattern, nodes = build.path("field")
     if not any(node.get("type") == "integer" for node in nodes) or len(pattern) < 2 or pattern[-2] is not None:
@@ -285,13 +324,25 @@ def _sequence(build: Build) -> Declared:
             needs_person.add(inverted_id)
 
         def inverted(ctx: Context) -> Iterator[Hit]:
+            starts = [sentence.start for sentence in ctx.source.document.sentences]
+
+            def sentence_of(offset: int) -> int:
+                return bisect_right(starts, offset)
+
             for list_steps, items in values_at(ctx.candidate, lists_at):
                 ordered = sorted((item.get(pattern[-1]), index) for index, item in enumerate(items)
                                  if isinstance(item, dict) and isinstance(item.get(pattern[-1]), int))
-                previous: tuple[tuple[int, int], int] | None = None
+                depth = len(list_steps)
+                excerpts: dict[Step, list[list[Span]]] = defaultdict(list)  # item index -> its excerpts' spans
+                for entry in ctx.evidence:  # the excerpts at the item's own paths: the item and its fields, but
+                    # not its number: where "2" is written says where a 2 is, not where the item renumbered 2 is
+                    if entry.steps is not None and len(entry.steps) > depth and entry.steps[:depth] == list_steps \
+                            and entry.steps[depth + 1:] != (key,):
+                        excerpts[entry.steps[depth]].append(list(entry.spans))
+                previous: tuple[Span, int] | None = None
                 for number, index in ordered:
                     steps = (*list_steps, index)
-                    spans = sorted(span for entry in ctx.evidence_for(steps) for span in entry.spans)
+                    spans = _placed(excerpts.get(index, []), sentence_of)
                     if not spans:
                         continue
                     chosen = _first_consistent(spans, previous[0] if previous else None)
@@ -306,8 +357,9 @@ def _sequence(build: Build) -> Declared:
             inverted_id, "order", inverted_severity, review,
             f"an item's evidence lies wholly before the evidence of the item numbered before it ({shown})",
             f"{shown}, the evidence spans of each item",
-            "evidence as for EVIDENCE_NOT_IN_SOURCE; evidence that overlaps or contains the previous item's counts as "
-            "in order; of an excerpt found several times, any occurrence consistent with the order counts",
+            "evidence as for EVIDENCE_NOT_IN_SOURCE, of the item and its fields; of an excerpt found several times, "
+            "the occurrences nearest the item's other excerpts (a table row quoted cell by cell stays one row); "
+            "evidence that overlaps or contains the previous item's counts as in order",
             "following the numbers, each item has an evidence span ending after the previous item's chosen span starts",
             "$.<list>[i] of the item that comes too early"), inverted))
     return Declared("sequence", rules, frozenset(needs_person), raw)
