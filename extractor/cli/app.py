@@ -41,6 +41,13 @@ class Commands(TyperGroup):
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _plain_help(super().get_help_option(ctx))
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from extractor.ui.help import print_help, reflow
+
+        listed = [(name, command) for name in self.list_commands(ctx)
+                  if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        print_help(self, ctx, [(name, (reflow(command.help or "") or [""])[0]) for name, command in listed])
+
 
 class Command(TyperCommand):
     """A command whose help names arguments in capitals and shows no type placeholders.
@@ -60,6 +67,11 @@ class Command(TyperCommand):
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _plain_help(super().get_help_option(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from extractor.ui.help import print_help
+
+        print_help(self, ctx)
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -94,11 +106,22 @@ class Format(StrEnum):
     json = "json"
 
 
-FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines")]
-ContractOption = Annotated[str, typer.Option("--contract", help="output contract (`extract contracts` lists them)")]
+# Help panels (``rich_help_panel``): a command with many options groups them under these titles, in this
+# order; ``extractor.ui.help`` draws them and tests/test_help.py keeps every ``--help`` within 80 columns.
+MODEL = "Model"
+CONTRACT = "Contract"
+BATCH = "Batch"
+JUDGE = "Judge"
+QUEUE = "Queue"
+OUTPUT = "Output"
+
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines",
+                                              rich_help_panel=OUTPUT)]
+ContractOption = Annotated[str, typer.Option("--contract", metavar="NAME", rich_help_panel=CONTRACT,
+                                             help="output contract (`extract contracts` lists them)")]
 ContractsOption = Annotated[list[Path] | None, typer.Option(
-    "--contracts", help="a folder of contracts written as files (<dir>/<name>/v<N>/schema.json + checks.toml); "
-    "repeatable [env EXTRACT_CONTRACTS_PATH]")]
+    "--contracts", metavar="DIR", rich_help_panel=CONTRACT,
+    help="a folder of contracts written as files (<dir>/<name>/v<N>/) [env EXTRACT_CONTRACTS_PATH]")]
 
 
 def contract_named(name: str, dirs: list[Path] | None = None) -> Any:

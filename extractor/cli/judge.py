@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import MODEL, App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.providers import ResponseFormat
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
@@ -39,7 +39,7 @@ judge_app = App(cls=Commands, help="The optional judge stage: calibrate a judge 
 app.add_typer(judge_app, name="judge")
 
 ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
-    envvar="EXTRACT_RESPONSE_FORMAT",
+    envvar="EXTRACT_RESPONSE_FORMAT", rich_help_panel=MODEL,
     help="how an OpenAI-compatible server is asked for JSON: auto tries json_schema, tools, json_object, plain "
          "and keeps the first the server accepts; any other value is used alone")]
 

@@ -14,14 +14,15 @@ from typing import Annotated, Any
 
 import typer
 
-from extractor.cli.app import Format, FormatOption, app, emit_json, fail, read_candidate
+from extractor.cli.app import OUTPUT, Format, FormatOption, app, emit_json, fail, read_candidate
 from extractor.vocab import DEFAULT_REVIEW_PAGE, MIN_ID_PREFIX
 
 DatabaseOption = Annotated[str | None, typer.Option(
-    "--database", help="run-log database URL [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
+    "--database", metavar="URL", rich_help_panel=OUTPUT,
+    help="the run log [env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")]
 ApprovedDatabaseOption = Annotated[str | None, typer.Option(
-    "--approved-database", help="database of approved records [env EXTRACT_APPROVED_DATABASE_URL; "
-    "default: the run-log database]")]
+    "--approved-database", metavar="URL", rich_help_panel=OUTPUT,
+    help="database of approved records [env EXTRACT_APPROVED_DATABASE_URL; default: the run log]")]
 ReviewerOption = Annotated[str, typer.Option("--reviewer", envvar="EXTRACT_REVIEWER",
                                              help="who decides [env EXTRACT_REVIEWER]")]
 DocArgument = Annotated[str, typer.Argument(

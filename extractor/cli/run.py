@@ -10,6 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from extractor.cli.app import (
+    BATCH,
+    CONTRACT,
+    JUDGE,
+    MODEL,
+    OUTPUT,
+    QUEUE,
     ContractOption,
     ContractsOption,
     Format,
@@ -55,70 +61,79 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 @app.command()
 def run(
-    paths: Annotated[list[str], typer.Argument(help="files, folders (recursive) and globs")],
+    paths: Annotated[list[str], typer.Argument(help="files, folders (searched recursively) and globs")],
     contract: ContractOption = DEFAULT_CONTRACT,
     contracts: ContractsOption = None,
-    model: Annotated[str | None, typer.Option(help="openai:<model>, local:<path.gguf> or local "
-                                              "[env EXTRACT_MODEL; default: OpenAI if OPENAI_API_KEY, else local]")] = None,
-    prompt_version: Annotated[str, typer.Option(help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
-    concurrency: Annotated[int, typer.Option(min=1, max=256, help="model calls in flight at once (halved on each "
-                                             "429 or timeout, then grown back)")] = DEFAULT_CONCURRENCY,
-    force: Annotated[bool, typer.Option(help="redo documents this configuration already finished")] = False,
-    retry_errors: Annotated[bool, typer.Option(help="retry documents that ended ERROR in an earlier run (the model "
-                                               "was never heard, nothing was decided)")] = True,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
-    timeout: Annotated[float, typer.Option(help="seconds per model call")] = 120.0,
-    retries: Annotated[int, typer.Option(help="transport retries per call (timeouts, 429, 5xx)")] = 3,
-    retry_budget: Annotated[float, typer.Option(help="total seconds of retrying per call")] = 300.0,
-    max_tokens: Annotated[int | None, typer.Option(help="cap on generated tokens per call")] = None,
-    max_input_tokens: Annotated[int | None, typer.Option(min=1, help="tokens a prompt may hold; a longer document is "
-                                                         "read in windows [default: the model's limit in "
-                                                         "EXTRACT_MODEL_LIMITS, else half a local model's context, "
-                                                         "else 128000]")] = None,
-    max_output_tokens: Annotated[int | None, typer.Option(min=1, help="tokens an answer may take; a document whose "
-                                                          "expected answer is longer is read in windows [default: "
-                                                          "as --max-input-tokens, else 16384]")] = None,
-    overlap: Annotated[int, typer.Option(min=0, help="sentences before each window shown to it as context")] = 2,
+    prompt_version: Annotated[str, typer.Option(metavar="VERSION", rich_help_panel=CONTRACT,
+                                                help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
+    model: Annotated[str | None, typer.Option(metavar="MODEL", rich_help_panel=MODEL, help="openai:<model>, "
+                                              "local:<path.gguf> or local [env EXTRACT_MODEL; default: "
+                                              "openai:gpt-4o-mini if OPENAI_API_KEY is set, else local]")] = None,
+    base_url: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=MODEL,
+                                                 help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
     response_format: ResponseFormatOption = ResponseFormat.auto,
-    tag: Annotated[list[str] | None, typer.Option(help="tag the documents of this run (categories for compare)")] = None,
-    database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
-                                                 "default sqlite:///extract.db]")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="judge candidates that passed every rule with this "
-                                              "model (openai:<model>, local:<path.gguf>, local); off by default")] = None,
-    judge_mode: Annotated[JudgeMode | None, typer.Option(help="observe: report only; review: a failure goes to "
-                                                             "MANUAL_REVIEW; block: also marks it BLOCK (needs an "
-                                                             "admit-block calibration) [default: review]")] = None,
-    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
-    judge_rubric: Annotated[str, typer.Option(help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
-    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [default: --base-url]")] = None,
-    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight (its own slots: "
-                                                   "judging never holds generation slots)")] = DEFAULT_JUDGE_CONCURRENCY,
-    judge_queue: Annotated[int, typer.Option(min=1, max=4096, help="documents that may wait for the judge; when "
-                                             "full, the batch slows to the judge's pace")] = DEFAULT_JUDGE_QUEUE,
-    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
-    queue: Annotated[str | None, typer.Option("--queue", help="enqueue each document on this broker "
-                                              "(redis://host:6379/0) for `extract worker`s and follow the batch "
-                                              "[env EXTRACT_BROKER_URL; default: run here]")] = None,
-    max_pending: Annotated[int, typer.Option(min=1, help="with --queue: documents waiting for a worker past which "
-                                             "submitting waits")] = DEFAULT_MAX_PENDING,
-    wait: Annotated[bool, typer.Option(help="with --queue: when the queue is full, wait for room (--no-wait: "
-                                       "refuse the batch)")] = True,
-    ocr_lang: Annotated[str | None, typer.Option("--ocr-lang", help="Tesseract languages for scans and images "
-                                                 "(kor, rus+eng, ...) [env EXTRACT_OCR_LANG; default: from the "
-                                                 "document]")] = None,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=MODEL,
+                                           help="seconds per model call")] = 120.0,
+    retries: Annotated[int, typer.Option(rich_help_panel=MODEL,
+                                         help="transport retries per call (timeouts, 429, 5xx)")] = 3,
+    retry_budget: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=MODEL,
+                                                help="total seconds of retrying per call")] = 300.0,
+    max_tokens: Annotated[int | None, typer.Option(rich_help_panel=MODEL, help="cap on generated tokens per call")] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(min=1, rich_help_panel=MODEL, help="tokens a prompt may hold; "
+                                                         "a longer document is read in windows [default: the model's "
+                                                         "limit, see docs/model-servers.md]")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(min=1, rich_help_panel=MODEL, help="tokens an answer may "
+                                                          "take; a document whose expected answer is longer is read "
+                                                          "in windows [default: as for --max-input-tokens]")] = None,
+    overlap: Annotated[int, typer.Option(min=0, rich_help_panel=MODEL,
+                                         help="sentences before each window shown to it as context")] = 2,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in flight at "
+                                             "once (halved on each 429 or timeout, then grown back)")] = DEFAULT_CONCURRENCY,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=BATCH,
+                                        help="redo documents this configuration already finished")] = False,
+    retry_errors: Annotated[bool, typer.Option(rich_help_panel=BATCH, help="retry documents that ended ERROR in an "
+                                               "earlier run (the model was never heard)")] = True,
+    tag: Annotated[list[str] | None, typer.Option(rich_help_panel=BATCH, help="tag the documents of this run "
+                                                  "(categories for `extract compare --by-tag`)")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", metavar="MODEL", rich_help_panel=JUDGE, help="judge "
+                                              "candidates that passed every rule with this model (as --model); off "
+                                              "by default (docs/judge.md)")] = None,
+    judge_mode: Annotated[JudgeMode | None, typer.Option(rich_help_panel=JUDGE, help="observe: report only; review: "
+                                                         "a failure goes to MANUAL_REVIEW; block: also marks it BLOCK "
+                                                         "(needs an admit-block calibration) [default: review]")] = None,
+    judge_threshold: Annotated[float, typer.Option(rich_help_panel=JUDGE, help="a link scoring below this is "
+                                                   "unsupported")] = DEFAULT_JUDGE_THRESHOLD,
+    judge_rubric: Annotated[str, typer.Option(metavar="VERSION", rich_help_panel=JUDGE,
+                                              help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
+    judge_base_url: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=JUDGE, help="base URL of the "
+                                                       "judge's server [default: --base-url]")] = None,
+    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, rich_help_panel=JUDGE, help="judge calls in "
+                                                   "flight (its own slots, never generation's)")] = DEFAULT_JUDGE_CONCURRENCY,
+    judge_queue: Annotated[int, typer.Option(min=1, max=4096, rich_help_panel=JUDGE, help="documents that may "
+                                             "wait for the judge; when full, the batch slows to the judge's "
+                                             "pace")] = DEFAULT_JUDGE_QUEUE,
+    judge_timeout: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=JUDGE,
+                                                 help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
+    queue: Annotated[str | None, typer.Option("--queue", metavar="URL", rich_help_panel=QUEUE, help="hand each "
+                                              "document to `extract worker`s through this broker (redis://host:6379/0) "
+                                              "and follow the batch; --concurrency is then the workers' [env "
+                                              "EXTRACT_BROKER_URL; default: run here] (docs/queue-and-api.md)")] = None,
+    max_pending: Annotated[int, typer.Option(min=1, rich_help_panel=QUEUE, help="documents waiting for a worker past "
+                                             "which submitting waits")] = DEFAULT_MAX_PENDING,
+    wait: Annotated[bool, typer.Option(rich_help_panel=QUEUE, help="when the queue is full, wait for room "
+                                       "(--no-wait: refuse the batch)")] = True,
+    database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
+                                                 "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
+    ocr_lang: Annotated[str | None, typer.Option("--ocr-lang", metavar="LANGS", rich_help_panel=BATCH,
+                                                 help="Tesseract languages for scans and images (kor, rus+eng, ...) "
+                                                 "[env EXTRACT_OCR_LANG; default: from the document]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
-    With --queue (or EXTRACT_BROKER_URL) the documents go to Celery workers (`extract worker`) sharing the
-    run log (PostgreSQL across machines), and this command follows them; --concurrency is then the workers'.
-
-    A rerun skips what this configuration finished and retries what ended ERROR. Ctrl-C or SIGTERM stops
-    the run cleanly; rerun the same command to finish it. Every run has an outcome, printed, stored and shown by
-    `extract runs`: BLOCK if any document is BLOCKED (a critical finding), else MANUAL_REVIEW if any needs a
-    person (MANUAL_REVIEW or ERROR), else NOT_EVALUABLE if none was evaluated, else PROMOTE. Exit codes as
-    `extract compare`: 0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE; 2 for unusable input files or
-    nothing to read (a BLOCK still exits 1), 130 when interrupted.
+    A rerun skips what this configuration finished and retries what ended ERROR; after Ctrl-C the same
+    command finishes the run. The run ends with an outcome and exits with its code: 0 PROMOTE, 1 BLOCK,
+    3 MANUAL_REVIEW, 4 NOT_EVALUABLE, 2 unusable input or nothing to read, 130 interrupted (docs/runs.md).
     """
     import signal
 
