@@ -125,7 +125,7 @@ def run(
     database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
                                                  "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
     ocr_lang: Annotated[str | None, typer.Option("--ocr-lang", metavar="LANGS", rich_help_panel=BATCH,
-                                                 help="Tesseract languages for scans and images (kor, rus+eng, ...) "
+                                                 help="Tesseract languages for scans and images, e.g. kor or rus+eng "
                                                  "[env EXTRACT_OCR_LANG; default: from the document]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
