@@ -130,7 +130,7 @@ def bytes_per_document_run(url: str, folder: Path, documents: int, repair: bool)
         store = open_store(url)
         limit = AdaptiveLimit(16)
         provider = from_string("openai:bench", base_url=server.base_url, on_rate_limit=limit.on_rate_limit,
-                               settings=ProviderSettings(timeout_s=30, max_transport_retries=0))
+                               settings=ProviderSettings(timeout_s=30, max_transport_retries=0, connections=16))
         summary = asyncio.run(Engine(store, provider, RunSettings(contract=get_contract("work_procedure"),
                                                                    concurrency=16), limit=limit).run([str(folder)]))
         assert summary.counts.get("READY_FOR_REVIEW") == documents, dict(summary.counts)

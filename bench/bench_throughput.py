@@ -13,10 +13,18 @@ level whose ideal is above ``--max-rate`` documents per second gets a longer lat
 max-rate), so 256 calls in flight are measured at 4 s, not at a rate no 2-core machine can feed; the
 latency is printed per level.
 
-Printed per level: documents per second next to the ideal; the pipeline's own CPU time per document as the
+The baseline, measured in the same run against the same server: a bare aiohttp client (one
+``ClientSession``, a ``TCPConnector`` sized to the concurrency, each call a POST of a chat request carrying
+the document's text, its JSON answer read and parsed) making as many calls at the same concurrency, in a
+fresh process of its own. What the product adds over it is the pipeline's own work, not the HTTP client's.
+
+Printed per level: documents per second next to the ideal, and the calls per second of the product's provider
+alone (request built, answer parsed, its HTTP session; no pipeline) and of the bare client next to the same
+ideal; the pipeline's own CPU time per document as the
 run measures it (``Engine.cpu_seconds``: ingest + segmentation and validation in their worker processes,
 run-log writes in the run's writer thread; per thread, ``time.thread_time``); the run process's whole CPU
-per document (HTTP client, event loop, run-log writes; the workers' CPU is not in it); peak memory (max
+per document, i.e. per call (HTTP client, event loop, run-log writes; the workers' CPU is not in it) next to
+the provider's and the bare client's CPU per call; peak memory (max
 RSS) of the run process and of the larger of its two workers (the ingest worker, with kss loaded). Then, per
 level, where the seconds beyond the ideal went, from the run log's timestamps (``where_time_went``).
 
@@ -166,7 +174,7 @@ def level(base_url: str, database_url: str, folder: Path, concurrency: int, late
     store = open_store(database_url)
     limit = AdaptiveLimit(concurrency)
     provider = from_string("openai:bench", base_url=base_url, on_rate_limit=limit.on_rate_limit,
-                           settings=ProviderSettings(timeout_s=30, max_transport_retries=0))
+                           settings=ProviderSettings(timeout_s=30, max_transport_retries=0, connections=concurrency))
     engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=concurrency),
                         limit=limit)
     cpu_before = time.process_time()
@@ -186,6 +194,78 @@ def level(base_url: str, database_url: str, folder: Path, concurrency: int, late
         "integrity": store.integrity_check(),
         "loss": where_time_went(store, summary.run_id or "", concurrency, latency_s, summary.seconds),
     }
+
+
+# ---------------------------------------------------------------- the baseline: a bare aiohttp client
+
+
+def bare(base_url: str, concurrency: int, calls: int) -> dict[str, Any]:
+    """``calls`` chat calls through aiohttp alone, ``concurrency`` in flight: the HTTP client's own cost."""
+    import aiohttp
+
+    texts = [(ROOT / "samples" / name).read_text(encoding="utf-8") for name, _, _ in SAMPLES]
+
+    async def run() -> float:
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector, headers={"Authorization": "Bearer bench"}) as session:
+            pending = iter(range(calls))
+
+            async def worker() -> None:
+                for number in pending:
+                    body = {"model": "bench", "temperature": 0.0,
+                            "messages": [{"role": "system", "content": "Extract the procedure as JSON."},
+                                         {"role": "user", "content": texts[number % len(texts)]}]}
+                    async with session.post(f"{base_url}/chat/completions", json=body) as response:
+                        answer = json.loads(await response.read())
+                    assert response.status == 200 and answer["choices"][0]["message"]["content"], answer
+
+            began = time.monotonic()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return time.monotonic() - began
+
+    cpu_before = time.process_time()
+    seconds = asyncio.run(run())
+    return {"calls": calls, "seconds": seconds, "cpu_ms": (time.process_time() - cpu_before) * 1000 / calls,
+            "peak_rss_mb": own_peak_kib() / 1024}
+
+
+def provider_alone(base_url: str, concurrency: int, calls: int) -> dict[str, Any]:
+    """The same calls through the product's provider alone (request built, answer parsed, its HTTP session):
+    what a model call costs the run process beside the pipeline's work."""
+    from dataclasses import fields
+
+    from extractor.contracts import get_contract
+    from extractor.generate import GenerationRequest
+    from extractor.providers import ProviderSettings, from_string
+
+    texts = [(ROOT / "samples" / name).read_text(encoding="utf-8") for name, _, _ in SAMPLES]
+    contract = get_contract("work_procedure")
+    sized = {"connections": concurrency} if "connections" in {f.name for f in fields(ProviderSettings)} else {}
+    provider = from_string("openai:bench", base_url=base_url,
+                           settings=ProviderSettings(timeout_s=30, max_transport_retries=0, **sized))
+    requests = [GenerationRequest(messages=[{"role": "system", "content": "Extract the procedure as JSON."},
+                                            {"role": "user", "content": text}],
+                                  schema=contract.schema, schema_name=contract.name) for text in texts]
+
+    async def run() -> float:
+        pending = iter(range(calls))
+
+        async def worker() -> None:
+            for number in pending:
+                result = await provider.generate(requests[number % len(requests)])
+                assert result.text, result
+
+        began = time.monotonic()
+        try:
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        finally:
+            await provider.aclose()
+        return time.monotonic() - began
+
+    cpu_before = time.process_time()
+    seconds = asyncio.run(run())
+    return {"calls": calls, "seconds": seconds, "cpu_ms": (time.process_time() - cpu_before) * 1000 / calls,
+            "peak_rss_mb": own_peak_kib() / 1024}
 
 
 # ---------------------------------------------------------------- orchestration
@@ -258,6 +338,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 documents at concurrency below 32")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--level", nargs=4, metavar=("BASE_URL", "DB_URL", "FOLDER", "C"), help=argparse.SUPPRESS)
+    parser.add_argument("--bare", nargs=3, metavar=("BASE_URL", "C", "CALLS"), help=argparse.SUPPRESS)
+    parser.add_argument("--provider", nargs=3, metavar=("BASE_URL", "C", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.latency)
@@ -265,6 +347,12 @@ def main() -> None:
     if args.level:
         base_url, database_url, folder, concurrency = args.level
         print(json.dumps(level(base_url, database_url, Path(folder), int(concurrency), args.latency)))
+        return
+    if args.bare:
+        print(json.dumps(bare(args.bare[0], int(args.bare[1]), int(args.bare[2]))))
+        return
+    if args.provider:
+        print(json.dumps(provider_alone(args.provider[0], int(args.provider[1]), int(args.provider[2]))))
         return
 
     servers = Servers()
@@ -296,8 +384,18 @@ def main() -> None:
                 if child.returncode != 0:
                     sys.exit(f"concurrency {concurrency} failed:\n{child.stderr}")
                 result = json.loads(child.stdout.strip().splitlines()[-1])
+                calls: dict[str, dict[str, Any]] = {}
+                for mode in ("provider", "bare"):  # the provider alone, then the baseline: same calls, same server
+                    child = subprocess.run(
+                        [sys.executable, __file__, f"--{mode}", servers.url(latency), str(concurrency), str(count)],
+                        capture_output=True, text=True, check=False, env={**os.environ, "OPENAI_API_KEY": ""})
+                    if child.returncode != 0:
+                        sys.exit(f"{mode} at concurrency {concurrency} failed:\n{child.stderr}")
+                    calls[mode] = json.loads(child.stdout.strip().splitlines()[-1])
+                bare_result = calls["bare"]
                 rate = result["documents"] / result["seconds"]
                 ideal = min(concurrency, result["documents"]) / latency
+                bare_rate = bare_result["calls"] / bare_result["seconds"]
                 stages = result["stage_ms"]
                 pipeline_ms = sum(stages.values())
                 parts = " + ".join(f"{stages.get(s, 0):.1f}" for s in ("ingest+segment", "validate", "database"))
@@ -305,17 +403,25 @@ def main() -> None:
                       f"{ideal:>7.2f} {rate / ideal:>6.0%}  {pipeline_ms:>6.1f} = {parts:<36} "
                       f"{result['process_cpu_ms']:>8.1f} ms {result['peak_rss_mb']:>9.0f} MB + "
                       f"{result['worker_peak_rss_mb']:>6.0f} MB", flush=True)
+                for label, mode in (("provider alone", "provider"), ("bare aiohttp", "bare")):
+                    alone = calls[mode]
+                    alone_rate = alone["calls"] / alone["seconds"]
+                    print(f"{label:>18} {alone['calls']:>5} {alone['seconds']:>8.1f} {alone_rate:>7.2f} {ideal:>7.2f} "
+                          f"{alone_rate / ideal:>6.0%}  {'':<45} {alone['cpu_ms']:>8.2f} ms "
+                          f"{alone['peak_rss_mb']:>9.0f} MB", flush=True)
                 if result["counts"] != {"READY_FOR_REVIEW": result["documents"]} or result["integrity"]:
                     print(f"     unexpected outcome: {result['counts']} {result['integrity'][:3]}")
-                verdicts.append((concurrency, rate / ideal, pipeline_ms))
+                verdicts.append((concurrency, rate / ideal, pipeline_ms, bare_rate / ideal, result["process_cpu_ms"],
+                                 bare_result["cpu_ms"], calls["provider"]["cpu_ms"]))
                 losses.append((concurrency, result))
             print_losses(losses)
-            for concurrency, share, _ in verdicts:
+            for concurrency, share, _, bare_share, cpu_ms, bare_cpu_ms, provider_cpu_ms in verdicts:
                 if concurrency >= 64:
                     ok = share >= TARGET_SHARE
                     print(f"concurrency {concurrency}: {share:.0%} of ideal ({'OK' if ok else 'BELOW'} target "
-                          f"{TARGET_SHARE:.0%})")
-            worst = max(ms for _, _, ms in verdicts)
+                          f"{TARGET_SHARE:.0%}), bare aiohttp {bare_share:.0%}; CPU per call: run process "
+                          f"{cpu_ms:.2f} ms, provider alone {provider_cpu_ms:.2f} ms, bare aiohttp {bare_cpu_ms:.2f} ms")
+            worst = max(verdict[2] for verdict in verdicts)
             print(f"pipeline CPU per document: at most {worst:.1f} ms ({'OK' if worst < TARGET_CPU_MS else 'OVER'} "
                   f"target {TARGET_CPU_MS:.0f} ms)")
     finally:

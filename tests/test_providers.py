@@ -1,6 +1,6 @@
 """Providers against a real scripted HTTP server: raw answers, mode fallback, bounded retries, no leaked key.
 
-No client is mocked: every test goes through httpx and a socket to ``tests.support.llm_server``. The slow test runs the bundled GGUF model in process.
+No client is mocked: every test goes through aiohttp and a socket to ``tests.support.llm_server``. The slow test runs the bundled GGUF model in process.
 """
 
 from __future__ import annotations

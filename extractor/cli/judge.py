@@ -160,7 +160,8 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
         fail(str(error))
     try:
         provider = from_string(spec, base_url=base_url,
-                               settings=ProviderSettings(timeout_s=timeout, response_format=response_format))
+                               settings=ProviderSettings(timeout_s=timeout, response_format=response_format,
+                                                         connections=concurrency))
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
 

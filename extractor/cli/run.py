@@ -236,7 +236,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
     call_settings = ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget,
-                                     response_format=response_format)
+                                     response_format=response_format, connections=concurrency)
     try:
         provider = from_string(spec, base_url=base_url, settings=call_settings, on_rate_limit=limit.on_rate_limit,
                                on_timeout=limit.on_timeout)

@@ -374,7 +374,7 @@ def build_judge(options: JudgeOptions, *, generator: Provider | None, store: Sto
     queue = JudgeQueue(options.concurrency, options.queue)
     try:
         provider = from_string(options.spec, base_url=options.base_url,
-                               settings=replace(settings, timeout_s=options.timeout),
+                               settings=replace(settings, timeout_s=options.timeout, connections=options.concurrency),
                                on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
     except (ValueError, ImportError) as error:
         raise UsageError(f"--judge: {error}") from None

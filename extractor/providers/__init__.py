@@ -43,6 +43,8 @@ class ProviderSettings:
     backoff_max_s: float = 30.0
     n_ctx: int = 8192  # context window of local models
     response_format: ResponseFormat = ResponseFormat.auto  # OpenAI-compatible servers only
+    connections: int = 100  # HTTP connections at most: the calls in flight (a run's --concurrency)
+    max_body_bytes: int = 64 << 20  # an answer's body, counted after gzip/deflate: more is a malformed answer
 
 
 def provider_model(spec: str) -> tuple[str, str | None] | None:

@@ -9,10 +9,10 @@ dict shapes are smaller than a stand-in model per schema. Retries are ours: boun
 and they honour ``Retry-After``.
 
 The calls go out as the ``openai`` client would send them (same URL, bearer key, JSON body, timeout; an
-error body is read the way it reads one), on this package's own HTTP/1.1 client (``extractor.providers.http``),
-without the client's per-call option models, header builders and retry machinery, and without httpx: at 64
-calls in flight those were most of the run process's CPU, and its event loop is what every call in flight
-waits on. Connections are kept alive for every call in flight.
+error body is read the way it reads one), on aiohttp (``extractor.providers.transport``), without the
+client's per-call option models, header builders and retry machinery, and without httpx: at 64 calls in
+flight those were most of the run process's CPU, and its event loop is what every call in flight waits on.
+One session per provider keeps a connection alive for every call in flight.
 
 Servers differ in what they accept (docs/model-servers.md lists them): with ``--response-format auto`` a server that
 answers a mode with "unsupported" (400 or 422 naming it, or a 5xx whose body names the request field, as
@@ -44,7 +44,7 @@ from extractor.generate import (
     TransportAttempt,
 )
 from extractor.providers import ProviderSettings, ResponseFormat
-from extractor.providers.http import HttpClient, HttpError
+from extractor.providers.transport import AnswerMalformed, ConnectFailed, Progress, Session, TransportError
 from extractor.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class _Failure(Exception):
         param: str | None = None,
         retry_after: float | None = None,
         body: str = "",
+        unreachable: bool = False,
+        answering: bool = False,
     ) -> None:
         super().__init__(detail)
         self.outcome = outcome
@@ -91,6 +93,8 @@ class _Failure(Exception):
         self.param = param
         self.retry_after = retry_after
         self.body = body  # the raw error body, lower-cased: servers put the field name in different places
+        self.unreachable = unreachable  # no connection could be made (not: the server answered wrong)
+        self.answering = answering  # timed out while the answer's body was still arriving
 
     def rejects(self, mode: ResponseFormat) -> bool:
         """The server says it lacks ``mode``: a 400/422 about it, or a 5xx naming its request field."""
@@ -151,9 +155,11 @@ class OpenAICompatProvider:
         self._on_timeout = on_timeout
         self._secret = api_key
         _log_from_environment()
-        self._http = HttpClient(base_url or DEFAULT_BASE_URL,
-                                {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
-                                 "Content-Type": "application/json", **_account_headers()})
+        self._http = Session(base_url or DEFAULT_BASE_URL,
+                             {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
+                              "Content-Type": "application/json", **_account_headers()},
+                             connections=self._settings.connections, timeout_s=self._settings.timeout_s,
+                             max_body_bytes=self._settings.max_body_bytes)
         self.base_url = self._http.base_url
         chosen = ResponseFormat(self._settings.response_format)
         self._modes = AUTO_ORDER if chosen is ResponseFormat.auto else (chosen,)
@@ -247,17 +253,22 @@ class OpenAICompatProvider:
         """One HTTP try; every way it can fail becomes a ``_Failure``."""
         body = request_body(self.model, request, mode, token_field)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        progress = Progress()
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self._http.post("chat/completions", content)
+                response = await self._http.post("chat/completions", content, progress)
         except TimeoutError:
-            raise _Failure("timeout", f"no answer within {timeout_s:g} s", retryable=True) from None
-        except HttpError as err:
-            raise _Failure("connection_error", _describe(err), retryable=True) from None
+            raise _Failure("timeout", progress.describe(timeout_s), retryable=True,
+                           answering=progress.status is not None) from None
+        except AnswerMalformed as err:  # retryable: a proxy or gateway may garble one answer, not the next
+            raise _Failure("protocol_error", str(err), retryable=True) from None
+        except TransportError as err:
+            raise _Failure("connection_error", str(err), retryable=True,
+                           unreachable=isinstance(err, ConnectFailed)) from None
         if not response.is_success:
             raise _status_failure(response.status, response.text, response.headers)
         tool = body["tool_choice"]["function"]["name"] if mode is ResponseFormat.tools else None
-        return _parse_completion(response.body, tool=tool)
+        return _parse_completion(response.status, response.body, tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
         """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
@@ -274,7 +285,9 @@ class OpenAICompatProvider:
         """
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         detail = self._redact(failure.detail)
-        if failure.outcome == "timeout":
+        if failure.outcome == "timeout" and failure.answering:
+            cause = f"timeout after {self._settings.timeout_s:g} s ({tries}) reading the answer from {self.base_url}: {detail}"
+        elif failure.outcome == "timeout":
             cause = (f"timeout after {self._settings.timeout_s:g} s ({tries}) waiting for {self.base_url}: a slow "
                      "server needs a longer --timeout or a lower --concurrency")
             if not capped:
@@ -284,9 +297,13 @@ class OpenAICompatProvider:
         elif failure.status is not None:
             after = f" after {tries}" if failure.retryable else ""
             cause = f"HTTP {failure.status} from {self.base_url}{after}: {detail}"
-        elif failure.outcome == "connection_error":
+        elif failure.unreachable:
             cause = (f"connection error to {self.base_url} after {tries}: {detail} (is a server running at that "
                      "address? it comes from --base-url or OPENAI_BASE_URL)")
+        elif failure.outcome == "connection_error":
+            cause = f"broken answer from {self.base_url} after {tries}: {detail}"
+        elif failure.outcome == "protocol_error":
+            cause = f"malformed HTTP answer from {self.base_url} after {tries}: {detail}"
         else:
             cause = f"unusable response body from {self.base_url} after {tries}: {detail}"
         if budget_spent:
@@ -333,7 +350,7 @@ def _log_from_environment() -> None:
         return
     logging.basicConfig(format="[%(asctime)s - %(name)s:%(lineno)d - %(levelname)s] %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S")
-    for name in ("extractor.providers.http", __name__):
+    for name in ("extractor.providers.transport", __name__):
         logging.getLogger(name).setLevel(level)
 
 
@@ -371,8 +388,8 @@ def _status_failure(status: int, text: str, headers: Mapping[str, str]) -> _Fail
     )
 
 
-def _parse_completion(body: bytes, *, tool: str | None = None) -> _Answer:
-    """The raw answer of an HTTP-200 body; the answer text itself is never judged here.
+def _parse_completion(status: int, body: bytes, *, tool: str | None = None) -> _Answer:
+    """The raw answer of a 2xx body; the answer text itself is never judged here.
 
     Only a body that is not a chat completion at all (empty, not JSON, no ``choices[0].message``) is a
     transport failure; empty or non-JSON *content* is returned as text for the validator to route. When
@@ -380,15 +397,16 @@ def _parse_completion(body: bytes, *, tool: str | None = None) -> _Answer:
     that answered in prose instead gets its content routed like any other unusable answer).
     """
     if not body.strip():
-        raise _Failure("empty_body", "HTTP 200 with an empty body", retryable=True)
+        raise _Failure("empty_body", f"HTTP {status} with an empty body", retryable=True)
     try:
         data = json.loads(body)
     except ValueError:
-        raise _Failure("garbled_body", f"HTTP 200 body is not JSON: {body[:120]!r}", retryable=True) from None
+        raise _Failure("garbled_body", f"HTTP {status} body is not JSON: {body[:120]!r}", retryable=True) from None
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     if not isinstance(choice, dict) or not isinstance(message := choice.get("message"), dict):
-        raise _Failure("garbled_body", f"HTTP 200 body has no choices[0].message: {body[:120]!r}", retryable=True)
+        raise _Failure("garbled_body", f"HTTP {status} body has no choices[0].message: {body[:120]!r}",
+                       retryable=True)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     content = message.get("content")
     if tool is not None and (arguments := _tool_arguments(message, tool)) is not None:
@@ -437,14 +455,6 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _describe(err: BaseException) -> str:
-    """The error's type plus the first message down its cause chain (a reset often has none at the top)."""
-    reason = err
-    while not str(reason) and (inner := reason.__cause__ or reason.__context__) is not None:
-        reason = inner
-    return f"{type(err).__name__}: {reason}" if str(reason) else type(err).__name__
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -59,6 +59,7 @@ class BatchSettings:
         """The model client, reporting 429s and timeouts to ``limit``."""
         call_settings = ProviderSettings(timeout_s=self.timeout, max_transport_retries=self.retries,
                                          retry_budget_s=self.retry_budget,
-                                         response_format=ResponseFormat(self.response_format))
+                                         response_format=ResponseFormat(self.response_format),
+                                         connections=limit.maximum)
         return from_string(self.model, base_url=self.base_url, settings=call_settings,
                            on_rate_limit=limit.on_rate_limit, on_timeout=limit.on_timeout)
