@@ -162,6 +162,8 @@ CASES: dict[str, Case] = {
         ("broken answer", "the server closed the connection after 50 of the 1000 body bytes")),
     "204 without Content-Length, kept open": Case(sends(head("HTTP/1.1 204 No Content"), then="next"),
                                                   ("unusable response body", "HTTP 204 with an empty body")),
+    "304 without Content-Length, kept open": Case(sends(head("HTTP/1.1 304 Not Modified"), then="next"),
+                                                  ("HTTP 304 from", "Error code: 304")),
     # read whole and validated: the candidate passes. Reading it costs about a second of CPU (2 us a chunk in
     # llhttp and aiohttp's stream: linear, the event loop free between reads), so on a loaded machine the 5 s
     # timeout may come first: then the cause must say how much of the answer had come
