@@ -419,7 +419,8 @@ def main() -> None:
                 if concurrency >= 64:
                     ok = share >= TARGET_SHARE
                     print(f"concurrency {concurrency}: {share:.0%} of ideal ({'OK' if ok else 'BELOW'} target "
-                          f"{TARGET_SHARE:.0%}), bare aiohttp {bare_share:.0%}; CPU per call: run process "
+                          f"{TARGET_SHARE:.0%}), bare aiohttp {bare_share:.0%} (run / bare {share / bare_share:.2f}); "
+                          f"CPU per call: run process "
                           f"{cpu_ms:.2f} ms, provider alone {provider_cpu_ms:.2f} ms, bare aiohttp {bare_cpu_ms:.2f} ms")
             worst = max(verdict[2] for verdict in verdicts)
             print(f"pipeline CPU per document: at most {worst:.1f} ms ({'OK' if worst < TARGET_CPU_MS else 'OVER'} "
