@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from extractor.errors import UsageError
+
 if TYPE_CHECKING:
     from extractor.store import Store
     from extractor.store.approved import ApprovedRecordInfo
@@ -240,6 +242,10 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
     for r in approved:
         record, masked = masked_record(r)
         rows.append((record, provenance(r, runs.get(r.run_id or ""), masked)))
+    if explode is not None and rows and not any(explode in record for record, _ in rows):
+        lists = sorted({key for record, _ in rows for key, value in record.items() if isinstance(value, list)})
+        raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
+                         f"{', '.join(lists) or 'none'}); nothing written")
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:

@@ -446,7 +446,7 @@ def test_declared_check_has_a_card_in_extract_rules(tmp_path: Path) -> None:
                      "--format", "json")
     card = json.loads(result.stdout)
     assert result.returncode == 0 and card["contract"] == "purchase_order" and card["stage"] == "values"
-    assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "seed 004" in card["fires_when"]
+    assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "two digits swapped" in card["fires_when"]
     # the options after the rule id (as the command table writes it), and split around it
     for order in (("SKU_UNKNOWN", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts"),
                   ("--contracts", SAMPLES / "contracts", "SKU_UNKNOWN", "--contract", "purchase_order"),

@@ -10,6 +10,8 @@ under a command becomes its one-line ``error: ...`` and its exit code here, in `
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -29,7 +31,23 @@ def _plain_help(option: TyperOption | None) -> TyperOption | None:
 
 
 class Commands(TyperGroup):
-    """The command group: any ``ExtractorError`` a command raises ends it with one line and its exit code."""
+    """The command group: any ``ExtractorError`` a command raises ends it with one line and its exit code, and
+    so does a usage error click finds (a missing option or argument, an unknown option, a bad value)."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        """typer draws a usage error as a five-line box; here it is ``error: <what> (<command> --help)``."""
+        from typer._click.exceptions import ClickException  # typer's own copy of click
+
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except ClickException as error:
+            if type(error).__name__ != "NoArgsIsHelpError":  # the help was printed: nothing to add
+                typer.echo(f"error: {usage_message(error)}", err=True)
+            sys.exit(error.exit_code)
+        sys.exit(result if isinstance(result, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer may vendor click: its own class)
         try:
@@ -47,6 +65,13 @@ class Commands(TyperGroup):
         listed = [(name, command) for name in self.list_commands(ctx)
                   if (command := self.get_command(ctx, name)) is not None and not command.hidden]
         print_help(self, ctx, [(name, (reflow(command.help or "") or [""])[0]) for name, command in listed])
+
+
+def usage_message(error: Any) -> str:
+    """One line: what is wrong, and where the command's help is (a click ``ClickException``)."""
+    message = " ".join(error.format_message().split())
+    ctx = getattr(error, "ctx", None)
+    return f"{message} ({ctx.command_path} --help)" if ctx is not None else message
 
 
 class Command(TyperCommand):

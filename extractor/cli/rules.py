@@ -37,8 +37,10 @@ def _registered(contract: str | None, contracts: list[Path] | None) -> str | Non
     """Registers the contracts of ``--contracts`` folders (every one when no ``--contract`` is named; a broken
     one is refused) and returns the chosen contract's name (None: all)."""
     if contract is None and contracts:
+        from extractor.contracts import use_dirs
         from extractor.contracts.files import discover
 
+        use_dirs(contracts)  # a folder without contracts is refused, not listed as nothing
         for found in discover(Path(folder).resolve() for folder in contracts):
             contract_named(found.name, contracts)
     return contract_named(contract, contracts).name if contract else None

@@ -219,13 +219,22 @@ _DIRS: list[Path] = []
 
 
 def use_dirs(dirs: Iterable[Path | str]) -> None:
-    """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``."""
+    """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``.
+
+    A folder that holds no ``<name>/v<N>/schema.json`` is refused rather than searched in vain: given one
+    level too deep (the contract's own folder, or its version folder), the error names the folder to give.
+    """
+    from extractor.errors import UsageError
+
     for folder in dirs:
         path = Path(folder).expanduser().resolve()
         if not path.is_dir():
-            from extractor.errors import UsageError
-
             raise UsageError(f"{folder}: no such contracts folder (--contracts takes a folder of <name>/v<N>/ folders)")
+        if not any(path.glob("*/v*/schema.json")):
+            parent = next((up for up in (path.parent, path.parent.parent) if any(up.glob("*/v*/schema.json"))), None)
+            hint = f"; did you mean --contracts {parent}?" if parent is not None else ""
+            raise UsageError(f"{folder}: no contract inside (--contracts takes a folder of <name>/v<N>/schema.json "
+                             f"folders){hint}")
         if path not in _DIRS:
             _DIRS.append(path)
 
