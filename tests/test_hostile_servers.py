@@ -154,6 +154,8 @@ CASES: dict[str, Case] = {
         sends(head("HTTP/1.1 200 OK", *(f"X-Big-{i}: {'a' * 7000}" for i in range(10)), "Content-Length: 2") + b"{}",
               then="next"),
         ("malformed HTTP answer", "response head of", "over 64 KB")),
+    "200 header lines": Case(sends(head("HTTP/1.1 200 OK", *(f"X-H{i}: v" for i in range(200)), "Content-Length: 2")
+                                   + b"{}"), ("malformed HTTP answer", "too many headers")),
     "Content-Length -1": Case(sends(length("-1")), ("malformed HTTP answer", "invalid character in content-length", "-1")),
     "Content-Length +5": Case(sends(length("+5")), ("malformed HTTP answer", "invalid character in content-length", "+5")),
     "Content-Length 0x5": Case(sends(length("0x5")), ("malformed HTTP answer", "invalid character in content-length")),

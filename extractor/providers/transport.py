@@ -53,6 +53,7 @@ KEEPALIVE_S = 5.0
 """Seconds an idle connection is kept (as httpx): a server or a NAT may drop it silently after longer."""
 MAX_HEAD_BYTES = 64 << 10
 MAX_LINE_BYTES = 8190  # one header line (aiohttp's default, named so the cause can say it)
+MAX_HEADERS = 128
 _READ_BYTES = 1 << 16  # aiohttp's read buffer: how much of a body waits in memory before reading pauses
 
 
@@ -229,7 +230,8 @@ class Session:
             connector=aiohttp.TCPConnector(limit=self._connections, ssl=tls, keepalive_timeout=KEEPALIVE_S),
             auto_decompress=False, trust_env=False, trace_configs=[traced],
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s),
-            read_bufsize=_READ_BYTES, max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES)
+            read_bufsize=_READ_BYTES, max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES,
+            max_headers=MAX_HEADERS)
         return self._session
 
     def _where(self) -> str:
