@@ -29,10 +29,10 @@ to each category's share of the compared documents, or traffic shares given with
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extractor.errors import UsageError
 from extractor.evidence.report import FAILING
@@ -40,6 +40,9 @@ from extractor.gate import Category, GateResult, GateSettings, decide_release, d
 from extractor.runfilter import RunFilter
 from extractor.store import DocumentRunInfo, RunInfo, Store
 from extractor.vocab import FINAL_STATES, JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
+
+if TYPE_CHECKING:
+    from extractor.evaluation.paired import AccuracyComparison
 
 PASS_STATE = DocumentState.READY_FOR_REVIEW
 EVALUABLE_STATES = REVIEWABLE
@@ -216,6 +219,10 @@ class Comparison:
     max_unevaluable: float = 0.0
     new_critical: list[NewCritical] = field(default_factory=list)
     """Candidate documents with a critical finding their baseline lacks: each one alone makes the decision BLOCK."""
+    accuracy: AccuracyComparison | None = None
+    """With ``--gold``: both sides scored against gold, paired by document, and the accuracy decision."""
+    pass_rate_decision: GateDecision | None = None
+    """The pass-rate gate's own decision when the accuracy decision changed the release decision."""
 
     @property
     def decision(self) -> GateDecision:
@@ -246,6 +253,8 @@ class Comparison:
             "regressions": [r.to_json() for r in self.regressions],
             "improvements": [i.to_json() for i in self.improvements],
             "rule_rates": [r.to_json() for r in self.rule_rates],
+            "pass_rate_decision": (self.pass_rate_decision or self.gate.decision).value,
+            "accuracy": None if self.accuracy is None else self.accuracy.to_json(),
         }
 
 
@@ -313,8 +322,11 @@ def _category(document: SideDocument, other: SideDocument, by_tag: bool, prefix:
 
 def compare(store: Store, baseline: str, candidate: str, settings: GateSettings = GateSettings(), *,
             weights: dict[str, float] | None = None, by_tag: bool = False, tag_prefix: str | None = None,
-            max_unevaluable: float = 0.0) -> Comparison:
-    """Both sides, their matching, the gate and the per-document and per-rule differences."""
+            max_unevaluable: float = 0.0, gold: Sequence[Path] = (),
+            accuracy: AccuracySettings | None = None) -> Comparison:
+    """Both sides, their matching, the gate and the per-document and per-rule differences; with ``gold``, both
+    sides scored against it too, and a significant accuracy regression decides like the gate does
+    (``extractor.evaluation.paired``: the release decision is the more severe of the two)."""
     if not 0.0 <= max_unevaluable <= 1.0:
         raise UsageError(f"max_unevaluable must be a share in [0, 1], not {max_unevaluable}")
     side_a, side_b = select_side(store, baseline), select_side(store, candidate)
@@ -390,8 +402,32 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     n = len(paired)
     rule_rates = sorted((RuleRate(rule, failing_a[rule], failing_b[rule], n) for rule in set(failing_a) | set(failing_b)),
                         key=lambda r: (-r.change, r.rule_id))
+    scored = None
+    pass_rate = None
+    if gold:
+        from extractor.evaluation.paired import combined, compare_accuracy
+
+        options = accuracy or AccuracySettings()
+        scored = compare_accuracy(store, side_a.runs, side_b.runs, gold, max_drop=options.max_drop,
+                                  alpha=options.alpha, resamples=options.resamples, seed=settings.seed)
+        decision = combined(gate.decision, scored.decision)
+        if decision is not gate.decision:
+            pass_rate = gate.decision
+            gate = replace(gate, decision=decision, reason=f"{scored.reason} (pass-rate gate: {gate.decision.value}, "
+                                                           f"{gate.reason})")
     return Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
-                      improvements, rule_rates, max_unevaluable, new_critical)
+                      improvements, rule_rates, max_unevaluable, new_critical, scored, pass_rate)
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    """How ``compare --gold`` decides on accuracy (docs/design.md#evaluation)."""
+
+    max_drop: float = 0.0
+    """The F1 drop that is tolerated: BLOCK when the whole 95% interval of B - A lies below minus this."""
+    alpha: float = 0.05
+    """McNemar's significance level on documents fully right."""
+    resamples: int = 1_000
 
 
 def new_critical_findings(baseline: dict[str, SideDocument], candidate: dict[str, SideDocument]) -> list[NewCritical]:

@@ -342,3 +342,97 @@ def test_gold_export_writes_what_reviewers_approved(tmp_path: Path, llm_server: 
     scored = json.loads(CliRunner().invoke(app, ["eval", run_id, "--gold", str(out), "--format", "json",
                                                  "--database", db_url]).output)
     assert scored["overall"]["normalised"]["f1"] == 1.0
+
+
+# ---------------------------------------------------------------- compare --gold
+
+
+def numbered_gold(folder: Path, numbers: range) -> Path:
+    """A gold folder for the numbered copies of the English procedure (tests.support.corpus)."""
+    from tests.support.corpus import GOOD
+
+    gold = folder / "gold"
+    gold.mkdir()
+    (gold / "gold.toml").write_text('contract = "work_procedure"\nversion = 1\n', "utf-8")
+    record = {k: v for k, v in GOOD.items() if k not in ("missingFields", "sentenceCoverage")}
+    for number in numbers:
+        (gold / f"purchase_{number:02d}.md.json").write_text(json.dumps(record), "utf-8")
+    return gold
+
+
+def numbered_script(wrong: dict[str, Callable[[int], bool]]) -> Callable[[dict[str, Any] | None, int], Action]:
+    """The good candidate for every numbered document, with the first rule's value changed (its evidence kept:
+    it still passes every rule) where ``wrong[model](number)``."""
+    from tests.support.corpus import GOOD, document_number
+
+    def answer(body: dict[str, Any] | None, _call: int) -> Action:
+        body = body or {}
+        candidate = json.loads(json.dumps(GOOD))
+        if wrong.get(body["model"], lambda n: False)(document_number(body)):
+            candidate["rules"][0] = "Requests above USD 10,000 need three quotes."
+        return Reply(json.dumps(candidate))
+
+    return answer
+
+
+def test_compare_gold_blocks_a_significant_accuracy_regression(db_url: str, llm_server: Any, tmp_path: Path) -> None:
+    from tests.support.corpus import run, write_documents
+
+    numbers = range(12)
+    paths = write_documents(tmp_path / "docs", numbers)
+    gold = numbered_gold(tmp_path, numbers)
+    server = llm_server(numbered_script({"worse": lambda n: n < 9, "same": lambda n: n == 0, "base": lambda n: n == 0}))
+    ids = {model: run(db_url, server, paths, model).run_id for model in ("base", "worse", "same")}
+
+    plain = cli(db_url, "compare", ids["base"], ids["worse"], "--format", "json")
+    assert json.loads(plain.output)["accuracy"] is None and json.loads(plain.output)["decision"] == "PROMOTE"
+
+    blocked = cli(db_url, "compare", ids["base"], ids["worse"], "--gold", str(gold), "--format", "json")
+    assert blocked.exit_code == 1, blocked.output
+    data = json.loads(blocked.output)
+    assert data["decision"] == "BLOCK" and data["pass_rate_decision"] == "PROMOTE"
+    accuracy = data["accuracy"]
+    assert accuracy["decision"] == "BLOCK" and accuracy["documents"] == 12
+    assert accuracy["fully_right"] == {"both": 3, "only_baseline": 8, "only_candidate": 0,
+                                       "mcnemar_exact_p": pytest.approx(stats.binomtest(0, 8, 0.5).pvalue)}
+    assert accuracy["regressed_fields"] == ["work_procedure@v1 rules[]"]
+    rules = next(f for f in accuracy["fields"] if f["field"] == "rules[]")
+    assert rules["f1_a"] == pytest.approx(23 / 24) and rules["f1_b"] == pytest.approx(15 / 24)
+    assert accuracy["overall"]["difference_ci"]["high"] < 0
+
+    # the paired interval is scipy's paired bootstrap of the same difference, on the same resamples
+    store = open_store(db_url)
+    from extractor.evaluation.paired import compare_accuracy
+
+    result = compare_accuracy(store, [store.get_run(ids["base"])], [store.get_run(ids["worse"])], [gold])
+    store.close()
+    assert result.overall is not None and result.overall.interval.high == accuracy["overall"]["difference_ci"]["high"]
+    columns = {side: np.array([[sum(row[i] for row in d) for i in (0, 1, 3)] for d in per_document])
+               for side, per_document in (("a", _rows(db_url, ids["base"], gold)), ("b", _rows(db_url, ids["worse"], gold)))}
+
+    def difference(ga: np.ndarray, ca: np.ndarray, ra: np.ndarray, gb: np.ndarray, cb: np.ndarray, rb: np.ndarray,
+                   axis: int = -1) -> np.ndarray:
+        f1_a = 2 * ra.sum(axis=axis) / (ga.sum(axis=axis) + ca.sum(axis=axis))
+        return 2 * rb.sum(axis=axis) / (gb.sum(axis=axis) + cb.sum(axis=axis)) - f1_a
+
+    reference = stats.bootstrap((*columns["a"].T, *columns["b"].T), difference, paired=True, vectorized=True,
+                                n_resamples=1000, batch=BATCH, method="percentile", rng=np.random.default_rng(42))
+    assert result.overall.interval.low == pytest.approx(reference.confidence_interval.low, abs=1e-12)
+    assert result.overall.interval.high == pytest.approx(reference.confidence_interval.high, abs=1e-12)
+
+    same = cli(db_url, "compare", ids["base"], ids["same"], "--gold", str(gold))
+    assert same.exit_code == 0 and "accuracy: PROMOTE" in same.output and "McNemar exact p = 1.0000" in same.output
+    text = cli(db_url, "compare", ids["base"], ids["worse"], "--gold", str(gold))
+    assert "REGRESSED" in text.output and "decision: BLOCK" in text.output
+
+
+def _rows(db_url: str, run_id: str, gold: Path) -> list[list[list[int]]]:
+    """Per document (in path order) the scorer's rows, read as ``compare_accuracy`` pairs them."""
+    from extractor.evaluation.evaluate import score_selection
+
+    store = open_store(db_url)
+    try:
+        documents, _, _, _ = score_selection(store, [store.get_run(run_id)], [gold])
+    finally:
+        store.close()
+    return [list(d.score.fields.values()) for d in sorted(documents, key=lambda d: (d.path, d.sha256))]

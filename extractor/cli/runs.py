@@ -123,15 +123,26 @@ def compare(
     max_unevaluable: Annotated[float, typer.Option(min=0.0, max=1.0, help="share of matched documents that may be "
                                                    "not evaluable (ERROR) before PROMOTE becomes MANUAL_REVIEW")] = 0.0,
     plot: Annotated[Path | None, typer.Option(help="also write a PNG of the posteriors")] = None,
+    gold: Annotated[list[Path] | None, typer.Option(
+        "--gold", help="also score both sides against this gold folder (repeatable: one per contract); a "
+        "significant accuracy regression BLOCKs")] = None,
+    max_f1_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --gold: BLOCK when F1 dropped by more "
+                                               "than this, significantly (the whole 95% interval below -this)")] = 0.0,
+    alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help="with --gold: McNemar's significance level on "
+                                         "documents fully right")] = 0.05,
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="with --gold: paired bootstrap resamples")] = 1_000,
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
     """The regression gate: per-category Beta posteriors, rho = P(rate_B < rate_A - delta), a decision.
 
-    Exit 0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE, 2 bad usage.
+    With --gold, both sides are scored against gold records too, paired by document: per-field F1 difference
+    with a paired bootstrap interval, McNemar's exact test on documents fully right; a significant accuracy
+    regression BLOCKs, a significantly regressed field needs MANUAL_REVIEW. Exit 0 PROMOTE, 1 BLOCK,
+    3 MANUAL_REVIEW, 4 NOT_EVALUABLE, 2 bad usage.
     """
+    from extractor.compare import AccuracySettings, parse_weights
     from extractor.compare import compare as run_compare
-    from extractor.compare import parse_weights
     from extractor.compare import plot as write_plot
     from extractor.gate import GateSettings
 
@@ -139,7 +150,8 @@ def compare(
     shares = parse_weights(weights) if weights else None
     store = open_run_log(database)
     result = run_compare(store, baseline, candidate, settings, weights=shares, by_tag=by_tag or weights is not None,
-                         tag_prefix=tag_prefix, max_unevaluable=max_unevaluable)
+                         tag_prefix=tag_prefix, max_unevaluable=max_unevaluable, gold=gold or (),
+                         accuracy=AccuracySettings(max_f1_drop, alpha, resamples))
     data = result.to_json()
     if plot is not None:
         try:

@@ -14,6 +14,7 @@ from extractor.ui.console import add_columns, open_console, print_table
 if TYPE_CHECKING:
     from extractor.evaluation.evaluate import Evaluation, GroupScore
     from extractor.evaluation.metrics import Interval, Score
+    from extractor.evaluation.paired import AccuracyComparison
 
 
 def number(value: float | None) -> str:
@@ -128,3 +129,33 @@ def plot_fields(result: Evaluation, path: Path) -> Path:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def print_accuracy_comparison(accuracy: AccuracyComparison, console: Console) -> None:
+    """``compare --gold``: per-field F1 on both sides with the paired interval of the difference, documents
+    fully right and McNemar's p, and the accuracy decision."""
+    from extractor.ui.run import DECISION_STYLE
+
+    if accuracy.overall is None:
+        console.print(Text.assemble(("accuracy: ", "bold"), (accuracy.decision, DECISION_STYLE[accuracy.decision]),
+                                    f"  ({accuracy.reason})"))
+        return
+    table = Table(title=f"accuracy against gold on {accuracy.documents} paired document(s): F1 (normalised), "
+                        f"candidate - baseline with a paired 95% bootstrap interval ({accuracy.resamples} resamples, "
+                        f"seed {accuracy.seed})", title_justify="left")
+    add_columns(table, ("field", "baseline F1", "candidate F1", "difference", "95% CI", "regressed"),
+                right=("baseline F1", "candidate F1", "difference"))
+    several = len({f.contract for f in accuracy.fields}) > 1
+    for change in [accuracy.overall, *accuracy.fields]:
+        regressed = change.regressed(accuracy.max_drop)
+        difference = change.difference
+        table.add_row(f"{change.contract} {change.name}" if several and change.contract else change.name,
+                      number(change.f1_a), number(change.f1_b),
+                      Text("-" if difference is None else f"{difference:+.3f}",
+                           style="red" if difference is not None and difference < 0 else ""),
+                      interval(change.interval), Text("REGRESSED" if regressed else "", style="bold red"))
+    print_table(console, table)
+    console.print(f"documents fully right: both {accuracy.both_right}, only baseline {accuracy.only_a_right}, only "
+                  f"candidate {accuracy.only_b_right}; McNemar exact p = {accuracy.mcnemar_p:.4f} (alpha {accuracy.alpha:g})")
+    console.print(Text.assemble(("accuracy: ", "bold"), (accuracy.decision, DECISION_STYLE[accuracy.decision]),
+                                f"  ({accuracy.reason})"))

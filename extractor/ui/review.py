@@ -529,5 +529,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
                 console.print(f"  {_short(sha)} {display_path(documents[sha].path)} ({documents[sha].state})")
             if len(only) > 50:
                 console.print(f"  ... {len(only) - 50} more (--format json lists all)")
+    if comparison.accuracy is not None:
+        from extractor.ui.evaluation import print_accuracy_comparison
+
+        print_accuracy_comparison(comparison.accuracy, console)
     console.print(Text.assemble(("decision: ", "bold"), (gate.decision, DECISION_STYLE[gate.decision]),
                                 f"  ({gate.reason})"))
