@@ -103,3 +103,52 @@ def rule_stats(store: Store, runs: list[RunInfo]) -> list[RunRuleStats]:
                      dict(final[run.id]), dict(first[run.id]), dict(warning[run.id]))
         for run in runs
     ]
+
+
+@dataclass(frozen=True)
+class CorrectionGroup:
+    """Approvals of runs with one model, prompt version and contract version, and per field path how many a
+    person edited: production review as a quality measure without a gold set."""
+
+    model: str
+    prompt_version: str
+    contract: str
+    approved: int
+    """Approvals whose changes were recorded (the share's denominator)."""
+    edited: dict[str, int]
+    not_recorded: int = 0
+    """Approvals made before changes were recorded: left out, never counted as unedited."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} prompt {self.prompt_version} {self.contract}"
+
+    def share(self, field_path: str) -> float | None:
+        return self.edited.get(field_path, 0) / self.approved if self.approved else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "prompt_version": self.prompt_version, "contract": self.contract,
+                "approved": self.approved, "approved_unrecorded": self.not_recorded,
+                "approved_as_produced": self.edited.get("", 0),
+                "fields": {name: {"edited": count, "share": self.share(name)}
+                           for name, count in sorted(self.edited.items()) if name}}
+
+
+def correction_stats(store: Store, runs: list[RunInfo]) -> list[CorrectionGroup]:
+    """Per (model, prompt version, contract version) of ``runs``: approvals, and per field path the approvals in
+    which a person changed its value (``reviews.changed_fields``). ``edited[""]`` counts approvals as produced."""
+    from extractor.store.approved import corrections_for_runs
+
+    run_of = {run.id: run for run in runs}
+    groups: dict[tuple[str, str, str], tuple[Counter[str], list[int]]] = {}
+    for correction in corrections_for_runs(store, run_of):
+        run = run_of[correction.run_id]
+        key = (run.model, run.prompt_version, f"{run.contract}@v{run.contract_version}")
+        counts, totals = groups.setdefault(key, (Counter(), [0, 0]))
+        if correction.changed_fields is None:
+            totals[1] += 1
+            continue
+        totals[0] += 1
+        counts.update(set(correction.changed_fields) or {""})
+    return [CorrectionGroup(model, prompt, contract, totals[0], dict(counts), totals[1])
+            for (model, prompt, contract), (counts, totals) in sorted(groups.items())]

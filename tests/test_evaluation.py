@@ -436,3 +436,44 @@ def _rows(db_url: str, run_id: str, gold: Path) -> list[list[list[int]]]:
     finally:
         store.close()
     return [list(d.score.fields.values()) for d in sorted(documents, key=lambda d: (d.path, d.sha256))]
+
+
+# ---------------------------------------------------------------- reviewer corrections
+
+
+def test_approvals_record_the_fields_a_person_changed_and_stats_show_their_share(db_url: str, llm_server: Any,
+                                                                                 tmp_path: Path) -> None:
+    server = llm_server(sample_script({"worse": one_rule_changed}))
+    good = run_samples(db_url, server, "good", PROCEDURES, "work_procedure")
+    worse = run_samples(db_url, server, "worse", PROCEDURES, "work_procedure")
+    store = open_store(db_url)
+    ids = {(run_id, d.path): d.id for run_id in (good, worse) for d in store.document_runs_for(run_id)}
+    store.close()
+    en, ko, ru = (str(p) for p in PROCEDURES)
+
+    def approve(run_id: str, path: str, edited: dict[str, Any] | None = None) -> dict[str, Any]:
+        args = ["approve", str(ids[(run_id, path)]), "--reviewer", "kim", "--format", "json"]
+        if edited is not None:
+            target = tmp_path / f"edited_{ids[(run_id, path)]}.json"
+            target.write_text(json.dumps(edited, ensure_ascii=False), "utf-8")
+            args += ["--edited", str(target)]
+        result = cli(db_url, *args)
+        assert result.exit_code == 0, result.output
+        data: dict[str, Any] = json.loads(result.output)
+        return data
+
+    assert approve(worse, en, expected_candidate(PROCEDURES[0]))["changed_fields"] == ["rules[]"]
+    corrected = expected_candidate(PROCEDURES[1])
+    corrected["processSteps"][0]["actorId"] = corrected["processSteps"][-1]["actorId"]  # another participant
+    assert approve(good, ko, corrected)["changed_fields"] == ["processSteps[].actorId"]
+    assert approve(good, ru)["changed_fields"] == []
+    again = approve(good, en)  # the same record as approved from the other run: nothing new is recorded
+    assert again["outcome"] == "already" and again["changed_fields"] is None
+
+    result = cli(db_url, "stats", "--corrections", "--format", "json")
+    groups = {g["model"]: g for g in json.loads(result.output)}
+    assert groups["good"]["approved"] == 2 and groups["good"]["approved_as_produced"] == 1
+    assert groups["good"]["fields"] == {"processSteps[].actorId": {"edited": 1, "share": 0.5}}
+    assert groups["worse"]["approved"] == 1 and groups["worse"]["fields"]["rules[]"] == {"edited": 1, "share": 1.0}
+    text = cli(db_url, "stats", "--corrections", "--model", "good")
+    assert "processSteps[].actorId" in text.output and "1/2 50%" in text.output and "worse" not in text.output

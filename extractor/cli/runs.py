@@ -79,20 +79,33 @@ def stats(
     since: SinceOption = None,
     until: UntilOption = None,
     rule: Annotated[str | None, typer.Option(help="only this rule id")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="at most this many runs")] = 5,
+    corrections: Annotated[bool, typer.Option(help="per field, the share of approved records whose value a person "
+                                              "edited, by model, prompt version and contract version")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many runs [default: 5; with --corrections "
+                                       "every matching run]")] = 5,
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
     """Failure rates per rule_id per run, oldest to newest: trace a regression to the rule that started failing.
 
     Per rule: documents whose final attempt fails it (after the one repair), and in brackets whose first
-    generation failed it; warnings as wN.
+    generation failed it; warnings as wN. With --corrections: what reviewers changed before approving, per field.
     """
     from extractor.runfilter import select_runs
-    from extractor.stats import rule_stats
+    from extractor.stats import correction_stats, rule_stats
 
     options = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
+    if corrections:
+        chosen = select_runs(store, selections or [], options, limit=limit if limit != 5 else 1_000_000)
+        groups = correction_stats(store, chosen)
+        if format is Format.json:
+            emit_json([group.to_json() for group in groups])
+            return
+        from extractor.ui.review import print_corrections
+
+        print_corrections(groups)
+        return
     result = rule_stats(store, select_runs(store, selections or [], options, limit=limit))
     if rule is not None:
         result = [entry.only(rule.upper()) for entry in result]

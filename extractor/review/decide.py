@@ -53,6 +53,8 @@ class Approval:
     previous: ApprovedRecordInfo | None
     document_run: DocumentRunInfo
     report: Report | None = None
+    changed_fields: list[str] | None = None
+    """The field paths the person changed from the model's candidate (None: not a new approval)."""
 
     def to_json(self) -> dict[str, Any]:
         a = self.approved
@@ -75,6 +77,7 @@ class Approval:
             },
             "warnings": [] if self.report is None else [f.to_json() for f in self.report.findings],
             "block_override": a.block_override,
+            "changed_fields": self.changed_fields,
         }
 
 
@@ -221,13 +224,24 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         "reviewer": reviewer.strip(), "reason": why, "document_run_id": document_run.id,
         "blocked_because": document_run.cause, "rule_ids": sorted(set(overridden) | set(document_run.needs_person or ())),
     }
+    changed = changed_fields(run, final.parsed if final is not None else None, record) if is_edit else []
     approve(store, document_run.id, record, reviewer=reviewer.strip(), evidence_spans=spans,
             attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records,
-            block_override=block_override)
+            block_override=block_override, changed_fields=changed)
     approved = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     if approved is None:  # withdrawn by a concurrent rejection between the two statements
         raise ReviewError("the approval was withdrawn concurrently; check `extract show` and retry")
-    return Approval("replaced" if existing is not None else "approved", approved, existing, document_run, report)
+    return Approval("replaced" if existing is not None else "approved", approved, existing, document_run, report,
+                    changed)
+
+
+def changed_fields(run: RunInfo, candidate: Any, record: dict[str, Any]) -> list[str]:
+    """The field paths a person changed: the approved record against the model's final candidate, list items
+    aligned as ``extract eval`` aligns them (a candidate that is not a record counts every value as changed)."""
+    from extractor.evaluation.align import Scorer
+    from extractor.evaluation.evaluate import contract_of
+
+    return Scorer(contract_of(run)).changed_fields(candidate if isinstance(candidate, dict) else {}, record)
 
 
 def reject_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,

@@ -66,6 +66,7 @@ class ReviewInfo:
     note: str | None
     created_at: datetime
     block_override: dict[str, Any] | None = None
+    changed_fields: list[str] | None = None
 
 
 def approve(
@@ -80,6 +81,7 @@ def approve(
     edited: bool = False,
     records: Store | None = None,
     block_override: dict[str, Any] | None = None,
+    changed_fields: list[str] | None = None,
 ) -> int:
     """Make ``record`` the approved record of this document's content under the run's contract version.
 
@@ -88,7 +90,7 @@ def approve(
     ``records`` is the store holding approved records when it is not the run log (``open_approved``);
     then the approved record is written first and the review history after it. ``block_override`` (a BLOCKED
     result approved over its block: reviewer, reason, rule ids) is stored with the review and the record, with
-    the approval time added.
+    the approval time added. ``changed_fields`` (the field paths the person changed) is kept with the review.
     """
     if not reviewer:
         raise ValueError("an approval needs a reviewer")
@@ -97,7 +99,7 @@ def approve(
         try:
             return _approve_once(
                 store, records, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited,
-                block_override,
+                block_override, changed_fields,
             )
         except IntegrityError:
             continue
@@ -115,11 +117,12 @@ def _approve_once(
     note: str | None,
     edited: bool,
     block_override: dict[str, Any] | None,
+    changed_fields: list[str] | None,
 ) -> int:
     now = utcnow()
     override = None if block_override is None else block_override | {"at": now.isoformat(timespec="microseconds")}
     review = Review(document_run_id=document_run_id, decision=ReviewDecision.approved, reviewer=reviewer, note=note,
-                    created_at=now, block_override=override)
+                    created_at=now, block_override=override, changed_fields=changed_fields)
     values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
                   edited=edited, approved_at=now, block_override=override)
     if records.engine is store.engine:
@@ -272,3 +275,31 @@ def latest_reviews(store: Store, document_run_ids: Iterable[int]) -> dict[int, R
             for row in session.scalars(query):
                 latest[row.document_run_id] = plain(ReviewInfo, row)
     return latest
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One approved document run whose newest decision is an approval: what the person changed, under which run."""
+
+    document_run_id: int
+    run_id: str
+    changed_fields: list[str] | None
+    """None: approved before changes were recorded (counted apart, never as unedited)."""
+
+
+def corrections_for_runs(store: Store, run_ids: Iterable[str]) -> list[Correction]:
+    """The approvals of these runs' document runs (the newest decision of each, when it is an approval)."""
+    wanted = sorted(set(run_ids))
+    newest: dict[int, tuple[str, Review]] = {}
+    with transaction(store.engine, write=False) as session:
+        for start in range(0, len(wanted), 500):
+            query = (select(DocumentRun.run_id, Review)
+                     .join(DocumentRun, DocumentRun.id == Review.document_run_id)
+                     .where(DocumentRun.run_id.in_(wanted[start : start + 500]))
+                     .order_by(Review.created_at, Review.id))
+            for run_id, review in session.execute(query):
+                newest[review.document_run_id] = (run_id, review)
+    return [Correction(document_run_id, run_id, None if review.changed_fields is None else list(review.changed_fields))
+            for document_run_id, (run_id, review) in sorted(newest.items())
+            if review.decision == ReviewDecision.approved]
+

@@ -386,6 +386,9 @@ class Review(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     block_override: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
     """For an approval over a BLOCKED result: the reason and the critical rules overridden (else NULL)."""
+    changed_fields: Mapped[list[str] | None] = mapped_column(NullableJSON)
+    """For an approval: the field paths whose values the person changed from the model's final candidate
+    (``[]``: approved as produced); NULL for a rejection, and for approvals recorded before this was kept."""
 
 
 class JudgeCalibration(Base):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from extractor.evidence.report import Report
     from extractor.review.decide import Approval, Rejection
     from extractor.review.view import DocumentView, RunView
-    from extractor.stats import RuleCount, RunRuleStats
+    from extractor.stats import CorrectionGroup, RuleCount, RunRuleStats
     from extractor.store import RunInfo
     from extractor.store.evaluations import EvaluationInfo
 
@@ -440,6 +440,32 @@ def print_stats(stats: Sequence[RunRuleStats], console: Console | None = None) -
         table.add_row(rule, *cells)
     table.add_row("documents evaluated", *(f"{e.evaluated_final} of {e.documents}" for e in ordered), style="bold")
     print_table(console, table)
+
+
+def print_corrections(groups: Sequence[CorrectionGroup], console: Console | None = None) -> None:
+    """Rows: field paths; columns: model, prompt and contract version; cells: approvals a person edited it in."""
+    console = console or open_console()
+    if not groups:
+        console.print("no approved record of the selected runs")
+        return
+    table = Table(title="reviewer corrections: approved records whose value a person changed / approved records")
+    table.add_column("field", no_wrap=True)
+    for group in groups:
+        table.add_column(f"{group.model}\nprompt {group.prompt_version}\n{group.contract}", justify="right")
+    fields = sorted({name for group in groups for name in group.edited if name})
+    for name in fields:
+        cells = []
+        for group in groups:
+            share = group.share(name)
+            count = group.edited.get(name, 0)
+            cells.append(Text("-" if share is None else f"{count}/{group.approved} {share:.0%}",
+                              style="red" if share and share >= 0.2 else ""))
+        table.add_row(name, *cells)
+    table.add_row("approved as produced", *(f"{g.edited.get('', 0)}/{g.approved}" for g in groups), style="bold")
+    print_table(console, table)
+    unrecorded = sum(group.not_recorded for group in groups)
+    if unrecorded:
+        console.print(f"{unrecorded} approval(s) made before changes were recorded are left out")
 
 
 # -- compare ------------------------------------------------------------------------------------------------
