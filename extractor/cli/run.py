@@ -87,6 +87,10 @@ def run(
                                                           "in windows [default: as for --max-input-tokens]")] = None,
     overlap: Annotated[int, typer.Option(min=0, rich_help_panel=MODEL,
                                          help="sentences before each window shown to it as context")] = 2,
+    max_cost: Annotated[float | None, typer.Option(min=0.0, metavar="USD", rich_help_panel=MODEL,
+                                                   help="US dollars this run may spend on model calls: it stops "
+                                                   "cleanly before a call would exceed it (INTERRUPTED, rerun to "
+                                                   "resume); needs the model's price [env EXTRACT_PRICES]")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in flight at "
                                              "once (halved on each 429 or timeout, then grown back)")] = DEFAULT_CONCURRENCY,
     force: Annotated[bool, typer.Option("--force", rich_help_panel=BATCH,
@@ -146,6 +150,8 @@ def run(
     if broker is not None:
         if judge is not None:
             fail("--judge does not run on the queue yet; run without --queue to judge")
+        if max_cost is not None:
+            fail("--max-cost does not run on the queue yet; run without --queue to cap the cost")
         _run_queued(paths, broker, contract=contract, model=model, prompt_version=prompt_version, force=force,
                     retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
                     retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
@@ -161,7 +167,7 @@ def run(
              force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
              retry_budget=retry_budget, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
              max_output_tokens=max_output_tokens, overlap=overlap, tag=tag, database=database,
-             judge_options=judge_options,
+             judge_options=judge_options, max_cost=max_cost,
              judge_flags_given=judge_mode is not None or judge_base_url is not None
              or judge_threshold != DEFAULT_JUDGE_THRESHOLD, response_format=response_format, format=format)
     except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
@@ -220,7 +226,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
          retry_budget: float,
          max_tokens: int | None, max_input_tokens: int | None, max_output_tokens: int | None, overlap: int,
          tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
-         judge_flags_given: bool, response_format: ResponseFormat, format: Format) -> None:
+         judge_flags_given: bool, response_format: ResponseFormat, format: Format, max_cost: float | None = None) -> None:
     import asyncio
 
     from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
@@ -250,7 +256,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
     settings = RunSettings(contract=chosen, prompt_version=prompt_version, concurrency=concurrency, force=force,
                            retry_errors=retry_errors, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
                            max_output_tokens=max_output_tokens, overlap=overlap, tags=tuple(tag or ()),
-                           command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url)
+                           command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url, max_cost=max_cost)
     run_judge = None
     if judge_options is not None:
         from extractor.cli.judge import build_run_judge

@@ -51,12 +51,25 @@ def runs(
     store = open_run_log(database)
     found = selection.select(store, limit=limit)
     accuracy = store.latest_evaluations([run.id for run in found])
+    spend = run_spend(store, found)
     if format is Format.json:
-        emit_json([run_summary(run) | {"accuracy": _accuracy(accuracy.get(run.id))} for run in found])
+        emit_json([run_summary(run) | {"accuracy": _accuracy(accuracy.get(run.id)),
+                                       "cost": spend[run.id].to_json() | {
+                                           "per_document_usd": spend[run.id].per(sum(run.counts.values()))}}
+                   for run in found])
         return
     from extractor.ui.review import print_runs
 
-    print_runs(found, accuracy=accuracy)
+    print_runs(found, accuracy=accuracy, spend=spend)
+
+
+def run_spend(store: Any, runs: list[Any]) -> dict[str, Any]:
+    """Per run: its model calls' tokens and cost (``extractor.prices``; unknown where a price is)."""
+    from extractor.prices import Spend, spend_by_key
+
+    found = spend_by_key(store.spend(run_ids=[run.id for run in runs]), lambda row: row[0],
+                         {run.id: run.model for run in runs})
+    return {run.id: found.get(run.id, Spend()) for run in runs}
 
 
 def _accuracy(evaluation: Any) -> dict[str, Any] | None:

@@ -100,6 +100,7 @@ class ModelCalls:
         self.judge_model = judge
         self.progress = progress or Progress()
         self.budget = budget_for(provider, settings.max_input_tokens, settings.max_output_tokens)
+        self.money = Budget(provider.model, settings.max_cost, stop) if settings.max_cost is not None else None
 
     @cached_property
     def counter(self) -> TokenCounter:
@@ -140,10 +141,17 @@ class ModelCalls:
         short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record.
         ``fields``: more columns for those records (a window's index and sentence range)."""
         called_at, calling = datetime.now(UTC), False
+        reserved = 0.0
         try:
             async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
+                if self.money is not None:
+                    reserved = self.money.reserve(self.counter, request)  # raises Interrupted over the budget
                 called_at, calling = datetime.now(UTC), True
-                return Asked(await self.provider.generate(request), called_at)
+                result = await self.provider.generate(request)
+                if self.money is not None:
+                    self.money.spent(reserved, result)
+                    reserved = 0.0
+                return Asked(result, called_at)
         except ProviderError as error:
             await self.recorder.attempt(self.record(
                 job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
@@ -155,6 +163,9 @@ class ModelCalls:
                     job, request, number=number, kind=kind, created_at=called_at,
                     outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL, **fields))
             raise
+        finally:
+            if reserved and self.money is not None:
+                self.money.release(reserved)
 
     async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
                     kind: AttemptKind) -> Answer:
@@ -170,7 +181,7 @@ class ModelCalls:
             parsed=report.candidate, findings=record["findings"], fields=record["fields"],
             sentences=record["sentences"], evidence_spans=record["evidence_spans"], passed=report.passed,
             outcome=outcome, mode=result.mode, model=result.model, prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens, latency_ms=result.latency_ms,
+            completion_tokens=result.completion_tokens, cached_tokens=result.cached_tokens, latency_ms=result.latency_ms,
             transport=[t.to_json() for t in result.transport]))
         return Answer(result, report, attempt_id)
 
@@ -207,6 +218,47 @@ class ModelCalls:
             await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
                                                       **attempt_fields(outcome, decision, judge.policy)))
         return JudgeCall(outcome, decision, outcome.tokens)
+
+
+class Budget:
+    """``--max-cost``: the run stops taking new work (``Stop.drain``) before a call that would take its spending
+    over the budget; calls under way finish. Each call reserves its estimated cost when it starts (prompt tokens as
+    counted here, at the input price; output tokens as the largest answer so far, or as many as the prompt before
+    any answer: this product's answers restate the document) and is charged what the server reported."""
+
+    def __init__(self, model: str, limit: float, stop: Stop) -> None:
+        from extractor.prices import price_for
+
+        price = price_for(model)
+        if price is None:
+            raise ValueError(f"--max-cost needs the price of {model}: no built-in entry, none in EXTRACT_PRICES")
+        self.price = price
+        self.limit = limit
+        self.stop = stop
+        self.charged = 0.0
+        self.reserved = 0.0
+        self.largest_answer = 0
+
+    def reserve(self, counter: TokenCounter, request: GenerationRequest) -> float:
+        prompt = sum(counter.count(message["content"]) for message in request.messages)
+        estimate = self.price.cost(prompt, 0, self.largest_answer or prompt)
+        if self.charged + self.reserved + estimate > self.limit:
+            self.stop.drain(f"--max-cost ${self.limit:g} reached: ${self.charged:.4f} spent, "
+                            f"${self.reserved:.4f} in calls under way, the next call estimated ${estimate:.4f}")
+            raise Interrupted
+        self.reserved += estimate
+        return estimate
+
+    def spent(self, reserved: float, result: GenerationResult) -> None:
+        self.reserved -= reserved
+        if result.prompt_tokens is None or result.completion_tokens is None:
+            self.charged += reserved  # the server did not say: the estimate is all there is to count
+            return
+        self.largest_answer = max(self.largest_answer, result.completion_tokens)
+        self.charged += self.price.cost(result.prompt_tokens, result.cached_tokens, result.completion_tokens)
+
+    def release(self, reserved: float) -> None:
+        self.reserved -= reserved
 
 
 class JudgeCall(NamedTuple):

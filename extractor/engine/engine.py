@@ -32,6 +32,7 @@ from extractor.errors import InputError
 from extractor.generate import Provider
 from extractor.generate.prompt import load_prompt
 from extractor.heap import frozen_during_run
+from extractor.prices import Spend, spend_by_key
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
 from extractor.workers import prepare
@@ -162,6 +163,7 @@ class Engine:
         finally:
             heartbeat.cancel()
         summary.interrupted = self.stop.requested
+        summary.stopped = self.stop.reason
         if summary.interrupted:
             await self.recorder.interrupted()
             summary.outcomes += await self._left_over(files, summary)
@@ -172,12 +174,18 @@ class Engine:
             if self.run_id:  # the run was recorded as started
                 await self.recorder.finish(RunStatus.interrupted if self.stop.requested else RunStatus.finished,
                                            summary.outcome)
+                summary.spend = await asyncio.to_thread(self.spend)
         finally:
             summary.seconds = time.monotonic() - started
             summary.rate_limits, summary.timeouts = self.limit.rate_limits, self.limit.timeouts
             summary.lowest_concurrency = self.limit.lowest if self.limit.lowered else None
             await self._close_providers()
             self.recorder.close()
+
+    def spend(self) -> Spend:
+        """This run's model calls as the run log has them, priced (``extractor.prices``)."""
+        rows = self.store.spend(run_ids=[self.run_id])
+        return spend_by_key(rows, lambda row: 0, {self.run_id: self.provider.model}).get(0, Spend())
 
     async def _close_providers(self) -> None:
         await self.provider.aclose()

@@ -22,6 +22,8 @@ class Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        self.reason: str | None = None
+        """Why the run stopped when it was not a signal (``drain``): printed with the summary."""
         self._waiting: set[asyncio.Task[object]] = set()
 
     def request(self) -> None:
@@ -31,6 +33,13 @@ class Stop:
         self.requested = True
         for task in self._waiting:
             task.cancel()
+
+    def drain(self, reason: str) -> None:
+        """Stop taking new work but let calls already under way finish (their answers are paid for): every
+        wait from now on raises ``Interrupted``; waits already running are not cut short."""
+        if not self.requested:
+            self.requested = True
+            self.reason = reason
 
     @asynccontextmanager
     async def waiting(self) -> AsyncIterator[None]:

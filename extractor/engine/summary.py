@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from extractor.prices import Spend
 from extractor.vocab import GATE_EXIT_CODES, ExitCode, GateDecision, Outcome, SkipReason
 
 NEEDS_A_PERSON = (Outcome.MANUAL_REVIEW, Outcome.ERROR)
@@ -70,6 +71,8 @@ class RunSummary:
     lowest_concurrency: int | None = None  # the lowest the concurrency went (None: never lowered)
     unsupported: dict[str, int] = field(default_factory=dict)  # suffix -> files in folders that are not documents
     nothing_found: str | None = None  # why there was nothing to read, when there was not
+    stopped: str | None = None  # why the run stopped early when no signal stopped it (--max-cost)
+    spend: Spend | None = None  # the model calls' tokens and cost, from the run log (``extractor.prices``)
 
     @property
     def counts(self) -> Counter[str]:
@@ -101,6 +104,11 @@ class RunSummary:
         return sum(outcome.tokens for outcome in self.outcomes)
 
     @property
+    def evaluated(self) -> int:
+        """Documents this run converted (not skipped, not unusable, not interrupted): what its cost was spent on."""
+        return sum(o.state not in (Outcome.SKIPPED, *NOT_DECIDED) for o in self.outcomes)
+
+    @property
     def retried_errors(self) -> int:
         return sum(outcome.retried for outcome in self.outcomes)
 
@@ -128,6 +136,9 @@ class RunSummary:
             "nothing_found": self.nothing_found,
             "top_rule_ids": dict(self.top_rules),
             "tokens": self.tokens,
+            "stopped": self.stopped,
+            "cost": None if self.spend is None else self.spend.to_json() | {
+                "per_document_usd": self.spend.per(self.evaluated)},
             "outcomes": [outcome.to_json() for outcome in self.outcomes],
         }
 

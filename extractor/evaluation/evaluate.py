@@ -36,6 +36,7 @@ from extractor.evaluation.metrics import (
     resampled_sums,
     scores,
 )
+from extractor.prices import Spend, spend_by_key
 from extractor.runfilter import RunFilter
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class Evaluation:
     """``(contract id, score)``, the score named by its field path."""
     evidence: list[tuple[str, EvidenceScore]] = field(default_factory=list)
     evidence_overall: EvidenceScore | None = None
+    spend: Spend | None = None
+    """What the model calls of the scored document runs cost (``extractor.prices``)."""
 
     @property
     def fully_right(self) -> int:
@@ -137,6 +140,8 @@ class Evaluation:
             "exact_f1": None if overall is None else overall.exact.f1,
             "false_values": 0 if overall is None else overall.counts["false_values"],
             "gold_contracts": [g.contract_id for g in self.gold],
+            "cost": cost_summary(self.spend, len(self.documents),
+                                 0 if overall is None else overall.counts["normalised"]),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +191,21 @@ def evaluate(store: Store, selection: str, gold_folders: Sequence[Path], *, resa
     documents, gold_sets, not_in_gold, gold_not_run = score_selection(store, runs, gold_folders)
     result = Evaluation(selection, runs, gold_sets, resamples, seed, documents, not_in_gold, gold_not_run)
     aggregate(result)
+    result.spend = spend_of(store, runs, documents)
     return result
+
+
+def spend_of(store: Store, runs: Sequence[RunInfo], documents: Sequence[ScoredDocument]) -> Spend:
+    """The tokens and cost of the model calls of these documents' document runs."""
+    rows = store.spend(document_run_ids=[d.document_run_id for d in documents])
+    return spend_by_key(rows, lambda row: 0, {run.id: run.model for run in runs}).get(0, Spend())
+
+
+def cost_summary(spend: Spend | None, documents: int, right: int) -> dict[str, Any] | None:
+    """Cost in all, per document and per correct field (a value right, normalised); None amounts are unknown."""
+    if spend is None:
+        return None
+    return spend.to_json() | {"per_document_usd": spend.per(documents), "per_correct_field_usd": spend.per(right)}
 
 
 def score_selection(store: Store, runs: Sequence[RunInfo], gold_folders: Sequence[Path]) -> tuple[

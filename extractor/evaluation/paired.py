@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from extractor.evaluation.align import COLUMNS
-from extractor.evaluation.evaluate import ScoredDocument, score_selection
+from extractor.evaluation.evaluate import ScoredDocument, cost_summary, score_selection, spend_of
 from extractor.evaluation.metrics import (
     CANDIDATE,
     DEFAULT_RESAMPLES,
@@ -87,6 +87,8 @@ class AccuracyComparison:
     both_right: int = 0
     mcnemar_p: float = 1.0
     unpaired: dict[str, int] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
+    """Per side (``baseline``, ``candidate``): cost in all, per document and per correct field."""
 
     @property
     def regressed(self) -> list[FieldChange]:
@@ -103,6 +105,7 @@ class AccuracyComparison:
             "fully_right": {"both": self.both_right, "only_baseline": self.only_a_right,
                             "only_candidate": self.only_b_right, "mcnemar_exact_p": self.mcnemar_p},
             "unpaired": self.unpaired,
+            "cost": self.cost,
         }
 
 
@@ -136,6 +139,9 @@ def compare_accuracy(store: Store, runs_a: Sequence[RunInfo], runs_b: Sequence[R
     result.only_a_right, result.only_b_right = int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
     result.mcnemar_p = mcnemar_exact(result.only_a_right, result.only_b_right)
     result.decision, result.reason = _decide(result)
+    right = {"baseline": int(counts_a[:, 0, NORMALISED].sum()), "candidate": int(counts_b[:, 0, NORMALISED].sum())}
+    for side, runs, documents in (("baseline", runs_a, a), ("candidate", runs_b, b)):
+        result.cost[side] = cost_summary(spend_of(store, runs, documents), len(documents), right[side])
     return result
 
 

@@ -78,6 +78,8 @@ class GenerationResult:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens the server read from its prompt cache (part of ``prompt_tokens``), as it reports them."""
     transport: list[TransportAttempt] = field(default_factory=list)
 
 

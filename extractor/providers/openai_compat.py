@@ -124,6 +124,7 @@ class _Answer:
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int | None = None
 
 
 class OpenAICompatProvider:
@@ -241,6 +242,7 @@ class OpenAICompatProvider:
                 latency_ms=_ms_since(started),
                 prompt_tokens=answer.prompt_tokens,
                 completion_tokens=answer.completion_tokens,
+                cached_tokens=answer.cached_tokens,
                 finish_reason=answer.finish_reason,
                 transport=transport,
             )
@@ -419,6 +421,8 @@ def _parse_completion(status: int, body: bytes, *, tool: str | None = None) -> _
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached_tokens=_int_or_none(details.get("cached_tokens")) if isinstance(details := usage.get(
+            "prompt_tokens_details"), dict) else None,
     )
 
 

@@ -127,6 +127,8 @@ class AttemptData:
     model: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    """Of ``prompt_tokens``, those the server read from its prompt cache (as it reported them)."""
     latency_ms: float | None = None
     transport: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None

@@ -330,6 +330,8 @@ class Attempt(Base):
     model: Mapped[str | None] = mapped_column(String(500))
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    cached_tokens: Mapped[int | None] = mapped_column(Integer)
+    """Prompt tokens the server served from its prompt cache (included in ``prompt_tokens``)."""
     latency_ms: Mapped[float | None] = mapped_column(Float)
     transport: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     error: Mapped[str | None] = mapped_column(NulFreeText)

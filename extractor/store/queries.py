@@ -217,3 +217,37 @@ def attempt_findings_for_runs(engine: Engine, run_ids: Iterable[str]) -> list[At
     )
     with transaction(engine, write=False) as session:
         return [(r, d, a, k, n, o, list(f or ())) for r, d, a, k, n, o, f in session.execute(query)]
+
+
+SpendRow = tuple[str, int | None, str | None, int, int, int, int, int]
+"""``(run_id, document_run_id or None, model, calls with tokens, prompt, cached, completion, calls answered
+without token counts)``."""
+
+
+def spend(engine: Engine, *, run_ids: Iterable[str] | None = None,
+          document_run_ids: Iterable[int] | None = None) -> list[SpendRow]:
+    """Token sums of the model calls that got an answer, per run and model (per document run and model when
+    ``document_run_ids`` is given); answers reused from an earlier attempt cost nothing and are left out."""
+    per_document = document_run_ids is not None
+    keys: list[Any] = [Attempt.run_id, Attempt.document_run_id if per_document else None, Attempt.model]
+    keys = [key for key in keys if key is not None]
+    counted = func.count(Attempt.prompt_tokens)
+    query = (select(*keys, counted, func.coalesce(func.sum(Attempt.prompt_tokens), 0),
+                    func.coalesce(func.sum(Attempt.cached_tokens), 0),
+                    func.coalesce(func.sum(Attempt.completion_tokens), 0), func.count() - counted)
+             .where(Attempt.reused_from.is_(None),
+                    or_(Attempt.raw_response.is_not(None), Attempt.prompt_tokens.is_not(None)))
+             .group_by(*keys))
+    wanted = sorted(set(document_run_ids)) if per_document and document_run_ids is not None else sorted(set(run_ids or ()))
+    column = Attempt.document_run_id if per_document else Attempt.run_id
+    rows: list[SpendRow] = []
+    with engine.connect() as connection:
+        for start in range(0, len(wanted), 500):
+            for row in connection.execute(query.where(column.in_(wanted[start : start + 500]))):
+                values = tuple(row)
+                if not per_document:
+                    values = (values[0], None, *values[1:])
+                run_id, document_run_id, model, calls, prompt, cached, completion, untold = values
+                rows.append((run_id, document_run_id, model, int(calls), int(prompt), int(cached), int(completion),
+                             int(untold)))
+    return rows

@@ -161,6 +161,10 @@ class Store:
     def attempt_findings_for_runs(self, run_ids: Iterable[str]) -> list[AttemptFindings]:
         return queries.attempt_findings_for_runs(self.engine, run_ids)
 
+    def spend(self, *, run_ids: Iterable[str] | None = None,
+              document_run_ids: Iterable[int] | None = None) -> list[queries.SpendRow]:
+        return queries.spend(self.engine, run_ids=run_ids, document_run_ids=document_run_ids)
+
     # -- judge calibrations (extractor.store.calibrations) --------------------------------------------------
 
     def save_calibration(self, report: CalibrationReport) -> int:

@@ -94,6 +94,14 @@ def print_evaluation(result: Evaluation, console: Console | None = None) -> None
         console.print(f"gold records the selection did not run: {len(result.gold_not_run)}: "
                       + ", ".join(Path(d["gold"]).name for d in result.gold_not_run[:10])
                       + (" ..." if len(result.gold_not_run) > 10 else ""), highlight=False)
+    cost = result.summary()["cost"]
+    if cost is not None and cost["calls"]:
+        from extractor.prices import dollars
+
+        console.print(f"cost: {dollars(cost['cost_usd'])} for {cost['calls']} model call(s); "
+                      f"{dollars(cost['per_document_usd'])} per document, {dollars(cost['per_correct_field_usd'])} "
+                      "per correct field" + ("" if cost["cost_usd"] is not None else
+                                             f" (no price for {', '.join(cost['models_without_price']) or 'some calls'})"))
     console.print(f"95% percentile bootstrap intervals over documents: {result.resamples} resamples, seed {result.seed}")
 
 
@@ -157,5 +165,11 @@ def print_accuracy_comparison(accuracy: AccuracyComparison, console: Console) ->
     print_table(console, table)
     console.print(f"documents fully right: both {accuracy.both_right}, only baseline {accuracy.only_a_right}, only "
                   f"candidate {accuracy.only_b_right}; McNemar exact p = {accuracy.mcnemar_p:.4f} (alpha {accuracy.alpha:g})")
+    from extractor.prices import dollars
+
+    for side, cost in accuracy.cost.items():
+        if cost and cost["calls"]:
+            console.print(f"cost {side}: {dollars(cost['cost_usd'])}; {dollars(cost['per_document_usd'])} per document, "
+                          f"{dollars(cost['per_correct_field_usd'])} per correct field")
     console.print(Text.assemble(("accuracy: ", "bold"), (accuracy.decision, DECISION_STYLE[accuracy.decision]),
                                 f"  ({accuracy.reason})"))

@@ -25,6 +25,7 @@ from extractor.vocab import FINAL_STATES, REGENERATE_NUMBER, AttemptKind, Covera
 if TYPE_CHECKING:
     from extractor.compare import Comparison
     from extractor.evidence.report import Report
+    from extractor.prices import Spend
     from extractor.review.decide import Approval, Rejection
     from extractor.review.view import DocumentView, RunView
     from extractor.stats import CorrectionGroup, RuleCount, RunRuleStats
@@ -361,15 +362,22 @@ STATE_COLUMNS = FINAL_STATES
 
 
 def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
-               accuracy: Mapping[str, EvaluationInfo] | None = None) -> Table:
+               accuracy: Mapping[str, EvaluationInfo] | None = None, spend: Mapping[str, Spend] | None = None) -> Table:
     """Runs with their documents per state; with ``accuracy``, each run's newest score against gold (F1 and its
-    95% interval, from ``extract eval``)."""
+    95% interval, from ``extract eval``); with ``spend``, what its model calls cost, in all and per document."""
+    from extractor.prices import dollars
+
     table = Table(title=title)
     add_columns(table, ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", "docs",
-                        "ready", "manual", "blocked", "error", "other", *(("accuracy (F1)",) if accuracy else ())),
-                right=("docs", "ready", "manual", "blocked", "error", "other"))
+                        "ready", "manual", "blocked", "error", "other", *(("accuracy (F1)",) if accuracy else ()),
+                        *(("cost", "per doc") if spend else ())),
+                right=("docs", "ready", "manual", "blocked", "error", "other", "cost", "per doc"))
     for run in runs:
-        scored = (accuracy_cell(accuracy.get(run.id)),) if accuracy else ()
+        scored: tuple[str, ...] = (accuracy_cell(accuracy.get(run.id)),) if accuracy else ()
+        if spend:
+            found = spend.get(run.id)
+            scored += ((dollars(found.known), dollars(found.per(sum(run.counts.values()))))
+                       if found is not None and found.calls else ("-", "-"))
         counts = run.counts
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
         outcome = run.outcome
@@ -394,12 +402,12 @@ def accuracy_cell(evaluation: EvaluationInfo | None) -> str:
 
 
 def print_runs(runs: Sequence[RunInfo], console: Console | None = None,
-               accuracy: Mapping[str, EvaluationInfo] | None = None) -> None:
+               accuracy: Mapping[str, EvaluationInfo] | None = None, spend: Mapping[str, Spend] | None = None) -> None:
     console = console or open_console()
     if not runs:
         console.print("no run matches")
         return
-    print_table(console, runs_table(runs, accuracy=accuracy))
+    print_table(console, runs_table(runs, accuracy=accuracy, spend=spend))
 
 
 def _pct(count: RuleCount) -> str:

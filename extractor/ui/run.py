@@ -17,6 +17,7 @@ from extractor.document import Document
 from extractor.engine.discover import Discovery
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.evidence.report import Report
+from extractor.prices import Spend
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.vocab import CoverageStatus, FieldPresence, GateDecision, Outcome, SkipReason
 
@@ -85,6 +86,20 @@ def print_report(report: Report, document: Document, console: Console | None = N
             table.add_row(unit.id, Text(unit.state or (unit.rule_id or "-"), style=STATE_STYLE[unit.state]),
                           detail, sentence.text if sentence else "")
         print_table(console, table)
+
+
+def cost_line(spend: Spend | None, documents: int) -> str:
+    """``cost $0.0123 ($0.0041 per document)``, or why it is unknown: a missing price is never a zero."""
+    from extractor.prices import dollars
+
+    if spend is None or not spend.calls:
+        return "cost -"
+    if spend.known is None:
+        why = (f"no price for {', '.join(sorted(spend.unpriced))} (EXTRACT_PRICES)" if spend.unpriced
+               else f"{spend.unknown} call(s) without token counts")
+        return f"cost unknown ({why})"
+    per = spend.per(documents)
+    return f"cost {dollars(spend.known)}" + (f" ({dollars(per)} per document)" if per is not None else "")
 
 
 class RunProgress(Progress):
@@ -171,7 +186,9 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
         for rule_id, count in summary.top_rules:
             rules.add_row(rule_id, str(count))
         print_table(console, rules)
-    console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s")
+    console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s   {cost_line(summary.spend, summary.evaluated)}")
+    if summary.stopped:
+        console.print(f"stopped: {summary.stopped}; rerun (with a higher --max-cost) to finish", style="yellow")
     if summary.interrupted:
         left = summary.counts.get(Outcome.INTERRUPTED, 0)
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")

@@ -112,6 +112,7 @@ class LongDocument:
             self.job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
             parsed=report.candidate, findings=_findings(report), outcome=_outcome(report), mode=result.mode,
             model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            cached_tokens=result.cached_tokens,
             latency_ms=result.latency_ms, transport=[t.to_json() for t in result.transport], **fields))
         tokens = (result.prompt_tokens or 0) + (result.completion_tokens or 0)
         return self._progress(WindowAnswer(window, request, result.text, report, attempt_id, tokens))

@@ -41,6 +41,7 @@ class Reply:
     usage: tuple[int, int] = (10, 5)  # (prompt_tokens, completion_tokens)
     finish_reason: str = "stop"
     ignore_tools: bool = False  # answer in content even when the request forced a tool (as some servers do)
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens (OpenAI's prompt cache)
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,10 @@ class ScriptedLLMServer:
             call = {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": reply.content}}
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
         prompt, completion = reply.usage if isinstance(reply, Reply) else (10, 5)
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        if isinstance(reply, Reply) and reply.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         return {
             "id": f"chatcmpl-scripted-{number}",
             "object": "chat.completion",
@@ -261,7 +266,7 @@ class ScriptedLLMServer:
                     "logprobs": None,
                 }
             ],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": usage,
         }
 
 

@@ -1,0 +1,163 @@
+"""Cost: tokens as servers report them (cached ones too), the price table, cost in run summaries and
+``extract runs``, and ``--max-cost`` stopping a run cleanly, resumably. Runs go through the CLI against the
+scripted HTTP server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from extractor.cli import app
+from extractor.errors import InputError
+from extractor.prices import BUILT_IN, PRICES_ENV, Price, Spend, price_for
+from extractor.store import open_store
+from tests.support.corpus import GOOD, write_documents
+from tests.support.llm_server import Action, Reply
+
+USAGE = (1_000, 200)
+CACHED = 600
+PRICES = {"good": {"input": 2.0, "cached_input": 0.5, "output": 8.0, "as_of": "2026-12-01", "source": "test"}}
+ONE_CALL = (400 * 2.0 + 600 * 0.5 + 200 * 8.0) / 1_000_000  # uncached input, cached input, output
+
+
+def test_a_call_costs_uncached_cached_and_output_tokens_at_their_prices() -> None:
+    price = Price("m", input=2.0, output=8.0, cached_input=0.5)
+    assert price.cost(1_000, 600, 200) == pytest.approx(ONE_CALL)
+    assert Price("m", input=2.0, output=8.0).cost(1_000, 600, 200) == pytest.approx((1_000 * 2.0 + 200 * 8.0) / 1e6)
+    assert price_for("gpt-4o-mini-2024-07-18") is BUILT_IN["gpt-4o-mini"]
+    assert price_for("openai:gpt-4.1") is BUILT_IN["gpt-4.1"] and price_for("gpt-4o") is BUILT_IN["gpt-4o"]
+    assert price_for("some-local-model") is None and all(p.as_of and p.source for p in BUILT_IN.values())
+    spend = Spend()
+    spend.add("gpt-4o", 1_000, None, 100)
+    assert spend.known == pytest.approx((1_000 * 2.5 + 100 * 10.0) / 1e6)
+    spend.add("mystery", 10, None, 10)
+    assert spend.known is None and spend.unpriced == {"mystery"}  # unknown, never zero
+
+
+def test_a_price_file_overrides_and_a_bad_one_is_refused_naming_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}}), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    assert price_for("gpt-4o") == Price("gpt-4o", 1.0, 2.0, None, "", str(prices))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gpt-4o": {"input": "cheap", "output": 2.0}}), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(bad))
+    with pytest.raises(InputError, match="bad.json: gpt-4o: input must be a number"):
+        price_for("gpt-4o")
+
+
+def answer(body: dict[str, Any] | None, _call: int) -> Action:
+    return Reply(json.dumps(GOOD), usage=USAGE, cached_tokens=CACHED)
+
+
+def extract(db: str, server: Any, paths: list[Path], model: str, *extra: str) -> Any:
+    return CliRunner().invoke(app, ["run", *map(str, paths), "--model", f"openai:{model}", "--base-url",
+                                    server.base_url, "--database", db, "--concurrency", "1", "--format", "json", *extra])
+
+
+def test_runs_and_summaries_show_cost_and_unknown_prices_as_unknown(tmp_path: Path, llm_server: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    server = llm_server(answer)
+    paths = write_documents(tmp_path / "docs", range(3))
+    result = extract(db, server, paths, "good")
+    summary = json.loads(result.output)
+    assert summary["cost"]["cost_usd"] == pytest.approx(3 * ONE_CALL)
+    assert summary["cost"]["cached_tokens"] == 3 * CACHED and summary["cost"]["per_document_usd"] == pytest.approx(ONE_CALL)
+    store = open_store(db)
+    attempts = store.attempts_for(store.document_runs_for(summary["run_id"])[0].id)
+    store.close()
+    assert [(a.prompt_tokens, a.cached_tokens, a.completion_tokens) for a in attempts] == [(1_000, CACHED, 200)]
+
+    unknown = json.loads(extract(db, server, paths, "unpriced").output)
+    assert unknown["cost"]["cost_usd"] is None and unknown["cost"]["models_without_price"] == ["unpriced"]
+    text = CliRunner().invoke(app, ["run", *map(str, paths), "--model", "openai:unpriced", "--base-url", server.base_url,
+                                    "--database", db, "--force"])
+    assert "cost unknown (no price for unpriced (EXTRACT_PRICES))" in text.output
+
+    listed = {run["id"]: run for run in json.loads(CliRunner().invoke(app, ["runs", "--database", db, "--format",
+                                                                            "json"]).output)}
+    assert listed[summary["run_id"]]["cost"]["cost_usd"] == pytest.approx(3 * ONE_CALL)
+    assert listed[unknown["run_id"]]["cost"]["cost_usd"] is None
+    table = CliRunner().invoke(app, ["runs", "--database", db]).output
+    assert f"${3 * ONE_CALL:.4f}" in table and "unknown" in table
+
+
+def test_max_cost_stops_cleanly_before_the_budget_and_a_rerun_resumes(tmp_path: Path, llm_server: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    server = llm_server(answer)
+    paths = write_documents(tmp_path / "docs", range(10))
+    cheap_output = {"good": {"input": 2.0, "cached_input": 0.5, "output": 0.1}}
+    prices.write_text(json.dumps(cheap_output), "utf-8")
+    one_call = (400 * 2.0 + 600 * 0.5 + 200 * 0.1) / 1e6
+    # before any answer a call is estimated at its counted prompt tokens, in and out; room for two more answers
+    budget = first_estimate(paths[0], server.base_url, 2.0 + 0.1) + 2.5 * one_call
+    result = extract(db, server, paths, "good", "--max-cost", str(budget))
+    assert result.exit_code == 130, result.output
+    summary = json.loads(result.output)
+    done = summary["counts"].get("READY_FOR_REVIEW", 0)
+    assert 0 < done < 10 and summary["counts"]["INTERRUPTED"] == 10 - done
+    assert summary["cost"]["cost_usd"] == pytest.approx(done * one_call) and done * one_call <= budget
+    assert "--max-cost" in summary["stopped"]
+    assert len(server.chat_requests) == done  # no call was started and cut short
+    again = extract(db, server, paths, "good")
+    resumed = json.loads(again.output)
+    assert again.exit_code == 0 and resumed["counts"] == {"READY_FOR_REVIEW": 10 - done, "SKIPPED": done}
+    assert len(server.chat_requests) == 10
+    refused = CliRunner().invoke(app, ["run", str(paths[0]), "--model", "openai:unpriced", "--base-url",
+                                       server.base_url, "--database", db, "--max-cost", "1"])
+    assert refused.exit_code == 2 and "--max-cost needs the price of unpriced" in refused.stderr
+
+
+def first_estimate(path: Path, base_url: str, rate: float) -> float:
+    """What the budget reserves for the first call of ``path``: its prompt as the run counts it, in and out."""
+    from extractor.contracts import get_contract
+    from extractor.generate.prompt import load_prompt, render_request
+    from extractor.ingest import load
+    from extractor.providers import from_string
+    from extractor.segment import segment
+    from extractor.windows.tokens import counter_for
+
+    contract = get_contract("work_procedure")
+    request = render_request(load_prompt(contract), contract, segment(load(path)))
+    counter = counter_for(from_string("openai:good", base_url=base_url))
+    return sum(counter.count(m["content"]) for m in request.messages) * rate / 1e6
+
+
+def test_eval_and_compare_show_cost_per_document_and_per_correct_field(tmp_path: Path, llm_server: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_evaluation import numbered_gold
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    server = llm_server(answer)
+    paths = write_documents(tmp_path / "docs", range(3))
+    gold = numbered_gold(tmp_path, range(3))
+    first = json.loads(extract(db, server, paths, "good").output)["run_id"]
+    second = json.loads(extract(db, server, paths, "good", "--force").output)["run_id"]
+    scored = json.loads(CliRunner().invoke(app, ["eval", first, "--gold", str(gold), "--database", db,
+                                                 "--format", "json"]).output)
+    right = scored["overall"]["counts"]["normalised"]
+    cost = scored["summary"]["cost"]
+    assert right == 54 and cost["cost_usd"] == pytest.approx(3 * ONE_CALL)
+    assert cost["per_document_usd"] == pytest.approx(ONE_CALL) and cost["per_correct_field_usd"] == pytest.approx(
+        3 * ONE_CALL / 54)
+    compared = json.loads(CliRunner().invoke(app, ["compare", first, second, "--gold", str(gold), "--database", db,
+                                                   "--format", "json"]).output)
+    assert compared["accuracy"]["cost"]["candidate"]["per_correct_field_usd"] == pytest.approx(3 * ONE_CALL / 54)
+    text = CliRunner().invoke(app, ["eval", first, "--gold", str(gold), "--database", db, "--no-save"]).output
+    assert "per correct field" in text and f"${ONE_CALL:.4f} per document" in text
