@@ -99,6 +99,17 @@ class Scorer:
             self.order = tuple(f"{spec.path}[]" for spec in merge.lists)
         self.id_labels = frozenset(f"{label}.{keys.id_field}" for label, keys in self.lists.items() if keys.id_field)
         """Ids other fields refer to: labels the model chooses, compared only through references."""
+        self._shapes: dict[int, tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]] = {}
+
+    def shape(self, node: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+        """A schema node's object option and array option (None where it has none), read once per node."""
+        found = self._shapes.get(id(node))
+        if found is None:
+            options, _ = variants(self.schema, node)
+            found = (next((o for o in options if o.get("type") == "object"), None),
+                     next((o for o in options if o.get("type") == "array"), None))
+            self._shapes[id(node)] = found
+        return found
 
     # -- public -------------------------------------------------------------------------------------------------
 
@@ -175,11 +186,8 @@ class _Walk:
 
     def node(self, schema: Mapping[str, Any], gold: Any, candidate: Any, label: str, path: Path,
              top: bool = False) -> None:
-        scorer = self.scorer
-        options, _ = variants(scorer.schema, schema)
-        kinds = {o.get("type") for o in options}
-        if "object" in kinds and (isinstance(gold, dict) or isinstance(candidate, dict) or gold is candidate is None):
-            obj = next(o for o in options if o.get("type") == "object")
+        obj, array = self.scorer.shape(schema)
+        if obj is not None and (isinstance(gold, dict) or isinstance(candidate, dict) or gold is candidate is None):
             properties = obj.get("properties", {})
             if properties:
                 for name, child in properties.items():
@@ -189,8 +197,7 @@ class _Walk:
                               candidate.get(name) if isinstance(candidate, dict) else None,
                               f"{label}.{name}" if label else name, (*path, name))
                 return
-        if "array" in kinds and (isinstance(gold, list) or isinstance(candidate, list) or gold is candidate is None):
-            array = next(o for o in options if o.get("type") == "array")
+        if array is not None and (isinstance(gold, list) or isinstance(candidate, list) or gold is candidate is None):
             items = array.get("items", {})
             item_label = f"{label}[]"
             gold_items, candidate_items = _list(gold), _list(candidate)
@@ -215,8 +222,10 @@ class _Walk:
                 right = self.resolve(label, candidate) == exact(gold)
                 row[EXACT] += right
                 row[NORMALISED] += right
+            elif exact(gold) == exact(candidate):  # equal values are equal when normalised too
+                row[EXACT] += 1
+                row[NORMALISED] += 1
             else:
-                row[EXACT] += exact(gold) == exact(candidate)
                 fold = scorer.casefolds(label)
                 row[NORMALISED] += normalised(gold, fold) == normalised(candidate, fold)
         elif candidate is not None:
@@ -292,6 +301,11 @@ class _Walk:
         left_candidate = [i for i in range(len(candidate)) if i not in to_gold]
         if not left_gold or not left_candidate:
             return
+        if len(left_gold) == len(left_candidate) == 1:  # one of each left: nothing to assign
+            g, c = left_gold[0], left_candidate[0]
+            if self.similarity(label, gold[g], candidate[c], id_field) >= MIN_SIMILARITY:
+                to_gold[c] = g
+            return
         import numpy as np
         from scipy.optimize import linear_sum_assignment
 
@@ -326,7 +340,7 @@ class _Walk:
 
 def _likeness(gold: Any, candidate: Any) -> float:
     """1 for values equal when normalised; for two texts their similarity (rapidfuzz ratio, case folded); else 0."""
-    if normalised(gold, True) == normalised(candidate, True):
+    if exact(gold) == exact(candidate) or normalised(gold, True) == normalised(candidate, True):
         return 1.0
     if isinstance(gold, str) and isinstance(candidate, str):
         from rapidfuzz import fuzz

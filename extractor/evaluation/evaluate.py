@@ -276,26 +276,34 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
 
 def locate(evidence: Iterable[tuple[str, str]], sentences: list[dict[str, Any]],
            normalisation: str) -> list[tuple[str, list[str]]]:
-    """Gold evidence as ``(fieldPath, ids of the sentences its excerpt lies in)``, found after the contract's
-    normalisation in the document's sentences as the run stored them."""
-    from extractor.evidence.text import NormalizedText
+    """Gold evidence as ``(fieldPath, ids of the sentences its excerpt lies in)``: the excerpt found, after the
+    contract's normalisation and whitespace collapse, in the document's sentences as the run stored them, joined
+    in order by one space (what lies between two sentences is whitespace or markup, never content)."""
+    from extractor.evidence.text import NORMALISATIONS
+
+    normalise = NORMALISATIONS.get(normalisation, NORMALISATIONS["nfc_whitespace"])
+
+    def key(text: str) -> str:
+        return " ".join(normalise(text).split())
 
     ordered = sorted(sentences, key=lambda s: s["start"])
+    starts: list[int] = []
     pieces: list[str] = []
     length = 0
     for sentence in ordered:
-        pieces.append(" " * max(0, sentence["start"] - length) + sentence["text"])
-        length = sentence["start"] + len(sentence["text"])
-    matcher = NormalizedText("".join(pieces), normalisation)
-    ends = [s["end"] for s in ordered]
+        starts.append(length)
+        pieces.append(key(sentence["text"]))
+        length += len(pieces[-1]) + 1
+    text = " ".join(pieces)
     located = []
     for path, excerpt in evidence:
+        needle = key(excerpt)
         ids: list[str] = []
-        for start, end in matcher.find_all(excerpt, 20):
-            position = bisect_right(ends, start)
-            while position < len(ordered) and ordered[position]["start"] < end:
-                ids.append(ordered[position]["id"])
-                position += 1
+        position = text.find(needle) if needle else -1
+        while position >= 0 and len(ids) < 100:
+            first, last = bisect_right(starts, position) - 1, bisect_right(starts, position + len(needle) - 1) - 1
+            ids += [ordered[i]["id"] for i in range(first, last + 1) if ordered[i]["id"] not in ids]
+            position = text.find(needle, position + 1)
         located.append((path, ids))
     return located
 

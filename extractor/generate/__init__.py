@@ -26,11 +26,19 @@ class GenerationRequest:
     shared: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Texts of the messages that every request of the same prompt and contract repeats verbatim (system
     prompt, template text, the schema): the run log stores them once. Not sent, not part of the fingerprint."""
+    schema_at: tuple[int, int, int] | None = None
+    """Where the schema's text is in the messages (message index, start, end), so a mode that sends the schema
+    in the request's structured-output field does not send it a second time in the prompt (``messages_for``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The request as stored; messages are copied, the (large, read-only) schema is shared, not copied."""
-        return {"messages": [dict(message) for message in self.messages], "schema": self.schema,
-                "schema_name": self.schema_name, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        stored = {"messages": [dict(message) for message in self.messages], "schema": self.schema,
+                  "schema_name": self.schema_name, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        return stored | ({"schema_at": list(self.schema_at)} if self.schema_at is not None else {})
+
+    def messages_for(self, mode: str) -> list[dict[str, str]]:
+        """The messages as sent in ``mode`` (``messages_as_sent``)."""
+        return messages_as_sent(self.messages, self.schema_at, mode)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -38,6 +46,26 @@ class GenerationRequest:
         members = (f"{canonical_json(key)}:{_schema_json(value) if key == 'schema' else canonical_json(value)}"
                    for key, value in sorted(self.to_json().items()))
         return text_sha256(f"{{{','.join(members)}}}")
+
+
+SCHEMA_CARRIED = "(the JSON Schema is sent as this request's structured-output schema)"
+"""What the prompt says where the schema's text was, in a mode that carries the schema itself."""
+CARRYING_MODES = frozenset({"json_schema", "tools", "grammar"})
+"""Structured-output modes whose request field holds the schema (a response format, a function's parameters, a
+local grammar): the prompt need not repeat it. ``json_object`` and ``plain`` have only the prompt."""
+
+
+def messages_as_sent(messages: list[dict[str, str]], schema_at: Any, mode: str | None) -> list[dict[str, str]]:
+    """``messages`` as a request in ``mode`` sends them: in a mode that carries the schema, its text in the prompt
+    (``schema_at``: message index, start, end) is replaced by ``SCHEMA_CARRIED``; otherwise unchanged.
+    Used by the providers to build the request and by ``extract show`` to print it exactly as sent."""
+    if mode not in CARRYING_MODES or not schema_at:
+        return messages
+    index, start, end = schema_at
+    content = messages[index]["content"]
+    sent = [dict(message) for message in messages]
+    sent[index]["content"] = content[:start] + SCHEMA_CARRIED + content[end:]
+    return sent
 
 
 _SCHEMA_JSON: dict[int, tuple[Any, str]] = {}

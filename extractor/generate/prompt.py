@@ -64,15 +64,34 @@ def render_request(prompt: PromptTemplate, contract: Contract, document: Documen
     sentences instead of the whole document's, ``extractor.windows.plan.window_lines``)."""
     fixed, system, shared = _fixed(prompt, contract)
     sentences = sentence_lines(document) if lines is None else lines
+    user = prompt.user.substitute(**fixed, sentences=sentences)
     return GenerationRequest(
-        messages=[{"role": "system", "content": system},
-                  {"role": "user", "content": prompt.user.substitute(**fixed, sentences=sentences)}],
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
         schema=contract.schema,
         schema_name=f"{contract.name}_v{contract.version}",
         temperature=temperature,
         max_tokens=max_tokens,
         shared=shared,
+        schema_at=_schema_at(prompt, fixed, sentences, system, user),
     )
+
+
+def _schema_at(prompt: PromptTemplate, fixed: Mapping[str, str], sentences: str, system: str,
+               user: str) -> tuple[int, int, int] | None:
+    """Where the template put the schema's text (message index, start, end): the place ``$schema`` takes, found by
+    filling it with a marker. None when neither message shows it (or shows it twice)."""
+    marker = "\x00"
+    schema = fixed["schema"]
+    for index, (template, text) in enumerate(((prompt.system, system), (prompt.user, user))):
+        if "schema" not in template.get_identifiers():
+            continue
+        marked = template.safe_substitute(**{**fixed, "schema": marker, "sentences": sentences})
+        if marked.count(marker) != 1:
+            return None
+        start = marked.index(marker)
+        if text[start:start + len(schema)] == schema:
+            return index, start, start + len(schema)
+    return None
 
 
 @lru_cache(maxsize=16)

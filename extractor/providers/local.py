@@ -166,7 +166,8 @@ class LocalProvider:
         with self._lock:
             llm = self._llama or self._load()
             began = time.monotonic()
-            messages = _merge_system(request.messages) if self._merge_system else request.messages
+            sent = request.messages_for("grammar")  # the grammar carries the schema: not in the prompt too
+            messages = _merge_system(sent) if self._merge_system else sent
             schema = bounded(request.schema) if self.is_bundled else request.schema
             response = llm.create_chat_completion(
                 messages=messages,  # type: ignore[arg-type]

@@ -324,7 +324,8 @@ class OpenAICompatProvider:
 
 def request_body(model: str, request: GenerationRequest, mode: ResponseFormat, token_field: str) -> dict[str, Any]:
     """The chat completion request body for ``mode``; the contract's schema is sent exactly as written."""
-    body: dict[str, Any] = {"model": model, "messages": request.messages, "temperature": request.temperature}
+    body: dict[str, Any] = {"model": model, "messages": request.messages_for(mode.value),
+                            "temperature": request.temperature}
     if request.max_tokens is not None:
         body[token_field] = request.max_tokens
     name = _NAME_CHARS.sub("_", request.schema_name)[:64] or "answer"  # OpenAI's rule for schema/function names

@@ -109,5 +109,7 @@ def assemble(template_text: str | None, own: Any, where: str) -> dict[str, Any]:
 
 def fingerprint(request: dict[str, Any]) -> str:
     """``GenerationRequest.fingerprint`` of a stored request (the check that it is what was sent)."""
+    schema_at = request.get("schema_at")
     return GenerationRequest(**{key: request[key] for key in ("messages", "schema", "schema_name", "temperature",
-                                                              "max_tokens")}).fingerprint
+                                                              "max_tokens")},
+                             schema_at=tuple(schema_at) if schema_at else None).fingerprint

@@ -240,9 +240,11 @@ def compact_json(value: Any) -> str:
     return "\n".join(lines)
 
 
-def print_request(request: dict[str, Any], fingerprint: str, console: Console) -> None:
-    """One request exactly as sent: every message verbatim, then the structured-output settings."""
-    for message in request.get("messages") or []:
+def print_request(request: dict[str, Any], fingerprint: str, console: Console, mode: str | None = None) -> None:
+    """One request exactly as sent in ``mode``: every message verbatim, then the structured-output settings."""
+    from extractor.generate import messages_as_sent
+
+    for message in messages_as_sent(request.get("messages") or [], request.get("schema_at"), mode):
         console.print(Text(f"--- {message.get('role')} ---", style="bold cyan"))
         console.print(Text(str(message.get("content"))))
     console.print(Text(f"--- schema {request.get('schema_name')}, temperature {request.get('temperature')}, "
@@ -326,7 +328,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         if raw is not None:
             console.print(Text(f"  raw response ({len(raw)} chars): {raw[:500]!r}", style="bright_black"))
         if requests:
-            print_request(attempt.request, attempt.request_hash, console)
+            print_request(attempt.request, attempt.request_hash, console, attempt.mode)
     for review in view.reviews:
         console.print(f"{review.decision} by {review.reviewer} at {_when(review.created_at)}"
                       + (f": {review.note}" if review.note else ""))

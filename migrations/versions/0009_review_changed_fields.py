@@ -22,10 +22,8 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("reviews") as batch:
-        batch.add_column(sa.Column("changed_fields", sa.JSON(), nullable=True))
+    op.add_column("reviews", sa.Column("changed_fields", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("reviews") as batch:
-        batch.drop_column("changed_fields")
+    op.drop_column("reviews", "changed_fields")

@@ -21,10 +21,8 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.add_column(sa.Column("cached_tokens", sa.Integer(), nullable=True))
+    op.add_column("attempts", sa.Column("cached_tokens", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.drop_column("cached_tokens")
+    op.drop_column("attempts", "cached_tokens")
