@@ -785,7 +785,7 @@ def test_show_prints_the_exact_requests_of_a_generation_and_its_repair(db_url: s
     first, repair = json.loads(shown.stdout)["attempts"]
     assert (first["kind"], repair["kind"]) == ("generate", "repair")
     received = [recorded.json for recorded in server.requests]
-    assert [first["request"]["messages"], repair["request"]["messages"]] == [r["messages"] for r in received]
+    assert [first["sent_messages"], repair["sent_messages"]] == [r["messages"] for r in received]
     assert repair["request"]["messages"][:2] == first["request"]["messages"]  # the repair repeats the conversation
 
     document = segment(load(path))

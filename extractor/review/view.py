@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from extractor.evidence.report import FAILING
+from extractor.generate import messages_as_sent
 from extractor.review.resolve import ReviewError
 from extractor.store import AttemptInfo, DocumentInfo, DocumentRunInfo, RunInfo, Store
 from extractor.vocab import SentenceMark
@@ -178,15 +179,29 @@ class AttemptView:
             return None
         return WindowView(a.window, a.first_sentence, a.last_sentence, a.reused_from)
 
+    @property
+    def cost(self) -> float | None:
+        """What this call cost in US dollars (``extractor.prices``); None when unknown (no price, no token counts)
+        or when no call was made (an answer reused from an earlier attempt)."""
+        from extractor.prices import price_for
+
+        a = self.attempt
+        price = price_for(a.model)
+        if price is None or a.reused_from is not None or a.prompt_tokens is None or a.completion_tokens is None:
+            return None
+        return price.cost(a.prompt_tokens, a.cached_tokens, a.completion_tokens)
+
     def to_json(self) -> dict[str, Any]:
         a = self.attempt
         return {
             "id": a.id, "number": a.number, "kind": a.kind, "final": self.final, "outcome": a.outcome,
             "passed": a.passed, "model": a.model, "mode": a.mode, "prompt_version": a.prompt_version,
-            "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens, "latency_ms": a.latency_ms,
-            "error": a.error, "errors": self.errors, "warnings": self.warnings, "findings": self.findings,
+            "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
+            "cached_tokens": a.cached_tokens, "cost_usd": self.cost, "latency_ms": a.latency_ms, "error": a.error,
+            "errors": self.errors, "warnings": self.warnings, "findings": self.findings,
             "raw_response": self.raw_response, "created_at": iso(a.created_at), "request_hash": a.request_hash,
             "request": a.request, "merged": self.merged,
+            "sent_messages": messages_as_sent(a.request.get("messages") or [], a.request.get("schema_at"), a.mode),
             "window": None if self.window is None else self.window.to_json(),
         }
 

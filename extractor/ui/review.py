@@ -305,9 +305,13 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         for question in missing:
             if isinstance(question, dict):
                 console.print(f"  - {question.get('fieldPath')}: {question.get('question')}")
+    from extractor.prices import dollars
+
     for shown in view.attempts:
         attempt = shown.attempt
-        tokens = f"{attempt.prompt_tokens or 0}+{attempt.completion_tokens or 0} tokens"
+        cached = f" ({attempt.cached_tokens} cached)" if attempt.cached_tokens else ""
+        tokens = (f"{attempt.prompt_tokens or 0}{cached}+{attempt.completion_tokens or 0} tokens, "
+                  f"{dollars(shown.cost)}")
         latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
         window = shown.window
         where = (f", window {window.index} s{window.first_sentence}-s{window.last_sentence}"
