@@ -223,6 +223,9 @@ class Comparison:
     """With ``--gold``: both sides scored against gold, paired by document, and the accuracy decision."""
     pass_rate_decision: GateDecision | None = None
     """The pass-rate gate's own decision when the accuracy decision changed the release decision."""
+    cost: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per side (``baseline``, ``candidate``): what the model calls of its compared documents cost, in all and
+    per document (``extractor.prices``; per correct field with ``--gold``, in ``accuracy``)."""
 
     @property
     def decision(self) -> GateDecision:
@@ -254,6 +257,7 @@ class Comparison:
             "improvements": [i.to_json() for i in self.improvements],
             "rule_rates": [r.to_json() for r in self.rule_rates],
             "pass_rate_decision": (self.pass_rate_decision or self.gate.decision).value,
+            "cost": self.cost,
             "accuracy": None if self.accuracy is None else self.accuracy.to_json(),
         }
 
@@ -415,8 +419,20 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
             pass_rate = gate.decision
             gate = replace(gate, decision=decision, reason=f"{scored.reason} (pass-rate gate: {gate.decision.value}, "
                                                            f"{gate.reason})")
-    return Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
-                      improvements, rule_rates, max_unevaluable, new_critical, scored, pass_rate)
+    result = Comparison(side_a, side_b, gate, category_of, paired, unevaluable, only_a, only_b, regressions,
+                        improvements, rule_rates, max_unevaluable, new_critical, scored, pass_rate)
+    result.cost = {name: side_cost(store, side, matched) for name, side in (("baseline", side_a),
+                                                                            ("candidate", side_b))}
+    return result
+
+
+def side_cost(store: Store, side: Side, shas: list[str]) -> dict[str, Any]:
+    """What the model calls of a side's document runs of ``shas`` cost, in all and per document."""
+    from extractor.prices import Spend, spend_by_key
+
+    rows = store.spend(document_run_ids=[side.documents[sha].document_run_id for sha in shas])
+    spend = spend_by_key(rows, lambda row: 0, {run.id: run.model for run in side.runs}).get(0, Spend())
+    return spend.to_json() | {"documents": len(shas), "per_document_usd": spend.per(len(shas))}
 
 
 @dataclass(frozen=True)

@@ -159,5 +159,8 @@ def test_eval_and_compare_show_cost_per_document_and_per_correct_field(tmp_path:
     compared = json.loads(CliRunner().invoke(app, ["compare", first, second, "--gold", str(gold), "--database", db,
                                                    "--format", "json"]).output)
     assert compared["accuracy"]["cost"]["candidate"]["per_correct_field_usd"] == pytest.approx(3 * ONE_CALL / 54)
+    assert compared["cost"]["baseline"]["per_document_usd"] == pytest.approx(ONE_CALL)
+    plain = json.loads(CliRunner().invoke(app, ["compare", first, second, "--database", db, "--format", "json"]).output)
+    assert plain["cost"]["candidate"]["cost_usd"] == pytest.approx(3 * ONE_CALL) and plain["accuracy"] is None
     text = CliRunner().invoke(app, ["eval", first, "--gold", str(gold), "--database", db, "--no-save"]).output
     assert "per correct field" in text and f"${ONE_CALL:.4f} per document" in text

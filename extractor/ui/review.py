@@ -569,6 +569,12 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
                 console.print(f"  {_short(sha)} {display_path(documents[sha].path)} ({documents[sha].state})")
             if len(only) > 50:
                 console.print(f"  ... {len(only) - 50} more (--format json lists all)")
+    from extractor.prices import dollars
+
+    for name, cost in comparison.cost.items():
+        if cost.get("calls"):
+            console.print(f"cost {name}: {dollars(cost['cost_usd'])} for {cost['documents']} matched document(s), "
+                          f"{dollars(cost['per_document_usd'])} per document")
     if comparison.accuracy is not None:
         from extractor.ui.evaluation import print_accuracy_comparison
 
