@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from extractor.contracts import Contract, inline_refs
@@ -372,6 +373,7 @@ def _asked(candidate: Mapping[str, Any] | None) -> set[Path]:
     return asked
 
 
+@lru_cache(maxsize=4096)
 def _unit(path: str) -> tuple[str, int | None] | None:
     """The value an evidence entry backs: a top-level list's item ``("processSteps[]", 3)`` or a field outside
     lists ``("supplier.name", None)``; None for a path that is not one."""

@@ -269,7 +269,7 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
     cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ())
              for entry in (final.evidence_spans if final is not None else ()) if isinstance(entry, dict)]
     score = scorer.score(gold, candidate, located, cited)
-    language = language_of(" ".join(s.get("text", "") for s in sentences[:200]))
+    language = language_of(" ".join(s.get("text", "") for s in sentences[:50])[:4000])  # the script of its start
     return ScoredDocument(document_run.sha256, document_run.path, gold_name, contract, language, document_run.id,
                           document_run.run_id, document_run.state, score, why)
 

@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import tomllib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,8 +130,7 @@ def load_gold(folder: Path, contract: Contract) -> GoldSet:
         records.append(read_record(path, contract, validator))
     if not records:
         raise InputError(str(folder), "no gold record (*.json) in the folder")
-    names = [r.name for r in records]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    duplicated = sorted(name for name, count in Counter(r.name for r in records).items() if count > 1)
     if duplicated:
         raise InputError(str(folder), f"two gold files for {', '.join(duplicated)}")
     return GoldSet(folder, name, version, records, provenance)
@@ -195,9 +195,10 @@ def export_gold(records: Iterable[ApprovedRecordInfo], folder: Path, *, replace:
         if not replace:
             raise UsageError(f"{folder} holds a gold set already; pass --replace to write over it")
     names = [Path(r.document_path).name for r in chosen]
+    counts = Counter(names)
     files: dict[str, ApprovedRecordInfo] = {}
     for record, name in zip(chosen, names):
-        key = name if names.count(name) == 1 and name else record.document_sha256
+        key = name if counts[name] == 1 and name else record.document_sha256
         files[f"{key}.json"] = record
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
