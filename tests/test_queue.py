@@ -249,7 +249,7 @@ def test_the_api_with_a_broker_hands_submissions_to_the_workers(
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
     worker = processes(env).start("worker", "--concurrency", "2")
-    service = build_service(open_store(pg_url), broker=redis_url, concurrency=1, max_upload_bytes=1 << 20,
+    service = build_service(open_store(pg_url), broker=redis_url, concurrency=1,
                             model="openai:scripted-model")
     assert service.runner is None  # nothing converts in the API's own process
     token = create_token(service.store.engine, "sam", "submitter")

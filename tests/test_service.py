@@ -4,12 +4,15 @@ model server, on SQLite and PostgreSQL: roles, limits, malformed bodies, and a d
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from extractor.ingest import MAX_BYTES_ENV
 from extractor.queue.settings import BatchSettings
 from extractor.service.app import Service, build_service
 from extractor.store import open_store, tasks
@@ -19,7 +22,7 @@ from tests.support.batch import ROOT, answer_for
 from tests.support.llm_server import Reply, ScriptedLLMServer
 from tests.support.processes import wait_for
 
-LIMIT = 64 << 10
+LIMIT = 16 << 10
 SAMPLE = ROOT / "samples" / "en_purchase_approval.md"
 
 
@@ -28,9 +31,10 @@ def api(llm_server: Callable[..., ScriptedLLMServer], db_url: str,
         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[httpx.Client, dict[str, str], Service]]:
     """A client on a running API, the tokens of one submitter, reviewer and admin, and the service."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv(MAX_BYTES_ENV, str(LIMIT))  # the one document limit: the API's and ingest's
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     store = open_store(db_url)
-    service = build_service(store, broker=None, concurrency=2, max_upload_bytes=LIMIT, model="openai:scripted-model")
+    service = build_service(store, broker=None, concurrency=2, model="openai:scripted-model")
     service.defaults = BatchSettings(model="openai:scripted-model", base_url=server.base_url)
     tokens = {role: create_token(store.engine, f"{role}-token", role) for role in ("submitter", "reviewer", "admin")}
     try:
@@ -71,12 +75,13 @@ def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_par
     assert after["approved"]["reviewer"] == "reviewer-token" and after["reviews"][0]["decision"] == "approved"
     assert client.get("/v1/review/queue", headers=bearer(reviewer)).json()["items"] == []
 
-    runs = client.get("/v1/runs", headers=bearer(submitter)).json()
+    assert client.get("/v1/runs", headers=bearer(submitter)).status_code == 403  # runs mix every submitter's work
+    runs = client.get("/v1/runs", headers=bearer(reviewer)).json()
     assert [run["command"] for run in runs] == ["extract serve"]
-    one = client.get(f"/v1/runs/{runs[0]['id']}", headers=bearer(submitter)).json()
+    one = client.get(f"/v1/runs/{runs[0]['id']}", headers=bearer(reviewer)).json()
     assert [d["document_run_id"] for d in one["documents"]] == [task["document_run"]]
     nothing = client.get("/v1/compare", params={"baseline": "model=none", "candidate": runs[0]["id"]},
-                         headers=bearer(submitter))
+                         headers=bearer(reviewer))
     assert nothing.status_code == 400 and "'model=none' selects no run" in nothing.json()["detail"]
 
     new = {"model": "openai:other", "contract": "work_procedure", "prompt_version": "v1", "timeout": 30.0,
@@ -93,7 +98,8 @@ def test_no_token_a_wrong_token_and_a_revoked_token_get_401(api: tuple[httpx.Cli
     assert client.post("/v1/documents/text", json=body).status_code == 401
     assert client.post("/v1/documents/text", json=body, headers=bearer("ext_not-a-token")).status_code == 401
     assert client.get("/v1/me", headers={"Authorization": f"Basic {tokens['admin']}"}).status_code == 401
-    assert client.get("/v1/me", headers=bearer(tokens["admin"])).json() == {"name": "admin-token", "role": "admin"}
+    assert client.get("/v1/me", headers=bearer(tokens["admin"])).json() == {"name": "admin-token", "role": "admin",
+                                                                        "owner": "admin-token"}
     assert revoke_token(service.store.engine, "admin-token")
     assert client.get("/v1/me", headers=bearer(tokens["admin"])).status_code == 401
     assert client.get("/health").json() == {"status": "ok"}
@@ -116,10 +122,103 @@ def test_oversize_bodies_get_413_and_malformed_ones_422(api: tuple[httpx.Client,
     assert broken.status_code == 422 and broken.json()["detail"][0]["type"] == "json_invalid"
     missing = client.post("/v1/documents/text", headers=headers, json={"name": "a.md"})
     assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "text"]
-    unknown = client.post("/v1/documents/text", headers=headers, json={"name": "a.md", "text": "x", "contract": "nope"})
-    assert unknown.status_code == 422
-    assert client.get("/v1/submissions/no-such-id", headers=headers).status_code == 404
+    assert client.get(f"/v1/submissions/{uuid.uuid4()}", headers=headers).status_code == 404
+    assert client.get("/v1/submissions/no-such-id", headers=headers).status_code == 422
+    nested = b"[" * 30_000 + b"]" * 30_000  # far past the JSON parser's recursion limit, within the body limit
+    deep = client.post("/v1/documents/text", headers=headers | {"Content-Type": "application/json"}, content=nested)
+    assert deep.status_code == 422 and validation_errors(deep) == [(["body"], "body_invalid")]
     assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0  # none queued
+
+
+def validation_errors(response: httpx.Response) -> list[tuple[list[str | int], str]]:
+    """The 422 body as /openapi.json documents it (HTTPValidationError): a list of {loc, msg, type}."""
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and all(isinstance(error["msg"], str) for error in detail), detail
+    return [(error["loc"], error["type"]) for error in detail]
+
+
+def test_ids_and_limits_out_of_range_and_unknown_contracts_get_422_as_documented(
+        api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    client, tokens, _ = api
+    admin = bearer(tokens["admin"])
+    for path, loc in (("/v1/document-runs/9223372036854775808", ["path", "document_run_id"]),
+                      ("/v1/review/99999999999999999999", ["path", "document_run_id"]),
+                      ("/v1/review/2147483648/approve", ["path", "document_run_id"]),
+                      ("/v1/document-runs/0", ["path", "document_run_id"]),
+                      ("/v1/runs?limit=100000000000000000000", ["query", "limit"]),
+                      ("/v1/review/queue?limit=0", ["query", "limit"]),
+                      ("/v1/batches?limit=-1", ["query", "limit"]),
+                      ("/v1/batches/not-a-batch", ["path", "batch_id"]),
+                      ("/v1/runs/%00", ["path", "run_id"]),
+                      ("/v1/compare?baseline=%00&candidate=x", ["query", "baseline"])):
+        method = "POST" if path.endswith("/approve") else "GET"
+        answer = client.request(method, path, headers=admin, json={} if method == "POST" else None)
+        assert answer.status_code == 422, (path, answer.status_code, answer.text)
+        assert [error_loc for error_loc, _ in validation_errors(answer)] == [loc], path
+    assert client.get("/v1/document-runs/2147483647", headers=admin).status_code == 404  # the largest id: just missing
+
+    settings = {"model": "openai:scripted-model", "contract": "", "prompt_version": "v1", "timeout": 30.0,
+                "retries": 1, "response_format": "auto"}
+    refused = [client.post("/v1/documents/text", headers=admin, json={"name": "a.md", "text": "x", "contract": ""}),
+               client.post("/v1/documents", headers=admin, data={"contract": "nope"},
+                           files=[("files", ("a.md", b"# A\n\nText.", "text/markdown"))]),
+               client.put("/v1/settings", headers=admin, json=settings)]
+    for answer in refused:  # a contract the service does not have: 422 with the documented body, not a string
+        assert answer.status_code == 422 and validation_errors(answer) == [(["body", "contract"], "value_error")]
+        assert "unknown contract" in answer.json()["detail"][0]["msg"]
+
+
+def test_one_document_limit_decides_the_api_and_ingest(api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    client, tokens, _ = api
+    headers = bearer(tokens["submitter"])
+    text = SAMPLE.read_bytes()
+    exactly = text + b"\n" * (LIMIT - len(text))  # blank lines: the same text, at the limit to the byte
+    sent = client.post("/v1/documents", headers=headers, files=[("files", ("limit.md", exactly, "text/markdown"))])
+    assert sent.status_code == 202, sent.text
+    task = finished(client, tokens["submitter"], sent.json()["documents"][0]["id"])
+    assert task["outcome"] == "READY_FOR_REVIEW", task  # what the API accepts, ingest reads
+    over = client.post("/v1/documents", headers=headers, files=[("files", ("over.md", exactly + b"\n", "text/markdown"))])
+    assert over.status_code == 413 and f"over the limit of {LIMIT} bytes" in over.json()["detail"]
+
+
+def test_each_submitter_sees_only_its_owners_work_and_another_owners_id_is_404_like_a_missing_one(
+        api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    client, tokens, service = api
+    engine = service.store.engine
+    alice, amy = (create_token(engine, name, "submitter", owner="team-a") for name in ("alice", "amy"))
+    bob = create_token(engine, "bob", "submitter")
+    sent = client.post("/v1/documents/text", headers=bearer(alice),
+                       json={"name": "purchase.md", "text": SAMPLE.read_text(encoding="utf-8")})
+    assert sent.status_code == 202, sent.text
+    batch_id, (document,) = sent.json()["batch"], sent.json()["documents"]
+    task = finished(client, alice, document["id"])
+    owned = (f"/v1/submissions/{task['id']}", f"/v1/batches/{batch_id}", f"/v1/document-runs/{task['document_run']}")
+    missing = (f"/v1/submissions/{uuid.uuid4()}", f"/v1/batches/{uuid.uuid4().hex}",
+               f"/v1/document-runs/{task['document_run'] + 1000}")
+
+    for token in (alice, amy, tokens["reviewer"], tokens["admin"]):  # the owner's tokens, and the reviewers
+        assert [client.get(path, headers=bearer(token)).status_code for path in owned] == [200, 200, 200]
+        assert batch_id in [batch["batch"] for batch in client.get("/v1/batches", headers=bearer(token)).json()]
+    for token in (bob, tokens["submitter"]):  # another owner: exactly as if nothing were there
+        for path, absent in zip(owned, missing):
+            foreign, nothing = client.get(path, headers=bearer(token)), client.get(absent, headers=bearer(token))
+            assert foreign.status_code == nothing.status_code == 404, path
+            assert foreign.json()["detail"].replace(path.rsplit("/", 1)[1], "ID") == \
+                nothing.json()["detail"].replace(absent.rsplit("/", 1)[1], "ID")
+        assert client.get("/v1/batches", headers=bearer(token)).json() == []
+
+    # bob uploads the same content: his submission reports the document run that exists, and he may read it
+    again = client.post("/v1/documents", headers=bearer(bob),
+                        files=[("files", ("mine.md", SAMPLE.read_bytes(), "text/markdown"))])
+    repeated = finished(client, bob, again.json()["documents"][0]["id"])
+    assert repeated["outcome"] == "READY_FOR_REVIEW" and repeated["document_run"] == task["document_run"], repeated
+    assert repeated["cause"].startswith(f"converted before: document run {task['document_run']} of run ")
+    assert repeated["tokens"] == 0 and task["tokens"] > 0  # nothing was spent on it again
+    assert client.get(f"/v1/document-runs/{task['document_run']}", headers=bearer(bob)).status_code == 200
+    assert [batch["batch"] for batch in client.get("/v1/batches", headers=bearer(bob)).json()] == [again.json()["batch"]]
+    assert client.get(f"/v1/batches/{again.json()['batch']}", headers=bearer(alice)).status_code == 404
+    everything = client.get("/v1/batches", headers=bearer(tokens["reviewer"])).json()
+    assert [batch["batch"] for batch in everything] == [again.json()["batch"], batch_id]
 
 
 def test_json_text_and_several_files_are_converted_and_openapi_docs_are_served(
@@ -176,8 +275,7 @@ def test_an_in_process_service_takes_up_what_an_earlier_one_left_unfinished(
     with open_store(db_url) as store:  # submitted, then the service stopped before any document was converted
         batch_id, task_ids = tasks.add_batch(store.engine, settings.to_json(), "sam",
                                              [(SAMPLE.name, SAMPLE.read_bytes())])
-    service = build_service(open_store(db_url), broker=None, concurrency=2, max_upload_bytes=LIMIT,
-                            model="openai:scripted-model")
+    service = build_service(open_store(db_url), broker=None, concurrency=2, model="openai:scripted-model")
     try:
         wait_for(lambda: tasks.batch_counts(service.store.engine, batch_id) == {"finished": 1}, "the left task", 240)
     finally:
@@ -186,3 +284,45 @@ def test_an_in_process_service_takes_up_what_an_earlier_one_left_unfinished(
         found = tasks.get_task(store.engine, task_ids[0])
         assert found is not None and found.outcome == "READY_FOR_REVIEW" and found.deliveries == 1
         assert found.tokens == 15 and found.rule_ids == ()
+
+
+def test_an_uploaded_document_is_approved_from_its_upload_by_extract_approve_and_the_local_web_review(
+        api: tuple[httpx.Client, dict[str, str], Service], db_url: str, tmp_path: Path) -> None:
+    """The submitter names the document: a relative path that exists nowhere, and an absolute path that exists
+    on the reviewer's machine with other content (a decoy). Both are reviewed from their uploads."""
+    from fastapi.testclient import TestClient
+
+    from extractor.web.local import create_local_app
+    from tests.support.batch import cli_env, run_cli
+
+    client, tokens, service = api
+    decoy = tmp_path / "reviewer" / "purchase.md"
+    decoy.parent.mkdir()
+    decoy.write_text("# Something else\n\nNot the text that was submitted.\n", encoding="utf-8")
+    sent = client.post("/v1/documents", headers=bearer(tokens["submitter"]), files=[
+        ("files", ("../../x.md", SAMPLE.read_bytes(), "text/markdown")),
+        ("files", (str(decoy), SAMPLE.read_bytes() + b"\n\n", "text/markdown"))])  # other bytes, the same text
+    assert sent.status_code == 202, sent.text
+    relative, absolute = (finished(client, tokens["submitter"], d["id"])["document_run"] for d in sent.json()["documents"])
+
+    env = cli_env("http://127.0.0.1:9", db_url)
+    shown = run_cli("show", str(absolute), "--format", "json", env=env, cwd=decoy.parent)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["document"]["source_status"] == "unchanged"  # the upload, not the decoy
+    approved = run_cli("approve", str(relative), "--reviewer", "kim", "--format", "json", env=env, cwd=decoy.parent)
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["outcome"] == "approved"
+
+    app, login = create_local_app(lambda: (service.store, service.records), user="kim")
+    with TestClient(app, base_url="http://127.0.0.1") as browser:
+        assert browser.get(f"/?token={login.token}", follow_redirects=False).status_code == 303
+        page = browser.get(f"/review/doc/{absolute}")
+        assert page.status_code == 200 and "Purchase Request" in page.text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)
+        assert csrf is not None
+        decided = browser.post(f"/review/doc/{absolute}/approve", data={"csrf": csrf.group(1), "note": "checked"},
+                               follow_redirects=False)
+        assert decided.status_code == 303, decided.text  # 409 "cannot re-read the source" before
+    review = client.get(f"/v1/review/{absolute}", headers=bearer(tokens["reviewer"])).json()
+    assert review["approved"]["reviewer"] == "kim" and review["approved"]["note"] == "checked"
+    assert decoy.read_text(encoding="utf-8").startswith("# Something else")  # untouched, and never read

@@ -50,7 +50,7 @@ def site(db_url: str, tmp_path: Path, llm_server: Callable[..., ScriptedLLMServe
     ids = [o.document_run_id for o in sorted(summary.outcomes, key=lambda o: o.path)]
     assert [o.state for o in summary.outcomes] == ["READY_FOR_REVIEW"] * 2, summary.outcomes
     store = open_store(db_url)
-    service = build_service(store, broker=None, concurrency=1, max_upload_bytes=1 << 20, model="openai:base")
+    service = build_service(store, broker=None, concurrency=1, model="openai:base")
     service.defaults = BatchSettings(model="openai:base", base_url=server.base_url)  # for submissions
     tokens = {REVIEWER: create_token(store.engine, REVIEWER, "reviewer"),
               SUBMITTER: create_token(store.engine, SUBMITTER, "submitter")}

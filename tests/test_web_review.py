@@ -223,6 +223,8 @@ def test_document_page_colours_sentences_and_links_every_excerpt_to_its_field(re
     assert "lit" not in page.locator(".field[data-path='processSteps[0]']").get_attribute("class")
     # the question of a NEEDS_INPUT field, and every attempt's raw response
     assert "Which budget owner decides" in page.locator(".field[data-path='assignmentRule'] .question").inner_text()
+    assert page.locator("main").inner_text().count("Which budget owner decides") == 1  # shown once, at its field
+    assert "assignmentRule" in page.locator(".questions .at-fields").inner_text()  # and named in the summary
     page.locator("details.raw summary").first.click()
     assert '"documentPurpose"' in page.locator("details.raw pre").first.inner_text()
     assert page.console_errors == []

@@ -58,14 +58,14 @@ def serve(
     database: DatabaseOption = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="without a broker: documents converted at once in "
                                              "this process")] = 4,
-    max_upload_mb: Annotated[float, typer.Option(help="largest document a submission may carry (413 beyond)")] = 10.0,
     model: Annotated[str | None, typer.Option(help="model of submissions that name none [env EXTRACT_MODEL]")] = None,
 ) -> None:
     """The HTTP API (OpenAPI docs at /docs): submit documents, read results, review; bearer tokens required.
     People review in the browser at /review/, signing in once with their token.
 
     With a broker (--queue or EXTRACT_BROKER_URL) submissions go to `extract worker`s; without one this
-    process converts them itself, so one machine needs nothing else.
+    process converts them itself, so one machine needs nothing else. A document over EXTRACT_MAX_DOCUMENT_BYTES
+    (default 10,000,000, the limit ingest applies everywhere) gets 413.
     """
     import uvicorn
 
@@ -75,8 +75,7 @@ def serve(
     from extractor.store import open_store
 
     store = open_store(database)
-    service = build_service(store, broker=broker_url(queue), concurrency=concurrency,
-                            max_upload_bytes=int(max_upload_mb * (1 << 20)), model=resolve_model(model))
+    service = build_service(store, broker=broker_url(queue), concurrency=concurrency, model=resolve_model(model))
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:
@@ -86,8 +85,10 @@ def serve(
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="who holds the token (recorded as the reviewer of its decisions)")],
-    role: Annotated[Role, typer.Option(help="submitter: submit and read; reviewer: also approve and reject; "
-                                       "admin: also settings")] = Role.submitter,
+    role: Annotated[Role, typer.Option(help="submitter: submit and read its own work; reviewer: also read everyone's, "
+                                       "approve and reject; admin: also settings")] = Role.submitter,
+    owner: Annotated[str | None, typer.Option(help="group tokens: submitters with the same owner (a team) see each "
+                                              "other's submissions [default: the token's name]")] = None,
     database: DatabaseOption = None,
 ) -> None:
     """Create a token and print its secret once (only a hash is stored)."""
@@ -95,7 +96,7 @@ def tokens_create(
     from extractor.store.tokens import create_token
 
     with open_store(database) as store:
-        typer.echo(create_token(store.engine, name, role))
+        typer.echo(create_token(store.engine, name, role, owner))
 
 
 @tokens_app.command("list")
@@ -107,11 +108,11 @@ def tokens_list(database: DatabaseOption = None, format: FormatOption = Format.t
     with open_run_log(database) as store:
         found = list_tokens(store.engine)
     if format is Format.json:
-        emit_json([{"name": t.name, "role": t.role, "created_at": t.created_at.isoformat(),
+        emit_json([{"name": t.name, "role": t.role, "owner": t.owner, "created_at": t.created_at.isoformat(),
                     "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None} for t in found])
         return
     for token in found:
-        typer.echo(f"{token.name}\t{token.role}\t{token.created_at:%Y-%m-%d %H:%M}"
+        typer.echo(f"{token.name}\t{token.role}\towner {token.owner}\t{token.created_at:%Y-%m-%d %H:%M}"
                    + (f"\trevoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else ""))
 
 

@@ -20,7 +20,7 @@ from extractor.ingest.assemble import Paged
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
 
-__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load"]
+__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "max_document_bytes"]
 
 FORMATS: dict[str, str] = {
     ".txt": "txt",
@@ -150,10 +150,20 @@ def _document(path: str, text: str, blocks: list[Block], sha256: str, fmt: str, 
     return Document(path=path, text=text, blocks=blocks, sha256=sha256, format=fmt, encoding=encoding)
 
 
-def _max_bytes(path: str) -> int:
+def max_document_bytes() -> int:
+    """The largest document ingest reads: ``EXTRACT_MAX_DOCUMENT_BYTES``, else 10,000,000 bytes. The one limit
+    of a document wherever it comes from (``extract serve`` refuses a bigger upload with 413); ``ValueError``
+    when the variable is not a positive number."""
     raw = os.environ.get(MAX_BYTES_ENV, "")
     if not raw.strip():
         return DEFAULT_MAX_BYTES
     if not raw.strip().isdigit() or int(raw) <= 0:
-        raise InputError(path, f"{MAX_BYTES_ENV} must be a positive number of bytes, not {raw!r}")
+        raise ValueError(f"{MAX_BYTES_ENV} must be a positive number of bytes, not {raw!r}")
     return int(raw)
+
+
+def _max_bytes(path: str) -> int:
+    try:
+        return max_document_bytes()
+    except ValueError as error:
+        raise InputError(path, str(error)) from None

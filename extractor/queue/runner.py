@@ -140,6 +140,8 @@ class Runner:
                 result = await asyncio.to_thread(self._give_up, engine, task, delivery.deliveries - 1)
             else:
                 result = await self._convert(engine, task)
+            if result.skip == SkipReason.done:
+                result = await asyncio.to_thread(self._finished_before, engine, task, result)
         finally:  # whatever happened, the task does not stay "started" under a live worker
             await asyncio.to_thread(tasks.finish_task, db, task_id, result.state, result.cause, result.document_run_id,
                                     result.tokens, result.rule_ids)
@@ -176,6 +178,27 @@ class Runner:
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
         return replace(result, cause=result.cause.replace(str(path), name)) if result.cause else result
+
+    def _finished_before(self, engine: Engine, task: TaskInfo, skipped: DocumentOutcome) -> DocumentOutcome:
+        """The outcome of a document this configuration had finished when this delivery came: the final state
+        and document run that exist, not "skipped". Either a worker died after writing the document's final
+        state but before its task was marked (this task's earlier delivery did the work, and its tokens count),
+        or the content was converted for another submission (its cause says where; no tokens spent here)."""
+        finished = self.store.finished_run_of(engine.recorder.config_hash, task.sha256)
+        found = self.store.find_document_runs(ids=[finished.document_run_id]) if finished is not None else []
+        if not found:
+            return skipped
+        document_run = found[0]
+        attempts = self.store.attempts_for(document_run.id)
+        final = next((a for a in attempts if a.id == document_run.final_attempt_id), None)
+        rule_ids = tuple(dict.fromkeys(f["rule_id"] for f in (final.findings if final is not None else []) or ()))
+        if document_run.run_id == task.run_id:  # the earlier delivery of this very task converted it
+            tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0) for a in attempts)
+            return DocumentOutcome(task.name, Outcome(document_run.state), document_run.cause, rule_ids, tokens,
+                                   document_run.id)
+        converted = f"converted before: document run {document_run.id} of run {document_run.run_id}"
+        cause = f"{document_run.cause} ({converted})" if document_run.cause else converted
+        return DocumentOutcome(task.name, Outcome(document_run.state), cause, rule_ids, 0, document_run.id)
 
     def _give_up(self, engine: Engine, task: TaskInfo, deaths: int) -> DocumentOutcome:
         """A poison document: its workers died ``deaths`` times on it. It ends ERROR with that cause, through the

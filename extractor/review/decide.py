@@ -7,7 +7,8 @@ Approval rules:
   judge failure in block mode) is approved only with ``override_block`` and a reason; the override (who, when,
   why, which critical rules) is recorded with the review and the approved record, and export carries it;
 - the source file is read again and must have the sha256 the run saw, else the approval is refused
-  (the record would describe a text that no longer exists);
+  (the record would describe a text that no longer exists); a document submitted to the queue or the API is
+  read from its upload in the run log, never from the name its submitter gave it (``reingest``);
 - without ``--edited`` the record is the final attempt's parsed candidate, refused when that attempt has
   error findings or nothing parseable (a person must supply a corrected candidate);
 - an edited candidate is validated against the same source, re-segmented with the same segmenter (same
@@ -118,19 +119,33 @@ def _require_reviewable(document_run: DocumentRunInfo, verb: str) -> None:
                       f"MANUAL_REVIEW results can be {verb}")
 
 
-def reingest(document_run: DocumentRunInfo, source: Path | None = None) -> Document:
-    """The source file read again; refused unless its bytes are exactly what the run read."""
+def reingest(store: Store, document_run: DocumentRunInfo, source: Path | None = None) -> Document:
+    """The source read again; refused unless its bytes are exactly what the run read.
+
+    ``source`` (``--source``) when given; else the document's upload in the run log (a document submitted to
+    the queue or the API: its path is only the name a submitter gave it, never opened), else the path the run
+    read (``extractor.queue.uploads.source_file``)."""
+    from extractor.queue.uploads import source_file
+
+    if source is not None:
+        return _read_again(document_run, source, str(source), hint="")
+    with source_file(store, document_run) as found:
+        if found is None:
+            raise Refused(f"cannot re-read the source to check it: {document_run.path} was submitted to the queue "
+                          "and its upload is not in the run log; pass --source FILE with the same content")
+        return _read_again(document_run, found, document_run.path, hint="; if the file moved, pass --source FILE")
+
+
+def _read_again(document_run: DocumentRunInfo, path: Path, label: str, *, hint: str) -> Document:
     from extractor.errors import InputError
     from extractor.ingest import load
 
-    path = str(source) if source is not None else document_run.path
     try:
         document = load(path)
     except InputError as error:
-        hint = "" if source is not None else "; if the file moved, pass --source FILE"
-        raise Refused(f"cannot re-read the source to check it: {error}{hint}") from None
+        raise Refused(f"cannot re-read the source to check it: {str(error).replace(str(path), label)}{hint}") from None
     if document.sha256 != document_run.sha256:
-        raise Refused(f"{path} changed since run {document_run.run_id[:12]} read it (sha256 {document.sha256[:12]} "
+        raise Refused(f"{label} changed since run {document_run.run_id[:12]} read it (sha256 {document.sha256[:12]} "
                       f"now, {document_run.sha256[:12]} then); run it again before approving")
     return document
 
@@ -142,7 +157,7 @@ def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text
     from extractor.segment import segment
     from extractor.validate import validate
 
-    document = segment(reingest(document_run, source))
+    document = segment(reingest(store, document_run, source))
     stored = store.get_document(document_run.document_id)
     if stored is None:
         raise ReviewError(f"document run {document_run.id} refers to a missing document")
@@ -210,7 +225,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         if errors:
             raise Refused(f"the final candidate of document run {document_run.id} has error findings "
                           f"({', '.join(errors)}); a person must supply a corrected candidate with --edited FILE")
-        reingest(document_run, source)
+        reingest(store, document_run, source)
         record, spans, is_edit = final.parsed, final.evidence_spans, False
         overridden = [f["rule_id"] for f in final.findings or () if f.get("severity") == "critical"]
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)

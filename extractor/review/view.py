@@ -318,12 +318,17 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
     attempts = store.attempts_for(document_run.id)
     final = next((a for a in attempts if a.id == document_run.final_attempt_id), None)
     shown = final or (attempts[-1] if attempts else None)
-    from extractor.queue.uploads import uploaded_copy
+    from extractor.queue.uploads import source_file
 
     # A document submitted to the queue or the API is read from its upload in the run log: its path is only the
     # name a client gave it, never a file of this machine to open.
-    with uploaded_copy(store.engine, document.sha256) as copy:
-        text, source_status, source_detail = _source_text(str(copy or document_run.path), document.sha256)
+    text: str | None = None
+    source_status = "unreadable"
+    source_detail: str | None = f"{document_run.path}: its upload is not in the run log"
+    with source_file(store, document_run) as found:
+        if found is not None:
+            text, source_status, detail = _source_text(str(found), document.sha256)
+            source_detail = None if detail is None else detail.replace(str(found), document_run.path)
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}
     spans = list(shown.evidence_spans or []) if shown is not None else []

@@ -1,23 +1,38 @@
 """The FastAPI application of ``extract serve``: built by ``create_app`` around one run log.
 
 Every route of the API (``/v1``) needs a bearer token; what a token may do is its role (``extractor.service.auth``):
-submitters submit and read, reviewers also decide, admins also change the default settings. Request bodies
-over the upload limit get 413 before they are parsed; OpenAPI docs are at ``/docs``. The review pages for
-people are under ``/review`` (``extractor.service.browser``: sign in by pasting a token). Handlers are plain
-functions (FastAPI runs them in its thread pool): the run log is a synchronous SQLAlchemy store.
+submitters submit and read their own work, reviewers also read everyone's and decide, admins also change the
+default settings. A submitter reads and lists only its owner's batches, submissions and the document runs they
+ended in: another owner's id answers 404 exactly like a missing one; runs and compare (they mix every
+submitter's documents) are the reviewers'.
+
+Every refusal is a 4xx the OpenAPI document describes, never a 500: ids and limits are bounded where they
+enter (a 64-bit id overflows SQLite, a 32-bit one PostgreSQL); a body the validators refuse, or one that cannot
+be parsed at all (JSON nested too deeply included), is 422 with the list of errors FastAPI documents; other
+refusals carry ``{"detail": "..."}`` (``Problem``). Request bodies over the document limit get 413 before they
+are parsed; OpenAPI docs are at ``/docs``. The review pages for people are under ``/review``
+(``extractor.service.browser``: sign in by pasting a token). Handlers are plain functions (FastAPI runs them in
+its thread pool): the run log is a synchronous SQLAlchemy store.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile, status
+from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
+from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extractor.errors import ExtractorError
+from extractor.ingest import max_document_bytes
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.service.auth import Principal, current_principal, require_role
@@ -25,8 +40,6 @@ from extractor.service.limits import BodyLimit
 from extractor.store import DocumentRunInfo, Store, tasks
 from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, Role
 
-DEFAULT_MAX_UPLOAD_BYTES = 10 << 20
-"""Largest document a submission may carry (413 beyond it): the same order as ingest's own limit."""
 FORM_OVERHEAD_BYTES = 64 << 10
 """Room for multipart boundaries and form fields around the documents of one request."""
 RETRY_AFTER_S = 5
@@ -35,6 +48,16 @@ RETRY_AFTER_S = 5
 Submitter = Annotated[Principal, Depends(require_role(Role.submitter))]
 Reviewer = Annotated[Principal, Depends(require_role(Role.reviewer))]
 Admin = Annotated[Principal, Depends(require_role(Role.admin))]
+
+MAX_ID = 2**31 - 1
+"""The largest id the run log's integer keys hold on every backend (PostgreSQL's ``integer``)."""
+DocumentRunId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="a document run id")]
+TaskId = Annotated[uuid.UUID, PathParam(description="a submission id, as `POST /v1/documents` returned it")]
+BatchId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$", description="a batch id")]
+RunRef = Annotated[str, PathParam(pattern=r"^[0-9A-Fa-f]{4,64}$", description="a run id or a unique prefix of it")]
+Selection = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$",
+                                 description="runs as `extract compare` selects them: a run id, or key=value filters")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many items")]
 
 
 @dataclass
@@ -47,7 +70,9 @@ class Service:
     store: Store
     publish: Callable[[list[str]], None]
     defaults: BatchSettings
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_upload_bytes: int = field(default_factory=max_document_bytes)
+    """The one document limit (``EXTRACT_MAX_DOCUMENT_BYTES``): an upload the workers' ingest would refuse
+    is refused here, with 413."""
     max_pending: int = DEFAULT_MAX_PENDING
     runner: Runner | None = None
     records: Store = field(init=False)
@@ -66,11 +91,12 @@ class Service:
         self.store.close()
 
 
-def build_service(store: Store, *, broker: str | None, concurrency: int, max_upload_bytes: int, model: str,
-                  max_pending: int = DEFAULT_MAX_PENDING) -> Service:
+def build_service(store: Store, *, broker: str | None, concurrency: int, model: str,
+                  max_upload_bytes: int | None = None, max_pending: int = DEFAULT_MAX_PENDING) -> Service:
     """Submissions go to Celery workers on ``broker``, or without one to a runner in this process, which first
     takes up what an earlier service left unfinished (stopped or killed before converting it)."""
     defaults = BatchSettings(model=model)
+    max_upload_bytes = max_document_bytes() if max_upload_bytes is None else max_upload_bytes
     if broker is not None:
         from extractor.queue.celery_app import make_celery
         from extractor.queue.submit import celery_publisher
@@ -96,6 +122,30 @@ class TextDocument(BaseModel):
     text: str = Field(min_length=1)
     contract: str | None = None
     tags: list[str] = Field(default_factory=list)
+
+
+class Problem(BaseModel):
+    """Why a request was refused (every 4xx but 422, whose ``detail`` lists the validation errors)."""
+
+    detail: str
+
+
+_WHY = {400: "the request names something that cannot be done (e.g. a selection of no run)",
+        401: "no valid bearer token", 403: "the token's role may not do this",
+        404: "no such item, or not the caller's", 409: "refused: the decision cannot be taken (see detail)",
+        413: "a document or the request body is over the document limit",
+        429: "the queue is full: retry after Retry-After seconds"}
+
+
+def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these refusals."""
+    return {code: {"model": Problem, "description": _WHY[code]} for code in codes}
+
+
+def unprocessable(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:
+    """A 422 shaped like FastAPI's own (the schema ``/openapi.json`` documents), for a check the model cannot
+    make (a contract name is checked against the contracts installed)."""
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message, "input": value}])
 
 
 class Submitted(BaseModel):
@@ -144,17 +194,31 @@ def create_app(service: Service) -> FastAPI:
         code = status.HTTP_409_CONFLICT if isinstance(error, Refused) else status.HTTP_400_BAD_REQUEST
         return JSONResponse({"detail": str(error)}, status_code=code)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Any:
+        """FastAPI answers a body it could not parse at all (JSON nested past the parser's recursion limit,
+        bytes that are not UTF-8, a broken multipart stream) with a bare 400 raised *from* the parser's
+        error; that is a malformed body, so 422 with the error list like any other."""
+        if error.status_code == status.HTTP_400_BAD_REQUEST and isinstance(error.__cause__, Exception):
+            cause = error.__cause__
+            detail = [{"type": "body_invalid", "loc": ["body"], "input": None,
+                       "msg": f"the body cannot be parsed: {type(cause).__name__}"}]
+            return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        return await http_exception_handler(request, error)
+
     @app.get("/health")
     def health() -> dict[str, str]:
         """Liveness, without a token (for load balancers)."""
         return {"status": "ok"}
 
-    @app.get("/v1/me")
-    def me(principal: Annotated[Principal, Depends(current_principal)]) -> dict[str, str]:
-        """The caller's token name and role."""
-        return {"name": principal.name, "role": principal.role}
+    api = APIRouter(prefix="/v1", responses=problems(401, 403))
 
-    @app.post("/v1/documents", status_code=status.HTTP_202_ACCEPTED)
+    @api.get("/me")
+    def me(principal: Annotated[Principal, Depends(current_principal)]) -> dict[str, str]:
+        """The caller's token name, role and owner (whose submissions it sees)."""
+        return {"name": principal.name, "role": principal.role, "owner": principal.owner or principal.name}
+
+    @api.post("/documents", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429))
     def submit_files(principal: Submitter, files: Annotated[list[UploadFile], File(description="the documents")],
                      contract: Annotated[str | None, Form()] = None,
                      tags: Annotated[list[str] | None, Form()] = None) -> Submitted:
@@ -168,7 +232,7 @@ def create_app(service: Service) -> FastAPI:
             documents.append((upload.filename or "document", content))
         return _submit(service, principal, documents, contract, tags or [])
 
-    @app.post("/v1/documents/text", status_code=status.HTTP_202_ACCEPTED)
+    @api.post("/documents/text", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429))
     def submit_text(principal: Submitter, document: TextDocument) -> Submitted:
         """Submit one document as JSON text."""
         content = document.text.encode("utf-8")
@@ -177,73 +241,76 @@ def create_app(service: Service) -> FastAPI:
                                 f"{document.name}: over the limit of {service.max_upload_bytes} bytes")
         return _submit(service, principal, [(document.name, content)], document.contract, document.tags)
 
-    @app.get("/v1/submissions/{task_id}")
-    def submission(principal: Submitter, task_id: str) -> dict[str, Any]:
+    @api.get("/submissions/{task_id}", responses=problems(404))
+    def submission(principal: Submitter, task_id: TaskId) -> dict[str, Any]:
         """Where a submitted document is: queued, started, finished (with its outcome and document run)."""
-        found = tasks.get_task(service.store.engine, task_id)
+        found = tasks.get_task(service.store.engine, str(task_id), principal.scope)
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no submission {task_id}")
         return found.to_json()
 
-    @app.get("/v1/batches/{batch_id}")
-    def batch(principal: Submitter, batch_id: str) -> dict[str, Any]:
+    @api.get("/batches")
+    def batches(principal: Submitter, limit: Limit = 20) -> list[dict[str, Any]]:
+        """The newest batches (a submitter's own; every batch for reviewers), with documents per task state."""
+        return [batch.to_json() for batch in tasks.list_batches(service.store.engine, principal.scope, limit=limit)]
+
+    @api.get("/batches/{batch_id}", responses=problems(404))
+    def batch(principal: Submitter, batch_id: BatchId) -> dict[str, Any]:
         """A batch's documents and how many are queued, started and finished."""
-        found = tasks.tasks_of_batch(service.store.engine, batch_id)
+        found = tasks.tasks_of_batch(service.store.engine, batch_id, owner=principal.scope)
         if not found:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no batch {batch_id}")
         return {"batch": batch_id, "counts": tasks.batch_counts(service.store.engine, batch_id),
                 "documents": [task.to_json() for task in found]}
 
-    @app.get("/v1/document-runs/{document_run_id}")
-    def document_run(principal: Submitter, document_run_id: int) -> dict[str, Any]:
+    @api.get("/document-runs/{document_run_id}", responses=problems(404))
+    def document_run(principal: Submitter, document_run_id: DocumentRunId) -> dict[str, Any]:
         """A document run: its state and cause, the candidate, field states, every attempt's findings
-        (what ``extract show --format json`` prints)."""
-        return _view(service, _document_run(service, document_run_id))
+        (what ``extract show --format json`` prints). A submitter reads the ones its submissions ended in."""
+        return _view(service, _document_run(service, document_run_id, principal))
 
-    @app.get("/v1/review/queue")
-    def review_queue(principal: Reviewer, limit: int = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
+    @api.get("/review/queue")
+    def review_queue(principal: Reviewer, limit: Limit = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
         """What waits for a person, READY_FOR_REVIEW first."""
         from extractor.review.queue import waiting
 
         page = waiting(service.store, service.records, limit=limit)
         return {"total": page.total, "items": [item.to_json() for item in page.items]}
 
-    @app.get("/v1/review/{document_run_id}")
-    def review_show(principal: Reviewer, document_run_id: int) -> dict[str, Any]:
+    @api.get("/review/{document_run_id}", responses=problems(404))
+    def review_show(principal: Reviewer, document_run_id: DocumentRunId) -> dict[str, Any]:
         """One document run as a reviewer sees it."""
-        return _view(service, _document_run(service, document_run_id))
+        return _view(service, _document_run(service, document_run_id, principal))
 
-    @app.post("/v1/review/{document_run_id}/approve")
-    def review_approve(principal: Reviewer, document_run_id: int, body: Approve) -> dict[str, Any]:
+    @api.post("/review/{document_run_id}/approve", responses=problems(400, 404, 409))
+    def review_approve(principal: Reviewer, document_run_id: DocumentRunId, body: Approve) -> dict[str, Any]:
         """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
         409 when refused (error findings, changed source, a different approval exists without ``replace``)."""
-        from extractor.queue.uploads import uploaded_copy
         from extractor.review.decide import approve_document
 
-        found = _document_run(service, document_run_id)
-        with uploaded_copy(service.store.engine, found.sha256) as source:  # never a server path a client named
-            approval = approve_document(service.store, service.records, found, reviewer=principal.name,
-                                        note=body.note, source=source, replace=body.replace)
+        found = _document_run(service, document_run_id, principal)
+        approval = approve_document(service.store, service.records, found, reviewer=principal.name,
+                                    note=body.note, replace=body.replace)  # the source: its upload, by hash
         return approval.to_json()
 
-    @app.post("/v1/review/{document_run_id}/reject")
-    def review_reject(principal: Reviewer, document_run_id: int, body: Reject) -> dict[str, Any]:
+    @api.post("/review/{document_run_id}/reject", responses=problems(400, 404, 409))
+    def review_reject(principal: Reviewer, document_run_id: DocumentRunId, body: Reject) -> dict[str, Any]:
         """Reject a document run, saying why; withdraws an approval that came from it."""
         from extractor.review.decide import reject_document
 
-        rejection = reject_document(service.store, service.records, _document_run(service, document_run_id),
+        rejection = reject_document(service.store, service.records, _document_run(service, document_run_id, principal),
                                     reviewer=principal.name, reason=body.reason)
         return rejection.to_json()
 
-    @app.get("/v1/runs")
-    def runs(principal: Submitter, limit: int = 20) -> list[dict[str, Any]]:
+    @api.get("/runs")
+    def runs(principal: Reviewer, limit: Limit = 20) -> list[dict[str, Any]]:
         """Recent runs (worker runs included), newest first, with their documents per state."""
         from extractor.review.view import run_summary
 
         return [run_summary(run) for run in service.store.find_runs(limit=limit)]
 
-    @app.get("/v1/runs/{run_id}")
-    def run(principal: Submitter, run_id: str) -> dict[str, Any]:
+    @api.get("/runs/{run_id}", responses=problems(400, 404))
+    def run(principal: Reviewer, run_id: RunRef) -> dict[str, Any]:
         """One run: configuration, counts, every document with its state and rule ids."""
         from extractor.review import resolve_run
         from extractor.review.view import run_view
@@ -253,29 +320,26 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no run {run_id}")
         return run_view(service.store, found).to_json()
 
-    @app.get("/v1/compare")
-    def compare(principal: Submitter, baseline: str, candidate: str) -> dict[str, Any]:
+    @api.get("/compare", responses=problems(400))
+    def compare(principal: Reviewer, baseline: Selection, candidate: Selection) -> dict[str, Any]:
         """The regression gate between two selections of runs (as ``extract compare`` takes them)."""
         from extractor.compare import compare as compare_runs
 
         return compare_runs(service.store, baseline, candidate).to_json()
 
-    @app.get("/v1/settings")
+    @api.get("/settings")
     def settings(principal: Submitter) -> dict[str, Any]:
         """The settings submissions get when they name none."""
         return service.defaults.to_json()
 
-    @app.put("/v1/settings")
+    @api.put("/settings")
     def change_settings(principal: Admin, body: Settings) -> dict[str, Any]:
         """Change the default settings of later submissions (admin only)."""
-        from extractor.contracts import get_contract
-
-        try:
-            get_contract(body.contract)
-        except KeyError as error:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(error.args[0])) from None
+        _check_contract(body.contract, ("body", "contract"))
         service.defaults = replace(service.defaults, **body.model_dump())
         return service.defaults.to_json()
+
+    app.include_router(api)
 
     from extractor.service.browser import mount_review
 
@@ -283,19 +347,22 @@ def create_app(service: Service) -> FastAPI:
     return app
 
 
-def _submit(service: Service, principal: Principal, documents: list[tuple[str, bytes]], contract: str | None,
-            tags: list[str]) -> Submitted:
-    """Record the documents as a batch, then hand them to the workers; 429 while the queue is full."""
+def _check_contract(name: str, loc: tuple[str, ...]) -> None:
     from extractor.contracts import get_contract
 
-    if not documents:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "no documents in the request")
+    try:
+        get_contract(name)
+    except KeyError as error:
+        raise unprocessable(loc, str(error.args[0]), name) from None
+
+
+def _submit(service: Service, principal: Principal, documents: list[tuple[str, bytes]], contract: str | None,
+            tags: list[str]) -> Submitted:
+    """Record the documents as a batch of the caller's owner, then hand them to the workers; 429 while the
+    queue is full."""
     settings = service.defaults
     if contract is not None:
-        try:
-            get_contract(contract)
-        except KeyError as error:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(error.args[0])) from None
+        _check_contract(contract, ("body", "contract"))
         settings = replace(settings, contract=contract)
     if tags:
         settings = replace(settings, tags=tuple(tags))
@@ -303,15 +370,19 @@ def _submit(service: Service, principal: Principal, documents: list[tuple[str, b
     if pending + len(documents) > service.max_pending:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"queue full: {pending} documents wait for a worker "
                             f"(at most {service.max_pending}); retry later", headers={"Retry-After": str(RETRY_AFTER_S)})
-    batch_id, task_ids = tasks.add_batch(service.store.engine, settings.to_json(), principal.name, documents)
+    batch_id, task_ids = tasks.add_batch(service.store.engine, settings.to_json(), principal.name, documents,
+                                         owner=principal.owner or principal.name)
     service.publish(task_ids)
     return Submitted(batch=batch_id, documents=[{"id": task_id, "name": name}
                                                 for task_id, (name, _) in zip(task_ids, documents)])
 
 
-def _document_run(service: Service, document_run_id: int) -> DocumentRunInfo:
+def _document_run(service: Service, document_run_id: int, principal: Principal) -> DocumentRunInfo:
+    """The document run, if it exists and the caller may read it (a submitter: one its submissions ended in);
+    404 alike for a missing one and another owner's."""
+    scope = principal.scope
     found = service.store.find_document_runs(ids=[document_run_id])
-    if not found:
+    if not found or (scope is not None and not tasks.owns_document_run(service.store.engine, scope, document_run_id)):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document run {document_run_id}")
     return found[0]
 

@@ -23,13 +23,20 @@ _bearer = HTTPBearer(auto_error=False, description="a token from `extract tokens
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller: the token's name is the identity recorded on reviews; the role bounds what it may do."""
+    """The caller: the token's name is the identity recorded on reviews; the role bounds what it may do;
+    ``owner`` is whose submissions it sees (its own name unless tokens are grouped by ``--owner``)."""
 
     name: str
     role: Role
+    owner: str = ""
 
     def may(self, role: Role) -> bool:
         return RANK[self.role] >= RANK[role]
+
+    @property
+    def scope(self) -> str | None:
+        """The owner whose work this caller may read, or None for everyone's (reviewers and admins)."""
+        return None if self.may(Role.reviewer) else (self.owner or self.name)
 
 
 def current_principal(request: Request,
@@ -44,7 +51,7 @@ def current_principal(request: Request,
     if found is None:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown or revoked token",
                             headers={"WWW-Authenticate": "Bearer"})
-    return Principal(found.name, found.role)
+    return Principal(found.name, found.role, found.owner)
 
 
 def require_role(role: Role) -> Callable[[Principal], Principal]:

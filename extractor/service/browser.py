@@ -26,15 +26,12 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
 from extractor.service.auth import Principal
-from extractor.store import DocumentRunInfo, Store
+from extractor.store import Store
 from extractor.store.tokens import find_token, find_token_by_hash, token_hash
 from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, no_favicon, render, review_router
 from extractor.web.sessions import Sessions, strict_cookie
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-    from pathlib import Path
-
     from extractor.service.app import Service
 
 PREFIX = "/review"
@@ -63,7 +60,7 @@ class TokenLogin:
             if sha256 is not None:
                 self.sessions.end(request)
             raise NotSignedIn
-        return Principal(found.name, found.role)
+        return Principal(found.name, found.role, found.owner)
 
     def form_token(self, nonce: str) -> str:
         return hmac.new(self._key, f"review-login|{nonce}".encode(), hashlib.sha256).hexdigest()
@@ -86,14 +83,9 @@ def from_another_site(request: Request) -> bool:
 
 def mount_review(app: FastAPI, service: Service) -> TokenLogin:
     """Serve the review pages and their login under ``/review`` in ``app`` (the service's). Decisions are
-    checked against the uploaded copy of a submitted document, as the API's are."""
-    from extractor.queue.uploads import uploaded_copy
-
+    checked against the upload of a submitted document, as the API's are (``extractor.review.decide``)."""
     store = service.store
     login = TokenLogin(store)
-
-    def source_of(document_run: DocumentRunInfo) -> AbstractContextManager[Path | None]:
-        return uploaded_copy(store.engine, document_run.sha256)
 
     @app.exception_handler(NotSignedIn)
     def not_signed_in(request: Request, _error: NotSignedIn) -> Response:
@@ -132,7 +124,6 @@ def mount_review(app: FastAPI, service: Service) -> TokenLogin:
 
     app.include_router(pages)
     no_favicon(app)
-    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX,
-                                     source_of=source_of))
+    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX))
     return login
 

@@ -437,10 +437,14 @@ class Batch(Base):
     every worker converts them with."""
 
     __tablename__ = "batches"
+    __table_args__ = (Index("ix_batches_owner", "owner"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)
     submitted_by: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str | None] = mapped_column(String(200))
+    """Whose work it is: the submitting API token's owner (``api_tokens.owner``, else its name). A submitter
+    sees only its owner's batches; NULL (``extract run --queue``): reviewers and admins only."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
@@ -491,6 +495,8 @@ class ApiToken(Base):
     token_sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    owner: Mapped[str | None] = mapped_column(String(200))
+    """Tokens with the same owner see each other's submissions (NULL: the token's name is its owner)."""
 
 
 class Evaluation(Base):

@@ -79,16 +79,18 @@ def _info(row: Any) -> TaskInfo:
 
 
 def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
-              documents: Sequence[tuple[str, bytes]], batch_id: str | None = None) -> tuple[str, list[str]]:
+              documents: Sequence[tuple[str, bytes]], batch_id: str | None = None, *,
+              owner: str | None = None) -> tuple[str, list[str]]:
     """Record ``documents`` (name, bytes) as queued tasks of a batch (new, or ``batch_id`` when adding to one);
-    returns ``(batch id, task ids)`` in the order given. Enqueue the messages only after this commits."""
+    returns ``(batch id, task ids)`` in the order given. Enqueue the messages only after this commits.
+    ``owner``: whose work it is (an API token's owner); None for batches only reviewers and admins see."""
     now = utcnow()
     task_ids = [str(uuid.uuid4()) for _ in documents]
     with write_connection(engine) as connection:
         if batch_id is None:
             batch_id = uuid.uuid4().hex
             connection.execute(insert(Batch), {"id": batch_id, "settings": settings, "submitted_by": submitted_by,
-                                               "created_at": now})
+                                               "owner": owner, "created_at": now})
         for task_id, (name, content) in zip(task_ids, documents):
             upload = connection.execute(insert(Upload), {
                 "sha256": hashlib.sha256(content).hexdigest(), "name": name, "size": len(content),
@@ -119,20 +121,34 @@ def unfinished_ids(engine: Engine) -> list[str]:
         return list(session.execute(query).scalars())
 
 
-def get_task(engine: Engine, task_id: str) -> TaskInfo | None:
+Everyone = None
+"""The ``owner`` filter of a reviewer or admin (and of the workers): every batch, whoever submitted it."""
+
+
+def _owned(query: Any, owner: str | None) -> Any:
+    """``query`` (over tasks) limited to the batches of ``owner``; unchanged for ``Everyone``."""
+    if owner is Everyone:
+        return query
+    return query.where(Task.batch_id.in_(select(Batch.id).where(Batch.owner == owner)))
+
+
+def get_task(engine: Engine, task_id: str, owner: str | None = Everyone) -> TaskInfo | None:
+    """The task, if it exists and (with ``owner``) is that owner's: another owner's task is as missing."""
     query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.id == task_id)
     with transaction(engine, write=False) as session:
-        row = session.execute(query).first()
+        row = session.execute(_owned(query, owner)).first()
     return None if row is None else _info(row)
 
 
-def tasks_of_batch(engine: Engine, batch_id: str, task_ids: Iterable[str] | None = None) -> list[TaskInfo]:
-    """The batch's tasks (or only ``task_ids`` of it), in the order they were enqueued."""
+def tasks_of_batch(engine: Engine, batch_id: str, task_ids: Iterable[str] | None = None,
+                   owner: str | None = Everyone) -> list[TaskInfo]:
+    """The batch's tasks (or only ``task_ids`` of it), in the order they were enqueued; none when ``owner`` is
+    given and the batch is not that owner's."""
     query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.batch_id == batch_id)
     if task_ids is not None:
         query = query.where(Task.id.in_(list(task_ids)))
     with transaction(engine, write=False) as session:
-        return [_info(row) for row in session.execute(query.order_by(Task.enqueued_at, Task.id))]
+        return [_info(row) for row in session.execute(_owned(query, owner).order_by(Task.enqueued_at, Task.id))]
 
 
 def batch_counts(engine: Engine, batch_id: str) -> dict[str, int]:
@@ -140,6 +156,42 @@ def batch_counts(engine: Engine, batch_id: str) -> dict[str, int]:
     query = select(Task.state, func.count()).where(Task.batch_id == batch_id).group_by(Task.state)
     with transaction(engine, write=False) as session:
         return {state: int(count) for state, count in session.execute(query)}
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A batch as listed: who submitted it, when, and how many of its documents are where."""
+
+    id: str
+    submitted_by: str
+    created_at: datetime
+    counts: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"batch": self.id, "submitted_by": self.submitted_by, "created_at": self.created_at.isoformat(),
+                "counts": self.counts}
+
+
+def list_batches(engine: Engine, owner: str | None = Everyone, *, limit: int) -> list[BatchInfo]:
+    """The newest ``limit`` batches (of ``owner`` only, when given), with their documents per task state."""
+    query = select(Batch.id, Batch.submitted_by, Batch.created_at).order_by(Batch.created_at.desc(), Batch.id)
+    if owner is not Everyone:
+        query = query.where(Batch.owner == owner)
+    with transaction(engine, write=False) as session:
+        batches = session.execute(query.limit(limit)).all()
+        counts: dict[str, dict[str, int]] = {row.id: {} for row in batches}
+        for batch_id, state, count in session.execute(
+                select(Task.batch_id, Task.state, func.count()).where(Task.batch_id.in_(list(counts)))
+                .group_by(Task.batch_id, Task.state)):
+            counts[batch_id][state] = int(count)
+    return [BatchInfo(row.id, row.submitted_by, row.created_at, counts[row.id]) for row in batches]
+
+
+def owns_document_run(engine: Engine, owner: str, document_run_id: int) -> bool:
+    """Whether a task of ``owner``'s batches ended in this document run (what a submitter may read)."""
+    query = _owned(select(Task.id).where(Task.document_run_id == document_run_id), owner).limit(1)
+    with transaction(engine, write=False) as session:
+        return session.execute(query).first() is not None
 
 
 def upload_of(engine: Engine, task_id: str) -> tuple[str, bytes]:
@@ -188,10 +240,13 @@ def document_with(engine: Engine, sha256: str, segmenter: str) -> int | None:
                                ).scalar()
 
 
-def upload_with(engine: Engine, sha256: str) -> tuple[str, bytes] | None:
-    """An uploaded document with this content (``(name, bytes)``): the source of a document run whose path
-    is only the name it was submitted under."""
-    query = select(Upload.name, Upload.content).where(Upload.sha256 == sha256).order_by(Upload.id).limit(1)
+def uploads_with(engine: Engine, sha256: str) -> list[tuple[int, str]]:
+    """The uploads with this content, oldest first, as ``(upload id, name as submitted)``."""
+    query = select(Upload.id, Upload.name).where(Upload.sha256 == sha256).order_by(Upload.id)
     with transaction(engine, write=False) as session:
-        row = session.execute(query).first()
-    return None if row is None else (row.name, bytes(row.content))
+        return [(row.id, row.name) for row in session.execute(query)]
+
+
+def upload_content(engine: Engine, upload_id: int) -> bytes:
+    with transaction(engine, write=False) as session:
+        return bytes(session.execute(select(Upload.content).where(Upload.id == upload_id)).scalar_one())

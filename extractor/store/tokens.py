@@ -30,21 +30,27 @@ class TokenInfo:
     role: Role
     created_at: datetime
     revoked_at: datetime | None
+    owner: str
+    """Whose work the token submits and sees (``--owner``; the token's own name when none was given)."""
 
 
 def token_hash(token: str) -> str:
     return text_sha256(token)
 
 
-def create_token(engine: Engine, name: str, role: str) -> str:
-    """A new token for ``name`` with ``role``; returns the secret (only its hash is stored)."""
+def create_token(engine: Engine, name: str, role: str, owner: str | None = None) -> str:
+    """A new token for ``name`` with ``role``; returns the secret (only its hash is stored). Tokens given the
+    same ``owner`` see each other's submissions; without one the token is its own owner."""
     require_one_of(role, values_of(Role), "role")
     if not name.strip() or len(name) > 200:
         raise UsageError("token name must be 1 to 200 characters")
+    if owner is not None and (not owner.strip() or len(owner) > 200):
+        raise UsageError("token owner must be 1 to 200 characters")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction(engine) as session:
-            session.add(ApiToken(name=name, role=role, token_sha256=token_hash(secret), created_at=utcnow()))
+            session.add(ApiToken(name=name, role=role, token_sha256=token_hash(secret), created_at=utcnow(),
+                                 owner=owner))
     except IntegrityError:
         raise UsageError(f"a token named {name!r} exists; revoke it or pick another name") from None
     return secret
@@ -61,13 +67,16 @@ def find_token_by_hash(engine: Engine, sha256: str) -> TokenInfo | None:
     with transaction(engine, write=False) as session:
         row = session.execute(select(ApiToken).where(ApiToken.token_sha256 == sha256,
                                                      ApiToken.revoked_at.is_(None))).scalar()
-        return None if row is None else TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at)
+        return None if row is None else _info(row)
 
 
 def list_tokens(engine: Engine) -> list[TokenInfo]:
     with transaction(engine, write=False) as session:
-        return [TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at)
-                for row in session.execute(select(ApiToken).order_by(ApiToken.created_at)).scalars()]
+        return [_info(row) for row in session.execute(select(ApiToken).order_by(ApiToken.created_at)).scalars()]
+
+
+def _info(row: ApiToken) -> TokenInfo:
+    return TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at, row.owner or row.name)
 
 
 def revoke_token(engine: Engine, name: str) -> bool:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from extractor.document import language_of
 from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
+
+QUESTIONS = "missingFields"
+"""The envelope's list of NEEDS_INPUT questions (``{fieldPath, question}``), drawn as questions, not as a field."""
 
 if TYPE_CHECKING:
     from extractor.review.view import DocumentView, EvidenceMark
@@ -59,9 +63,24 @@ class DocumentPage:
     findings: dict[str, list[dict[str, Any]]]  # by form name; "" for the whole record
     evidence_by_field: dict[str, list[dict[str, Any]]]
     questions: dict[str, str]
+    """Each NEEDS_INPUT question by field path: shown once, beside its field when the page draws that field."""
     field_states: dict[str, dict[str, Any]]
     lang: str
     extra_paths: list[str] = field(default_factory=list)
+    top: list[Node] = field(default_factory=list)
+    """The record's fields the page draws: the ones the candidate has, but ``missingFields`` when every entry of
+    it is a question (each is shown once: beside its field, or in the list of questions)."""
+    drawn: frozenset[str] = frozenset()
+    """The field paths the page draws; a question on another path has no field to stand beside, so the page
+    lists it on its own."""
+
+    @property
+    def questions_at_fields(self) -> list[str]:
+        return [path for path in self.questions if path in self.drawn]
+
+    @property
+    def questions_elsewhere(self) -> dict[str, str]:
+        return {path: question for path, question in self.questions.items() if path not in self.drawn}
 
 
 def _pieces(text: str, start: int, evidence: list[EvidenceMark]) -> list[Piece]:
@@ -119,8 +138,23 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
     extra = [f"{node.name + '.' if node.name else ''}{key}" for node in (tree.walk() if tree else ())
              for key in node.extra_keys]
     source = view.text or " ".join(s.text for s in view.sentences)
+    asked = isinstance(view.missing_fields, list) and all(isinstance(m, dict) for m in view.missing_fields)
+    top = [child for child in (tree.children if tree is not None else ())
+           if child.present and not (asked and child.name == QUESTIONS)]
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
-                        dict(view.fields or {}), language_of(source), extra)
+                        dict(view.fields or {}), language_of(source), extra, top,
+                        frozenset(name for child in top for name in _drawn(child)))
+
+
+def _drawn(node: Node) -> Iterator[str]:
+    """The names of ``node`` and of what the template's ``show`` macro draws under it: the present children of
+    an object, every item of a list."""
+    yield node.name
+    if node.is_null or not node.present:
+        return
+    for child in node.children:
+        if node.kind == "array" or child.present:
+            yield from _drawn(child)
 
 
 def pretty(value: Any) -> str:

@@ -20,7 +20,6 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -71,13 +70,6 @@ DONE = re.compile(r"^(approved|rejected) \d+$")
 
 OpenStores = Callable[[], tuple[Store, Store]]
 """Returns the run log and the approved-records store (long-lived: called once per request)."""
-SourceOf = Callable[[DocumentRunInfo], AbstractContextManager[Path | None]]
-"""The source file to check a decision against: ``None`` means the path the run read (``extract run``'s
-files); the service gives a scratch copy of an uploaded document instead (never a path a client named)."""
-
-
-def _path_of_run(_document_run: DocumentRunInfo) -> AbstractContextManager[Path | None]:
-    return nullcontext(None)
 
 
 class SecuredRoute(APIRoute):
@@ -135,10 +127,11 @@ def _field(items: Sequence[tuple[str, str]], name: str) -> str:
 
 
 def review_router(open_stores: OpenStores, current_principal: Callable[..., Any], *,
-                  secret: bytes | None = None, prefix: str = "/review", source_of: SourceOf = _path_of_run) -> APIRouter:
+                  secret: bytes | None = None, prefix: str = "/review") -> APIRouter:
     """The review pages under ``prefix``; ``current_principal`` is a FastAPI dependency returning a
-    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default);
-    ``source_of`` gives the source file a decision is checked against."""
+    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default). A
+    decision is checked against the source as ``extractor.review.decide`` reads it (an uploaded document: its
+    upload in the run log)."""
     key = secret or secrets.token_bytes(32)
     router = APIRouter(prefix=prefix, route_class=SecuredRoute)
     principal_of = Depends(current_principal)
@@ -245,9 +238,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                 raise ReviewError("a rejection needs a reason: say what is wrong")
             reject_document(store, records, found, reviewer=principal.name, reason=reason)
         else:
-            with source_of(found) as source:
-                approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
-                                 edited=edited, source=source, **_block_override(found, _field(items, "override").strip()))
+            approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
+                             edited=edited, **_block_override(found, _field(items, "override").strip()))
         target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
         done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {found.id}"}
         return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
@@ -308,8 +300,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                 return _decide(request, principal, found, "approve", items, edited=text)
             if run is None:
                 raise ReviewError(f"document run {document_run_id} refers to a missing run")
-            with source_of(found) as source:
-                report = check_edited(store, found, run, text, source)
+            report = check_edited(store, found, run, text)
         except Refused as refused_:
             report, error = refused_.report, refused_.reason
         except ReviewError as error_:
