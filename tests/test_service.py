@@ -8,11 +8,13 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from extractor.ingest import MAX_BYTES_ENV
+from extractor.queue.endpoints import ENDPOINTS_ENV
 from extractor.queue.settings import BatchSettings
 from extractor.service.app import Service, build_service
 from extractor.store import open_store, tasks
@@ -30,12 +32,12 @@ SAMPLE = ROOT / "samples" / "en_purchase_approval.md"
 def api(llm_server: Callable[..., ScriptedLLMServer], db_url: str,
         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[httpx.Client, dict[str, str], Service]]:
     """A client on a running API, the tokens of one submitter, reviewer and admin, and the service."""
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv(MAX_BYTES_ENV, str(LIMIT))  # the one document limit: the API's and ingest's
     server = llm_server(lambda request, number: Reply(answer_for(request)))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the "default" endpoint (no endpoints file)
     store = open_store(db_url)
     service = build_service(store, broker=None, concurrency=2, model="openai:scripted-model")
-    service.defaults = BatchSettings(model="openai:scripted-model", base_url=server.base_url)
     tokens = {role: create_token(store.engine, f"{role}-token", role) for role in ("submitter", "reviewer", "admin")}
     try:
         with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -84,12 +86,12 @@ def test_a_document_goes_from_upload_to_approval_and_each_role_does_only_its_par
                          headers=bearer(reviewer))
     assert nothing.status_code == 400 and "'model=none' selects no run" in nothing.json()["detail"]
 
-    new = {"model": "openai:other", "contract": "work_procedure", "prompt_version": "v1", "timeout": 30.0,
-           "retries": 1, "response_format": "auto"}
+    new = {"endpoint": "default", "model": "openai:scripted-model", "contract": "work_procedure", "prompt_version": "v2",
+           "timeout": 30.0, "retries": 1, "response_format": "auto"}
     assert client.put("/v1/settings", headers=bearer(reviewer), json=new).status_code == 403
     changed = client.put("/v1/settings", headers=bearer(admin), json=new)
-    assert changed.status_code == 200 and changed.json()["model"] == "openai:other"
-    assert service.defaults.model == "openai:other" and service.defaults.base_url is None
+    assert changed.status_code == 200 and changed.json()["prompt_version"] == "v2"
+    assert service.defaults.prompt_version == "v2" and service.defaults.endpoint == "default"
 
 
 def test_no_token_a_wrong_token_and_a_revoked_token_get_401(api: tuple[httpx.Client, dict[str, str], Service]) -> None:
@@ -157,8 +159,8 @@ def test_ids_and_limits_out_of_range_and_unknown_contracts_get_422_as_documented
         assert [error_loc for error_loc, _ in validation_errors(answer)] == [loc], path
     assert client.get("/v1/document-runs/2147483647", headers=admin).status_code == 404  # the largest id: just missing
 
-    settings = {"model": "openai:scripted-model", "contract": "", "prompt_version": "v1", "timeout": 30.0,
-                "retries": 1, "response_format": "auto"}
+    settings = {"endpoint": "default", "model": "openai:scripted-model", "contract": "", "prompt_version": "v1",
+                "timeout": 30.0, "retries": 1, "response_format": "auto"}
     refused = [client.post("/v1/documents/text", headers=admin, json={"name": "a.md", "text": "x", "contract": ""}),
                client.post("/v1/documents", headers=admin, data={"contract": "nope"},
                            files=[("files", ("a.md", b"# A\n\nText.", "text/markdown"))]),
@@ -326,3 +328,75 @@ def test_an_uploaded_document_is_approved_from_its_upload_by_extract_approve_and
     review = client.get(f"/v1/review/{absolute}", headers=bearer(tokens["reviewer"])).json()
     assert review["approved"]["reviewer"] == "kim" and review["approved"]["note"] == "checked"
     assert decoy.read_text(encoding="utf-8").startswith("# Something else")  # untouched, and never read
+
+
+def test_model_servers_are_the_operators_and_a_key_goes_only_to_its_own_endpoint(
+        llm_server: Callable[..., ScriptedLLMServer], db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab, other = (llm_server(lambda request, number: Reply(answer_for(request))) for _ in range(2))
+    config = tmp_path / "endpoints.toml"
+    config.write_text(f"""
+[endpoints.lab]
+url = "{lab.base_url}"
+key_env = "LAB_KEY"
+models = ["lab-model"]
+
+[endpoints.spare]
+url = "{other.base_url}/"
+models = ["spare-model", "openai:spare-large"]
+""", encoding="utf-8")
+    monkeypatch.setenv("LAB_KEY", "secret-of-the-lab")
+    monkeypatch.setenv("OPENAI_API_KEY", "secret-of-openai")
+    monkeypatch.setenv("OPENAI_BASE_URL", lab.base_url)
+    monkeypatch.setenv(ENDPOINTS_ENV, str(config))
+    store = open_store(db_url)
+    service = build_service(store, broker=None, concurrency=2, model="openai:lab-model")
+    admin = create_token(store.engine, "root", "admin")
+    base = {"contract": "work_procedure", "prompt_version": "v1", "timeout": 30.0, "retries": 0,
+            "response_format": "auto"}
+    try:
+        with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
+            assert client.get("/v1/endpoints", headers=bearer(admin)).json() == [
+                {"name": "lab", "models": ["openai:lab-model"]},
+                {"name": "spare", "models": ["openai:spare-model", "openai:spare-large"]}]  # names, never URLs
+            for hostile, loc in (({"endpoint": "lab", "model": "openai:lab-model", "base_url": "http://127.0.0.1:9/v1"},
+                                  ["body", "base_url"]),
+                                 ({"endpoint": "elsewhere", "model": "openai:lab-model"}, ["body", "endpoint"]),
+                                 ({"endpoint": "lab", "model": "local:/etc/passwd"}, ["body", "model"]),
+                                 ({"endpoint": "lab", "model": "local"}, ["body", "model"]),
+                                 ({"endpoint": "lab", "model": "openai:spare-model"}, ["body", "model"])):
+                refused = client.put("/v1/settings", headers=bearer(admin), json=base | hostile)
+                assert refused.status_code == 422 and [e[0] for e in validation_errors(refused)] == [loc], hostile
+            assert service.defaults.endpoint == "lab" and service.defaults.model == "openai:lab-model"
+
+            def convert(name: str) -> dict[str, Any]:
+                sent = client.post("/v1/documents/text", headers=bearer(admin),
+                                   json={"name": name, "text": SAMPLE.read_text(encoding="utf-8")
+                                         + f"\n{name} is this copy's name.\n"})
+                return finished(client, admin, sent.json()["documents"][0]["id"])
+
+            assert convert("one.md")["outcome"] in ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+            chosen = client.put("/v1/settings", headers=bearer(admin),
+                                json=base | {"endpoint": "spare", "model": "openai:spare-model"})
+            assert chosen.status_code == 200, chosen.text
+            assert convert("two.md")["outcome"] in ("READY_FOR_REVIEW", "MANUAL_REVIEW")
+    finally:
+        service.close()
+    with open_store(db_url) as store:  # a batch of `extract run --queue` naming the spare server's URL, no endpoint
+        legacy = BatchSettings(model="openai:spare-model", base_url=other.base_url)
+        _, (task_id,) = tasks.add_batch(store.engine, legacy.to_json(), "cli-user", [("three.md", b"# Three\n\nText.\n")])
+    service = build_service(open_store(db_url), broker=None, concurrency=1, model="openai:lab-model")
+
+    def legacy_finished() -> bool:
+        found = tasks.get_task(service.store.engine, task_id)
+        return found is not None and found.state == "finished"
+
+    try:
+        wait_for(legacy_finished, "the batch naming a URL")
+    finally:
+        service.close()
+
+    keys = {server: {request.headers.get("authorization") for request in server.chat_requests} for server in (lab, other)}
+    assert keys[lab] == {"Bearer secret-of-the-lab"}  # the lab's key, to the lab only
+    assert keys[other] == {"Bearer not-needed"}, keys[other]  # no key of this machine went to the spare server
+    assert {request.json["model"] for request in lab.chat_requests} == {"lab-model"}
+    assert {request.json["model"] for request in other.chat_requests} == {"spare-model"}

@@ -9,10 +9,15 @@ import typer
 
 from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
 from extractor.cli.review import DatabaseOption
+from extractor.queue.celery_app import DEFAULT_VISIBILITY_TIMEOUT_S, REDELIVERY_SLACK_S
 from extractor.vocab import DEFAULT_MAX_DELIVERIES, Role
 
 QueueOption = Annotated[str | None, typer.Option("--queue", help="broker URL, e.g. redis://127.0.0.1:6379/0 "
                                                  "[env EXTRACT_BROKER_URL]")]
+EndpointsOption = Annotated[str | None, typer.Option(
+    "--endpoints", metavar="FILE", help="the model servers this service may call, by name, with their URLs, key "
+    "variables and models (docs/service.md); the same file for `extract serve` and every worker [env "
+    "EXTRACT_ENDPOINTS; default: OPENAI_BASE_URL and OPENAI_API_KEY]")]
 tokens_app = App(cls=Commands, help="Bearer tokens of `extract serve`: create (the secret is shown once), list, revoke.",
                          no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
@@ -26,10 +31,14 @@ def worker(
                                              "worker (halved on each 429 or timeout, then grown back)")] = 8,
     max_deliveries: Annotated[int, typer.Option(min=1, help="a document whose worker died this many times ends ERROR "
                                                 "instead of being delivered again")] = DEFAULT_MAX_DELIVERIES,
-    visibility_timeout: Annotated[float, typer.Option(min=1, help="seconds before a document not acknowledged (its "
-                                                      "worker died) goes to another worker; longer than any document "
-                                                      "takes")] = 3600.0,
+    visibility_timeout: Annotated[float, typer.Option(min=1, help="seconds after its delivery a document not "
+                                                      "acknowledged goes back on the queue: the documents of a worker "
+                                                      f"that died are back within this + {REDELIVERY_SLACK_S:.0f} s "
+                                                      "(another worker takes them when it has room). Longer than any "
+                                                      "document takes (a longer one is delivered again, and that copy "
+                                                      "waits for it)")] = DEFAULT_VISIBILITY_TIMEOUT_S,
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
+    endpoints: EndpointsOption = None,
 ) -> None:
     """A Celery worker converting queued documents (`extract run --queue`, `extract serve --queue`).
 
@@ -37,6 +46,7 @@ def worker(
     (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
     """
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
+    from extractor.queue.endpoints import load_endpoints
     from extractor.queue.limiter import shared_limit
     from extractor.queue.runner import Runner
     from extractor.store import open_store
@@ -44,8 +54,10 @@ def worker(
     broker = broker_url(queue)
     if broker is None:
         fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
+    servers = load_endpoints(endpoints)
     store = open_store(database)
-    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker))
+    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
+                    endpoints=servers)
     start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
                  loglevel=loglevel)
 
@@ -58,7 +70,9 @@ def serve(
     database: DatabaseOption = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="without a broker: documents converted at once in "
                                              "this process")] = 4,
-    model: Annotated[str | None, typer.Option(help="model of submissions that name none [env EXTRACT_MODEL]")] = None,
+    model: Annotated[str | None, typer.Option(help="model of submissions that name none, one of an endpoint's "
+                                             "[env EXTRACT_MODEL]")] = None,
+    endpoints: EndpointsOption = None,
 ) -> None:
     """The HTTP API (OpenAPI docs at /docs): submit documents, read results, review; bearer tokens required.
     People review in the browser at /review/, signing in once with their token.
@@ -67,15 +81,21 @@ def serve(
     process converts them itself, so one machine needs nothing else. A document over EXTRACT_MAX_DOCUMENT_BYTES
     (default 10,000,000, the limit ingest applies everywhere) gets 413.
     """
+    import os
+
     import uvicorn
 
     from extractor.cli.run import resolve_model
     from extractor.queue.celery_app import broker_url
+    from extractor.queue.endpoints import load_endpoints
     from extractor.service.app import build_service, create_app
     from extractor.store import open_store
 
+    servers = load_endpoints(endpoints, default_model=resolve_model(model))  # (the model matters without a file)
+    default_model = model or os.environ.get("EXTRACT_MODEL") or servers.first_model() or resolve_model(None)
     store = open_store(database)
-    service = build_service(store, broker=broker_url(queue), concurrency=concurrency, model=resolve_model(model))
+    service = build_service(store, broker=broker_url(queue), concurrency=concurrency, model=default_model,
+                            endpoints=servers)
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:

@@ -4,7 +4,7 @@ Each worker keeps its own ``AdaptiveLimit`` (calls in flight, halved on a 429 or
 successes). ``SharedLimit`` also publishes every 429 to Redis (a counter, and the latest ``Retry-After``
 deadline) and, before a call starts, reads both at most every ``SYNC_S``: a 429 another worker saw halves
 this worker's limit too, and nobody starts a call before a deadline the server asked for. The keys are per
-model server (model and base URL), so workers of another model are not slowed.
+model server (model and endpoint name, or base URL), so workers of another model are not slowed.
 
 Redis being unreachable never fails a document: the worker then throttles on what it sees itself.
 """
@@ -101,7 +101,8 @@ class SharedLimit(AdaptiveLimit):
 
 def limit_prefix(settings: BatchSettings) -> str:
     """Redis key prefix of one model server: workers calling the same model at the same URL share it."""
-    server = f"{settings.model}|{settings.base_url or os.environ.get('OPENAI_BASE_URL', '')}"
+    where = settings.endpoint or settings.base_url or os.environ.get("OPENAI_BASE_URL", "")
+    server = f"{settings.model}|{where}"
     return "extract:limit:" + hashlib.sha256(server.encode()).hexdigest()[:16]
 
 

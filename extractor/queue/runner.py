@@ -29,6 +29,7 @@ from pathlib import Path
 
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
+from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
@@ -66,8 +67,10 @@ class Runner:
     """
 
     def __init__(self, store: Store, *, concurrency: int, max_deliveries: int = DEFAULT_MAX_DELIVERIES,
-                 limit: LimitFactory = local_limit, command: str = "extract worker") -> None:
+                 limit: LimitFactory = local_limit, command: str = "extract worker",
+                 endpoints: Endpoints | None = None) -> None:
         self.store = store
+        self.endpoints = endpoints or load_endpoints()
         self.concurrency = concurrency
         self.max_deliveries = max_deliveries
         self.command = command
@@ -152,9 +155,10 @@ class Runner:
         async with self._creating:
             slot = self._slots.get(settings.key())
             if slot is None:
+                base_url, key = settings.server(self.endpoints)  # this worker's URL and key of the batch's server
                 limit = self._limit(self.concurrency, settings)
-                engine = Engine(self.store, settings.provider(limit), settings.run_settings(self.concurrency, self.command),
-                                limit=limit)
+                engine = Engine(self.store, settings.provider(limit, base_url, key),
+                                settings.run_settings(self.concurrency, self.command, base_url), limit=limit)
                 await engine.start()
                 slot = _Slot(engine, time.monotonic(), asyncio.create_task(self._heartbeat(engine)))
                 self._slots[settings.key()] = slot

@@ -1,17 +1,21 @@
 """What a batch is converted with, as stored on the batch (JSON) and rebuilt by every worker.
 
-Secrets never travel: an API key comes from the worker's own environment (``OPENAI_API_KEY``), and the base
-URL too unless the submitter gave one explicitly.
+Secrets never travel: a batch names its model server (``endpoint``, one of the operator's, see
+``extractor.queue.endpoints``), and each worker finds the URL and the key of that name in its own
+configuration. A batch of ``extract run --queue`` may give a base URL instead: it gets the key of the
+configured endpoint at that URL, if any, and no key otherwise.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from extractor.engine import AdaptiveLimit, RunSettings
 from extractor.generate import Provider
 from extractor.providers import ProviderSettings, ResponseFormat, from_string
+from extractor.queue.endpoints import OPENAI_URL, Endpoints, normal_url
 from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_PROMPT_VERSION
 
 
@@ -20,6 +24,8 @@ class BatchSettings:
     """The options of ``extract run`` that travel with a queued batch."""
 
     model: str = "local"
+    endpoint: str | None = None
+    """The operator's name of the model server (``extractor.queue.endpoints``); None: ``base_url``."""
     contract: str = DEFAULT_CONTRACT
     prompt_version: str = DEFAULT_PROMPT_VERSION
     base_url: str | None = None
@@ -48,18 +54,35 @@ class BatchSettings:
         """What makes two batches share one engine (and so one worker run) in a worker."""
         return tuple(sorted((name, str(value)) for name, value in asdict(self).items()))
 
-    def run_settings(self, concurrency: int, command: str) -> RunSettings:
+    def server(self, endpoints: Endpoints) -> tuple[str | None, str | None]:
+        """``(base URL, key)`` of the model server in this process's configuration: the named endpoint's own
+        (``ValueError`` when this process has no such endpoint, or not for this model), else the batch's base
+        URL (or ``OPENAI_BASE_URL``) with the key of the endpoint configured at that URL, if any. ``(None,
+        None)`` for a local model."""
+        if self.model.strip().partition(":")[0] == "local":
+            return None, None
+        if self.endpoint is not None:
+            endpoint = endpoints.allowed(self.endpoint, self.model)
+            return endpoint.url, endpoint.key()
+        url = normal_url(self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL)
+        found = endpoints.at_url(url)
+        return url, None if found is None else found.key()
+
+    def run_settings(self, concurrency: int, command: str, base_url: str | None) -> RunSettings:
         from extractor.contracts import get_contract
 
         return RunSettings(contract=get_contract(self.contract), prompt_version=self.prompt_version,
                            concurrency=concurrency, force=self.force, retry_errors=self.retry_errors,
-                           max_tokens=self.max_tokens, tags=self.tags, command=command, base_url=self.base_url)
+                           max_tokens=self.max_tokens, tags=self.tags, command=command, base_url=base_url)
 
-    def provider(self, limit: AdaptiveLimit) -> Provider:
-        """The model client, reporting 429s and timeouts to ``limit``."""
+    def provider(self, limit: AdaptiveLimit, base_url: str | None, key: str | None) -> Provider:
+        """The model client of the server ``server`` found, reporting 429s and timeouts to ``limit``. Without a
+        key a placeholder is sent, never a key of this process's environment."""
+        from extractor.providers.openai_compat import NO_KEY_PLACEHOLDER
+
         call_settings = ProviderSettings(timeout_s=self.timeout, max_transport_retries=self.retries,
                                          retry_budget_s=self.retry_budget,
                                          response_format=ResponseFormat(self.response_format),
                                          connections=limit.maximum)
-        return from_string(self.model, base_url=self.base_url, settings=call_settings,
+        return from_string(self.model, base_url=base_url, api_key=key or NO_KEY_PLACEHOLDER, settings=call_settings,
                            on_rate_limit=limit.on_rate_limit, on_timeout=limit.on_timeout)

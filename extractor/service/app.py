@@ -31,8 +31,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from extractor.errors import ExtractorError
+from extractor.errors import ExtractorError, UsageError
 from extractor.ingest import max_document_bytes
+from extractor.providers import ResponseFormat
+from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.service.auth import Principal, current_principal, require_role
@@ -70,6 +72,8 @@ class Service:
     store: Store
     publish: Callable[[list[str]], None]
     defaults: BatchSettings
+    endpoints: Endpoints
+    """The model servers the operator configured: the API chooses among their names and models only."""
     max_upload_bytes: int = field(default_factory=max_document_bytes)
     """The one document limit (``EXTRACT_MAX_DOCUMENT_BYTES``): an upload the workers' ingest would refuse
     is refused here, with 413."""
@@ -92,24 +96,32 @@ class Service:
 
 
 def build_service(store: Store, *, broker: str | None, concurrency: int, model: str,
-                  max_upload_bytes: int | None = None, max_pending: int = DEFAULT_MAX_PENDING) -> Service:
+                  endpoints: Endpoints | None = None, max_upload_bytes: int | None = None,
+                  max_pending: int = DEFAULT_MAX_PENDING) -> Service:
     """Submissions go to Celery workers on ``broker``, or without one to a runner in this process, which first
-    takes up what an earlier service left unfinished (stopped or killed before converting it)."""
-    defaults = BatchSettings(model=model)
+    takes up what an earlier service left unfinished (stopped or killed before converting it).
+
+    ``endpoints`` (default: ``EXTRACT_ENDPOINTS``, else this environment's ``OPENAI_*``) must have ``model``:
+    the defaults of submissions name the first endpoint that has it (``UsageError`` when none has)."""
+    endpoints = endpoints or load_endpoints(default_model=model)
+    serving = endpoints.first_with(model)
+    if serving is None:
+        raise UsageError(f"--model {model} is not a model of any configured endpoint ({endpoints.source})")
+    defaults = BatchSettings(model=model, endpoint=serving.name)
     max_upload_bytes = max_document_bytes() if max_upload_bytes is None else max_upload_bytes
     if broker is not None:
         from extractor.queue.celery_app import make_celery
         from extractor.queue.submit import celery_publisher
 
-        return Service(store, celery_publisher(make_celery(broker)), defaults, max_upload_bytes, max_pending)
-    runner = Runner(store, concurrency=concurrency, command="extract serve")
+        return Service(store, celery_publisher(make_celery(broker)), defaults, endpoints, max_upload_bytes, max_pending)
+    runner = Runner(store, concurrency=concurrency, command="extract serve", endpoints=endpoints)
 
     def publish(task_ids: list[str]) -> None:
         for task_id in task_ids:
             runner.submit(task_id)
 
     publish(tasks.unfinished_ids(store.engine))  # a task another live process holds is left to it
-    return Service(store, publish, defaults, max_upload_bytes, max_pending, runner)
+    return Service(store, publish, defaults, endpoints, max_upload_bytes, max_pending, runner)
 
 
 # -- request and response bodies -------------------------------------------------------------------------
@@ -165,17 +177,18 @@ class Reject(BaseModel):
 
 
 class Settings(BaseModel):
-    """The settings submissions get when they name none (admin only)."""
+    """The settings submissions get when they name none (admin only). The model server is one of the
+    operator's endpoints, by name (``GET /v1/endpoints``): no URL, no key, no local model file."""
 
     model_config = ConfigDict(extra="forbid")
-    model: str
-    contract: str
-    prompt_version: str
-    base_url: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    timeout: float = Field(gt=0)
-    retries: int = Field(ge=0)
-    response_format: str
+    endpoint: str = Field(min_length=1, max_length=64)
+    model: str = Field(min_length=1, max_length=210, examples=["openai:gpt-4o-mini"])
+    contract: str = Field(max_length=200)
+    prompt_version: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    timeout: float = Field(gt=0, le=3600)
+    retries: int = Field(ge=0, le=20)
+    response_format: ResponseFormat
 
 
 # -- the app ---------------------------------------------------------------------------------------------
@@ -334,10 +347,25 @@ def create_app(service: Service) -> FastAPI:
 
     @api.put("/settings")
     def change_settings(principal: Admin, body: Settings) -> dict[str, Any]:
-        """Change the default settings of later submissions (admin only)."""
+        """Change the default settings of later submissions (admin only): an endpoint and model of
+        ``GET /v1/endpoints``, a contract the service has."""
         _check_contract(body.contract, ("body", "contract"))
-        service.defaults = replace(service.defaults, **body.model_dump())
+        try:
+            service.endpoints.get(body.endpoint)
+        except ValueError as error:
+            raise unprocessable(("body", "endpoint"), str(error), body.endpoint) from None
+        try:
+            service.endpoints.allowed(body.endpoint, body.model)
+        except ValueError as error:
+            raise unprocessable(("body", "model"), str(error), body.model) from None
+        chosen = body.model_dump() | {"response_format": body.response_format.value, "base_url": None}
+        service.defaults = replace(service.defaults, **chosen)
         return service.defaults.to_json()
+
+    @api.get("/endpoints")
+    def endpoints(principal: Submitter) -> list[dict[str, Any]]:
+        """The model servers the operator configured, by name, with the models each may be asked for."""
+        return [endpoint.to_json() for endpoint in service.endpoints.by_name.values()]
 
     app.include_router(api)
 
