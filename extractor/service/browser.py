@@ -124,6 +124,7 @@ def mount_review(app: FastAPI, service: Service) -> TokenLogin:
 
     app.include_router(pages)
     no_favicon(app)
-    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX))
+    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX),
+                       include_in_schema=False)  # pages for people, not the API /openapi.json describes
     return login
 
