@@ -81,21 +81,23 @@ def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | 
     }
 
 
-def masked_record(record: ApprovedRecordInfo) -> tuple[dict[str, Any], list[str]]:
+def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[dict[str, Any], list[str]]:
     """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where.
 
-    A contract this extractor does not know cannot say whether to mask, so nothing of it is exported.
+    The setting is the one its run recorded (the contract as it was when the record was made and approved);
+    a run that recorded none, or is not in the run log, takes it from the contract found as the run recorded it
+    (``extractor.contracts.recorded``). A contract that cannot be found cannot say whether to mask, so nothing of
+    it is exported.
     """
-    from extractor.contracts import get_contract
-    from extractor.errors import UsageError
     from extractor.evidence.sensitive import mask, personal_data
     from extractor.vocab import PersonalDataPolicy
 
-    try:
-        contract = get_contract(record.contract, record.contract_version)
-    except KeyError as error:
-        raise UsageError(f"cannot export record {record.id}: {error.args[0]}") from None
-    if contract.guards.source_personal_data is not PersonalDataPolicy.mask:
+    recorded = ((run.config or {}).get("guards") or {}).get("source_personal_data") if run is not None else None
+    if recorded is not None:
+        policy = PersonalDataPolicy(recorded)
+    else:
+        policy = _contract_for(record, run).guards.source_personal_data
+    if policy is not PersonalDataPolicy.mask:
         return record.record, []
     where: list[str] = []
 
@@ -111,6 +113,21 @@ def masked_record(record: ApprovedRecordInfo) -> tuple[dict[str, Any], list[str]
         return value
 
     return walk(record.record, "$"), where
+
+
+def _contract_for(record: ApprovedRecordInfo, run: Any | None) -> Any:
+    from extractor.contracts.recorded import Recorded, resolve
+    from extractor.errors import ExtractorError
+
+    if run is not None:
+        recorded, why = Recorded.of_run(run), ""
+    else:  # the run log does not have its run: the contract by name and version, from the search path
+        recorded = Recorded(record.contract, record.contract_version, None, "", run_id=record.run_id)
+        why = f" (its run {(record.run_id or '?')[:12]} is not in this run log)"
+    try:
+        return resolve(recorded)
+    except ExtractorError as error:
+        raise UsageError(f"cannot export record {record.id}{why}: {error}") from None
 
 
 def atomic_write(path: Path, write: Callable[[IO[str]], None], *, newline: str | None = None) -> None:
@@ -240,8 +257,9 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
         raise ValueError("--explode FIELD needs --format csv")
     rows = []
     for r in approved:
-        record, masked = masked_record(r)
-        rows.append((record, provenance(r, runs.get(r.run_id or ""), masked)))
+        run = runs.get(r.run_id or "")
+        record, masked = masked_record(r, run)
+        rows.append((record, provenance(r, run, masked)))
     if explode is not None and rows and not any(explode in record for record, _ in rows):
         lists = sorted({key for record, _ in rows for key, value in record.items() if isinstance(value, list)})
         raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "

@@ -86,7 +86,7 @@ def _segment_measured(document: Document) -> tuple[Document, float]:
 
 def _validate_measured(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
     """The validator's report on one answer (the contract named, as this code defines it) and its CPU seconds."""
-    from extractor.contracts.files import resolve
+    from extractor.contracts.recorded import resolve
     from extractor.validate import validate
 
     started = time.thread_time()
@@ -97,7 +97,7 @@ def _validate_measured(raw: str, document: Document, contract: ContractRef) -> t
 
 def _check_structure_measured(raw: str, contract: ContractRef) -> tuple[Report, float]:
     """The structure rules' report on one window's answer and its CPU seconds."""
-    from extractor.contracts.files import resolve
+    from extractor.contracts.recorded import resolve
     from extractor.validate import check_structure
 
     started = time.thread_time()

@@ -1,15 +1,20 @@
 """A contract of a shape no built-in has, written as files (``tests/corpus/work_orders``: a maintenance work
 order with a header, participants, a task table with assignees and hours, parts in a 5,000-row catalogue),
-tried as a user would: the order check on a table quoted cell by cell (.md and .docx)."""
+tried as a user would: the order check on a table quoted cell by cell (.md and .docx), and every command that
+reads stored results finding the contract the run used, through the CLI, real HTTP and the run log."""
 
 from __future__ import annotations
 
 import copy
+import csv
 import json
+import os
 import random
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +25,14 @@ from extractor.document import Document
 from extractor.ingest import load as ingest
 from extractor.segment import segment
 from extractor.validate import validate
+from tests.support.llm_server import Reply, ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "work_orders"
 CONTRACTS = CORPUS / "contracts"
 SOURCE = CORPUS / "en_work_order.md"
 GOLD: dict[str, Any] = json.loads((CORPUS / "expected" / "en_work_order.candidate.json").read_text(encoding="utf-8"))
+SAMPLES = ROOT / "samples"
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +134,6 @@ def test_renumbered_swap_quoting_its_new_numbers_is_found(work_order: Any, sourc
     assert ("TASK_STEP_INVERTED", "$.tasks[1]") in findings(work_order, candidate, sources["md"])
 
 
-def extract(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "extractor", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
-
-
 def test_swapped_tasks_through_the_cli(tmp_path: Path) -> None:
     candidate = CORPUS / "expected" / "en_work_order.candidate.json"
     result = extract("validate", candidate, "--source", SOURCE, "--contract", "work_order", "--contracts", CONTRACTS,
@@ -200,3 +202,176 @@ def test_random_task_tables_gold_passes_and_every_adjacent_swap_is_found(work_or
         found = findings(work_order, _quoted(document, crew, rows, order), document)
         caught += ("TASK_STEP_INVERTED", f"$.tasks[{at + 1}]") in found
     assert alarms == [] and caught == trials
+
+
+# ---------------------------------------------------------------- stored results find the contract the run used
+
+
+def extract(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "extractor", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def _environment(tmp_path: Path, server: ScriptedLLMServer) -> dict[str, str]:
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/runs.db",
+           "COLUMNS": "200"}
+    for name in ("EXTRACT_CONTRACTS_PATH", "OPENAI_API_KEY", "EXTRACT_APPROVED_DATABASE_URL", "EXTRACT_REVIEWER"):
+        env.pop(name, None)
+    return env
+
+
+def _purchase_answer(request: dict[str, Any] | None, number: int) -> Reply:
+    text = json.dumps(request or {}, ensure_ascii=False)
+    name = "ko_pass" if "PO-2026-0416" in text else "en_pass"
+    return Reply((SAMPLES / "expected" / "purchase_orders" / f"{name}.candidate.json").read_text(encoding="utf-8"))
+
+
+def _judged(request: dict[str, Any] | None, number: int) -> Reply:
+    links = [int(i) for i in re.findall(r"^\[(\d+)\] field: ", (request or {})["messages"][1]["content"], re.MULTILINE)]
+    return Reply(json.dumps({"status": "ok", "grounded": True, "invented_facts": [], "contradicts_context": False,
+                             "links": [{"index": i, "supported": 1.0} for i in links], "verdict": "pass",
+                             "comment": ""}))
+
+
+def test_a_purchase_order_run_with_contract_files_is_reviewed_exported_and_judged_later(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    server, judge = llm_server(_purchase_answer), llm_server(_judged)
+    env = _environment(tmp_path, server)
+    contracts = tmp_path / "contracts"
+    shutil.copytree(SAMPLES / "contracts", contracts)
+    documents = [SAMPLES / "purchase_orders" / "en_purchase_order.md", SAMPLES / "purchase_orders" / "ko_purchase_order.txt"]
+    ran = extract("run", *documents, "--contract", "purchase_order", "--contracts", contracts, "--model",
+                  "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads(ran.stdout)
+    run_id = summary["run_id"]
+    ids = {Path(o["path"]).name: str(o["document_run_id"]) for o in summary["outcomes"]}
+    en, ko = ids["en_purchase_order.md"], ids["ko_purchase_order.txt"]
+
+    # the issue's own steps: approve, then export as CSV, with no --contracts anywhere
+    assert extract("approve", en, "--reviewer", "lee", env=env, cwd=tmp_path).returncode == 0
+    out = tmp_path / "records.csv"
+    exported = extract("export", "--format", "csv", "--out", out, env=env, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert [(r["contract"], r["supplier.name"], r["reviewer"]) for r in rows] == [
+        ("purchase_order", "Hanbit Fasteners Co., Ltd.", "lee")]
+    assert extract("show", en, env=env, cwd=tmp_path).returncode == 0
+
+    # a catalogue edited since the run: what checks again says so in one line, and what to do
+    catalogue = contracts / "purchase_order" / "v1" / "skus.csv"
+    original = catalogue.read_bytes()
+    catalogue.write_bytes(original + b"999999,spring washer M8,piece\n")
+    fixed = tmp_path / "ko_fixed.json"
+    fixed.write_text((SAMPLES / "expected" / "purchase_orders" / "ko_pass.candidate.json").read_text(encoding="utf-8"),
+                     encoding="utf-8")
+    changed = (f"error: contract purchase_order v1 changed since run {run_id[:12]} used it: skus.csv changed (in "
+               f"{catalogue.parent}); put the files back as they were, or give --contracts a folder holding "
+               "purchase_order/v1 as the run had it; to use the contract as it is now, run the documents again\n")
+    refused = extract("approve", ko, "--reviewer", "kim", "--edited", fixed, env=env, cwd=tmp_path)
+    assert (refused.returncode, refused.stderr) == (2, changed)
+    judge_command = ("judge", "run", run_id[:10], "--judge", "openai:judge", "--judge-base-url", judge.base_url,
+                     "--format", "json")
+    refused = extract(*judge_command, env=env, cwd=tmp_path)
+    assert (refused.returncode, refused.stderr) == (2, changed) and judge.chat_requests == []
+    assert extract("export", "--out", tmp_path / "again.jsonl", env=env, cwd=tmp_path).returncode == 0  # as approved
+
+    # put back: the judge runs on the contract the run used, found in the folder the run recorded
+    catalogue.write_bytes(original)
+    judged = extract(*judge_command, env=env, cwd=tmp_path)
+    assert judged.returncode == 0, judged.stderr
+    assert {d["result"] for d in json.loads(judged.stdout)["documents"]} == {"pass", None} and judge.chat_requests
+
+    # the folder moved: named, and found through --contracts or EXTRACT_CONTRACTS_PATH
+    moved = tmp_path / "elsewhere"
+    contracts.rename(moved)
+    refused = extract("approve", ko, "--reviewer", "kim", "--edited", fixed, env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"error: contract purchase_order v1 of run {run_id[:12]} is not found: its folder {catalogue.parent} no longer "
+        "exists and no contracts folder (--contracts, EXTRACT_CONTRACTS_PATH) holds purchase_order/v1; give "
+        "--contracts the folder that holds it\n")
+    rejudged = extract(*judge_command, "--force", env={**env, "EXTRACT_CONTRACTS_PATH": str(moved)}, cwd=tmp_path)
+    assert rejudged.returncode == 0, rejudged.stderr
+    approved = extract("approve", ko, "--reviewer", "kim", "--edited", fixed, "--contracts", moved, env=env,
+                       cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr
+    exported = extract("export", "--out", tmp_path / "all.jsonl", env=env, cwd=tmp_path)
+    lines = (tmp_path / "all.jsonl").read_text(encoding="utf-8").splitlines()
+    assert exported.returncode == 0 and sorted(json.loads(line)["provenance"]["reviewer"] for line in lines) == ["kim", "lee"]
+
+
+def test_a_record_whose_run_is_not_in_the_run_log_takes_the_contract_from_the_search_path(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    server = llm_server(_purchase_answer)
+    env = _environment(tmp_path, server)
+    approved_url = f"sqlite:///{tmp_path}/approved.db"
+    ran = extract("run", SAMPLES / "purchase_orders" / "en_purchase_order.md", "--contract", "purchase_order",
+                  "--contracts", SAMPLES / "contracts", "--model", "openai:scripted", "--format", "json", env=env,
+                  cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    run_id = json.loads(ran.stdout)["run_id"][:12]
+    assert extract("approve", "1", "--reviewer", "lee", "--approved-database", approved_url, env=env,
+                   cwd=tmp_path).returncode == 0
+    (tmp_path / "runs.db").rename(tmp_path / "gone.db")  # the run log is lost; the approved records are not
+    other = {**env, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/other.db"}
+    assert extract("run", SAMPLES / "purchase_orders" / "ko_purchase_order.txt", "--contract", "purchase_order",
+                   "--contracts", SAMPLES / "contracts", "--model", "openai:scripted", env=other,
+                   cwd=tmp_path).returncode == 0
+    out = tmp_path / "records.jsonl"
+    lost = extract("export", "--out", out, "--approved-database", approved_url, env=other, cwd=tmp_path)
+    assert lost.returncode == 2 and lost.stderr == (
+        f"error: cannot export record 1 (its run {run_id} is not in this run log): contract purchase_order v1 of "
+        f"run {run_id} is not found: no contracts folder (--contracts, EXTRACT_CONTRACTS_PATH) holds "
+        "purchase_order/v1; give --contracts the folder that holds it\n")
+    assert not out.exists()
+    found = extract("export", "--out", out, "--approved-database", approved_url, "--contracts", SAMPLES / "contracts",
+                    env=other, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["record"]["currency"] == "USD"
+
+
+def test_the_web_review_checks_an_edit_by_the_contract_the_run_used(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from extractor.store import open_store
+    from extractor.store.approved import open_approved
+    from extractor.web.router import review_router
+
+    server = llm_server(lambda request, number: Reply(json.dumps(GOLD)))
+    env = _environment(tmp_path, server)
+    contracts = tmp_path / "contracts"
+    shutil.copytree(CONTRACTS, contracts)
+    ran = extract("run", SOURCE, "--contract", "work_order", "--contracts", contracts, "--model", "openai:scripted",
+                  "--format", "json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads(ran.stdout)
+    (outcome,) = summary["outcomes"]
+    assert outcome["state"] == "READY_FOR_REVIEW"
+    document_run = outcome["document_run_id"]
+
+    class Reviewer:
+        name, role = "lee", "reviewer"
+
+    with open_store(env["EXTRACT_DATABASE_URL"]) as store:
+        app = FastAPI()
+        app.include_router(review_router(lambda: (store, open_approved(store)), lambda: Reviewer()))
+        client = TestClient(app)
+        page = client.get(f"/review/doc/{document_run}/edit")
+        assert page.status_code == 200 and 'name="raw_json"' not in page.text  # the contract's form, not raw JSON
+        assert "tasks" in page.text and "assigneeId" in page.text
+        token = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)
+        assert token is not None
+        form = {"csrf": token.group(1), "action": "check", "raw_json": json.dumps(GOLD)}
+        checked = client.post(f"/review/doc/{document_run}/edit", data=form)
+        assert checked.status_code == 200 and 'id="passed"' in checked.text
+
+        parts = contracts / "work_order" / "v1" / "parts.csv"
+        parts.write_text(parts.read_text(encoding="utf-8").replace("720131,O-ring set", "720132,O-ring set"),
+                         encoding="utf-8")
+        refused = client.post(f"/review/doc/{document_run}/edit", data=form)
+        assert refused.status_code == 409
+        assert f"contract work_order v1 changed since run {summary['run_id'][:12]} used it: parts.csv changed" \
+            in refused.text.replace("&#39;", "'")

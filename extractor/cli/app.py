@@ -149,6 +149,15 @@ ContractsOption = Annotated[list[Path] | None, typer.Option(
     help="a folder of contracts written as files (<dir>/<name>/v<N>/) [env EXTRACT_CONTRACTS_PATH]")]
 
 
+def search_contracts(dirs: list[Path] | None) -> None:
+    """``--contracts`` of a command that reads stored results: where a run's contract is looked for after the
+    folder the run recorded (``extractor.contracts.recorded``); nothing is loaded until a command needs it."""
+    if dirs:
+        from extractor.contracts.registry import use_dirs
+
+        use_dirs(dirs)
+
+
 def contract_named(name: str, dirs: list[Path] | None = None) -> Any:
     """The contract called ``name`` (looked for in ``dirs`` too), or a one-line failure naming the contracts that
     exist; a broken contract is refused with one line per problem (``ContractError``)."""

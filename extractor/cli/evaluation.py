@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
 from extractor.cli.review import ApprovedDatabaseOption, DatabaseOption, open_run_log, open_stores
 from extractor.vocab import MIN_ID_PREFIX
 
@@ -31,6 +31,7 @@ def evaluate(
     seed: SeedOption = 42,
     plot: Annotated[Path | None, typer.Option(help="also write a PNG of per-field F1 with intervals")] = None,
     save: Annotated[bool, typer.Option(help="keep the score in the run log (`extract runs` shows it)")] = True,
+    contracts: ContractsOption = None,
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
@@ -43,6 +44,7 @@ def evaluate(
     """
     from extractor.evaluation.evaluate import evaluate as run_evaluation
 
+    search_contracts(contracts)  # where each run's contract is looked for after the folder it recorded
     store = open_run_log(database)
     result = run_evaluation(store, selection, gold, resamples=resamples, seed=seed)
     data = result.to_json()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from extractor.cli.app import MODEL, App, Commands, Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import MODEL, App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
 from extractor.providers import ResponseFormat
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
@@ -199,6 +199,7 @@ def run_afterwards(
     judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
     response_format: ResponseFormatOption = ResponseFormat.auto,
     force: Annotated[bool, typer.Option(help="judge again documents a judge has seen")] = False,
+    contracts: ContractsOption = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
@@ -218,9 +219,10 @@ def run_afterwards(
     found = resolve_run(store, run_ref)
     if found is None:
         fail(f"no run {run_ref!r} (see `extract runs`)")
-    from extractor.contracts import get_contract
+    from extractor.contracts.recorded import contract_of_run
 
-    contract = get_contract(found.contract, found.contract_version)
+    search_contracts(contracts)
+    contract = contract_of_run(found)  # as the run used it, or one line on why it cannot be
     options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url, judge_concurrency,
                            max(judge_concurrency, DEFAULT_JUDGE_QUEUE), judge_timeout)
     built = build_run_judge(options, generator=None, store=store, contract=contract,

@@ -14,7 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
-from extractor.cli.app import OUTPUT, Format, FormatOption, app, emit_json, fail, read_candidate
+from extractor.cli.app import (
+    OUTPUT,
+    ContractsOption,
+    Format,
+    FormatOption,
+    app,
+    emit_json,
+    fail,
+    read_candidate,
+    search_contracts,
+)
 from extractor.vocab import DEFAULT_REVIEW_PAGE, MIN_ID_PREFIX
 
 DatabaseOption = Annotated[str | None, typer.Option(
@@ -72,6 +82,7 @@ def review(
                                       "and print the address to open (with a one-time login token)")] = False,
     port: Annotated[int | None, typer.Option(min=0, max=65535, help="port for --web [default 8765, or a free "
                                              "port when 8765 is taken; 0: any free port]")] = None,
+    contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -87,6 +98,7 @@ def review(
     from extractor.review.queue import QUEUE_STATES, runs_matching, waiting
     from extractor.runfilter import RunFilter
 
+    search_contracts(contracts)  # the web review's forms and checks need each run's contract
     store, records = open_stores(database, approved_database)
     if web:
         _serve_web(store, records, port)
@@ -168,6 +180,7 @@ def approve(
     override_block: Annotated[bool, typer.Option(help="approve a BLOCKED result over its critical finding "
                                                  "(needs --reason; recorded and exported as provenance)")] = False,
     reason: Annotated[str | None, typer.Option(help="why the block may be overridden (with --override-block)")] = None,
+    contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -179,6 +192,7 @@ def approve(
     from extractor.review import resolve
     from extractor.review.decide import Refused, approve_document
 
+    search_contracts(contracts)  # an edit is checked by the contract as the run used it
     store, records = open_stores(database, approved_database)
     resolved = resolve(store, doc, for_decision=True)
     text = read_candidate(edited) if edited is not None else None
@@ -236,6 +250,7 @@ def export(
     since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
     explode: Annotated[str | None, typer.Option(help="CSV: one row per item of this list field (e.g. lineItems), "
                                                 "its fields as FIELD.<name> columns")] = None,
+    contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
 ) -> None:
@@ -257,6 +272,7 @@ def export(
         fail(f"{out} is a folder; give a file name")
     if not out.parent.exists():
         fail(f"folder {out.parent} does not exist")
+    search_contracts(contracts)  # for records whose run recorded no masking setting
     store, records = open_stores(database, approved_database)
     try:
         result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,

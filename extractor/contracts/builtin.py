@@ -24,10 +24,12 @@ def _rag_answer() -> Contract:
     settings = files.with_calibration(read_json(folder / "rules.json"), folder, lines)
     if lines:
         raise ContractError(lines)
+    hashes = files.file_hashes(folder)
     return Contract(name="rag_answer", version=1, schema=read_json(folder / "schema.json"), settings=settings,
                     model=rag_answer_rules.MODEL, rules=tuple(content_rules("rag_answer")), folder=folder,
                     prompts=data_dir("prompts") / "rag_answer", pydantic=RagAnswer,
-                    content_hash=files.content_hash(folder), guards=Guards.from_mapping(settings.get("guards", {})))
+                    content_hash=files.combined_hash(hashes), content_files=hashes,
+                    guards=Guards.from_mapping(settings.get("guards", {})))
 
 
 WORK_PROCEDURE = register(files.load(contract_dir("work_procedure", 1), prompts=data_dir("prompts") / "work_procedure",

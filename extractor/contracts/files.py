@@ -26,7 +26,6 @@ from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec, R
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
-    ContractRef,
     register,
     registered,
     search_dirs,
@@ -83,37 +82,19 @@ def load_named(name: str) -> None:
             register(load(found.folder))
 
 
-_BY_FOLDER: dict[str, Contract] = {}
-
-
-def resolve(ref: ContractRef) -> Contract:
-    """The contract ``ref`` names, in this process: a registered one when it is the same content, else loaded
-    from its folder (once, and again when the folder's content hash changed); ``KeyError`` when unknown."""
-    name, version, folder, digest = ref
-    known = registered(name, version)
-    if known is not None and (folder is None or known.content_hash == digest):
-        return known
-    if folder is None:
-        from extractor.contracts.registry import get_contract
-
-        found = get_contract(name)
-        if found.version != version:
-            raise KeyError(f"contract {name} is version {found.version} here, not {version}")
-        return found
-    if folder not in _BY_FOLDER or _BY_FOLDER[folder].content_hash != digest:
-        if not Path(folder).is_dir():
-            raise KeyError(f"contract {name} v{version}: its folder {folder} no longer exists")
-        _BY_FOLDER[folder] = load(Path(folder))
-    return _BY_FOLDER[folder]
-
-
-def content_hash(folder: Path, extra: Iterable[Path] = ()) -> str:
-    """sha256 over the contract's files (names and bytes): schema, checks, templates, catalogues."""
-    digest = hashlib.sha256()
+def file_hashes(folder: Path, extra: Iterable[Path] = ()) -> dict[str, str]:
+    """The sha256 of each of the contract's files, by name (relative to ``folder``): schema, checks, templates,
+    catalogues. A run records them, so a later command can say which files changed since (``recorded``)."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in [*files, *sorted(set(extra) - set(files))]:
-        name = path.relative_to(folder).as_posix() if path.is_relative_to(folder) else path.as_posix()
-        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return {(path.relative_to(folder).as_posix() if path.is_relative_to(folder) else path.as_posix()):
+            hashlib.sha256(path.read_bytes()).hexdigest() for path in [*files, *sorted(set(extra) - set(files))]}
+
+
+def combined_hash(files: Mapping[str, str]) -> str:
+    """The contract's content hash: sha256 over its files' names and digests (``file_hashes``), in order."""
+    digest = hashlib.sha256()
+    for name, file_digest in files.items():
+        digest.update(name.encode() + b"\0" + bytes.fromhex(file_digest))
     return digest.hexdigest()
 
 
@@ -194,13 +175,14 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
     rules.sort(key=lambda rule: STAGES.index(rule.card.stage))
     shape = generic_rules.Shape.of(schema, shape_text, exempt, labels)
     override = folder / TEMPLATES_DIR
+    hashes = file_hashes(folder, catalogues)
     return Contract(
         name=name, version=version, schema=schema, settings={**settings, "needs_person": sorted(needs_person)},
         guards=guards,
         model=generic_rules.evidence_model(shape), rules=tuple(rules), folder=folder,
         prompts=prompts or override, pydantic=pydantic,
         prompt_fallback=None if prompts else data_dir("prompts") / "generic",
-        content_hash=content_hash(folder, catalogues),
+        content_hash=combined_hash(hashes), content_files=hashes,
         merge=_merge_spec(shape, uniques, sequences, references),
         from_files=True,
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -70,6 +70,7 @@ class Contract:
     guards: Guards = field(default_factory=Guards, repr=False)  # the built-in critical and extent checks' settings
     prompt_fallback: Path | None = None  # where a part missing from ``prompts`` is read (the generic templates)
     content_hash: str = ""  # sha256 over its files (schema, checks, templates, catalogues): a new one is a new config
+    content_files: Mapping[str, str] = field(default_factory=dict, repr=False)  # each file's sha256, by name
     merge: MergeSpec | None = field(default=None, repr=False)  # how windows of a long document merge; None: never split
     from_files: bool = False  # built from a folder by the file loader (the worker loads it from ``folder``)
 
@@ -79,7 +80,7 @@ class Contract:
 
     @property
     def ref(self) -> ContractRef:
-        """What names this contract in another process (the validation worker) or a later one (review)."""
+        """What names this contract in another process (the validation worker; ``recorded.resolve``)."""
         return self.name, self.version, str(self.folder) if self.from_files else None, self.content_hash
 
     @property

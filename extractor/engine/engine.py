@@ -89,6 +89,7 @@ class Engine:
                     "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
                     "contract_hash": s.contract.content_hash}
             | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})
+            | ({"contract_files": dict(s.contract.content_files)} if s.contract.content_files else {})
             | ({"judge": self.judge.config()} if self.judge else {})
             # OCR languages asked for decide the text of scans: another choice is another configuration
             | ({"ocr_lang": os.environ["EXTRACT_OCR_LANG"]} if os.environ.get("EXTRACT_OCR_LANG") else {}),

@@ -171,15 +171,10 @@ class Evaluation:
 
 
 def contract_of(run: RunInfo) -> Contract:
-    """The contract a run used, as it was (a contract written as files is read from the run's folder)."""
-    from extractor.contracts.files import resolve
+    """The contract a run used, as it was (``extractor.contracts.recorded``; one line on why it cannot be)."""
+    from extractor.contracts.recorded import contract_of_run
 
-    config = run.config or {}
-    try:
-        return resolve((run.contract, run.contract_version, config.get("contract_folder"),
-                        config.get("contract_hash", "")))
-    except KeyError as error:
-        raise UsageError(f"run {run.id[:12]}: {error.args[0]}") from None
+    return contract_of_run(run)
 
 
 def evaluate(store: Store, selection: str, gold_folders: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES,

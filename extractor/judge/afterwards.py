@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from extractor.contracts import get_contract
+from extractor.contracts.recorded import contract_of_run
 from extractor.engine.route import route
 from extractor.engine.settings import RunSettings
 from extractor.errors import InputError
@@ -57,7 +57,7 @@ def _skip(document_run: DocumentRunInfo, why: str) -> Afterwards:
 
 async def judge_run(store: Store, run: RunInfo, judge: Judge, *, force: bool = False) -> list[Afterwards]:
     """Judge every waiting document run of ``run`` that passed the rules; one result per document run."""
-    contract = get_contract(run.contract, run.contract_version)
+    contract = contract_of_run(run)  # as the run used it: the candidates are checked again by its rules
     settings = RunSettings(contract=contract)
 
     waiting = {d.id for d in store.undecided_document_runs(REVIEWABLE, [run.id])}

@@ -153,7 +153,7 @@ def _read_again(document_run: DocumentRunInfo, path: Path, label: str, *, hint: 
 def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text: str,
                  source: Path | None = None, *, override_block: bool = False) -> Report:
     """Validate an edited candidate against the document exactly as the run segmented it."""
-    from extractor.contracts.files import resolve
+    from extractor.contracts.recorded import ContractNotAsRecorded, contract_of_run
     from extractor.segment import segment
     from extractor.validate import validate
 
@@ -168,10 +168,9 @@ def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text
         raise Refused("re-segmenting the source gave different sentences than the run stored; "
                       "run the document again and review the new result")
     try:
-        contract = resolve((run.contract, run.contract_version, (run.config or {}).get("contract_folder"),
-                            (run.config or {}).get("contract_hash", "")))
-    except KeyError as error:
-        raise ReviewError(str(error.args[0])) from None
+        contract = contract_of_run(run)  # the contract as the run used it (an edit is checked by the same rules)
+    except ContractNotAsRecorded as error:
+        raise ReviewError(str(error)) from None
     report = validate(text, document, contract)
     failing = [f for f in report.errors if not (override_block and f in report.critical)]
     if failing:

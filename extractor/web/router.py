@@ -32,7 +32,7 @@ from fastapi.routing import APIRoute
 
 from extractor.review.queue import QueuePage, waiting
 from extractor.review.resolve import ReviewError
-from extractor.store import DocumentRunInfo, Store
+from extractor.store import DocumentRunInfo, RunInfo, Store
 from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEWABLE, DocumentState
 
 HERE = Path(__file__).resolve().parent
@@ -199,7 +199,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             view = document_view(store, records, found, others)
         except ReviewError as error_:
             return _problem(409, str(error_))
-        page = document_page(view, _schema(view.run.contract, view.run.contract_version))
+        page = document_page(view, _schema(view.run))
         raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
         filters = _filters(request)
         previous, following = _neighbours(store, records, filters, found.id)
@@ -283,7 +283,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
         run = store.get_run(found.run_id)
-        schema = _schema(run.contract, run.contract_version) if run is not None else None
+        schema = _schema(run)
         raw_mode = any(k == "raw_json" for k, _ in items) or schema is None
         if raw_mode:
             text = _field(items, "raw_json")
@@ -317,7 +317,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
 
         store, _ = open_stores()
         run = store.get_run(found.run_id)
-        schema = _schema(run.contract, run.contract_version) if run is not None else None
+        schema = _schema(run)
         tree = SchemaForm(schema).tree(candidate) if schema is not None and not raw_mode else None
         names = {node.name for node in tree.walk()} if tree is not None else set()
         findings: dict[str, list[dict[str, Any]]] = {}
@@ -351,13 +351,17 @@ def _document_run(store: Store, document_run_id: int) -> DocumentRunInfo | None:
     return found[0] if found else None
 
 
-@lru_cache(maxsize=32)
-def _schema(contract: str, version: int) -> dict[str, Any] | None:
-    from extractor.contracts import get_contract
+def _schema(run: RunInfo | None) -> dict[str, Any] | None:
+    """The schema of the contract ``run`` used, as it used it; None (the page offers the JSON text to edit, and
+    a check says why) when it cannot be found so (``extractor.contracts.recorded``)."""
+    from extractor.contracts.recorded import contract_of_run
+    from extractor.errors import ExtractorError
 
+    if run is None:
+        return None
     try:
-        return get_contract(contract, version).schema
-    except KeyError:
+        return contract_of_run(run).schema
+    except ExtractorError:
         return None
 
 
