@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from extractor.errors import UsageError
+from extractor.errors import ExtractorError, UsageError
 
 if TYPE_CHECKING:
     from extractor.store import Store
@@ -117,7 +117,6 @@ def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[d
 
 def _contract_for(record: ApprovedRecordInfo, run: Any | None) -> Any:
     from extractor.contracts.recorded import Recorded, resolve
-    from extractor.errors import ExtractorError
 
     if run is not None:
         recorded, why = Recorded.of_run(run), ""

@@ -258,6 +258,11 @@ def test_a_purchase_order_run_with_contract_files_is_reviewed_exported_and_judge
     assert [(r["contract"], r["supplier.name"], r["reviewer"]) for r in rows] == [
         ("purchase_order", "Hanbit Fasteners Co., Ltd.", "lee")]
     assert extract("show", en, env=env, cwd=tmp_path).returncode == 0
+    gold = tmp_path / "gold"
+    assert extract("gold", "export", gold, env=env, cwd=tmp_path).returncode == 0
+    evaluation = ("eval", run_id[:10], "--gold", gold, "--format", "json")
+    scored = extract(*evaluation, env=env, cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
 
     # a catalogue edited since the run: what checks again says so in one line, and what to do
     catalogue = contracts / "purchase_order" / "v1" / "skus.csv"
@@ -275,6 +280,8 @@ def test_a_purchase_order_run_with_contract_files_is_reviewed_exported_and_judge
                      "--format", "json")
     refused = extract(*judge_command, env=env, cwd=tmp_path)
     assert (refused.returncode, refused.stderr) == (2, changed) and judge.chat_requests == []
+    refused = extract(*evaluation, env=env, cwd=tmp_path)
+    assert (refused.returncode, refused.stderr) == (2, changed)
     assert extract("export", "--out", tmp_path / "again.jsonl", env=env, cwd=tmp_path).returncode == 0  # as approved
 
     # put back: the judge runs on the contract the run used, found in the folder the run recorded
@@ -293,6 +300,7 @@ def test_a_purchase_order_run_with_contract_files_is_reviewed_exported_and_judge
         "--contracts the folder that holds it\n")
     rejudged = extract(*judge_command, "--force", env={**env, "EXTRACT_CONTRACTS_PATH": str(moved)}, cwd=tmp_path)
     assert rejudged.returncode == 0, rejudged.stderr
+    assert extract(*evaluation, "--contracts", moved, env=env, cwd=tmp_path).returncode == 0
     approved = extract("approve", ko, "--reviewer", "kim", "--edited", fixed, "--contracts", moved, env=env,
                        cwd=tmp_path)
     assert approved.returncode == 0, approved.stderr
