@@ -283,6 +283,9 @@ def test_a_purchase_order_run_with_contract_files_is_reviewed_exported_and_judge
     refused = extract(*evaluation, env=env, cwd=tmp_path)
     assert (refused.returncode, refused.stderr) == (2, changed)
     assert extract("export", "--out", tmp_path / "again.jsonl", env=env, cwd=tmp_path).returncode == 0  # as approved
+    for reading in (("show", ko), ("review", "--format", "json")):  # what only reads the run log needs no contract
+        read = extract(*reading, env=env, cwd=tmp_path)
+        assert read.returncode == 0 and "SKU_UNKNOWN" not in read.stdout, read.stderr
 
     # put back: the judge runs on the contract the run used, found in the folder the run recorded
     catalogue.write_bytes(original)
