@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from extractor.errors import UsageError
-from extractor.providers import provider_model
 from extractor.vocab import MIN_ID_PREFIX
 
 if TYPE_CHECKING:
@@ -126,6 +125,8 @@ class RunFilter:
 
     def select(self, store: Store, limit: int | None = None) -> list[RunInfo]:
         """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``."""
+        from extractor.providers import provider_model  # (here: listing runs needs no provider unless asked)
+
         runs = store.find_runs(
             id_prefix=self.run, model=self.model, provider_model=provider_model(self.model) if self.model else None,
             prompt_version=self.prompt_version, contract=self.contract,

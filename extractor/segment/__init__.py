@@ -12,9 +12,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from importlib.metadata import version
 
-import pysbd  # type: ignore[import-untyped]
-import razdel  # type: ignore[import-untyped]
-
 from extractor.document import Block, BlockKind, Document, Sentence, place
 from extractor.segment import boundaries, korean
 from extractor.segment.abbreviations import mask
@@ -185,6 +182,9 @@ def _split_korean(text: str) -> list[str]:
 
 def _split_russian(text: str) -> list[str]:
     """razdel keeps ``т. п.``, ``т. е.``, ``2023 г.`` and initials together."""
+    # Imported here, not with the module: reading a text (``extract show`` does) needs no splitter.
+    import razdel  # type: ignore[import-untyped]
+
     return [sentence.text for sentence in razdel.sentenize(text)]
 
 
@@ -194,6 +194,8 @@ def _split_english(text: str) -> list[str]:
     pysbd ends a sentence at every line break; inside a block a line break is a wrapped line (a block's
     lines are one paragraph or item), so it sees spaces instead. The alignment ignores whitespace.
     """
+    import pysbd  # type: ignore[import-untyped]  # (imported here: see _split_russian)
+
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     return [span.sent for span in segmenter.segment(text.replace("\n", " "))]
 

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
 from extractor.ui.console import add_columns, open_console, print_table
-from extractor.ui.run import DECISION_STYLE, STATE_STYLE, findings_table
+from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import FINAL_STATES, REGENERATE_NUMBER, AttemptKind, CoverageStatus, DocumentState, SentenceMark
 
 if TYPE_CHECKING:
@@ -289,6 +288,8 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", excerpt.text)
         print_table(console, table)
     if view.candidate is not None and view.shown is not None:
+        from rich.syntax import Syntax  # (pygments: only ``show`` pays for it)
+
         console.print(Panel(Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default"),
                             title=f"candidate (attempt {view.shown.id})", title_align="left",
                             expand=console.is_terminal))

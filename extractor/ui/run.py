@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -19,44 +17,15 @@ from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.evidence.report import Report
 from extractor.prices import Spend
 from extractor.ui.console import add_columns, open_console, print_table
-from extractor.vocab import CoverageStatus, FieldPresence, GateDecision, Outcome, SkipReason
+from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
+from extractor.vocab import GateDecision, Outcome, SkipReason
 
-STATE_STYLE: dict[str | None, str] = {
-    CoverageStatus.MAPPED: "green",
-    CoverageStatus.UNMAPPED: "yellow",
-    CoverageStatus.EXCLUDED: "dim",
-    FieldPresence.PRESENT: "green",
-    FieldPresence.NEEDS_INPUT: "yellow",
-    Outcome.READY_FOR_REVIEW: "green",
-    Outcome.MANUAL_REVIEW: "yellow",
-    Outcome.ERROR: "red",
-    Outcome.BLOCKED: "bold red",
-    Outcome.INPUT_ERROR: "red",
-    Outcome.SKIPPED: "dim",
-    Outcome.INTERRUPTED: "magenta",
-    None: "bold red",
-}
-
-
-DECISION_STYLE: dict[str, str] = {GateDecision.PROMOTE: "bold green", GateDecision.MANUAL_REVIEW: "bold yellow",
-                  GateDecision.BLOCK: "bold red", GateDecision.NOT_EVALUABLE: "bold magenta"}
 OUTCOME_MEANING = {
     GateDecision.PROMOTE: "every document passed every check; each still waits for a person's approval",
     GateDecision.MANUAL_REVIEW: "documents need a person: extract review",
     GateDecision.BLOCK: "a critical finding: nothing of it is exported unless a person overrides the block",
     GateDecision.NOT_EVALUABLE: "no document was evaluated in this run",
 }
-
-
-def findings_table(findings: Iterable[dict[str, Any]], title: str = "findings") -> Table:
-    """Findings as stored and reported (``Finding.to_json()``): critical bold red, errors red, warnings yellow."""
-    table = Table(title=title, title_justify="left")
-    add_columns(table, ("rule_id", "severity", "location", "message"), wrap=("message",))
-    for finding in findings:
-        style = {"critical": "bold red", "error": "red"}.get(finding.get("severity", ""), "yellow")
-        table.add_row(Text(finding["rule_id"], style=style), finding.get("severity", ""), finding.get("location", ""),
-                      finding.get("message", ""))
-    return table
 
 
 def print_report(report: Report, document: Document, console: Console | None = None) -> None:

@@ -1,0 +1,147 @@
+"""Start-up of the commands that only read the run log, against a bare SQLAlchemy script doing the same queries.
+
+A run log of 10,000 document runs (``bench_store.build``: runs of 200 documents, two models, two prompt
+versions, READY / MANUAL / ERROR, repairs, reviews). For each of ``runs``, ``review``, ``show``, ``stats`` and
+``doctor``:
+
+- the command as a user runs it: a new ``python -m extractor ...`` process, output to a pipe;
+- the baseline: a new Python process that imports SQLAlchemy, opens the same database and executes the very
+  statements the command sent to it, with the same parameters, fetching every row. The statements are
+  recorded from the command itself (an SQLAlchemy ``before_cursor_execute`` listener, in a separate process
+  before the clock starts), so "the same query" is exactly what the command asked of the database.
+
+Both take turns ``--rounds`` times (a busy moment of the shared machine falls on both); the median of each and
+the ratio command / baseline are printed (target <= 2x), with ``extract --help`` as the CLI's start-up floor.
+
+    python bench/bench_commands.py [--documents 10000] [--rounds 7] [--postgres ADMIN_URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path[:1]:
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+
+TARGET_RATIO = 2.0
+
+RECORD = """if True:
+    import pickle, sys
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    sent = []
+    event.listen(Engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, parameters, context, executemany:
+                 sent.append((statement, parameters, executemany)))
+    from extractor.cli import app
+    try:
+        app(sys.argv[2:], prog_name="extract", standalone_mode=False)
+    finally:
+        with open(sys.argv[1], "wb") as out:
+            pickle.dump(sent, out)
+"""
+
+BARE = """if True:
+    import pickle, sys
+    from sqlalchemy import create_engine
+
+    with open(sys.argv[2], "rb") as recorded:
+        statements = pickle.load(recorded)
+    engine = create_engine(sys.argv[1])
+    with engine.connect() as connection:
+        for statement, parameters, _ in statements:
+            result = connection.exec_driver_sql(statement, parameters)
+            if result.returns_rows:
+                result.fetchall()
+        connection.rollback()
+"""
+"""The baseline: SQLAlchemy's engine, the recorded statements as the driver received them
+(``exec_driver_sql``), every row fetched; the writes a command may make (marking a dead run crashed) are
+rolled back, so every round reads the same run log."""
+
+
+def commands(document_run: int) -> dict[str, list[str]]:
+    return {
+        "runs": ["runs"],
+        "review": ["review"],
+        "show": ["show", str(document_run)],
+        "stats": ["stats"],
+        "doctor": ["doctor"],
+    }
+
+
+def record(url: str, command: list[str], out: Path, env: dict[str, str]) -> int:
+    """Run ``command`` once, recording its statements into ``out``; returns how many."""
+    result = subprocess.run([sys.executable, "-c", RECORD, str(out), *command, "--database", url],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    if not out.exists():
+        raise SystemExit(f"extract {' '.join(command)} failed: {result.stderr[-2000:]}")
+    return len(pickle.loads(out.read_bytes()))
+
+
+def wall(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    seconds = time.perf_counter() - started
+    if result.returncode not in (0, 1, 3):  # doctor exits 1 when it finds problems
+        raise SystemExit(f"{' '.join(command)} exited {result.returncode}: {result.stderr[-2000:]}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, default=10_000, help="document runs in the run log")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--postgres", help="admin URL: a fresh PostgreSQL database instead of an SQLite file")
+    args = parser.parse_args()
+
+    from bench_store import build, fresh_database
+
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("EXTRACT_APPROVED_DATABASE_URL", None)
+    with tempfile.TemporaryDirectory(prefix="bench_commands_") as tmp, \
+            fresh_database(Path(tmp), "runlog", args.postgres) as url:
+        began = time.perf_counter()
+        run_ids = build(url, args.documents)
+        print(f"built {args.documents:,} document runs in {len(run_ids)} runs in {time.perf_counter() - began:.0f} s",
+              file=sys.stderr)
+        listed = commands(document_run=args.documents - 1)
+        subprocess.run([sys.executable, "-m", "extractor", "runs", "--database", url], capture_output=True, env=env,
+                       cwd=ROOT)  # the first open brings the schema to the newest revision; not a start-up cost
+        sides: dict[str, tuple[list[str], list[str]]] = {}
+        for name, command in listed.items():
+            recorded = Path(tmp) / f"{name}.pickle"
+            count = record(url, command, recorded, env)
+            print(f"{name}: {count} statements recorded", file=sys.stderr)
+            sides[name] = ([sys.executable, "-m", "extractor", *command, "--database", url],
+                           [sys.executable, "-c", BARE, url, str(recorded)])
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in sides}
+        start_up: list[float] = []
+        for _ in range(args.rounds):
+            start_up.append(wall([sys.executable, "-m", "extractor", "--help"], env))
+            for name, (ours, bare) in sides.items():
+                times[name][0].append(wall(ours, env))
+                times[name][1].append(wall(bare, env))
+    backend = "PostgreSQL" if args.postgres else "SQLite"
+    print(f"read-only commands on {args.documents:,} document runs ({backend}), median of {args.rounds} rounds, "
+          f"new process each, taking turns with the baseline (target <= {TARGET_RATIO:.1f}x)")
+    print(f"  {'command':<10} {'extract':>9} {'bare SQLAlchemy':>16} {'ratio':>7}")
+    for name, (ours, bare) in times.items():
+        ratio = statistics.median(ours) / statistics.median(bare)
+        verdict = "ok" if ratio <= TARGET_RATIO else "OVER TARGET"
+        print(f"  {name:<10} {statistics.median(ours):>8.2f}s {statistics.median(bare):>15.2f}s {ratio:>6.2f}x  {verdict}")
+    print(f"  {'--help':<10} {statistics.median(start_up):>8.2f}s   (the CLI's start-up floor)")
+
+
+if __name__ == "__main__":
+    main()
