@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 
 from extractor.cli import app
-from extractor.rules import catalogue
+from extractor.contracts import catalogue
 from extractor.vocab import MIN_ID_PREFIX
 from tests.support.corpus import run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer

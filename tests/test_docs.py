@@ -105,8 +105,7 @@ def test_every_link_of_the_readme_and_docs_reaches_a_page_and_heading() -> None:
 
 
 def test_nothing_a_reader_sees_cites_an_article_or_issue() -> None:
-    from extractor.contracts import get_contract, use_dirs
-    from extractor.rules import catalogue
+    from extractor.contracts import catalogue, get_contract, use_dirs
 
     offending = [f"{page.relative_to(ROOT)}:{number}: {line.strip()}" for page in [README, *PAGES]
                  for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)

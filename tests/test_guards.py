@@ -21,14 +21,13 @@ from typing import Any
 
 import pytest
 
-from extractor.contracts import Contract, get_contract
+from extractor.contracts import Contract, catalogue, get_contract
 from extractor.contracts import registry as contract_registry
 from extractor.contracts.registry import register
 from extractor.document import Document
 from extractor.evidence.sensitive import snils_valid
 from extractor.export import export
 from extractor.ingest import load
-from extractor.rules import catalogue
 from extractor.rules.guards import CRITICAL_RULES, EXTENT_RULES, Guards
 from extractor.segment import segment
 from extractor.store import open_store

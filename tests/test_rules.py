@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from extractor.contracts import get_contract
+from extractor.contracts import catalogue, get_contract
 from extractor.document import Document, Sentence
 from extractor.evidence.report import Report
-from extractor.rules import catalogue
 from extractor.validate import validate
 
 LINES = [

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from extractor.contracts import get_contract
-from extractor.contracts.registry import inline_refs
+from extractor.contracts import get_contract, inline_refs
 from extractor.rules.schema import SchemaValidator, fast_path_safe, pattern_no_more_lenient
 from extractor.validate import validate
 

@@ -58,7 +58,7 @@ def catalogue(
         _registered(None, contracts)  # contract is the subcommand's to resolve: `--contracts` may follow RULE_ID
         return
     chosen = _registered(contract, contracts)
-    from extractor.rules import catalogue as cards_of
+    from extractor.contracts import catalogue as cards_of
 
     cards = cards_of(chosen)
     if format is Format.json:
@@ -89,7 +89,7 @@ def card(
     ``--contract`` and ``--contracts`` are read before the rule id (``extract rules --contract X RULE_ID``, given
     to the group) or after it (``extract rules RULE_ID --contract X``, given here); either way they are one choice.
     """
-    from extractor.rules import catalogue as cards_of
+    from extractor.contracts import catalogue as cards_of
 
     contract, format = _either_side(ctx, "contract", contract), _either_side(ctx, "format", format)
     chosen = _registered(contract, contracts)
@@ -130,12 +130,12 @@ def calibrate(
     """
     from extractor.contracts import get_contract
     from extractor.contracts.files import CALIBRATION_FILE
-    from extractor.rules import get
     from extractor.rules.calibrate import calibrate_rule, write_settings
+    from extractor.rules.catalogue import lookup
 
     calibration = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
                                  resamples=resamples, seed=seed)
-    target = settings or get_contract(get(calibration.rule_id).card.contract).folder / CALIBRATION_FILE
+    target = settings or get_contract(lookup(calibration.rule_id).card.contract).folder / CALIBRATION_FILE
     rejected = calibration.report.verdict is CalibrationVerdict.reject
     written = write and not rejected
     if written:

@@ -11,19 +11,19 @@ contract touches no module of the package.
 from __future__ import annotations
 
 from extractor.contracts import builtin as builtin
+from extractor.contracts.envelope import inline_refs
+from extractor.contracts.files import catalogue, get_contract
 from extractor.contracts.files import listing as contract_listing
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
     contract_dir,
     contracts,
-    get_contract,
-    inline_refs,
     names,
     register,
     search_dirs,
     use_dirs,
 )
 
-__all__ = ["SCHEMA_DIALECT", "Contract", "contract_dir", "contract_listing", "contracts",
+__all__ = ["SCHEMA_DIALECT", "Contract", "catalogue", "contract_dir", "contract_listing", "contracts",
            "get_contract", "inline_refs", "names", "register", "search_dirs", "use_dirs"]

@@ -13,8 +13,8 @@ from extractor.contracts.registry import Contract, contract_dir, read_json, regi
 from extractor.contracts.work_procedure import WorkProcedure
 from extractor.errors import ContractError
 from extractor.resources import data_dir
-from extractor.rules import content_rules
 from extractor.rules import rag_answer as rag_answer_rules
+from extractor.rules.catalogue import content_rules
 from extractor.rules.guards import Guards
 
 

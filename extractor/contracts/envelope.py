@@ -81,8 +81,6 @@ def with_envelope(record: dict[str, Any], example_field: str, example_list: str)
 
 def envelope_problems(schema: dict[str, Any]) -> list[str]:
     """Why the envelope parts a record schema declares itself are not the standard ones (empty when fine)."""
-    from extractor.contracts.registry import inline_refs
-
     properties = inline_refs(schema).get("properties", {})
     declared = [part for part in ENVELOPE if part in properties]
     if not declared:
@@ -101,3 +99,20 @@ def _fill(node: Any, example_field: str, example_list: str) -> Any:
     if isinstance(node, str):
         return node.replace("$example_field", example_field).replace("$example_list", example_list)
     return node
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every ``#/$defs/...`` reference replaced by its definition, ``$defs`` dropped."""
+    definitions = schema.get("$defs", {})
+
+    def substitute(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return substitute(definitions[node["$ref"].removeprefix("#/$defs/")])
+            return {key: substitute(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [substitute(value) for value in node]
+        return node
+
+    inlined: dict[str, Any] = substitute(schema)
+    return inlined

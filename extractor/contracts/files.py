@@ -26,6 +26,9 @@ from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec, R
 from extractor.contracts.registry import (
     SCHEMA_DIALECT,
     Contract,
+    contracts,
+    lookup,
+    names,
     register,
     registered,
     search_dirs,
@@ -34,8 +37,9 @@ from extractor.errors import ContractError
 from extractor.evidence import fieldpath
 from extractor.evidence.text import NORMALISATIONS
 from extractor.resources import data_dir
-from extractor.rules import Rule
+from extractor.rules import STAGES, Card, Rule
 from extractor.rules import generic as generic_rules
+from extractor.rules.catalogue import shared_cards
 from extractor.rules.guards import Guards
 
 if TYPE_CHECKING:
@@ -80,6 +84,25 @@ def load_named(name: str) -> None:
     for found in discover():
         if found.name == name and registered(found.name, found.version) is None:
             register(load(found.folder))
+
+
+def get_contract(name: str, version: int | None = None) -> Contract:
+    """A registered contract (its latest version by default); ``KeyError`` names the known contracts.
+
+    A name not registered yet is looked for in the contract folders (``search_dirs``); a broken contract
+    there raises ``ContractError`` (one line per problem).
+    """
+    if name not in names():
+        load_named(name)
+    return lookup(name, version)
+
+
+def catalogue(contract: str | None = None) -> list[Card]:
+    """All cards in stage order (the rules every contract runs, then each contract's own), optionally of one
+    contract only: the rules a contract runs are the ones it holds."""
+    chosen = [get_contract(contract)] if contract else contracts()
+    cards = shared_cards() + [r.card for spec in chosen for r in spec.rules]
+    return sorted(cards, key=lambda card: STAGES.index(card.stage))
 
 
 def file_hashes(folder: Path, extra: Iterable[Path] = ()) -> dict[str, str]:
@@ -170,8 +193,6 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
                                                   tuple(target_list.split(".")), target_key))
     if lines:
         raise ContractError(lines)
-    from extractor.rules import STAGES
-
     rules.sort(key=lambda rule: STAGES.index(rule.card.stage))
     shape = generic_rules.Shape.of(schema, shape_text, exempt, labels)
     override = folder / TEMPLATES_DIR
@@ -424,8 +445,6 @@ class Listed:
 
 def listing() -> list[Listed]:
     """The built-in contracts, then every contract folder on the search path (loaded, or its problems)."""
-    from extractor.contracts.registry import contracts
-
     rows: dict[tuple[str, int], Listed] = {}
     for contract in contracts():
         kind = "built-in" + ("" if contract.from_files else " (code rules)")

@@ -8,12 +8,12 @@ unaccounted), where its files live, its content hash and its merge spec. Stages 
 and version and never branch on a contract's name.
 
 Built-in contracts register in ``extractor.contracts.builtin``; a contract written as files (a folder
-``<dir>/<name>/v<N>/`` with ``schema.json`` and ``checks.toml``, issue 11) registers through the same
+``<dir>/<name>/v<N>/`` with ``schema.json`` and ``checks.toml``) registers through the same
 ``register`` with a spec built from its folder (``extractor.contracts.files``): the generic evidence model
 and rules plus its declared checks, the generic prompt templates unless the folder overrides them. Folders
-are found through ``use_dirs`` (``--contracts DIR``) and ``EXTRACT_CONTRACTS_PATH``; ``get_contract`` loads
-a name it does not know yet from there. The validation worker process gets a file contract's folder with
-each call and loads it there once.
+are found through ``use_dirs`` (``--contracts DIR``) and ``EXTRACT_CONTRACTS_PATH``; ``get_contract`` (in
+``files``) loads a name it does not know yet from there; ``lookup`` here only reads what is registered. The
+validation worker process gets a file contract's folder with each call and loads it there once.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor.contracts.envelope import ENVELOPE, inline_refs
 from extractor.contracts.merge_spec import MergeSpec
 from extractor.contracts.settings import Modes, RuleMode, rule_mode, settings_sha256
 from extractor.resources import data_dir
@@ -86,8 +87,6 @@ class Contract:
     @property
     def record_schema(self) -> dict[str, Any]:
         """The schema without the standard envelope parts: the user's record alone."""
-        from extractor.contracts.envelope import ENVELOPE
-
         return {**self.schema, "properties": {name: value for name, value in self.schema.get("properties", {}).items()
                                               if name not in ENVELOPE}}
 
@@ -154,23 +153,6 @@ class Contract:
                 **self.pydantic.model_json_schema()}
 
 
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with every ``#/$defs/...`` reference replaced by its definition, ``$defs`` dropped."""
-    definitions = schema.get("$defs", {})
-
-    def substitute(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return substitute(definitions[node["$ref"].removeprefix("#/$defs/")])
-            return {key: substitute(value) for key, value in node.items() if key != "$defs"}
-        if isinstance(node, list):
-            return [substitute(value) for value in node]
-        return node
-
-    inlined: dict[str, Any] = substitute(schema)
-    return inlined
-
-
 def read_json(path: Path) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return value
@@ -188,16 +170,9 @@ def register(contract: Contract) -> Contract:
     return contract
 
 
-def get_contract(name: str, version: int | None = None) -> Contract:
+def lookup(name: str, version: int | None = None) -> Contract:
     """A registered contract (its latest version by default); ``KeyError`` names the known contracts.
-
-    A name not registered yet is looked for in the contract folders (``search_dirs``); a broken contract
-    there raises ``ContractError`` (one line per problem).
-    """
-    if not any(n == name for n, _ in _CONTRACTS):
-        from extractor.contracts.files import load_named
-
-        load_named(name)
+    ``extractor.contracts.get_contract`` looks in the contract folders first for a name not registered yet."""
     versions = [v for n, v in _CONTRACTS if n == name]
     chosen = max(versions, default=None) if version is None else version
     found = None if chosen is None else _CONTRACTS.get((name, chosen))
@@ -209,7 +184,7 @@ def get_contract(name: str, version: int | None = None) -> Contract:
 
 def contracts() -> Sequence[Contract]:
     """The latest version of every registered contract, by name."""
-    return [get_contract(name) for name in names()]
+    return [lookup(name) for name in names()]
 
 
 def names() -> list[str]:

@@ -13,7 +13,8 @@ Modules: ``discover`` (which files), ``limit`` (how many model calls at once), `
 
 from __future__ import annotations
 
-from extractor.engine.convert import Conversion, Converter, Job, ModelCalls, convert
+from extractor.engine.calls import Conversion, Converter, Job, ModelCalls
+from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
 from extractor.engine.engine import Engine
 from extractor.engine.limit import AdaptiveLimit

@@ -3,274 +3,21 @@
 ``convert`` is the whole per-document procedure and returns a ``Conversion`` (where the document goes and
 why); it reaches the model and the run log only through ``ModelCalls``, whose calls are bounded by the run's
 limit, cut short when the run stops, and recorded as they happen. A different procedure plugs into the
-engine as another ``Converter`` built on the same calls: long documents (issue 13) ask once per window
-(``ModelCalls.ask``, each window an attempt), merge the answers into one candidate and check it whole
-(``ModelCalls.check``).
+engine as another ``Converter`` built on the same calls (``extractor.engine.calls``): a long document asks
+once per window (``extractor.windows.convert``: ``ModelCalls.ask``, each window an attempt), merges the
+answers into one candidate and checks it whole (``ModelCalls.check``).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-from extractor.document import Document
-from extractor.engine.recorder import Recorder
+from extractor.engine.calls import Answer, Conversion, Job, JudgeCall, ModelCalls, rule_ids
 from extractor.engine.route import route
-from extractor.engine.settings import RunSettings
-from extractor.engine.stop import Interrupted, Stop
-from extractor.engine.summary import Progress
-from extractor.evidence.report import Report
-from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
-from extractor.generate.prompt import PromptTemplate, render_request
+from extractor.generate import GenerationRequest, ProviderError
+from extractor.generate.prompt import render_request
 from extractor.repair import render_repair
-from extractor.vocab import REGENERATE_NUMBER, AttemptKind, AttemptOutcome, DocumentState, JudgeResult
-from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS, BudgetError, Window, costs, plan
-from extractor.windows.tokens import TokenCounter, budget_for, counter_for
-from extractor.workers import validate as validate_in_worker
-
-if TYPE_CHECKING:
-    from extractor.engine.limit import AdaptiveLimit
-    from extractor.judge.modes import Judge, JudgeDecision
-    from extractor.judge.stage import JudgeOutcome
-    from extractor.store import AttemptRecord
-
-INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
-
-
-@dataclass(frozen=True)
-class Job:
-    """One document this run claimed: the file, its segmented text and its run-log ids."""
-
-    path: Path
-    document: Document
-    document_id: int
-    document_run_id: int
-
-
-class Asked(NamedTuple):
-    """A model's raw answer and when the call started (after it got its slot)."""
-
-    result: GenerationResult
-    called_at: datetime
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A model's answer to one generation call, checked against the source and recorded."""
-
-    result: GenerationResult
-    report: Report
-    attempt_id: int
-
-    @property
-    def tokens(self) -> int:
-        return (self.result.prompt_tokens or 0) + (self.result.completion_tokens or 0)
-
-
-@dataclass(frozen=True)
-class Conversion:
-    """Where one document ends (``state``), why (``cause``), and what the run log and the summary keep."""
-
-    state: DocumentState
-    cause: str | None = None
-    rule_ids: tuple[str, ...] = ()
-    needs_person: tuple[str, ...] = ()
-    final_attempt_id: int | None = None
-    tokens: int = 0
-
-
-class ModelCalls:
-    """The model calls of one run: each takes a slot of the limit, ends when the run stops, and is recorded."""
-
-    def __init__(self, provider: Provider, limit: AdaptiveLimit, recorder: Recorder, settings: RunSettings,
-                 prompt: PromptTemplate, stop: Stop, cpu: dict[str, float], judge: Judge | None = None,
-                 progress: Progress | None = None) -> None:
-        self.provider = provider
-        self.limit = limit
-        self.recorder = recorder
-        self.settings = settings
-        self.prompt = prompt
-        self.stop = stop
-        self.cpu = cpu
-        self.judge_model = judge
-        self.progress = progress or Progress()
-        self.budget = budget_for(provider, settings.max_input_tokens, settings.max_output_tokens)
-        self.money = Budget(provider.model, settings.max_cost, stop) if settings.max_cost is not None else None
-
-    @cached_property
-    def counter(self) -> TokenCounter:
-        """The provider's tokenizer (or the conservative estimate), loaded on the first document that needs it."""
-        return counter_for(self.provider)
-
-    @cached_property
-    def fixed_input(self) -> int:
-        """Tokens of a request without any sentence: what every window's prompt repeats."""
-        contract = self.settings.contract
-        empty = Document("", "", [], "", "text")
-        request = render_request(self.prompt, contract, empty, lines="")
-        return sum(self.counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in request.messages)
-
-    def windows(self, document: Document) -> list[Window]:
-        """The document's windows under this run's budgets: one unless it is too long for one call (and the
-        contract says how to merge windows)."""
-        if self.settings.contract.merge is None:
-            return [Window(1, 0, len(document.sentences), 0)]
-        fixed = self.fixed_input
-        started = time.thread_time()
-        try:
-            return plan(document, costs(document, self.counter, fixed), self.budget, self.settings.overlap)
-        finally:
-            self.cpu["windows"] += time.thread_time() - started
-
-    def record(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
-               **fields: Any) -> AttemptRecord:
-        """The run-log record of one attempt of ``job``."""
-        from extractor.store import AttemptRecord
-
-        return AttemptRecord(document_run_id=job.document_run_id, number=number, kind=kind,
-                             prompt_version=self.settings.prompt_version, request=request, **fields)
-
-    async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
-                  **fields: Any) -> Asked:
-        """One model call. A failed call is recorded and raised (``ProviderError``); a call the run's stop cut
-        short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record.
-        ``fields``: more columns for those records (a window's index and sentence range)."""
-        called_at, calling = datetime.now(UTC), False
-        reserved = 0.0
-        try:
-            async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
-                if self.money is not None:
-                    reserved = self.money.reserve(self.counter, request)  # raises Interrupted over the budget
-                called_at, calling = datetime.now(UTC), True
-                result = await self.provider.generate(request)
-                if self.money is not None:
-                    self.money.spent(reserved, result)
-                    reserved = 0.0
-                return Asked(result, called_at)
-        except ProviderError as error:
-            await self.recorder.attempt(self.record(
-                job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
-                error=error.cause, transport=[t.to_json() for t in error.transport], **fields))
-            raise
-        except Interrupted:
-            if calling:  # a call was under way (not merely waiting for a slot): it is part of the record
-                await self.recorder.attempt(self.record(
-                    job, request, number=number, kind=kind, created_at=called_at,
-                    outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL, **fields))
-            raise
-        finally:
-            if reserved and self.money is not None:
-                self.money.release(reserved)
-
-    async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
-                    kind: AttemptKind) -> Answer:
-        """Validate an answer (in the validation worker) and record it with its report, raw text verbatim."""
-        result = asked.result
-        report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
-        self.cpu["validate"] += seconds
-        outcome = (AttemptOutcome.passed if report.passed else
-                   AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)
-        record = report.to_json()
-        attempt_id = await self.recorder.attempt(self.record(
-            job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
-            parsed=report.candidate, findings=record["findings"], fields=record["fields"],
-            sentences=record["sentences"], evidence_spans=record["evidence_spans"], passed=report.passed,
-            outcome=outcome, mode=result.mode, model=result.model, prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens, cached_tokens=result.cached_tokens, latency_ms=result.latency_ms,
-            transport=[t.to_json() for t in result.transport]))
-        return Answer(result, report, attempt_id)
-
-    async def generate(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Answer:
-        """``ask`` then ``check``: one generation call, answered, validated and recorded."""
-        asked = await self.ask(job, request, number=number, kind=kind)
-        return await self.check(job, request, asked, number=number, kind=kind)
-
-    async def judge(self, job: Job, report: Report, *, number: int = 1) -> JudgeCall | None:
-        """With a judge: one judge call for a candidate that passed the rules, recorded as it happened (its raw
-        answer always); None without a judge. The call waits in the judge's own queue and takes the judge's
-        own slot, never a generation slot."""
-        from extractor.judge.modes import attempt_fields
-
-        judge = self.judge_model
-        if judge is None:
-            return None
-        from extractor.store import AttemptRecord
-
-        base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=number, kind=AttemptKind.judge,
-                                    prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
-        try:
-            async with self.stop.waiting(), judge.queue.slot():
-                base["created_at"] = datetime.now(UTC)
-                outcome, decision = await judge.evaluate(report)
-        except Interrupted:
-            request = judge.request_for(report)
-            if request is not None:
-                await self.recorder.attempt(AttemptRecord(
-                    **base, request=request, outcome=AttemptOutcome.interrupted,
-                    error="run interrupted while waiting for the judge; rerun to redo this document"))
-            raise
-        if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
-            await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
-                                                      **attempt_fields(outcome, decision, judge.policy)))
-        return JudgeCall(outcome, decision, outcome.tokens)
-
-
-class Budget:
-    """``--max-cost``: the run stops taking new work (``Stop.drain``) before a call that would take its spending
-    over the budget; calls under way finish. Each call reserves its estimated cost when it starts (prompt tokens as
-    counted here, at the input price; output tokens as the largest answer so far, or as many as the prompt before
-    any answer: this product's answers restate the document) and is charged what the server reported."""
-
-    def __init__(self, model: str, limit: float, stop: Stop) -> None:
-        from extractor.prices import price_for
-
-        price = price_for(model)
-        if price is None:
-            raise ValueError(f"--max-cost needs the price of {model}: no built-in entry, none in EXTRACT_PRICES")
-        self.price = price
-        self.limit = limit
-        self.stop = stop
-        self.charged = 0.0
-        self.reserved = 0.0
-        self.largest_answer = 0
-
-    def reserve(self, counter: TokenCounter, request: GenerationRequest) -> float:
-        prompt = sum(counter.count(message["content"]) for message in request.messages)
-        estimate = self.price.cost(prompt, 0, self.largest_answer or prompt)
-        if self.charged + self.reserved + estimate > self.limit:
-            self.stop.drain(f"--max-cost ${self.limit:g} reached: ${self.charged:.4f} spent, "
-                            f"${self.reserved:.4f} in calls under way, the next call estimated ${estimate:.4f}")
-            raise Interrupted
-        self.reserved += estimate
-        return estimate
-
-    def spent(self, reserved: float, result: GenerationResult) -> None:
-        self.reserved -= reserved
-        if result.prompt_tokens is None or result.completion_tokens is None:
-            self.charged += reserved  # the server did not say: the estimate is all there is to count
-            return
-        self.largest_answer = max(self.largest_answer, result.completion_tokens)
-        self.charged += self.price.cost(result.prompt_tokens, result.cached_tokens, result.completion_tokens)
-
-    def release(self, reserved: float) -> None:
-        self.reserved -= reserved
-
-
-class JudgeCall(NamedTuple):
-    """One judge call's outcome, what it decided, and the tokens it cost."""
-
-    outcome: JudgeOutcome
-    decision: JudgeDecision
-    tokens: int
-
-
-Converter = Callable[[Job, ModelCalls], Awaitable[Conversion]]
-"""A per-document procedure the engine runs on each claimed document (``convert`` by default)."""
+from extractor.vocab import REGENERATE_NUMBER, AttemptKind, DocumentState, JudgeResult
+from extractor.windows.convert import convert_windows
+from extractor.windows.plan import BudgetError
 
 
 async def convert(job: Job, calls: ModelCalls) -> Conversion:
@@ -290,8 +37,6 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     except BudgetError as error:
         return Conversion(DocumentState.ERROR, str(error))
     if len(windows) > 1:
-        from extractor.windows.convert import convert_windows
-
         return await convert_windows(job, calls, windows)
     request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
                              max_tokens=settings.max_tokens)
@@ -363,8 +108,3 @@ async def regenerate(job: Job, calls: ModelCalls, request: GenerationRequest, fa
         cause += " (the judge failed it twice; regenerated once)" if twice else " (after one regeneration)"
     return Conversion(routed.state, cause, rule_ids(again.report), routed.needs_person, again.attempt_id,
                       tokens + second.tokens)
-
-
-def rule_ids(report: Report) -> tuple[str, ...]:
-    """The rules that fired on a candidate, each once, in report order."""
-    return tuple(dict.fromkeys(f.rule_id for f in report.findings))

@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from extractor.engine.convert import Converter, Job, ModelCalls, convert
+from extractor.engine.calls import Converter, Job, ModelCalls
+from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
 from extractor.engine.limit import AdaptiveLimit
 from extractor.engine.recorder import Recorder

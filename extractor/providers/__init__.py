@@ -9,42 +9,13 @@ only the standard library: the CLI imports ``ResponseFormat`` from it at start-u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from extractor.generate import Provider, RateLimited, TimedOut
+from extractor.providers.settings import ProviderSettings
+from extractor.providers.settings import ResponseFormat as ResponseFormat  # (the CLI reads it from here)
 
 ACCEPTED_FORMS = "openai:<model>, local:<path.gguf> or local (the bundled demo model)"
-
-
-class ResponseFormat(StrEnum):
-    """How an OpenAI-compatible server is asked for structured output (``--response-format``).
-
-    ``auto`` tries json_schema, tools, json_object, plain in that order, moving on when the server says it
-    lacks one, and keeps the first it accepts; any other value is used alone and never falls back.
-    """
-
-    auto = "auto"
-    json_schema = "json_schema"  # response_format json_schema: the server enforces the contract's schema
-    tools = "tools"  # one function whose parameters are the schema, forced by tool_choice
-    json_object = "json_object"  # JSON mode: valid JSON, the schema only in the prompt
-    plain = "plain"  # no structure requested: the prompt alone asks for JSON
-
-
-@dataclass(frozen=True)
-class ProviderSettings:
-    """Bounds on one ``generate`` call, so a dead or throttling server cannot stall a run forever."""
-
-    timeout_s: float = 120.0  # per HTTP try
-    max_transport_retries: int = 3  # retries after the first try (timeouts, resets, 429, 5xx, garbled bodies)
-    retry_budget_s: float = 300.0  # total seconds of backoff + retries per call
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    n_ctx: int = 8192  # context window of local models
-    response_format: ResponseFormat = ResponseFormat.auto  # OpenAI-compatible servers only
-    connections: int = 100  # HTTP connections at most: the calls in flight (a run's --concurrency)
-    max_body_bytes: int = 64 << 20  # an answer's body, counted after gzip/deflate: more is a malformed answer
 
 
 def provider_model(spec: str) -> tuple[str, str | None] | None:

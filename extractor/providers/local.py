@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.contracts import inline_refs
 from extractor.generate import GenerationRequest, GenerationResult, ProviderError, TransportAttempt
-from extractor.providers import ProviderSettings
+from extractor.providers.settings import ProviderSettings
 from extractor.windows.tokens import FunctionCounter
 
 if TYPE_CHECKING:

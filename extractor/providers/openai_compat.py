@@ -43,7 +43,7 @@ from extractor.generate import (
     TimedOut,
     TransportAttempt,
 )
-from extractor.providers import ProviderSettings, ResponseFormat
+from extractor.providers.settings import ProviderSettings, ResponseFormat
 from extractor.providers.transport import AnswerMalformed, ConnectFailed, Progress, Session, TransportError
 from extractor.redact import redact_text
 

@@ -11,8 +11,9 @@ checks: references, order, values), with ``lookup`` (reference data); ``rag_answ
 are code). Content rules run in stage order: references -> order -> values -> evidence -> coverage ->
 completeness. A contract's ``EvidenceModel`` is the context its rules share and what the report, the repair
 and the judge read from a checked candidate. A contract (``extractor.contracts``) holds its model and its
-rules; nothing here imports a contract at import time, so imports go one way: evidence <- rules <- contracts
-<- validate (``catalogue`` reads the contract registry when called).
+rules; nothing here imports a contract, so imports go one way (docs/design.md#data-flow): the rule modules
+import this package for ``rule`` and ``Hit``, ``catalogue`` imports the rule modules, and the contracts import
+both (``extractor.contracts.catalogue`` lists the cards of each contract's rules).
 """
 
 from __future__ import annotations
@@ -122,32 +123,12 @@ def rule(
     return register
 
 
-def _load() -> None:
-    # Importing the modules registers their rules; kept here so callers never see a half-filled catalogue.
-    from extractor.rules import guards, merge, rag_answer, structure  # noqa: F401
-
-
-def catalogue(contract: str | None = None) -> list[Card]:
-    """All cards in stage order (structure rules, then each contract's own), optionally of one contract only.
-
-    A contract's cards come from the contract registry: the rules a contract runs are the ones it holds.
-    """
-    _load()
-    from extractor.contracts import contracts, get_contract
-
-    chosen = [get_contract(contract)] if contract else contracts()
-    cards = [r.card for r in _REGISTRY.values() if r.card.contract == "*"]
-    cards += [r.card for spec in chosen for r in spec.rules]
-    return sorted(cards, key=lambda card: STAGES.index(card.stage))
-
-
 def get(rule_id: str) -> Rule[Any]:
-    _load()
+    """The rule registered under ``rule_id``: its module has been imported (``extractor.rules.catalogue`` imports
+    every rule module; a contract imports the modules of its rules)."""
     return _REGISTRY[rule_id]
 
 
-def content_rules(contract: str) -> list[Rule[Any]]:
-    """The rules that run once structure passed, in stage order."""
-    _load()
-    rules = [r for r in _REGISTRY.values() if r.card.contract == contract and r.card.stage != "structure"]
-    return sorted(rules, key=lambda r: STAGES.index(r.card.stage))
+def registered() -> list[Rule[Any]]:
+    """Every rule registered so far, in registration order."""
+    return list(_REGISTRY.values())

@@ -371,7 +371,7 @@ def create_app(service: Service) -> FastAPI:
 
     from extractor.service.browser import mount_review
 
-    mount_review(app, service)  # the review pages for people, under /review (sign in with a token)
+    mount_review(app, service.store, service.records)  # the review pages for people, under /review (sign in with a token)
     return app
 
 

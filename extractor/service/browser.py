@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
@@ -30,9 +29,6 @@ from extractor.store import Store
 from extractor.store.tokens import find_token, find_token_by_hash, token_hash
 from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, no_favicon, render, review_router
 from extractor.web.sessions import Sessions, strict_cookie
-
-if TYPE_CHECKING:
-    from extractor.service.app import Service
 
 PREFIX = "/review"
 LOGIN_COOKIE = "extract_review_login"
@@ -81,10 +77,10 @@ def from_another_site(request: Request) -> bool:
     return origin not in (None, "null", f"{request.url.scheme}://{request.url.netloc}")
 
 
-def mount_review(app: FastAPI, service: Service) -> TokenLogin:
-    """Serve the review pages and their login under ``/review`` in ``app`` (the service's). Decisions are
-    checked against the upload of a submitted document, as the API's are (``extractor.review.decide``)."""
-    store = service.store
+def mount_review(app: FastAPI, store: Store, records: Store) -> TokenLogin:
+    """Serve the review pages and their login under ``/review`` in ``app`` (the service's, with its run log and
+    approved records). Decisions are checked against the upload of a submitted document, as the API's are
+    (``extractor.review.decide``)."""
     login = TokenLogin(store)
 
     @app.exception_handler(NotSignedIn)
@@ -124,7 +120,7 @@ def mount_review(app: FastAPI, service: Service) -> TokenLogin:
 
     app.include_router(pages)
     no_favicon(app)
-    app.include_router(review_router(lambda: (store, service.records), login.current, prefix=PREFIX),
+    app.include_router(review_router(lambda: (store, records), login.current, prefix=PREFIX),
                        include_in_schema=False)  # pages for people, not the API /openapi.json describes
     return login
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from extractor.engine.convert import Conversion, Job, ModelCalls, rule_ids
+from extractor.engine.calls import Conversion, Job, ModelCalls, rule_ids
 from extractor.engine.route import route
 from extractor.engine.stop import Interrupted
 from extractor.evidence import fieldpath
