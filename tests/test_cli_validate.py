@@ -72,7 +72,7 @@ def test_article_candidate_with_coverage_shows_its_evidence_gaps(tmp_path: Path)
     assert report["fields"]["processSteps[1]"]["state"] == "PRESENT"
 
 
-# ---------------------------------------------------------------- seed 000: the four controlled runs
+# ---------------------------------------------------------------- rag_answer: four controlled runs
 
 RAG = SAMPLES / "rag_answer"
 

@@ -1,4 +1,4 @@
-"""Contracts written as files (issue 11): loading, refusal of broken ones, every declared check type (fires, and
+"""Contracts written as files (docs/contracts.md): loading, refusal of broken ones, every declared check type (fires, and
 the nearest input does not), near-miss hints, the sequence check's reading of the source, and the
 ``purchase_order`` sample end to end through real HTTP, the CLI and the run log."""
 
@@ -447,6 +447,7 @@ def test_declared_check_has_a_card_in_extract_rules(tmp_path: Path) -> None:
     card = json.loads(result.stdout)
     assert result.returncode == 0 and card["contract"] == "purchase_order" and card["stage"] == "values"
     assert card["inputs"] == "lineItems[*].sku, skus.csv column sku" and "two digits swapped" in card["fires_when"]
+    assert "seed" not in json.dumps(card)  # a card cites nothing a reader cannot open
     # the options after the rule id (as the command table writes it), and split around it
     for order in (("SKU_UNKNOWN", "--contract", "purchase_order", "--contracts", SAMPLES / "contracts"),
                   ("--contracts", SAMPLES / "contracts", "SKU_UNKNOWN", "--contract", "purchase_order"),

@@ -1,4 +1,4 @@
-"""The gate holds (issue 12): critical findings always block, every run has an outcome, nothing extracted is not
+"""The gate holds (docs/design.md#rules, #exit-codes): critical findings always block, every run has an outcome, nothing extracted is not
 a pass.
 
 Detectors are checked through the validator on the real English sample: each fires on a real-looking leak and

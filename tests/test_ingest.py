@@ -31,7 +31,7 @@ KOREAN = (
     "요청자는 작업 내용을 작성하고 검토를 요청합니다. 검토자는 요청을 승인하거나 보완을 요청합니다. "
     "검토 결과에는 처리자와 처리 시각이 포함되어야 합니다."
 )
-# The worked example from seed 003, as bundled (blank lines hold a single space, as in the article).
+# The Korean worked example, as bundled in samples/ (its blank lines hold a single space).
 KOREAN_SAMPLE = (Path(__file__).resolve().parents[1] / "samples" / "ko_work_request_review.txt").read_text(encoding="utf-8")
 
 

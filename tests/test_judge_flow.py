@@ -1,4 +1,4 @@
-"""The judge as seed 004 runs it, through real HTTP to scripted generator and judge servers and a real run log.
+"""The judge as docs/design.md#judge describes it, through real HTTP to scripted generator and judge servers and a real run log.
 
 One regeneration with stronger context after a fail; a judge that cannot answer (5xx, timeout, garbage) is
 not evaluable, goes to a person and is never counted as a fail by ``extract compare``; a judge warning stays

@@ -1,4 +1,4 @@
-"""Long documents end to end (issue 13): windows answered separately by the scripted model server over real
+"""Long documents end to end (docs/runs.md#long-documents): windows answered separately by the scripted model server over real
 HTTP, merged, validated against the whole document, repaired per window, resumed after SIGKILL."""
 
 from __future__ import annotations

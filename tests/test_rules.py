@@ -251,7 +251,7 @@ def test_validation_is_repeatable() -> None:
     assert check(broken).to_json() == check(broken).to_json()
 
 
-# ---------------------------------------------------------------- rag_answer (seed 000)
+# ---------------------------------------------------------------- rag_answer
 
 RAG = get_contract("rag_answer")
 RAG_SOURCE = Document(

@@ -20,7 +20,7 @@ from extractor.segment.align import align
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The worked example from seed 003, as bundled (blank lines hold a single space, as in the article).
+# The Korean worked example, as bundled in samples/ (its blank lines hold a single space).
 KOREAN_SAMPLE = (Path(__file__).resolve().parents[1] / "samples" / "ko_work_request_review.txt").read_text(encoding="utf-8")
 
 KOREAN_SAMPLE_UNITS = [
@@ -538,7 +538,7 @@ def test_align_of_a_big_block_with_every_piece_altered() -> None:
     assert _checked_align(content, [piece.replace("is", "IS") for piece in pieces]) == [(0, len(content))]
 
 
-# --- real Korean and Russian layouts (issue 16) ----------------------------------------------------
+# --- real Korean and Russian layouts ----------------------------------------------------------
 
 LAYOUTS = ROOT / "tests" / "corpus" / "layouts"
 

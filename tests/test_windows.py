@@ -1,4 +1,4 @@
-"""Token budgets, windowing and the merge of long documents (issue 13): the pure parts, no model, no I/O."""
+"""Token budgets, windowing and the merge of long documents (docs/runs.md#long-documents): the pure parts, no model, no I/O."""
 
 from __future__ import annotations
 

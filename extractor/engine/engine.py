@@ -2,7 +2,7 @@
 skip-if-done -> ingest + segment -> claim -> convert -> record, and one bad file never stops the batch.
 
 What plugs in without editing this module: the per-document procedure (``converter``, see
-``extractor.engine.convert``), the provider and the judge. A Celery worker (issue 14) converts one document
+``extractor.engine.convert``), the provider and the judge. A Celery worker (docs/queue-and-api.md) converts one document
 per task on the same path as a pool worker: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
 run another process started, with a ``Recorder`` given that run's id), then ``Engine.close``.
 """

@@ -1,4 +1,4 @@
-"""The generic content rules every contract written as files gets (issue 11), in stage order.
+"""The generic content rules every contract written as files gets (docs/contracts.md), in stage order.
 
 They read the standard envelope around any record (``evidence``, ``missingFields``, ``sentenceCoverage``)
 and the record's shape derived from its schema (``Shape``): which values need evidence (every non-null

@@ -336,7 +336,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
 
 
 def _block_override(document_run: DocumentRunInfo, override: str) -> dict[str, Any]:
-    """``approve_document``'s override arguments: a BLOCKED document (a critical finding, issue 12) is
+    """``approve_document``'s override arguments: a BLOCKED document (a critical finding, docs/design.md#rules) is
     approved only over the block, with the reason the reviewer typed; any other state needs none."""
     if document_run.state != DocumentState.BLOCKED:
         return {}

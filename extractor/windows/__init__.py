@@ -1,4 +1,4 @@
-"""Long documents (issue 13): token budgets, sentence-aligned windows, and the deterministic merge.
+"""Long documents (docs/runs.md#long-documents): token budgets, sentence-aligned windows, and the deterministic merge.
 
 ``tokens`` counts tokens for a provider and holds the budgets; ``plan`` cuts a document into windows of
 whole sentences when its prompt or its expected answer exceeds a budget; ``merge`` turns the windows'
