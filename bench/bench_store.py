@@ -157,7 +157,8 @@ def build(url: str, size: int) -> list[str]:
     store = open_store(url)
     contract = get_contract("work_procedure")
     prompt = load_prompt(contract)
-    template = split(render_request(prompt, contract, make_document(0)))
+    request = render_request(prompt, contract, make_document(0))
+    template = split(request)  # every attempt sends this request: its fingerprint is every attempt's request_hash
     assert template.part is not None
     sentences = [s.to_json() for s in make_document(0).sentences]
     answer = json.dumps(ANSWER)
@@ -201,7 +202,8 @@ def build(url: str, size: int) -> list[str]:
                         "id": attempt_id, "document_run_id": document_run_id, "run_id": run_id, "document_id": number,
                         "number": n, "kind": AttemptKind.generate if n == 1 else AttemptKind.repair,
                         "prompt_version": config.prompt_version, "request": template.own,
-                        "request_part": template.part[0], "request_hash": sha, "raw_response": answer if answered else None,
+                        "request_part": template.part[0], "request_hash": request.fingerprint,
+                        "raw_response": answer if answered else None,
                         "parsed": None, "parsed_is_raw": answered,
                         "findings": findings_fail if outcome == AttemptOutcome.failed else [], "fields": None,
                         "sentences": None, "evidence_spans": None, "passed": outcome == AttemptOutcome.passed,
