@@ -29,7 +29,7 @@ to each category's share of the compared documents, or traffic shares given with
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +38,9 @@ from extractor.errors import UsageError
 from extractor.evidence.report import FAILING
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
-from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import FINAL_STATES, JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
+from extractor.store import RunInfo, Store
+from extractor.store.info import newest_final
+from extractor.vocab import JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
 
 if TYPE_CHECKING:
     from extractor.evaluation.paired import AccuracyComparison
@@ -285,17 +286,6 @@ def select_side(store: Store, spec: str) -> Side:
             needs_person=frozenset(d.needs_person or ()),
         )
     return Side(spec, selection, runs, documents)
-
-
-def newest_final(document_runs: Iterable[DocumentRunInfo]) -> dict[str, DocumentRunInfo]:
-    """Per content sha256, the newest document run in a final state (else the newest at all), from document runs
-    given newest first: what a selection of runs concluded about each document."""
-    chosen: dict[str, DocumentRunInfo] = {}
-    for document_run in document_runs:
-        current = chosen.get(document_run.sha256)
-        if current is None or (current.state not in FINAL_STATES and document_run.state in FINAL_STATES):
-            chosen[document_run.sha256] = document_run
-    return chosen
 
 
 def parse_weights(text: str) -> dict[str, float]:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from extractor.compare import newest_final
 from extractor.document import language_of
 from extractor.errors import UsageError
 from extractor.evaluation.align import COLUMNS, EVIDENCE_COLUMNS, DocumentScore, Scorer
@@ -38,6 +37,7 @@ from extractor.evaluation.metrics import (
 )
 from extractor.prices import Spend, spend_by_key
 from extractor.runfilter import RunFilter
+from extractor.store.info import newest_final
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from extractor.canonical import canonical_sha256
 from extractor.judge.report import CalibrationReport
-from extractor.vocab import DocumentState
+from extractor.vocab import FINAL_STATES, DocumentState
 
 if TYPE_CHECKING:
     from extractor.generate import GenerationRequest
@@ -245,3 +246,15 @@ class CalibrationInfo:
                 "n_cases": self.n_cases, "labels_sha256": self.labels_sha256,
                 "auroc": None if judge.auroc is None else judge.auroc.to_json(),
                 "mcc": None if judge.mcc is None else judge.mcc.to_json(), "summary": self.report.summary}
+
+
+def newest_final(document_runs: Iterable[DocumentRunInfo]) -> dict[str, DocumentRunInfo]:
+    """Per content sha256, the newest document run in a final state (else the newest at all), from document runs
+    given newest first: what a selection of runs concluded about each document (``compare`` and ``eval`` both pair
+    documents by it)."""
+    chosen: dict[str, DocumentRunInfo] = {}
+    for document_run in document_runs:
+        current = chosen.get(document_run.sha256)
+        if current is None or (current.state not in FINAL_STATES and document_run.state in FINAL_STATES):
+            chosen[document_run.sha256] = document_run
+    return chosen
