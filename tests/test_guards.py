@@ -210,7 +210,7 @@ def test_every_run_has_an_outcome_and_exits_with_the_gate_codes(db_url: str, tmp
     server = llm_server(script(PLANS))
     paths = write_documents(tmp_path / "docs", [0, 1, 2])
     expected = {"clean": (GateDecision.PROMOTE, ExitCode.OK), "warned": (GateDecision.MANUAL_REVIEW, ExitCode.MANUAL_REVIEW),
-                "errored": (GateDecision.MANUAL_REVIEW, ExitCode.MANUAL_REVIEW),
+                "errored": (GateDecision.NOT_EVALUABLE, ExitCode.NOT_EVALUABLE),
                 "leaky": (GateDecision.BLOCK, ExitCode.FAILED), "hollow": (GateDecision.MANUAL_REVIEW, ExitCode.MANUAL_REVIEW)}
     summaries = {}
     for model, (outcome, code) in expected.items():

@@ -257,7 +257,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Measured:
 def test_the_run_with_every_hostile_server_ends_by_itself_in_bounded_time_and_memory(hostile_run: Measured) -> None:
     assert hostile_run.seconds < MAX_SECONDS, f"{hostile_run.seconds:.1f} s after the first call"
     assert hostile_run.peak_mb < MAX_PEAK_MB, f"peak RSS {hostile_run.peak_mb:.0f} MB"
-    assert hostile_run.returncode == ExitCode.MANUAL_REVIEW  # the ERRORs go to a person
+    assert hostile_run.returncode == ExitCode.NOT_EVALUABLE  # documents the model never answered
     assert "Traceback" not in hostile_run.stderr
 
 

@@ -415,7 +415,7 @@ def test_run_timeouts_lower_the_concurrency_and_the_error_says_what_to_change(ll
                      env=cli_env(hanging.base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
     summary = summary_of(result)
     [outcome] = summary["outcomes"]
-    assert result.returncode == ExitCode.MANUAL_REVIEW and outcome["state"] == "ERROR"  # ERROR needs a person
+    assert result.returncode == ExitCode.NOT_EVALUABLE and outcome["state"] == "ERROR"  # never answered
     assert outcome["cause"] == (f"timeout after 0.5 s (2 attempts) waiting for {hanging.base_url}: a slow server "
                                 "needs a longer --timeout or a lower --concurrency (no --max-tokens was set: a model "
                                 "that never stops needs one)")
@@ -430,7 +430,7 @@ def test_run_against_a_closed_port_names_the_url_and_openai_base_url(tmp_path: A
     result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:gone", "--retries", "0", "--format", "json",
                      env=cli_env(base_url, f"sqlite:///{tmp_path}/a.db"), cwd=tmp_path)
     [outcome] = summary_of(result)["outcomes"]
-    assert result.returncode == ExitCode.MANUAL_REVIEW and outcome["state"] == "ERROR"  # ERROR needs a person
+    assert result.returncode == ExitCode.NOT_EVALUABLE and outcome["state"] == "ERROR"  # never answered
     assert outcome["cause"].startswith(f"connection error to {base_url} after 1 attempt: ConnectError")
     assert "OPENAI_BASE_URL" in outcome["cause"] and "\n" not in outcome["cause"]
 
@@ -442,7 +442,7 @@ def test_run_response_format_option_and_environment(llm_server: StartServer, tmp
     result = run_cli("run", str(tmp_path / "docs"), "--model", "openai:m", "--response-format", "json_schema",
                      "--retries", "0", "--format", "json", env=env, cwd=tmp_path)
     [outcome] = summary_of(result)["outcomes"]  # the option wins over the environment
-    assert result.returncode == ExitCode.MANUAL_REVIEW and outcome["state"] == "ERROR"  # ERROR needs a person
+    assert result.returncode == ExitCode.NOT_EVALUABLE and outcome["state"] == "ERROR"  # never answered
     assert outcome["cause"].startswith(f"{server.base_url} does not support --response-format json_schema (HTTP 500")
     assert sent_modes(server) == ["json_schema"]
 

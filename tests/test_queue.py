@@ -174,7 +174,7 @@ def test_a_document_that_kills_its_worker_every_time_ends_error_after_n_deliveri
         alive.append(workers.start(*options))
     out, err = run.communicate(timeout=300)
 
-    assert run.returncode == 3, err[-3000:]  # a document ended ERROR: the batch outcome is MANUAL_REVIEW
+    assert run.returncode == 4, err[-3000:]  # a document ended ERROR: the batch outcome is NOT_EVALUABLE
     outcomes = {Path(o["path"]).name: o for o in json.loads(out)["outcomes"]}
     assert outcomes["poison.md"]["state"] == "ERROR"
     assert "died 2 times" in outcomes["poison.md"]["cause"] and "not delivered again" in outcomes["poison.md"]["cause"]

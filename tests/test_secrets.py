@@ -56,7 +56,7 @@ def test_the_api_key_is_never_recorded_printed_or_logged(llm_server: Callable[..
                                 timeout=300)
         outputs.append((args[0], result))
     run = outputs[0][1]
-    assert run.returncode == ExitCode.MANUAL_REVIEW, run.stderr  # one document ended in ERROR (the 401): a person
+    assert run.returncode == ExitCode.NOT_EVALUABLE, run.stderr  # one document ended in ERROR (the 401)
     assert "HTTP 401" in run.stdout + run.stderr and "***" in run.stdout + run.stderr  # the cause, redacted
     assert "/chat/completions -> HTTP 200" in run.stderr and "-> HTTP 401" in run.stderr  # calls logged (OPENAI_LOG)
     assert seen == {"en": 2, "ko": 1, "ru": 2}

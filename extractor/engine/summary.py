@@ -10,7 +10,11 @@ from typing import Any
 from extractor.prices import Spend
 from extractor.vocab import GATE_EXIT_CODES, ExitCode, GateDecision, Outcome, SkipReason
 
-NEEDS_A_PERSON = (Outcome.MANUAL_REVIEW, Outcome.ERROR)
+NEEDS_A_PERSON = (Outcome.MANUAL_REVIEW, Outcome.BLOCKED)
+"""Documents a person must decide (``extract review`` lists them)."""
+NOT_ANSWERED = (Outcome.ERROR,)
+"""Documents the model never answered (transport, timeout, refused request): nothing for a person to decide,
+and a rerun retries them."""
 NOT_DECIDED = (Outcome.INTERRUPTED, Outcome.INPUT_ERROR)
 """Inputs this run could not evaluate: among evaluated ones they make the outcome MANUAL_REVIEW (docs/design.md#exit-codes)."""
 
@@ -18,16 +22,20 @@ NOT_DECIDED = (Outcome.INTERRUPTED, Outcome.INPUT_ERROR)
 def run_outcome(states: Iterable[str]) -> GateDecision:
     """A run's outcome from its documents' states, conservatively (docs/design.md#exit-codes).
 
-    Any BLOCKED -> BLOCK; else any MANUAL_REVIEW or ERROR -> MANUAL_REVIEW; else no document evaluated (none
-    READY_FOR_REVIEW: nothing given, everything skipped, unreadable or interrupted) -> NOT_EVALUABLE; else any
-    input the run could not evaluate (unreadable, interrupted) -> MANUAL_REVIEW; else PROMOTE. Skipped
-    documents were decided by an earlier run and take no part. PROMOTE promotes nothing by itself: every record
-    still waits for a person's approval before export.
+    Any BLOCKED -> BLOCK; else any ERROR (the model never answered it) -> NOT_EVALUABLE: the run cannot be
+    judged until a rerun gets the answers, and a person has nothing to decide about those documents; else any
+    MANUAL_REVIEW -> MANUAL_REVIEW; else no document evaluated (none READY_FOR_REVIEW: nothing given,
+    everything skipped, unreadable or interrupted) -> NOT_EVALUABLE; else any input the run could not evaluate
+    (unreadable, interrupted) -> MANUAL_REVIEW; else PROMOTE. Skipped documents were decided by an earlier run
+    and take no part. PROMOTE promotes nothing by itself: every record still waits for a person's approval
+    before export.
     """
     seen = set(states)
     if Outcome.BLOCKED in seen:
         return GateDecision.BLOCK
-    if seen & set(NEEDS_A_PERSON):
+    if seen & set(NOT_ANSWERED):
+        return GateDecision.NOT_EVALUABLE
+    if Outcome.MANUAL_REVIEW in seen:
         return GateDecision.MANUAL_REVIEW
     if Outcome.READY_FOR_REVIEW not in seen:
         return GateDecision.NOT_EVALUABLE
@@ -109,6 +117,20 @@ class RunSummary:
         return sum(o.state not in (Outcome.SKIPPED, *NOT_DECIDED) for o in self.outcomes)
 
     @property
+    def needs_person(self) -> int:
+        """Documents a person must decide (MANUAL_REVIEW, BLOCKED)."""
+        return sum(self.counts[state] for state in NEEDS_A_PERSON)
+
+    @property
+    def not_answered(self) -> list[DocumentOutcome]:
+        """Documents the model never answered (ERROR), in input order."""
+        return [outcome for outcome in self.outcomes if outcome.state in NOT_ANSWERED]
+
+    def not_answered_causes(self) -> list[tuple[str, int]]:
+        """Why the model never answered, most frequent first: ``(cause, documents)``."""
+        return Counter(outcome.cause or "no cause recorded" for outcome in self.not_answered).most_common()
+
+    @property
     def retried_errors(self) -> int:
         return sum(outcome.retried for outcome in self.outcomes)
 
@@ -129,6 +151,9 @@ class RunSummary:
             "lowest_concurrency": self.lowest_concurrency,
             "documents": len(self.outcomes),
             "counts": dict(sorted(self.counts.items())),
+            "needs_person": self.needs_person,
+            "not_answered": len(self.not_answered),
+            "not_answered_causes": [{"cause": cause, "documents": count} for cause, count in self.not_answered_causes()],
             "retried_errors": self.retried_errors,
             "skipped": [{"reason": reason, "run_id": run, "documents": count}
                         for reason, run, count in self.skipped_because()],

@@ -80,8 +80,7 @@ def _outcome_too_good() -> AnySelect:
     """Runs whose stored outcome is better than a document run of theirs allows (``run_outcome``)."""
     too_good = or_(
         (DocumentRun.state == DocumentState.BLOCKED) & (Run.outcome != GateDecision.BLOCK),
-        DocumentRun.state.in_((DocumentState.MANUAL_REVIEW, DocumentState.ERROR))
-        & Run.outcome.in_((GateDecision.PROMOTE, GateDecision.NOT_EVALUABLE)),
+        DocumentRun.state.in_((DocumentState.MANUAL_REVIEW, DocumentState.ERROR)) & (Run.outcome == GateDecision.PROMOTE),
     )
     return (select(Run.id, Run.outcome, func.min(DocumentRun.state).label("state"))
             .join(DocumentRun, DocumentRun.run_id == Run.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -491,6 +492,15 @@ def _interval(low_high: tuple[float, float] | list[float]) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
+def _side_tally(documents: Iterable[Any]) -> str:
+    """`` (ready 5, need a person 2, never answered 1)``: a side's documents by what they ask of people."""
+    states = Counter(document.state for document in documents)
+    parts = [(DocumentState.READY_FOR_REVIEW, "ready"), (DocumentState.MANUAL_REVIEW, "need a person"),
+             (DocumentState.BLOCKED, "blocked"), (DocumentState.ERROR, "never answered")]
+    shown = [f"{label} {states[state]}" for state, label in parts if states[state]]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
 def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
     """Both sides, the posteriors per category, rho and the decision, and the documents behind them."""
     from extractor.gate import Posterior
@@ -501,7 +511,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
                          f"{((r.config or {}).get('contract_hash') or '?')[:12]})" for r in side.runs[:4])
         more = f" +{len(side.runs) - 4} more" if len(side.runs) > 4 else ""
         console.print(f"{name:>9}: {side.spec}  ->  {len(side.runs)} run(s): {runs}{more}; "
-                      f"{len(side.documents)} document(s)")
+                      f"{len(side.documents)} document(s){_side_tally(side.documents.values())}")
     console.print(f"  matched: {len(comparison.paired) + len(comparison.unevaluable)} by content sha256, compared "
                   f"(evaluable on both sides): {len(comparison.paired)}")
     gate, settings = comparison.gate, comparison.gate.settings

@@ -20,12 +20,24 @@ from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import GateDecision, Outcome, SkipReason
 
-OUTCOME_MEANING = {
-    GateDecision.PROMOTE: "every document passed every check; each still waits for a person's approval",
-    GateDecision.MANUAL_REVIEW: "documents need a person: extract review",
-    GateDecision.BLOCK: "a critical finding: nothing of it is exported unless a person overrides the block",
-    GateDecision.NOT_EVALUABLE: "no document was evaluated in this run",
-}
+
+def outcome_meaning(summary: RunSummary) -> str:
+    """What the run's outcome asks of the reader, in the summary's last line: a review only when something
+    waits for a person, a rerun when the model never answered."""
+    decision = summary.outcome
+    if decision is GateDecision.BLOCK:
+        return "a critical finding: nothing of it is exported unless a person overrides the block"
+    if decision is GateDecision.NOT_EVALUABLE:
+        unanswered = len(summary.not_answered)
+        if unanswered:
+            return (f"the model never answered {unanswered} of {len(summary.outcomes)} document(s): rerun the same "
+                    "command to retry them")
+        return "no document was evaluated in this run"
+    if decision is GateDecision.MANUAL_REVIEW:
+        if summary.needs_person:
+            return f"{summary.needs_person} document(s) need a person: extract review"
+        return "some inputs could not be evaluated (see above)"
+    return "every document passed every check; each still waits for a person's approval"
 
 
 def print_report(report: Report, document: Document, console: Console | None = None) -> None:
@@ -100,7 +112,7 @@ class RunProgress(Progress):
             description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
             self._progress.update(self._task, advance=1, description=description)
         if outcome.state in (Outcome.INPUT_ERROR, Outcome.ERROR):
-            self._progress.console.print(Text.assemble((outcome.state, "red"), f" {outcome.cause or outcome.path}"),
+            self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
 
     def window(self, path: str, done: int, total: int) -> None:
@@ -108,6 +120,12 @@ class RunProgress(Progress):
         if self._task is not None:
             counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
             self._progress.update(self._task, description=f"{counts}  {path}: window {done}/{total}".strip())
+
+
+def problem_line(outcome: DocumentOutcome) -> str:
+    """``path: cause`` of an input that ended ERROR or INPUT_ERROR (a cause that starts with the path keeps it once)."""
+    cause = outcome.cause or "no cause recorded"
+    return cause if cause.startswith(outcome.path) else f"{outcome.path}: {cause}"
 
 
 def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
@@ -164,6 +182,10 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:
             console.print(Text.assemble((Outcome.BLOCKED, "bold red"), f" {outcome.path}: {outcome.cause}"), highlight=False)
+    if summary.needs_person and summary.not_answered:  # both kinds: say which is which
+        console.print(f"need a person: {summary.needs_person} document(s) (extract review)")
+    for cause, count in summary.not_answered_causes():
+        console.print(Text(f"not answered by the model: {count} document(s): {cause}", style="red"), highlight=False)
     decision = summary.outcome
     console.print(Text.assemble("outcome ", (decision.value, DECISION_STYLE[decision]),
-                                f"   exit {int(summary.exit_code)}   ({OUTCOME_MEANING[decision]})"))
+                                f"   exit {int(summary.exit_code)}   ({outcome_meaning(summary)})"))

@@ -1,0 +1,80 @@
+"""A run's outcome tells a dead model server from work for a person.
+
+Documents the model never answered (ERROR) make the run NOT_EVALUABLE (exit 4) with how many and why, and
+never send the reader to an empty review queue; documents that need a person and documents never answered
+are counted apart in the summary, ``extract runs`` and ``extract compare``. Real HTTP to scripted servers (and
+to a port nothing listens on), real SQLite files, the CLI as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from extractor.engine.summary import run_outcome
+from extractor.vocab import ExitCode, GateDecision
+from tests.support.batch import cli_env, run_cli, summary_of
+from tests.support.corpus import script, write_documents
+from tests.support.llm_server import ScriptedLLMServer
+
+
+@pytest.mark.parametrize(("states", "decision"), [
+    (["READY_FOR_REVIEW"], GateDecision.PROMOTE),
+    (["READY_FOR_REVIEW", "MANUAL_REVIEW"], GateDecision.MANUAL_REVIEW),
+    (["ERROR", "ERROR"], GateDecision.NOT_EVALUABLE),
+    (["MANUAL_REVIEW", "ERROR"], GateDecision.NOT_EVALUABLE),
+    (["READY_FOR_REVIEW", "ERROR"], GateDecision.NOT_EVALUABLE),
+    (["BLOCKED", "ERROR"], GateDecision.BLOCK),
+    (["SKIPPED"], GateDecision.NOT_EVALUABLE),
+    (["READY_FOR_REVIEW", "INPUT_ERROR"], GateDecision.MANUAL_REVIEW),
+])
+def test_the_outcome_of_a_run_from_its_documents(states: list[str], decision: GateDecision) -> None:
+    assert run_outcome(states) is decision
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_dead_server_is_not_evaluable_and_sends_nobody_to_an_empty_queue(tmp_path: Path) -> None:
+    paths = write_documents(tmp_path / "docs", [1, 2])
+    env = cli_env(f"http://127.0.0.1:{closed_port()}/v1", f"sqlite:///{tmp_path}/extract.db")
+    result = run_cli("run", *map(str, paths), "--model", "openai:m", "--retries", "0", env=env, cwd=tmp_path)
+    assert result.returncode == ExitCode.NOT_EVALUABLE, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert "outcome NOT_EVALUABLE" in last and "exit 4" in last and "never answered 2 of 2" in last, last
+    assert "extract review" not in result.stdout, result.stdout
+    assert "not answered by the model: 2 document(s): connection error" in result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR ")]
+    assert sorted(line.split(":")[0] for line in errors) == [f"ERROR {path}" for path in map(str, paths)], errors
+    queue = run_cli("review", env=env, cwd=tmp_path)
+    assert queue.returncode == 0 and "nothing waits" in queue.stdout, queue.stdout
+
+
+def test_people_and_a_dead_model_are_counted_apart(tmp_path: Path,
+                                                   llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    """Document 1 fails validation twice (a person must look), document 2 gets HTTP 403 (never answered)."""
+    server = llm_server(script({"m": lambda number: "fail" if number == 1 else "error",
+                                "n": lambda number: "fail"}))
+    paths = write_documents(tmp_path / "docs", [1, 2])
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db")
+    result = run_cli("run", *map(str, paths), "--model", "openai:m", "--retries", "0", env=env, cwd=tmp_path)
+    assert result.returncode == ExitCode.NOT_EVALUABLE, result.stderr
+    assert "need a person: 1 document(s) (extract review)" in result.stdout
+    assert "not answered by the model: 1 document(s): HTTP 403" in result.stdout, result.stdout
+    summary = summary_of(run_cli("run", *map(str, paths), "--model", "openai:m", "--retries", "0", "--force",
+                                 "--format", "json", env=env, cwd=tmp_path))
+    assert (summary["needs_person"], summary["not_answered"]) == (1, 1), summary
+    assert summary["not_answered_causes"][0]["documents"] == 1 and "403" in summary["not_answered_causes"][0]["cause"]
+    [newest, *_] = json.loads(run_cli("runs", "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert (newest["outcome"], newest["counts"]) == ("NOT_EVALUABLE", {"ERROR": 1, "MANUAL_REVIEW": 1})
+    assert run_cli("run", *map(str, paths), "--model", "openai:n", env=env, cwd=tmp_path).returncode == 3
+    compared = run_cli("compare", "model=n", "model=m", env=env, cwd=tmp_path)
+    assert "(need a person 2)" in compared.stdout and "(need a person 1, never answered 1)" in compared.stdout, \
+        compared.stdout
