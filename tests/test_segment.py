@@ -893,6 +893,27 @@ def test_each_row_of_a_fixed_width_table_is_one_unit(rows: list[str]) -> None:
     assert [s.text for s in doc.sentences] == ["Tasks", *rows]
 
 
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["Due: 04/30/2026", "The approved budget is 950 euros."],
+        ["Приоритет: срочный", "Работы завершить до 20 марта 2026 г."],
+        ["완료 기한: 2026-04-30", "정수진 기사가 단독으로 작업한다."],
+    ],
+    ids=["en", "ru", "ko"],
+)
+def test_one_field_line_ends_before_the_sentence_under_it(lines: list[str]) -> None:
+    assert units("\n".join(lines)) == lines
+
+
+def test_a_korean_ending_before_a_parenthesis_still_ends_the_sentence() -> None:
+    """kss reads on past ``뺀다(0.5시간).``; a line break or a space after it is a boundary."""
+    expected = ["박지현 기술자가 펌프 하우징의 물을 뺀다(0.5시간).", "최동욱 전기 기사가 모터 전원을 분리한다(1시간).",
+                "박지현 기술자가 실을 교체한다(3시간)."]
+    assert units("\n".join(expected)) == expected
+    assert units(" ".join(expected)) == expected
+
+
 def test_typewriter_double_spaces_are_not_a_table() -> None:
     assert units("The clerk checks the form.  Then the manager signs it.\nThe clerk files\nit.  Done.") == [
         "The clerk checks the form.", "Then the manager signs it.", "The clerk files\nit.", "Done."]

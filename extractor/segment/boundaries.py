@@ -11,8 +11,11 @@ block's lines as one paragraph and would glue ``Requested by: Dana Kim`` to ``Du
   item ``2.`` and cuts after ``order``; the number goes back to the sentence it ends, unless the units really
   are a list (``1. ... 2. ...`` or an item after a colon).
 
-Every rule works on offsets into the block's content and only moves or removes boundaries, so units stay exact
-slices and ``check_invariants`` holds.
+and adds one kss misses: a Korean sentence whose final ending is followed by a parenthesis before the full
+stop (``교체한다(2.5시간). 다음 ...``).
+
+Every rule works on offsets into the block's content and only moves, removes or adds boundaries between
+non-space characters, so units stay exact slices and ``check_invariants`` holds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ _COLUMN_GAP = re.compile(r"(?<=[^\s.!?…:;])(?: {2,}|\t+)(?=\S)")
 _QUOTES = {"«": "»", "“": "”", "„": "“", "\"": "\"", "「": "」", "『": "』"}
 _QUOTE_LIMIT = 300
 """Characters a quotation may span to be kept whole: a sign's text or a short statement, not a stray mark."""
+_ENDING_PARENTHESIS = re.compile(r"(?<=[다요])\([^()\n]{1,60}\)[.!?](?=\s+\S)")
 _TERMINALS = frozenset(".!?…。！？")
 _LIST_NUMBER = re.compile(r"(\d{1,3})\.\s")
 _OPENING_NUMBER = re.compile(r"([:：])\s+(\d{1,3}\.)\Z")
@@ -42,20 +46,23 @@ def line_pieces(content: str) -> list[tuple[int, int, bool]]:
     unit whatever punctuation its cells hold, a field line may still hold several sentences. One piece, the
     whole content, when it has no such lines.
 
-    A form needs two field lines in the block and a table two aligned rows, so a single ``Note: ...`` line of
-    prose or one double space does not change how a paragraph is split.
+    A field line also ends before a line that does not start in lowercase (``Due: 04/30/2026`` above a sentence).
+    Cutting before a field line needs two of them in the block (a form) and a table two aligned rows, so a
+    single ``Note: ...`` line wrapped in prose or one double space does not change how a paragraph is split.
     """
     lines = _lines(content)
     if len(lines) < 2:
         return [(0, len(content), False)]
-    fields = [_is_field_line(content[start:end]) for start, end in lines]
-    rows = _table_rows([content[start:end] for start, end in lines])
-    if sum(fields) < 2 and not any(rows):
+    texts = [content[start:end] for start, end in lines]
+    fields = [_is_field_line(text) for text in texts]
+    rows = _table_rows(texts)
+    if not any(fields) and not any(rows):
         return [(0, len(content), False)]
     form = sum(fields) >= 2
     pieces = [(0, rows[0])]
     for index in range(1, len(lines)):
-        if rows[index] or rows[index - 1] or (form and fields[index]):
+        after_field = fields[index - 1] and not texts[index][0].islower()  # a lowercase line wraps the value
+        if rows[index] or rows[index - 1] or after_field or (form and fields[index]):
             pieces.append((lines[index][0], rows[index]))
     ends = [start for start, _ in pieces[1:]] + [len(content)]
     return [(start, end, row) for (start, row), end in zip(pieces, ends)]
@@ -108,7 +115,20 @@ def _width(text: str) -> int:
 def repair(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The splitter's units with the splits inside quotations removed and list numbers that end a sentence
     given back to it (see the module docstring)."""
-    return _number_back(content, _join_quoted(content, spans))
+    return _number_back(content, _join_quoted(content, _split_after_parenthesis(content, spans)))
+
+
+def _split_after_parenthesis(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Units cut after ``다(...).`` / ``요(...).`` where more text follows (kss reads on past the full stop)."""
+    split: list[tuple[int, int]] = []
+    for start, end in spans:
+        for match in _ENDING_PARENTHESIS.finditer(content, start, end):
+            split.append((start, match.end()))
+            start = match.end()
+            while content[start].isspace():
+                start += 1
+        split.append((start, end))
+    return split
 
 
 def _quotations(content: str) -> list[tuple[int, int]]:
