@@ -98,7 +98,7 @@ def test_calibration_figures_match_scikit_learn() -> None:
     y = np.array([int(row["label"]) for row in rows])
     auroc, mcc = calibration.report.judge.auroc, calibration.report.judge.mcc
     assert auroc is not None and mcc is not None
-    assert calibration.report.cases.used == len(rows) == 192
+    assert calibration.report.cases.used == len(rows) == 240
     assert auroc.value == pytest.approx(roc_auc_score(y, scores), abs=1e-12)
     threshold = calibration.fitted_threshold
     assert mcc.value == pytest.approx(matthews_corrcoef(y, scores >= threshold), abs=1e-12)
@@ -136,7 +136,7 @@ def test_cli_calibrates_a_rule_writes_the_settings_and_the_card_still_prints(tmp
     written = json.loads(settings.read_text(encoding="utf-8"))
     section = written["lexical_support"]
     assert section["judge_band_lower"] <= section["calibration"]["fitted_threshold"] <= section["minimum_overlap"]
-    assert section["calibration"]["n"] == 192 and set(section["calibration"]["by_language"]) == {"en", "ko", "ru"}
+    assert section["calibration"]["n"] == 240 and set(section["calibration"]["by_language"]) == {"en", "ko", "ru"}
     assert written["needs_person"] == ["CLAIM_LOW_LEXICAL_SUPPORT"]  # other keys kept
 
     card = subprocess.run([sys.executable, "-m", "extractor", "rules", "CLAIM_LOW_LEXICAL_SUPPORT"], capture_output=True,

@@ -280,7 +280,43 @@ def _read_schema(path: Path, lines: list[str]) -> dict[str, Any] | None:
         lines.append(f"{path}: only references to this file's $defs are allowed, not {', '.join(outside)}")
         return None
     lines.extend(f"{path}: {problem}" for problem in envelope_problems(schema))
+    lines.extend(f"{path}: {problem}" for problem in _enum_words_problems(schema))
     return schema
+
+
+_WORD_LANGUAGES = ("en", "ko", "ru")
+
+
+def _enum_words_problems(node: Any, at: str = "") -> Iterable[str]:
+    """What is wrong with each ``x-enum-words`` of the schema: an object on a node with ``enum``, keyed by its
+    values, each giving lists of words per language (docs/contracts.md#enum-words)."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _enum_words_problems(item, f"{at}/{index}")
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key != generic_rules.ENUM_WORDS:
+            yield from _enum_words_problems(value, f"{at}/{key}")
+            continue
+        where = f"{generic_rules.ENUM_WORDS} at {at or 'the root'}"
+        enum = node.get("enum")
+        if not isinstance(enum, list) or not isinstance(value, dict):
+            yield f"{where} must be an object on a node with an enum"
+            continue
+        for code, by_language in value.items():
+            if code not in enum:
+                yield f"{where}: {code!r} is not one of its enum values"
+            elif not isinstance(by_language, dict) or not by_language:
+                yield f'{where}: {code!r} must map languages to word lists, e.g. {{"en": ["US dollars"]}}'
+            else:
+                for language, words in by_language.items():
+                    if language not in _WORD_LANGUAGES:
+                        yield f"{where}: {code!r} has language {language!r} (known: {', '.join(_WORD_LANGUAGES)})"
+                    elif not isinstance(words, list) or not words or not all(
+                            isinstance(word, str) and word.strip() for word in words):
+                        yield f"{where}: {code!r} {language} must be a list of non-empty strings"
 
 
 def _refs(node: Any) -> Iterable[str]:

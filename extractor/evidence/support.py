@@ -10,10 +10,15 @@ shares no whole word with it and scored 0.00, while a contradicting claim that c
   compound nouns split differently still meet;
 - Cyrillic and Latin: the Snowball stemmer of the language (``snowballstemmer``, versioned in
   ``TOKENIZER``), stop words and words shorter than ``min_word_length`` dropped;
-- digit runs are whole tokens (``10,000`` is ``10000``) and weigh double: a changed number is a changed fact.
+- dates and numbers are facts, each read into one canonical spelling first (``extractor.evidence.values``:
+  ``2026-03-14`` is "2026년 3월 14일", "14.03.2026", "March 14, 2026"; ``2000`` is "2,000개" and "2 000 шт."),
+  weighing double: a changed number or date is a changed fact; a number's unit or currency (``u:hour`` for "h",
+  "ч", "시간") is part of it, so "2.5 hours" is not "2,5 кг", and a unit named alone is a token;
+- a value may be stated in other words than its own: an enum code's words per language, from the schema
+  (``x-enum-words``, docs/contracts.md), are scored as alternatives and the best one counts (``best_support``).
 
-score = weighted share of the value's tokens found among the excerpt's tokens, halved when a number of the
-value is missing from the excerpt, and halved again when one side is negated and the other is not. It
+score = weighted share of the value's tokens found among the excerpt's tokens, halved when a date or number of
+the value is missing from the excerpt, and halved again when one side is negated and the other is not. It
 still cannot prove a statement follows from a text (docs/design.md#judge-calibration); it ranks, and its thresholds are
 calibrated on labelled rows (``extract rules calibrate``) with a band routed to a judge.
 """
@@ -22,16 +27,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.metadata import version
 
 import snowballstemmer  # type: ignore[import-untyped]
 
+from extractor.evidence.values import CURRENCY_TOKENS, Fact, typed
+
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]+")
 _CYRILLIC_WORD = re.compile(r"[а-яё]+")
 _LATIN_WORD = re.compile(r"[a-z]+")
-_NUMBER = re.compile(r"\d+(?:[.,]\d{3})*(?:[.,]\d+)?")
 
 JOSA_AND_ENDINGS = tuple(sorted(set("""
     하시겠습니까 하겠습니다 되었습니다 하였습니다 했습니다 합니다 됩니다 습니다 입니다 갑니다 줍니다 받습니다
@@ -59,7 +66,7 @@ STOP = {
                     "быть было были будет".split()),
 }
 NUMBER_WEIGHT = 2.0
-TOKENIZER = f"support/1 (snowballstemmer {version('snowballstemmer')})"
+TOKENIZER = f"support/2 (typed dates, numbers and units; snowballstemmer {version('snowballstemmer')})"
 """Recorded with a calibration: a threshold fitted on one tokenizer is not valid for another
 (docs/design.md#judge-calibration)."""
 
@@ -91,21 +98,25 @@ def _korean_stem(word: str) -> str:
 
 @dataclass(frozen=True)
 class Tokens:
-    """A text's support tokens with weights, its numbers, and whether it is negated."""
+    """A text's word tokens with weights, its facts (dates and numbers), and whether it is negated."""
 
     weights: dict[str, float]
-    numbers: frozenset[str]
+    facts: tuple[Fact, ...]
     negated: bool
+
+    def states(self, fact: Fact) -> bool:
+        """Whether one of this text's facts states a fact of another text."""
+        return any(fact.stated_by(own) for own in self.facts)
 
 
 def tokens(text: str, min_word_length: int = 4) -> Tokens:
     """The support tokens of ``text`` (see the module docstring)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    weights: dict[str, float] = {}
-    numbers = frozenset(re.sub(r"[.,](?=\d{3}\b)", "", n) for n in _NUMBER.findall(folded))
-    for number in numbers:
-        weights[f"#{number}"] = NUMBER_WEIGHT
-    for word in _HANGUL_WORD.findall(folded):
+    found = typed(folded)
+    weights: dict[str, float] = dict.fromkeys(found.units, 1.0)
+    facts = tuple({(fact.readings, fact.unit): fact for fact in found.facts}.values())  # a repeat is one fact
+    rest = found.rest
+    for word in _HANGUL_WORD.findall(rest):
         if len(word) > 1 and word in ENDING_WORDS:  # an auxiliary on its own (해야 합니다): no content
             continue
         stem = _korean_stem(word)
@@ -115,21 +126,40 @@ def tokens(text: str, min_word_length: int = 4) -> Tokens:
         for gram in grams:
             weights.setdefault(gram, 1.0)
     for language, pattern in (("ru", _CYRILLIC_WORD), ("en", _LATIN_WORD)):
-        for word in pattern.findall(folded):
+        for word in pattern.findall(rest):
             if len(word) >= min_word_length and word not in STOP[language]:
                 weights.setdefault(f"{language}:{_stem(language, word)}", 1.0)
     negated = any(pattern.search(folded) for pattern in NEGATION.values())
-    return Tokens(weights, numbers, negated)
+    return Tokens(weights, facts, negated)
 
 
 def support_score(value: str, excerpt: str, min_word_length: int = 4) -> float | None:
     """How much of ``value`` ``excerpt`` states, in [0, 1]; None when the value has no checkable token."""
-    said, source = tokens(value, min_word_length), tokens(excerpt, min_word_length)
-    total = sum(said.weights.values())
+    return _score(tokens(value, min_word_length), tokens(excerpt, min_word_length))
+
+
+def best_support(values: Iterable[str], excerpt: str, min_word_length: int = 4) -> float | None:
+    """The best ``support_score`` of any of ``values``, the ways of stating one value (a code and its words);
+    None when none of them has a checkable token."""
+    source = tokens(excerpt, min_word_length)
+    scores = [score for value in values if (score := _score(tokens(value, min_word_length), source)) is not None]
+    return max(scores, default=None)
+
+
+def _weight(fact: Fact) -> float:
+    """A date or number weighs double; a unit written with it (not a currency, which is a token of its own) is
+    one more word: "48 hours" weighs what "48" and "hours" weighed as tokens."""
+    return NUMBER_WEIGHT + (fact.unit is not None and fact.unit not in CURRENCY_TOKENS)
+
+
+def _score(said: Tokens, source: Tokens) -> float | None:
+    total = sum(said.weights.values()) + sum(map(_weight, said.facts))
     if total == 0:
         return None
-    score = sum(weight for token, weight in said.weights.items() if token in source.weights) / total
-    if said.numbers - source.numbers:
+    stated = [source.states(fact) for fact in said.facts]
+    score = (sum(weight for token, weight in said.weights.items() if token in source.weights)
+             + sum(_weight(fact) for fact, found in zip(said.facts, stated) if found)) / total
+    if not all(stated):
         score /= 2
     if said.negated != source.negated:
         score /= 2

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any
 
@@ -25,7 +25,7 @@ from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
 from extractor.evidence.source import Source
-from extractor.evidence.support import support_score
+from extractor.evidence.support import best_support
 from extractor.rules import Card, EvidenceModel, Hit, Rule
 from extractor.vocab import CoverageStatus, FieldPresence
 
@@ -60,6 +60,9 @@ class Shape:
     lists: tuple[ListShape, ...]
     exempt: frozenset[Path] = frozenset()  # values that need no evidence
     labels: tuple[Label, ...] = ()
+    words: Mapping[Path, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """``x-enum-words`` of the schema: for a scalar path, or a list path plus an item field, each enum value's
+    words in any language (docs/contracts.md#enum-words)."""
 
     @classmethod
     def of(cls, schema: Mapping[str, Any], text: Mapping[str, Iterable[str]] | None = None,
@@ -68,6 +71,7 @@ class Shape:
         scalars: list[Path] = []
         nullable: list[Path] = []
         lists: list[ListShape] = []
+        words: dict[Path, Mapping[str, tuple[str, ...]]] = {}
         chosen = {name: tuple(fields) for name, fields in (text or {}).items()}
 
         def walk(node: Mapping[str, Any], path: Path) -> None:
@@ -85,18 +89,42 @@ class Shape:
                 dotted = ".".join(path)
                 if item is None:
                     fields = None
+                    if found := enum_words(options_of(array.get("items", {}))):
+                        words[path] = found
                 elif dotted in chosen:
                     fields = chosen[dotted]
                 else:
                     fields = tuple(name for name, child in item.get("properties", {}).items() if _is_text(schema, child))
+                for name, child in (item or {}).get("properties", {}).items():
+                    if found := enum_words(options_of(child)):
+                        words[(*path, name)] = found
                 lists.append(ListShape(path, fields))
             else:
                 scalars.append(path)
                 if can_be_null:
                     nullable.append(path)
+                if found := enum_words(options):
+                    words[path] = found
+
+        def options_of(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+            return variants(schema, node)[0]
 
         walk(schema, ())
-        return cls(tuple(scalars), tuple(nullable), tuple(lists), frozenset(exempt), tuple(labels))
+        return cls(tuple(scalars), tuple(nullable), tuple(lists), frozenset(exempt), tuple(labels), words)
+
+
+ENUM_WORDS = "x-enum-words"
+"""The schema keyword that gives an enum value its words per language (docs/contracts.md#enum-words)."""
+
+
+def enum_words(options: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """``{value: its words in every language}`` from the ``x-enum-words`` of a node's alternatives (checked when
+    the contract is loaded: ``extractor.contracts.files``)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for option in options:
+        for value, by_language in (option.get(ENUM_WORDS) or {}).items():
+            found[value] = tuple(word for words in by_language.values() for word in words)
+    return found
 
 
 def variants(root: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
@@ -138,10 +166,12 @@ class ResolvedEvidence:
 
 @dataclass(frozen=True)
 class ValueUnit:
-    """A value that must be backed by evidence: a non-null scalar field or one list item."""
+    """A value that must be backed by evidence: a non-null scalar field or one list item, with the other ways of
+    stating it (an enum code in its words)."""
 
     steps: tuple[Step, ...]
     text: str
+    alternatives: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
@@ -157,6 +187,24 @@ def item_text(item: Any, fields: tuple[str, ...] | None) -> str:
     if fields is None or not isinstance(item, dict):
         return _text(item)
     return " ".join(_text(item[name]) for name in fields if item.get(name) is not None)
+
+
+MAX_ALTERNATIVES = 16
+"""Ways of stating one item scored at most (its enum fields' words combined)."""
+
+
+def item_alternatives(item: Any, fields: tuple[str, ...] | None, words: Mapping[str, Mapping[str, tuple[str, ...]]]
+                      ) -> tuple[str, ...]:
+    """An item's text with its enum values in their words instead (``words``: per item field, or ``""`` for a
+    scalar item), every combination up to ``MAX_ALTERNATIVES``."""
+    if fields is None or not isinstance(item, dict):
+        return words.get("", {}).get(item, ()) if isinstance(item, str) else ()
+    choices = [(_text(item[name]), *words.get(name, {}).get(item[name], ()))
+               for name in fields if item.get(name) is not None]
+    variants: list[list[str]] = [[]]
+    for options in choices:
+        variants = [[*variant, option] for variant in variants for option in options][:MAX_ALTERNATIVES + 1]
+    return tuple(" ".join(variant) for variant in variants[1:])
 
 
 class Context:
@@ -203,13 +251,18 @@ class Context:
 
     @cached_property
     def units(self) -> list[ValueUnit]:
-        units = [ValueUnit(path, _text(value)) for path in self.shape.scalars
+        words = self.shape.words
+        units = [ValueUnit(path, _text(value), words.get(path, {}).get(value, ()) if isinstance(value, str) else ())
+                 for path in self.shape.scalars
                  if path not in self.shape.exempt and (value := self.value_at(path)) is not None]
         for shape in self.shape.lists:
             if shape.path in self.shape.exempt:
                 continue
+            item_words = {str(path[-1]) if len(path) > len(shape.path) else "": found for path, found in words.items()
+                          if path[:len(shape.path)] == shape.path and len(path) <= len(shape.path) + 1}
             for index, item in enumerate(self.value_at(shape.path) or ()):
-                units.append(ValueUnit((*shape.path, index), item_text(item, shape.text)))
+                units.append(ValueUnit((*shape.path, index), item_text(item, shape.text),
+                                       item_alternatives(item, shape.text, item_words) if item_words else ()))
         return units
 
     def evidence_for(self, steps: tuple[Step, ...]) -> list[ResolvedEvidence]:
@@ -343,10 +396,12 @@ def value_without_evidence(ctx: Context) -> Iterator[Hit]:
     stage="evidence",
     severity=Severity.WARNING,
     fires_when="a value's found excerpts state too little of it (lexical support score)",
-    inputs="the value text (a scalar; an item's free-text fields, or those checks.toml [evidence] text names) and "
-    "its found excerpts",
-    normalisation="NFKC + casefold; Hangul: particles and endings stripped, stem bigrams; Cyrillic/Latin: Snowball "
-    "stems without stop words; numbers whole (extractor.evidence.support)",
+    inputs="the value text (a scalar; an item's free-text fields, or those checks.toml [evidence] text names), an "
+    "enum value's words (schema x-enum-words), and its found excerpts",
+    normalisation="NFKC + casefold; dates and numbers read into one spelling (2026-03-14 = 2026년 3월 14일 = "
+    "14.03.2026 = March 14, 2026; 2000 = 2,000 = 2 000), units and currencies as tokens; Hangul: particles and "
+    "endings stripped, stem bigrams; Cyrillic/Latin: Snowball stems without stop words (extractor.evidence.support); "
+    "an enum code scores as its best-supported words",
     passes="support_score(value, its excerpts) >= weak_support.threshold (checks.toml [evidence] "
     "weak_support_threshold, default 0.5); below judge_band_lower it is likely unsupported, between the two a "
     "judge decides; both fitted by `extract rules calibrate EVIDENCE_WEAK_SUPPORT LABELS.csv` (written to the "
@@ -364,7 +419,7 @@ def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
         found = [entry for entry in ctx.evidence_for(unit.steps) if entry.spans]
         if not found:
             continue
-        share = support_score(unit.text, " ".join(entry.excerpt for entry in found), min_length)
+        share = best_support((unit.text, *unit.alternatives), " ".join(entry.excerpt for entry in found), min_length)
         if share is None or share >= threshold:
             continue
         verdict = ("likely unsupported" if share < band_lower
