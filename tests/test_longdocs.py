@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -261,3 +262,59 @@ def test_sigkill_mid_document_then_the_rerun_calls_only_the_unfinished_windows(
     assert (f"window {first.window} s{first.first_sentence}-s{first.last_sentence}, answer of attempt "
             f"{first.reused_from} reused") in text
     assert "merged from the windows" in text
+
+
+def test_a_window_repair_speaks_in_that_windows_numbering_ids_and_sentences(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path, db_url: str) -> None:
+    """Every window names its participants p1 and its own lead and has three steps, so the merged candidate numbers
+    steps across the document and knows every window's lead. The window holding s1501 answers at first with an
+    excerpt of s1501 with one word changed, a sentence MAPPED to a step that does not quote it, and a step by
+    an unknown actor; its repair must name s1501 as the nearest sentence (the document repeats its words in
+    every copy), its own step numbers and only its own ids."""
+    path = long_document(tmp_path / "en.txt", "en", 3000)
+    target = "s1501"
+    first_of: dict[str, int] = {}
+
+    def script(request: dict[str, Any] | None, number: int) -> Action:
+        sentences = own_sentences(request)
+        first = int(sentences[0][0][1:])
+        broken = any(sentence_id == target for sentence_id, _ in sentences) and not is_repair(request)
+
+        def change(sentences: list[tuple[str, str]], answer: Answer) -> None:
+            answer["participants"] = [{"id": "p1", "name": "Clerk"}, {"id": f"lead{first}", "name": f"Lead {first}"}]
+            answer["evidence"] += [{"fieldPath": f"participants[{i}]", "sourceExcerpt": sentences[0][1]} for i in (0, 1)]
+            for index, (_, text) in enumerate(sentences[:3]):
+                answer["processSteps"].append({"order": index + 1, "actorId": "p1", "action": text})
+                answer["evidence"].append({"fieldPath": f"processSteps[{index}]", "sourceExcerpt": text})
+                answer["sentenceCoverage"][index]["fieldPaths"].append(f"processSteps[{index}]")
+            if broken:
+                first_of["target"] = first
+                entry = next(e for e in answer["evidence"] if e["sourceExcerpt"] == dict(sentences)[target])
+                words = entry["sourceExcerpt"].split()
+                entry["sourceExcerpt"] = " ".join([*words[:3], "quietly", *words[4:]])
+                answer["sentenceCoverage"][1]["fieldPaths"] = ["processSteps[2]"]
+                answer["processSteps"][0]["actorId"] = "p9"
+
+        return Reply(window_answer(request, change))
+
+    server = llm_server(script)
+    summary, store = run(path, server, db_url)
+    windows, whole = split(store, summary)
+    assert len(windows) > 4 and [(a.kind, a.passed) for a in whole] == [("generate", False), ("repair", True)]
+    merged = "\n".join(f"{f['rule_id']}: {f['message']}" for f in whole[0].findings)
+    assert "lead1," in merged  # the whole document knows every window's lead, and numbers steps across it
+    assert max(map(int, re.findall(r"processSteps\[(\d+)\]", merged))) >= 3, merged
+
+    [repair] = [a for a in windows if a.kind == "repair"]
+    assert repair.first_sentence is not None and repair.first_sentence == first_of["target"]
+    text = repair.request["messages"][-1]["content"]
+    findings = text.split("Findings (rule_id at location: message):")[1].split("Sentences not yet accounted")[0]
+    assert f"nearest source sentence [{target}]" in findings, findings
+    assert {int(n) for n in re.findall(r"processSteps\[(\d+)\]", findings)} <= {0, 1, 2}, findings
+    own = repair.last_sentence - repair.first_sentence + 1 if repair.last_sentence else 0
+    assert all(int(n) < own for n in re.findall(r"(?:rules|evidence|sentenceCoverage)\[(\d+)\]", findings)), findings
+    lead = f"lead{first_of['target']}"
+    assert f'actorId "p9" is not one of participants[*].id (known: p1, {lead})' in findings, findings
+    assert set(re.findall(r"lead\d+", findings)) == {lead}
+    window_range = range(repair.first_sentence - 2, (repair.last_sentence or 0) + 1)  # its context and own sentences
+    assert all(int(n) in window_range for n in re.findall(r"\bs(\d+)\b", findings)), findings

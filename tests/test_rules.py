@@ -187,6 +187,31 @@ def test_evidence_not_in_source_gives_nearest_sentence_hint() -> None:
     assert 0.8 < finding.hint["similarity"] < 1.0
 
 
+@pytest.mark.parametrize(("excerpt", "why"), [
+    ("Line 1501: the requester files form 1501,", "a mark changed"),
+    ("Line 1501; the requester filed form 1501", "every word but the numbers is in 3,000 sentences"),
+    ("line 1501 the requester files form", "case and punctuation differ"),
+    ("Line 1501: the requester quietly files form 1501.", "a word added"),
+])
+def test_the_nearest_sentence_is_found_among_3000_that_share_its_words(excerpt: str, why: str) -> None:
+    """More than 25 sentences share every word but the number; the shortlist used to stop at 25 in document order."""
+    from extractor.evidence.source import Source
+
+    document = one_sentence_per_line([f"Line {n}: the requester files form {n}." for n in range(1, 3001)])
+    nearest = Source(document).nearest_sentence(excerpt, "nfc_whitespace")
+    assert nearest is not None and nearest[0] == "s1501", (why, nearest)
+
+
+def test_a_shorter_sentence_the_excerpt_merely_contains_is_not_the_nearest() -> None:
+    from extractor.evidence.source import Source
+
+    document = one_sentence_per_line(["P 160 The clerk files the order.",
+                                      "P 160 The clerk files the order and tells the supplier by phone."])
+    nearest = Source(document).nearest_sentence("P 160 The clerk files the order and tells the supplier by mail.",
+                                                "nfc_whitespace")
+    assert nearest is not None and nearest[0] == "s2"
+
+
 def test_case_punctuation_and_negation_stay_significant() -> None:
     document = one_sentence_per_line(["The manager approves the request.", "Nobody may skip review."])
     contract_candidate = {

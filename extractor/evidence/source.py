@@ -6,6 +6,7 @@ edit are all checked against the same normalised text without re-normalising it.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from functools import cached_property
 
@@ -13,6 +14,8 @@ from extractor.document import Document, Sentence
 from extractor.evidence.text import NormalizedText
 
 _COMMON = 200  # a word in more sentences than this only votes when no rarer word matched
+_SHORTLIST_CAP = 400  # sentences tied for the shortlist that are still scored (a bound on one hint's cost)
+_WORD = re.compile(r"\w+")
 
 
 class Source:
@@ -48,11 +51,12 @@ class Source:
     def nearest_sentence(self, excerpt: str, normalisation: str) -> tuple[str, float] | None:
         """The sentence most like a non-verbatim excerpt, for a repair hint only (never for matching).
 
-        Candidates are the sentences sharing the most words with the excerpt (an inverted index built
-        once), so a failing excerpt costs the same on a 200- and a 20,000-sentence document.
+        Candidates are the sentences sharing the most words with the excerpt (an inverted index built once, rarest
+        words first), every sentence tied with the last one kept included, so a document repeating one sentence in
+        many places still has the right one scored; a failing excerpt costs about the same on a 200- and a
+        20,000-sentence document. Only when no word of the excerpt narrows the candidates to ``_SHORTLIST_CAP``
+        does rapidfuzz rank every sentence. Each candidate is scored by ``_fit``, then ``_whole``; ties go to the first.
         """
-        from rapidfuzz import fuzz
-
         if not self.document.sentences:
             return None
         matcher = self.matcher(normalisation)
@@ -60,33 +64,65 @@ class Source:
             self._normalised_sentences[normalisation] = [matcher.normalise_query(s.text) for s in self.document.sentences]
         choices = self._normalised_sentences[normalisation]
         query = matcher.normalise_query(excerpt)
-        best: tuple[float, int] | None = None
-        for position in self._shortlist(normalisation, query):
-            score = fuzz.partial_ratio(query, choices[position])
-            if best is None or score > best[0]:
-                best = (score, position)
+        shortlist = self._shortlist(normalisation, query)
+        if shortlist is None:  # no word tells more than _SHORTLIST_CAP sentences apart: rank them all, in C
+            from rapidfuzz import fuzz, process
+
+            shortlist = [position for _, _, position in process.extract(
+                query, choices, scorer=fuzz.partial_ratio, limit=_SHORTLIST_CAP)]
+        best: tuple[float, float, int] | None = None
+        for position in sorted(shortlist):
+            fit = _fit(query, choices[position], best[0] if best else 0.0)
+            if best is not None and fit < best[0]:
+                continue
+            whole = _whole(query, choices[position])
+            if best is None or (fit, whole) > best[:2]:
+                best = (fit, whole, position)
         if best is None:
             return None
-        return self.document.sentences[best[1]].id, round(best[0] / 100, 3)
+        return self.document.sentences[best[2]].id, round(best[0] / 100, 3)
 
-    def _shortlist(self, normalisation: str, query: str, size: int = 25) -> list[int]:
-        """Sentence positions sharing the most (rarest first) words with ``query``, in document order."""
+    def _shortlist(self, normalisation: str, query: str, size: int = 25) -> list[int] | None:
+        """Sentence positions sharing the most (rarest first) words with ``query``: the best ``size``, and every
+        one tied with the last of them; None when those are more than ``_SHORTLIST_CAP``. Words are compared
+        case-folded without punctuation (``1501.`` is ``1501,``), so a changed mark does not hide the one word
+        that tells copies of a sentence apart."""
         index = self._word_index(normalisation)
         votes: dict[int, float] = {}
-        for word in sorted(set(query.split()), key=lambda w: len(index.get(w, ()))):
+        for word in sorted(set(_WORD.findall(query.casefold())), key=lambda w: len(index.get(w, ()))):
             postings = index.get(word, ())
             if len(postings) > _COMMON and votes:  # common words add cost, not discrimination
                 break
             for position in postings:
                 votes[position] = votes.get(position, 0.0) + 1.0 / len(postings)
-        ranked = sorted(votes, key=lambda position: (-votes[position], position))[:size]
-        return sorted(ranked)
+        ranked = sorted(votes, key=lambda position: (-votes[position], position))
+        if len(ranked) > size:
+            last = votes[ranked[size - 1]]
+            ranked = [position for position in ranked[:_SHORTLIST_CAP + 1] if votes[position] >= last]
+        return ranked if len(ranked) <= _SHORTLIST_CAP else None
 
     def _word_index(self, normalisation: str) -> dict[str, list[int]]:
         if normalisation not in self._word_indexes:
             index: dict[str, list[int]] = {}
             for position, text in enumerate(self._normalised_sentences[normalisation]):
-                for word in set(text.split()):
+                for word in set(_WORD.findall(text.casefold())):
                     index.setdefault(word, []).append(position)
             self._word_indexes[normalisation] = index
         return self._word_indexes[normalisation]
+
+
+def _fit(excerpt: str, sentence: str, cutoff: float = 0.0) -> float:
+    """How well ``excerpt`` fits the sentence (0-100; 0 below ``cutoff``, where rapidfuzz stops early): a sentence
+    at least as long as the excerpt is scored by the excerpt's best alignment inside it (``partial_ratio``), a
+    shorter one as a whole (``ratio``), since an excerpt cannot lie inside a shorter sentence: a short sentence
+    the excerpt merely contains is not what the model copied from. Ties go to the more alike whole (``_whole``)."""
+    from rapidfuzz import fuzz
+
+    scorer = fuzz.partial_ratio if len(sentence) >= len(excerpt) else fuzz.ratio
+    return float(scorer(excerpt, sentence, score_cutoff=cutoff))
+
+
+def _whole(excerpt: str, sentence: str) -> float:
+    from rapidfuzz import fuzz
+
+    return float(fuzz.ratio(excerpt, sentence))

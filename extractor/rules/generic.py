@@ -469,11 +469,12 @@ def sentence_not_accounted(ctx: Context) -> Iterator[Hit]:
     location="$.sentenceCoverage[i].sentenceId",
 )
 def sentence_id_unknown(ctx: Context) -> Iterator[Hit]:
-    count = len(ctx.source.document.sentences)
+    sentences = ctx.source.document.sentences
+    held = f"{sentences[0].id}..{sentences[-1].id}" if sentences else "none"  # a window's part holds its own range
     for index, entry in enumerate(ctx.candidate["sentenceCoverage"]):
         if entry["sentenceId"] not in ctx.source.ids:
             yield Hit(location("sentenceCoverage", index, "sentenceId"),
-                      f'"{entry["sentenceId"]}" is not a sentence of this document (it has s1..s{count})')
+                      f'"{entry["sentenceId"]}" is not a sentence of this document (it has {held})')
 
 
 @generic_rule(

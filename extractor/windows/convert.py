@@ -5,7 +5,8 @@ window index and sentence range; its answer is checked for structure only. The m
 as the document's own attempts (``generate`` 1 and, after the repair round, ``repair`` 2, no window) and
 validated against the whole document by the same rules as any candidate, so review, export and the
 statistics read it like a one-call candidate. The repair round sends each window only the findings it owns
-(``owners``); windows without findings are not called again. A rerun of a document whose windows were
+(``owners``), worded in the window's own numbering, ids and sentences (``as_window_sees``); windows without
+findings are not called again. A rerun of a document whose windows were
 answered before (a killed or failed run, same configuration, same requests) records those answers again
 (``reused_from``) and calls the model only for the others.
 """
@@ -203,7 +204,41 @@ class LongDocument:
         owner = self.window_of(sentence_id) if isinstance(sentence_id, str) else None
         return (owner or self.windows[0]).index, finding.location
 
+    async def as_window_sees(self, answer: WindowAnswer, findings: list[Finding]) -> list[Finding]:
+        """The merged candidate's findings a window owns, in that window's own numbering and ids.
+
+        The merged candidate numbers items across the document and reconciles ids, so its messages, and the
+        nearest-sentence hints it searched the whole document for, would send a window to items, ids and
+        sentences it has never seen. The window's own answer is therefore checked again on its own sentences
+        (context included), and each owned finding is taken as that check words it: same rule, same local
+        location, same sentence. A finding only the whole document shows (none of the window's own answer
+        has it) keeps its rule and location and says what the rule checks, as its card words it.
+        """
+        sentences = self.document.sentences[answer.window.context:answer.window.end]
+        own, seconds = await validate_in_worker(answer.raw, replace(self.document, sentences=sentences), self.contract)
+        self.calls.cpu["validate"] += seconds
+        twins: dict[tuple[str, str, Any], list[Finding]] = {}
+        for finding in own.findings:
+            twins.setdefault(_key(finding), []).append(finding)
+        cards = {rule.card.rule_id: rule.card for rule in self.contract.rules}
+        seen: list[Finding] = []
+        for finding in findings:
+            same = twins.get(_key(finding))
+            if same:
+                seen.append(replace(same.pop(0), severity=finding.severity))
+                continue
+            card = cards.get(finding.rule_id)
+            sentence_id = (finding.hint or {}).get("sentence_id")
+            mine = sentence_id in {sentence.id for sentence in sentences}
+            seen.append(Finding(finding.rule_id, finding.severity, finding.location,
+                                (card.fires_when if card else finding.rule_id)
+                                + (f" ({sentence_id})" if mine else "") + "; seen when the parts of the document are "
+                                "checked together", {"sentence_id": sentence_id} if mine else None))
+        return seen
+
     def repair_request(self, answer: WindowAnswer, findings: list[Finding], report: Report) -> GenerationRequest:
+        """The window's repair: its request and answer, then ``findings`` (``as_window_sees``) and its own sentences
+        still unaccounted for."""
         own = answer.window.own(self.document)
         ids = {s.id for s in own}
         local = Report(report.contract, report.contract_version, report.validator_version, findings=findings,
@@ -212,6 +247,11 @@ class LongDocument:
             local.findings = [*answer.report.findings, *findings]
         return render_repair(self.calls.prompt, answer.request, answer.raw, local, replace(self.document, sentences=own),
                              self.contract)
+
+
+def _key(finding: Finding) -> tuple[str, str, Any]:
+    """What makes a window's own finding the same as one of the merged candidate: rule, location, sentence."""
+    return finding.rule_id, finding.location, (finding.hint or {}).get("sentence_id")
 
 
 def _findings(report: Report) -> list[dict[str, Any]]:
@@ -241,9 +281,10 @@ async def convert_windows(job: Job, calls: ModelCalls, windows: list[Window]) ->
     final, final_id = first, first_id
     earlier = None
     if not first.passed:
-        owned = long.owners(first, merged)
+        owned = sorted(long.owners(first, merged).items())
+        seen = await asyncio.gather(*(long.as_window_sees(answers[index], findings) for index, findings in owned))
         jobs = [(answers[index].window, long.repair_request(answers[index], findings, first))
-                for index, findings in sorted(owned.items())]
+                for (index, _), findings in zip(owned, seen)]
         try:
             repaired = await long.answer_all(jobs, AttemptKind.repair)
         except ProviderError as error:
