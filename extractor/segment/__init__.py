@@ -20,7 +20,7 @@ from extractor.segment.align import align
 __all__ = ["SEGMENTER_ID", "check_invariants", "needs_kss", "segment"]
 
 SEGMENTER_ID: str = (
-    f"extractor-seg/3 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
+    f"extractor-seg/4 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
 )
 """Names this segmenter and every library version that decides where boundaries (and so ids) fall.
 
@@ -31,6 +31,8 @@ the units), changes. Versions come from package metadata because importing kss t
 articles, fenced code, no split after an abbreviation that never ends a sentence.
 3: form field lines and fixed-width table rows are units of their own; no split inside a short quotation, before
 ``№`` or after ``инв.``; a number that ends a sentence (``order 2.``) stays with it (``extractor.segment.boundaries``).
+4: a lone field line ends before the sentence under it; a Korean ending before a parenthesis (``교체한다(2.5시간).``)
+ends its sentence.
 """
 
 Splitter = Callable[[str], list[str]]
