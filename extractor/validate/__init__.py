@@ -16,7 +16,7 @@ from extractor.rules import get
 from extractor.rules.guards import critical_findings, extent_findings
 from extractor.rules.structure import SchemaInput, parse_candidate
 
-VALIDATOR_VERSION = "1.2.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
+VALIDATOR_VERSION = "1.3.0"  # bump on any change that can alter a verdict: rules, cards' logic, normalisation
 
 __all__ = ["VALIDATOR_VERSION", "check_structure", "validate"]
 
