@@ -38,7 +38,7 @@ from tests.support.batch import (
 from tests.support.databases import fresh_database
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status
 from tests.support.processes import Processes, wait_for
-from tests.support.redis_server import redis_server
+from tests.support.redis_server import free_port, redis_server
 
 pytestmark = pytest.mark.postgres
 
@@ -250,7 +250,8 @@ def test_the_api_with_a_broker_hands_submissions_to_the_workers(
         processes: Callable[[dict[str, str]], Processes]) -> None:
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
-    worker = processes(env).start("worker", "--concurrency", "2")
+    metrics_port = free_port()
+    worker = processes(env).start("worker", "--concurrency", "2", "--metrics-port", str(metrics_port))
     service = build_service(open_store(pg_url), broker=redis_url, concurrency=1,
                             model="openai:scripted-model")
     assert service.runner is None  # nothing converts in the API's own process
@@ -262,9 +263,17 @@ def test_the_api_with_a_broker_hands_submissions_to_the_workers(
                                json={"name": "purchase.md", "text": sample.read_text(encoding="utf-8")})
             assert sent.status_code == 202, sent.text
             task = finished(client, token, sent.json()["documents"][0]["id"])
+            assert client.get("/readyz").json() == {"run_log": "ok", "broker": "ok", "status": "ok"}
     finally:
         service.close()
     assert task["outcome"] == "READY_FOR_REVIEW", task
+    with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", timeout=30) as scraper:  # the worker's own
+        assert scraper.get("/readyz").json() == {"run_log": "ok", "broker": "ok", "status": "ok"}
+        lines = scraper.get("/metrics").text.splitlines()
+    assert 'extract_task_outcomes_total{outcome="READY_FOR_REVIEW"} 1.0' in lines
+    assert 'extract_documents_total{state="READY_FOR_REVIEW"} 1.0' in lines
+    assert 'extract_model_calls_total{outcome="ok"} 1.0' in lines
+    assert "extract_queue_depth 0.0" in lines
     assert rows(pg_url, "SELECT command, pid FROM runs WHERE id = :run", run=task["run"]) == [("extract worker", worker.pid)]
 
 

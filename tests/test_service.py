@@ -400,3 +400,78 @@ models = ["spare-model", "openai:spare-large"]
     assert keys[other] == {"Bearer not-needed"}, keys[other]  # no key of this machine went to the spare server
     assert {request.json["model"] for request in lab.chat_requests} == {"lab-model"}
     assert {request.json["model"] for request in other.chat_requests} == {"spare-model"}
+
+
+def scraped(client: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` as {(sample name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = client.get("/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(answer.text) for sample in family.samples}
+
+
+def delta(before: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+          after: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, label: str) -> dict[str, float]:
+    """What a counter grew by between two scrapes, per value of ``label`` (metrics are the process's)."""
+    grown = {dict(labels)[label]: value - before.get((sample, labels), 0.0)
+             for (sample, labels), value in after.items() if sample == name}
+    return {key: value for key, value in grown.items() if value}
+
+
+def test_metrics_scraped_during_a_batch_match_the_run_log_and_health_answers(
+        llm_server: Callable[..., ScriptedLLMServer], db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from extractor.service.metrics import call_outcome
+    from tests.support.batch import write_batch
+
+    def script(request: dict[str, Any] | None, number: int) -> Any:
+        from tests.support.llm_server import Status
+
+        return Status(429, headers={"Retry-After": "0"}) if number % 5 == 0 else Reply(answer_for(request))
+
+    server = llm_server(script)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    service = build_service(open_store(db_url), broker=None, concurrency=2, model="openai:scripted-model")
+    token = create_token(service.store.engine, "sam", "submitter")
+    paths = write_batch(tmp_path / "docs", 12)
+    try:
+        with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
+            assert client.get("/healthz").json() == {"status": "ok"}
+            assert client.get("/readyz").json() == {"run_log": "ok", "status": "ok"}
+            before = scraped(client)
+            sent = client.post("/v1/documents", headers=bearer(token),
+                               files=[("files", (path.name, path.read_bytes(), "text/markdown")) for path in paths])
+            assert sent.status_code == 202, sent.text
+            ids = [document["id"] for document in sent.json()["documents"]]
+            wait_for(lambda: tasks.batch_counts(service.store.engine, sent.json()["batch"]).get("finished", 0) >= 3,
+                     "a few documents finished")
+            during = scraped(client)
+            outcomes = [finished(client, token, task_id)["outcome"] for task_id in ids]
+            after = scraped(client)
+    finally:
+        service.close()
+
+    with open_store(db_url) as store:
+        document_runs = [d for run in store.find_runs() for d in store.document_runs_for(run.id)]
+        attempts = [a for d in document_runs for a in store.attempts_for(d.id)]
+    states: dict[str, float] = {}
+    for d in document_runs:
+        states[d.state] = states.get(d.state, 0) + 1
+    calls: dict[str, float] = {}
+    for attempt in attempts:
+        for try_ in attempt.transport:
+            calls[call_outcome(try_["outcome"])] = calls.get(call_outcome(try_["outcome"]), 0) + 1
+    assert calls.get("429", 0) >= 2 and calls["ok"] >= 12  # the batch met the throttling server
+    assert delta(before, after, "extract_documents_total", "state") == states
+    assert delta(before, after, "extract_model_calls_total", "outcome") == calls
+    assert delta(before, after, "extract_tokens_total", "direction") == {
+        "in": sum(a.prompt_tokens or 0 for a in attempts), "out": sum(a.completion_tokens or 0 for a in attempts)}
+    assert delta(before, after, "extract_task_outcomes_total", "outcome") == {
+        outcome: float(outcomes.count(outcome)) for outcome in set(outcomes)}
+    latency = [value - before.get((name, labels), 0.0) for (name, labels), value in after.items()
+               if name == "extract_model_call_seconds_count"]
+    assert latency == [sum(calls.values())]
+    assert 0 < sum(delta(before, during, "extract_documents_total", "state").values()) <= len(paths)  # mid-batch
+    assert after[("extract_queue_depth", ())] == 0

@@ -39,6 +39,9 @@ def worker(
                                                       "waits for it)")] = DEFAULT_VISIBILITY_TIMEOUT_S,
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
     endpoints: EndpointsOption = None,
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics, /healthz and /readyz on this "
+                                                     "port")] = None,
+    metrics_host: Annotated[str, typer.Option(help="address of the metrics port")] = "127.0.0.1",
 ) -> None:
     """A Celery worker converting queued documents (`extract run --queue`, `extract serve --queue`).
 
@@ -56,8 +59,14 @@ def worker(
         fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
     servers = load_endpoints(endpoints)
     store = open_store(database)
+    observer = None
+    if metrics_port is not None:
+        from extractor.service.metrics import metrics, serve_health
+
+        observer = metrics()
+        serve_health(store, broker, host=metrics_host, port=metrics_port)
     runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
-                    endpoints=servers)
+                    endpoints=servers, observer=observer)
     start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
                  loglevel=loglevel)
 

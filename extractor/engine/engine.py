@@ -25,7 +25,7 @@ from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
 from extractor.engine.limit import AdaptiveLimit
-from extractor.engine.recorder import Recorder
+from extractor.engine.recorder import Observer, Recorder
 from extractor.engine.settings import RunSettings
 from extractor.engine.stop import Interrupted, Stop
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
@@ -53,7 +53,8 @@ class Engine:
     """
 
     def __init__(self, store: Store, provider: Provider, settings: RunSettings, limit: AdaptiveLimit | None = None,
-                 progress: Progress | None = None, judge: Judge | None = None, converter: Converter = convert) -> None:
+                 progress: Progress | None = None, judge: Judge | None = None, converter: Converter = convert,
+                 observer: Observer | None = None) -> None:
         self.store = store
         self.provider = provider
         self.judge = judge
@@ -64,7 +65,7 @@ class Engine:
         self.stop = Stop()
         self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "windows": 0.0, "merge": 0.0, "validate": 0.0,
                                              "database": 0.0}
-        self.recorder = Recorder(store, self.cpu_seconds)
+        self.recorder = Recorder(store, self.cpu_seconds, observer)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
                                 load_prompt(settings.contract, settings.prompt_version), self.stop,
                                 self.cpu_seconds, judge, self.progress)

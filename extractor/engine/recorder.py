@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from extractor.document import Document
 from extractor.vocab import DocumentState, GateDecision, RunStatus
@@ -23,12 +23,22 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class Observer(Protocol):
+    """What watches a run's writes as they are recorded (the Prometheus metrics of ``extract serve`` and
+    ``extract worker``): it sees exactly what the run log gets, so its counts match the run log."""
+
+    def attempt(self, record: AttemptRecord) -> None: ...
+
+    def document_finished(self, state: DocumentState) -> None: ...
+
+
 class Recorder:
     """One run's writes and reads of the run log; ``cpu`` counts the writer thread's CPU seconds."""
 
-    def __init__(self, store: Store, cpu: dict[str, float]) -> None:
+    def __init__(self, store: Store, cpu: dict[str, float], observer: Observer | None = None) -> None:
         self.store = store
         self.cpu = cpu
+        self.observer = observer
         self.run_id = ""
         self.config_hash = ""
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runlog")
@@ -90,7 +100,10 @@ class Recorder:
 
     async def attempt(self, record: AttemptRecord) -> int:
         """Record one model call as it happened (shielded); returns the attempt id."""
-        return await self.shielded(self.store.record_attempt, record)
+        attempt_id = await self.shielded(self.store.record_attempt, record)
+        if self.observer is not None:
+            self.observer.attempt(record)
+        return attempt_id
 
     async def window_answers(self, document_id: int) -> dict[str, AttemptInfo]:
         """Answered window calls of this document under this run's configuration, by request fingerprint."""
@@ -100,3 +113,5 @@ class Recorder:
                               needs_person: Iterable[str], final_attempt_id: int | None) -> None:
         await self.shielded(self.store.finish_document, document_run_id, state, cause=cause,
                             needs_person=list(needs_person), final_attempt_id=final_attempt_id)
+        if self.observer is not None:
+            self.observer.document_finished(state)

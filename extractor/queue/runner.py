@@ -26,9 +26,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
+from extractor.engine.recorder import Observer
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
@@ -44,6 +46,12 @@ LimitFactory = Callable[[int, BatchSettings], AdaptiveLimit]
 def local_limit(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
     """Without a broker (``extract serve`` alone) a 429 slows this process only."""
     return AdaptiveLimit(concurrency)
+
+
+class TaskObserver(Observer, Protocol):
+    """The run's observer, told also where each queued document ended (``extractor.service.metrics``)."""
+
+    def task_finished(self, outcome: Outcome) -> None: ...
 
 
 class StillRunning(Exception):
@@ -68,8 +76,9 @@ class Runner:
 
     def __init__(self, store: Store, *, concurrency: int, max_deliveries: int = DEFAULT_MAX_DELIVERIES,
                  limit: LimitFactory = local_limit, command: str = "extract worker",
-                 endpoints: Endpoints | None = None) -> None:
+                 endpoints: Endpoints | None = None, observer: TaskObserver | None = None) -> None:
         self.store = store
+        self.observer = observer
         self.endpoints = endpoints or load_endpoints()
         self.concurrency = concurrency
         self.max_deliveries = max_deliveries
@@ -146,8 +155,10 @@ class Runner:
             if result.skip == SkipReason.done:
                 result = await asyncio.to_thread(self._finished_before, engine, task, result)
         finally:  # whatever happened, the task does not stay "started" under a live worker
-            await asyncio.to_thread(tasks.finish_task, db, task_id, result.state, result.cause, result.document_run_id,
-                                    result.tokens, result.rule_ids)
+            first = await asyncio.to_thread(tasks.finish_task, db, task_id, result.state, result.cause,
+                                            result.document_run_id, result.tokens, result.rule_ids)
+            if first and self.observer is not None:
+                self.observer.task_finished(result.state)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
 
     async def _engine(self, settings: BatchSettings) -> Engine:
@@ -158,7 +169,8 @@ class Runner:
                 base_url, key = settings.server(self.endpoints)  # this worker's URL and key of the batch's server
                 limit = self._limit(self.concurrency, settings)
                 engine = Engine(self.store, settings.provider(limit, base_url, key),
-                                settings.run_settings(self.concurrency, self.command, base_url), limit=limit)
+                                settings.run_settings(self.concurrency, self.command, base_url), limit=limit,
+                                observer=self.observer)
                 await engine.start()
                 slot = _Slot(engine, time.monotonic(), asyncio.create_task(self._heartbeat(engine)))
                 self._slots[settings.key()] = slot

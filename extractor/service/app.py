@@ -39,6 +39,7 @@ from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.service.auth import Principal, current_principal, require_role
 from extractor.service.limits import BodyLimit
+from extractor.service.metrics import health_routes, metrics
 from extractor.store import DocumentRunInfo, Store, tasks
 from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, Role
 
@@ -79,6 +80,8 @@ class Service:
     is refused here, with 413."""
     max_pending: int = DEFAULT_MAX_PENDING
     runner: Runner | None = None
+    broker: str | None = None
+    """The workers' broker (``/readyz`` checks it answers); None: documents are converted in this process."""
     records: Store = field(init=False)
     """Where approved records go (``EXTRACT_APPROVED_DATABASE_URL``, else the run log)."""
 
@@ -113,8 +116,9 @@ def build_service(store: Store, *, broker: str | None, concurrency: int, model: 
         from extractor.queue.celery_app import make_celery
         from extractor.queue.submit import celery_publisher
 
-        return Service(store, celery_publisher(make_celery(broker)), defaults, endpoints, max_upload_bytes, max_pending)
-    runner = Runner(store, concurrency=concurrency, command="extract serve", endpoints=endpoints)
+        return Service(store, celery_publisher(make_celery(broker)), defaults, endpoints, max_upload_bytes, max_pending,
+                       broker=broker)
+    runner = Runner(store, concurrency=concurrency, command="extract serve", endpoints=endpoints, observer=metrics())
 
     def publish(task_ids: list[str]) -> None:
         for task_id in task_ids:
@@ -223,6 +227,8 @@ def create_app(service: Service) -> FastAPI:
     def health() -> dict[str, str]:
         """Liveness, without a token (for load balancers)."""
         return {"status": "ok"}
+
+    health_routes(app, service.store, lambda: service.broker)  # /metrics, /healthz, /readyz
 
     api = APIRouter(prefix="/v1", responses=problems(401, 403))
 
