@@ -31,6 +31,7 @@ _COLUMN_GAP = re.compile(r"(?<=[^\s.!?…:;])(?: {2,}|\t+)(?=\S)")
 """A gap between two cells of a fixed-width row: two or more spaces or a tab, not after sentence punctuation
 (typewriter spacing after a full stop is not a column)."""
 _QUOTES = {"«": "»", "“": "”", "„": "“", "\"": "\"", "「": "」", "『": "』"}
+_OPENING = re.compile("[" + re.escape("".join(_QUOTES)) + "]")
 _QUOTE_LIMIT = 300
 """Characters a quotation may span to be kept whole: a sign's text or a short statement, not a stray mark."""
 _ENDING_PARENTHESIS = re.compile(r"(?<=[다요])\([^()\n]{1,60}\)[.!?](?=\s+\S)")
@@ -50,7 +51,7 @@ def line_pieces(content: str) -> list[tuple[int, int, bool]]:
     Cutting before a field line needs two of them in the block (a form) and a table two aligned rows, so a
     single ``Note: ...`` line wrapped in prose or one double space does not change how a paragraph is split.
     """
-    lines = _lines(content)
+    lines = _lines(content) if "\n" in content else []
     if len(lines) < 2:
         return [(0, len(content), False)]
     texts = [content[start:end] for start, end in lines]
@@ -120,6 +121,8 @@ def repair(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _split_after_parenthesis(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Units cut after ``다(...).`` / ``요(...).`` where more text follows (kss reads on past the full stop)."""
+    if ")" not in content:
+        return spans
     split: list[tuple[int, int]] = []
     for start, end in spans:
         for match in _ENDING_PARENTHESIS.finditer(content, start, end):
@@ -135,9 +138,10 @@ def _quotations(content: str) -> list[tuple[int, int]]:
     """``[open, close]`` offsets of the quotations of ``content`` that close within ``_QUOTE_LIMIT`` characters."""
     found: list[tuple[int, int]] = []
     position = 0
-    while position < len(content):
-        closer = _QUOTES.get(content[position])
-        if closer is None or content[position + 1 : position + 2].isspace():
+    while (opening := _OPENING.search(content, position)) is not None:
+        position = opening.start()
+        closer = _QUOTES[opening.group()]
+        if content[position + 1 : position + 2].isspace():
             position += 1
             continue
         end = content.find(closer, position + 1, position + 1 + _QUOTE_LIMIT)
