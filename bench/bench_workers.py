@@ -10,6 +10,13 @@ file unless ``--postgres ADMIN_URL`` names a server to create a fresh database o
 
     python bench/bench_workers.py [--workers 1 2 4] [--documents 60] [--latency 0.5] [--concurrency 4]
                                   [--postgres ADMIN_URL]
+
+``--end-to-end`` measures what a user waits for instead: per level, fresh workers are started and one
+``extract run --queue`` (a process of its own, its start included) submits the level's documents with a
+configuration no worker has seen; the clock runs from starting the workers and the command to the command's
+exit, and the speed-up of each level over one worker is printed beside it (same run).
+
+    python bench/bench_workers.py --end-to-end --workers 1 2 --documents 200 --latency 1
 """
 
 from __future__ import annotations
@@ -48,7 +55,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the model takes per call")
     parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight per worker")
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="run on a fresh PostgreSQL database")
+    parser.add_argument("--end-to-end", action="store_true", help="time fresh workers and `extract run --queue` "
+                        "from their start to the batch's end")
     args = parser.parse_args()
+    if args.end_to_end:
+        end_to_end(args)
+        return
 
     from sqlalchemy import create_engine, make_url, text
 
@@ -149,6 +161,52 @@ def main() -> None:
         server.wait(timeout=10)
         if drop is not None:
             drop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def end_to_end(args: argparse.Namespace) -> None:
+    """Fresh workers and one ``extract run --queue`` per level, timed from their start to the batch's end."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-workers-"))
+    levels = sorted(args.workers)
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_throughput.py"), "--serve", "--latency",
+                               str(args.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    base_url = server.stdout.readline().strip()
+    print(f"{args.documents} documents per level, model latency {args.latency} s, {args.concurrency} calls in flight "
+          f"per worker, SQLite, {os.cpu_count()} cores; fresh workers and a new configuration per level")
+    print(f"{'workers':>7} {'seconds':>8} {'ideal s':>8} {'speed-up':>9}")
+    first: float | None = None
+    try:
+        for number, count in enumerate(levels):
+            folder = workdir / f"level{number}"
+            write_batch(folder, args.documents)
+            with redis_server(workdir) as broker:
+                env = os.environ | {"EXTRACT_DATABASE_URL": f"sqlite:///{workdir}/bench{number}.db",
+                                    "EXTRACT_BROKER_URL": broker, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench"}
+                started = time.monotonic()
+                workers = [subprocess.Popen([sys.executable, "-m", "extractor", "worker", "--concurrency",
+                                             str(args.concurrency)], env=env, cwd=workdir, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL) for _ in range(count)]
+                try:
+                    run = subprocess.run([sys.executable, "-m", "extractor", "run", "--queue", broker, str(folder),
+                                          "--model", "openai:bench", "--prompt-version", "v1", "--retries", "0",
+                                          "--tag", f"level{number}", "--format", "json"],
+                                         env=env, cwd=workdir, capture_output=True, text=True)
+                    seconds = time.monotonic() - started
+                finally:
+                    for worker in workers:
+                        worker.terminate()
+                    for worker in workers:
+                        worker.wait(timeout=60)
+            if run.returncode not in (0, 3):
+                raise SystemExit(f"extract run --queue exited {run.returncode}: {run.stderr[-2000:]}")
+            first = first or seconds
+            ideal = args.documents * args.latency / (count * args.concurrency)
+            print(f"{count:>7} {seconds:>8.1f} {ideal:>8.1f} {first / seconds:>8.2f}x", flush=True)
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
