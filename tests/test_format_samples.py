@@ -55,7 +55,7 @@ def server(llm_server: Callable[..., ScriptedLLMServer]) -> ScriptedLLMServer:
 def convert(paths: list[str], server: ScriptedLLMServer, db_url: str, tmp_path: Path) -> dict[str, Any]:
     env = cli_env(server.base_url, db_url, EXTRACT_OCR_CACHE=str(tmp_path / "ocr"))
     done = run_cli("run", *paths, "--model", "openai:scripted", "--format", "json", env=env, cwd=ROOT)
-    assert done.returncode in (0, 2), done.stderr  # 2: a file of the batch could not be used
+    assert done.returncode in (0, 2, 3), done.stderr  # 2: a file could not be used; 3: a person must look
     summary: dict[str, Any] = json.loads(done.stdout)
     return summary
 
@@ -67,8 +67,7 @@ def show(document_run_id: int, server: ScriptedLLMServer, db_url: str, tmp_path:
     return done.stdout
 
 
-@pytest.mark.parametrize("name", ["ko_scanned_procedure.pdf", "ko_purchase_order.pdf", "ko_work_request_review.hwpx",
-                                  "ko_purchase_order.xlsx"])
+@pytest.mark.parametrize("name", ["ko_purchase_order.pdf", "ko_work_request_review.hwpx", "ko_purchase_order.xlsx"])
 def test_each_sample_is_converted_through_the_cli(name: str, server: ScriptedLLMServer, db_url: str,
                                                   tmp_path: Path) -> None:
     summary = convert([f"samples/formats/{name}"], server, db_url, tmp_path)
@@ -79,19 +78,25 @@ def test_each_sample_is_converted_through_the_cli(name: str, server: ScriptedLLM
         assert "[주문!A1] ⟨s1 MAPPED⟩[[품목]]" in printed and "[주문!C3] ⟨s11 UNMAPPED⟩89000" in printed
 
 
-def test_the_scanned_page_shows_its_page_with_every_excerpt(server: ScriptedLLMServer, db_url: str,
-                                                            tmp_path: Path) -> None:
+def test_the_scanned_page_goes_to_a_person_for_a_word_ocr_was_unsure_of(server: ScriptedLLMServer, db_url: str,
+                                                                        tmp_path: Path) -> None:
+    """The scan is black and white at 300 dpi: Tesseract reads 요청에 as 요정에 (confidence 0.39); the candidate's
+    rule quotes that sentence, so the document waits for a person, and ``extract show`` says which word and page."""
     summary = convert(["samples/formats/ko_scanned_procedure.pdf"], server, db_url, tmp_path)
-    printed = show(summary["outcomes"][0]["document_run_id"], server, db_url, tmp_path)
+    outcome = summary["outcomes"][0]
+    assert outcome["state"] == "MANUAL_REVIEW" and outcome["rule_ids"] == ["EVIDENCE_LOW_OCR_CONFIDENCE"], outcome
+    printed = show(outcome["document_run_id"], server, db_url, tmp_path)
     assert "[page 1]" in printed
     assert "evidence on the pages" in printed
     rows = [line for line in printed.splitlines() if "documentPurpose" in line and "│ 1 " in line]
     assert rows and "이 절차는 부서 간 작업" in rows[0]
+    flat = " ".join(printed.split())
+    assert "EVIDENCE_LOW_OCR_CONFIDENCE" in flat and "'요정에' 0.39 (page 1)" in flat
 
 
 def test_the_email_and_its_attachment_are_two_documents(server: ScriptedLLMServer, db_url: str, tmp_path: Path) -> None:
     summary = convert(["samples/formats/ko_purchase_request.eml"], server, db_url, tmp_path)
-    assert [o["path"] for o in summary["outcomes"]] == [
+    assert sorted(o["path"] for o in summary["outcomes"]) == [
         "samples/formats/ko_purchase_request.eml",
         "samples/formats/ko_purchase_request.eml#attachment1/ko_purchase_order.xlsx"]
     assert summary["counts"] == {"READY_FOR_REVIEW": 2}

@@ -143,3 +143,72 @@ def test_unreadable_images_are_input_errors(tmp_path: Path) -> None:
     Image.new("L", (600, 400), 255).save(tmp_path / "blank.jpg")
     with pytest.raises(InputError, match="no text found by OCR"):
         load(tmp_path / "blank.jpg")
+
+
+def ocr_document(confidences: list[float | None]) -> Document:
+    """A one-line scanned document whose words have these OCR confidences (None: a text layer's word)."""
+    from extractor.document import Word
+    from extractor.ingest import from_text
+
+    text = "요청자는 작업 요청서를 팀장에게 제출한다."
+    document = from_text(text)
+    offset, words = 0, []
+    for index, token in enumerate(text.split(" ")):
+        start = text.index(token, offset)
+        words.append(Word(start, start + len(token), 1, (0.1 + index * 0.1, 0.2, 0.18 + index * 0.1, 0.23),
+                          confidences[index]))
+        offset = start + len(token)
+    document.words = words
+    return segment(document)
+
+
+def candidate(excerpt: str) -> str:
+    import json
+
+    return json.dumps({
+        "documentPurpose": excerpt, "participants": [], "processSteps": [], "rules": [], "assignmentRule": None,
+        "missingFields": [{"fieldPath": "assignmentRule", "question": "Who assigns it?"}],
+        "evidence": [{"fieldPath": "documentPurpose", "sourceExcerpt": excerpt}],
+        "sentenceCoverage": [{"sentenceId": "s1", "status": "MAPPED", "fieldPaths": ["documentPurpose"]}],
+    }, ensure_ascii=False)
+
+
+def test_evidence_on_a_word_ocr_was_unsure_of_goes_to_a_person() -> None:
+    from extractor.contracts import get_contract
+    from extractor.validate import validate
+
+    contract = get_contract("work_procedure")
+    threshold = contract.settings["ocr_confidence"]["threshold"]  # calibrated: samples/ocr_confidence/labels.csv
+    assert 0.5 < threshold < 0.95 and "EVIDENCE_LOW_OCR_CONFIDENCE" in contract.needs_person
+    excerpt = "요청자는 작업 요청서를 팀장에게 제출한다."
+    sure = validate(candidate(excerpt), ocr_document([96.0, 93.5, 91.0, 97.2, 95.0]), contract)
+    assert not [f for f in sure.findings if f.rule_id == "EVIDENCE_LOW_OCR_CONFIDENCE"]
+    unsure = validate(candidate(excerpt), ocr_document([96.0, 93.5, 41.0, 97.2, 95.0]), contract)
+    found = [f for f in unsure.findings if f.rule_id == "EVIDENCE_LOW_OCR_CONFIDENCE"]
+    assert len(found) == 1 and found[0].location == "$.evidence[0]"
+    assert "'요청서를' 0.41 (page 1)" in found[0].message
+    assert found[0].hint is not None and found[0].hint["words"][0]["page"] == 1
+    # an excerpt that avoids the doubtful word passes; a text layer (no confidence) always passes
+    assert not [f for f in validate(candidate("팀장에게 제출한다."), ocr_document([96.0, 93.5, 41.0, 97.2, 95.0]),
+                                    contract).findings if f.rule_id == "EVIDENCE_LOW_OCR_CONFIDENCE"]
+    assert not [f for f in validate(candidate(excerpt), ocr_document([None] * 5), contract).findings
+                if f.rule_id == "EVIDENCE_LOW_OCR_CONFIDENCE"]
+
+
+def test_the_ocr_confidence_threshold_is_calibrated_through_the_cli(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.batch import ROOT
+
+    settings = tmp_path / "calibration.json"
+    done = subprocess.run([sys.executable, "-m", "extractor", "rules", "calibrate", "EVIDENCE_LOW_OCR_CONFIDENCE",
+                           str(ROOT / "samples/ocr_confidence/labels.csv"), "--settings", str(settings), "--format",
+                           "json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "admit-review" and report["settings_section"] == "ocr_confidence"
+    written = json.loads(settings.read_text(encoding="utf-8"))["ocr_confidence"]
+    assert written["threshold"] == report["band"][1] and written["calibration"]["auroc"] > 0.9
+    assert written["calibration"]["score"] == "confidence"

@@ -45,9 +45,9 @@ ContractRef = tuple[str, int, str | None, str]
 """Name, version, folder (a contract written as files, else None) and content hash."""
 
 
-ALWAYS_NEEDS_PERSON = frozenset({MERGE_VALUE_CONFLICT, *EXTENT_RULES})
+ALWAYS_NEEDS_PERSON = frozenset({MERGE_VALUE_CONFLICT, *EXTENT_RULES, "EVIDENCE_LOW_OCR_CONFIDENCE"})
 """Warnings that send a document to a person under every contract: two windows evidenced different values;
-nothing (or next to nothing) was extracted, which is not a pass."""
+nothing (or next to nothing) was extracted, which is not a pass; evidence rests on words OCR may have misread."""
 
 
 def contract_dir(name: str, version: int) -> Path:

@@ -25,8 +25,10 @@ from extractor.vocab import CalibrationVerdict, JudgeMode
 CALIBRATED_RULES: dict[str, str] = {
     "EVIDENCE_WEAK_SUPPORT": "weak_support",
     "CLAIM_LOW_LEXICAL_SUPPORT": "lexical_support",
+    "EVIDENCE_LOW_OCR_CONFIDENCE": "ocr_confidence",
 }
-"""Lexical-support rules and the settings section holding their threshold, band and calibration."""
+"""Rules with a fitted threshold (the lexical-support rules, the OCR confidence rule) and the settings section
+holding their threshold, band and calibration."""
 
 
 class SettingsError(ValueError):

@@ -107,7 +107,7 @@ def _classify(glyph: np.ndarray) -> str | None:
              glyph[:, :edge].any(axis=1).mean(), glyph[:, -edge:].any(axis=1).mean()]
     if fill > 0.9:
         return "■"
-    if min(sides) > 0.95 and corners > 0.5 and middle.mean() < 0.02:
+    if min(sides) > 0.95 and corners > 0.3 and middle.mean() < 0.02:  # a thin frame fills a third of a corner
         return "□"
     if corners < 0.08 and 0.6 < fill < 0.85 and middle.mean() > 0.97:
         return "●"

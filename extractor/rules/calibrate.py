@@ -46,9 +46,13 @@ from extractor.judge.report import CalibrationReport, VerdictPolicy
 from extractor.vocab import CalibrationVerdict
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
-BAND_KEYS = {"EVIDENCE_WEAK_SUPPORT": "threshold", "CLAIM_LOW_LEXICAL_SUPPORT": "minimum_overlap"}
+BAND_KEYS = {"EVIDENCE_WEAK_SUPPORT": "threshold", "CLAIM_LOW_LEXICAL_SUPPORT": "minimum_overlap",
+             "EVIDENCE_LOW_OCR_CONFIDENCE": "threshold"}
 """The settings key each rule reads as the upper edge of its band (at or above it the rule passes)."""
 DEFAULT_MIN_WORD_LENGTH = {"EVIDENCE_WEAK_SUPPORT": 3, "CLAIM_LOW_LEXICAL_SUPPORT": 4}
+SCORE_COLUMNS = {"EVIDENCE_LOW_OCR_CONFIDENCE": "confidence"}
+"""Rules whose score is a column of the labels file, not computed from value and excerpt: an OCR'd word's
+confidence (0-1), labelled 1 when OCR read the word as it is printed (``bench/ocr_confidence_labels.py``)."""
 
 
 def score_rows(cases: list[Case], min_word_length: int) -> list[Case]:
@@ -147,16 +151,18 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
         raise UsageError(f"{rule_id} has no calibrated threshold (calibratable: {', '.join(sorted(CALIBRATED_RULES))})")
     if not 0.0 < max_miss < 0.5:
         raise UsageError(f"--max-miss must be between 0 and 0.5, not {max_miss:g}")
-    length = min_word_length if min_word_length is not None else DEFAULT_MIN_WORD_LENGTH[rule_id]
+    length = min_word_length if min_word_length is not None else DEFAULT_MIN_WORD_LENGTH.get(rule_id, 0)
     if not files:
         raise UsageError("no labels file given")
+    column = SCORE_COLUMNS.get(rule_id)
     cases = []
     for path in files:
-        cases += read_labels(path, need_texts=True)[0]
+        cases += read_labels(path, column, need_texts=column is None)[0]
     repeated = sorted(case_id for case_id, n in Counter(c.case_id for c in cases).items() if n > 1)
     if repeated:
         raise UsageError(f"case_id {repeated[0]!r} appears in more than one labels file")
-    cases = score_rows(cases, length)
+    if column is None:
+        cases = score_rows(cases, length)
     used = [c for c in cases if c.gold is not None and c.score is not None]
     y = np.array([c.gold for c in used], dtype=np.int64)
     scores = np.array([c.score for c in used], dtype=np.float64)
@@ -168,9 +174,11 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
     digest = sha256_of(str(files[0])) if len(files) == 1 else hashlib.sha256(
         "".join(sha256_of(str(path)) for path in files).encode()).hexdigest()
     names = ", ".join(str(path) for path in files)
-    report = calibrate(CalibrationInput(cases, f"rule:{rule_id}", TOKENIZER, names, digest,
-                                        "support_score", [f"band: fail below {lower:g}, judge in [{lower:g}, {upper:g}), "
-                                                          f"pass from {upper:g}"]),
+    band = f"band: fail below {lower:g}, judge in [{lower:g}, {upper:g}), pass from {upper:g}"
+    if column is not None:
+        band = f"a person looks below {upper:g} (at most {max_miss:.0%} of the words read from there on are misread)"
+    report = calibrate(CalibrationInput(cases, f"rule:{rule_id}", TOKENIZER if column is None else "tesseract",
+                                        names, digest, column or "support_score", [band]),
                        VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed))
     if report.verdict is CalibrationVerdict.admit_block and any(_one_annotator(path) for path in files):
         report = replace(report, verdict=CalibrationVerdict.admit_review, reasons=(
@@ -182,13 +190,14 @@ def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, mi
     section = {
         BAND_KEYS[rule_id]: upper,
         "judge_band_lower": lower,
-        "min_word_length": length,
+        **({"min_word_length": length} if column is None else {}),
         "calibration": {
             "verdict": report.verdict.value, "fitted_threshold": threshold, "band": [lower, upper], "max_miss": max_miss,
             "n": report.cases.used, "auroc": auroc.value, "auroc_95ci": [auroc.low, auroc.high],
             "mcc": mcc.value, "mcc_95ci": [mcc.low, mcc.high],
             "by_language": {k: {"n": v.n, "auroc": v.auroc, "auroc_95ci": [v.low, v.high]} for k, v in languages.items()},
-            "labels_files": [path.name for path in files], "labels_sha256": report.labels_sha256, "tokenizer": TOKENIZER,
+            "labels_files": [path.name for path in files], "labels_sha256": report.labels_sha256,
+            **({"tokenizer": TOKENIZER} if column is None else {"score": column}),
             "calibrated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     }

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any
 
-from extractor.document import Document
+from extractor.document import Document, words_in
 from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
@@ -428,6 +428,42 @@ def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
                   f"{unit.path}'s evidence supports {share:.0%} of it (threshold {threshold:.0%}, {verdict}); "
                   "check that the excerpt really says this",
                   {"support": round(share, 3), "threshold": threshold, "judge_band_lower": band_lower})
+
+
+@generic_rule(
+    "EVIDENCE_LOW_OCR_CONFIDENCE",
+    stage="evidence",
+    severity=Severity.WARNING,
+    fires_when="an excerpt was found in text OCR read, and a word of it has a low OCR confidence",
+    inputs="each found excerpt's spans and the words under them (Document.words: Tesseract's confidence per word)",
+    normalisation="none: the confidence is Tesseract's (0-100), read as a share (0-1)",
+    passes="every OCR'd word under the excerpt has confidence >= ocr_confidence.threshold (default 0.6, fitted by "
+    "`extract rules calibrate EVIDENCE_LOW_OCR_CONFIDENCE LABELS.csv` on words whose reading is known); text "
+    "from a text layer or a text file has no confidence and always passes",
+    location="$.evidence[i] (hint: the words, their confidence and page)",
+    judge_needed_after_failure="yes, a person: the excerpt matches what OCR read, and OCR may have misread the page "
+    "(a digit, a name); the reviewer compares it with the page image",
+)
+def evidence_low_ocr_confidence(ctx: Context) -> Iterator[Hit]:
+    words = ctx.source.document.words
+    if not words or all(word.confidence is None for word in words):
+        return
+    threshold = float(ctx.settings.get("ocr_confidence", {}).get("threshold", 0.6))
+    text = ctx.source.document.text
+    for entry in ctx.evidence:
+        weak = {(word.start, word.end): word for start, end in entry.spans for word in words_in(words, start, end)
+                if word.confidence is not None and word.confidence / 100 < threshold}
+        if not weak:
+            continue
+        shown = sorted(weak.values(), key=lambda word: word.start)
+        listed = ", ".join(f"{text[w.start:w.end]!r} {(w.confidence or 0) / 100:.2f} (page {w.page})"
+                           for w in shown[:5])
+        yield Hit(location("evidence", entry.index),
+                  f"evidence[{entry.index}] rests on words OCR read with low confidence: {listed} (threshold "
+                  f"{threshold:.2f}); compare the excerpt with the page",
+                  {"words": [{"text": text[w.start:w.end], "confidence": round(w.confidence / 100, 3), "page": w.page,
+                              "box": [round(edge, 4) for edge in w.box]} for w in shown if w.confidence is not None],
+                   "threshold": threshold})
 
 
 # ---------------------------------------------------------------- coverage
