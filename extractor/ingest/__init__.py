@@ -118,6 +118,21 @@ def _parsed(name: str, data: bytes, digest: str, fmt: str) -> Document:
     return _document(name, text, blocks, digest, fmt, encoding)
 
 
+def source_bytes(path: str) -> tuple[bytes, str]:
+    """The bytes of a source (a file, or an e-mail's attachment) and the suffix that names its format."""
+    if ".eml#" in path.lower() and not os.path.exists(path):
+        from extractor.ingest.eml import attachment
+
+        found = attachment(path, _max_bytes(path))
+        if found is None:
+            raise InputError(path, "file not found")
+        return found[0], Path(found[1]).suffix.lower()
+    try:
+        return Path(path).read_bytes(), Path(path).suffix.lower()
+    except OSError as error:
+        raise InputError(path, f"cannot read file ({error.strerror})") from None
+
+
 def _attachment(name: str) -> Document:
     """An e-mail's attachment, read from the e-mail and parsed by its own file name's suffix."""
     from extractor.ingest.eml import attachment

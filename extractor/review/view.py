@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from extractor.document import Document, Word
 from extractor.evidence.report import FAILING
 from extractor.generate import messages_as_sent
 from extractor.review.resolve import ReviewError
@@ -48,10 +49,10 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
     }
 
 
-def _source_text(path: str, sha256: str) -> tuple[str | None, str, str | None]:
-    """The canonical text as the run saw it, when the file is still there unchanged.
+def _source(path: str, sha256: str) -> tuple[Document | None, str, str | None]:
+    """The document as the run read it, when the file is still there unchanged.
 
-    Returns ``(text, status, detail)`` with status ``unchanged``, ``changed`` or ``unreadable``.
+    Returns ``(document, status, detail)`` with status ``unchanged``, ``changed`` or ``unreadable``.
     """
     from extractor.errors import InputError
     from extractor.ingest import load
@@ -62,7 +63,7 @@ def _source_text(path: str, sha256: str) -> tuple[str | None, str, str | None]:
         return None, "unreadable", str(error)
     if document.sha256 != sha256:
         return None, "changed", f"{path} now has sha256 {document.sha256[:12]}, the run read {sha256[:12]}"
-    return document.text, "unchanged", None
+    return document, "unchanged", None
 
 
 def sentence_label(state: dict[str, Any] | None) -> str:
@@ -222,6 +223,8 @@ class DocumentView:
     reviews: list[ReviewInfo]
     approved: ApprovedRecordInfo | None
     others: list[DocumentRunInfo] = field(default_factory=list)
+    words: list[Word] = field(default_factory=list)  # where each word is on its page (paged formats, source unchanged)
+    pages: int = 0
     kind: ClassVar[str] = "document_run"
 
     @property
@@ -322,13 +325,14 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
 
     # A document submitted to the queue or the API is read from its upload in the run log: its path is only the
     # name a client gave it, never a file of this machine to open.
-    text: str | None = None
+    source: Document | None = None
     source_status = "unreadable"
     source_detail: str | None = f"{document_run.path}: its upload is not in the run log"
     with source_file(store, document_run) as found:
         if found is not None:
-            text, source_status, detail = _source_text(str(found), document.sha256)
+            source, source_status, detail = _source(str(found), document.sha256)
             source_detail = None if detail is None else detail.replace(str(found), document_run.path)
+    text = None if source is None else source.text
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}
     spans = list(shown.evidence_spans or []) if shown is not None else []
@@ -355,6 +359,7 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
         reviews_for(store, document_run.id),
         approved_record_for(records, document.sha256, run.contract, run.contract_version),
         list(others or []),
+        [] if source is None else source.words, 0 if source is None else source.pages,
     )
 
 

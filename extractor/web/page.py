@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from extractor.document import language_of
+from extractor.document import language_of, line_boxes, words_in
 from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
 
@@ -54,6 +54,25 @@ class SentenceRun:
         return self.label if self.label in SENTENCE_STATES else "PROBLEM"
 
 
+@dataclass(frozen=True)
+class EvidenceBox:
+    """One line of one excerpt on a page: which evidence entry, for which field, and where (fractions of the page)."""
+
+    index: int
+    field_path: str
+    box: tuple[float, float, float, float]
+
+    @property
+    def edges(self) -> str:
+        return " ".join(f"{edge:.4f}" for edge in self.box)
+
+
+@dataclass(frozen=True)
+class PageBoxes:
+    number: int
+    boxes: list[EvidenceBox]
+
+
 @dataclass
 class DocumentPage:
     view: DocumentView
@@ -73,6 +92,8 @@ class DocumentPage:
     drawn: frozenset[str] = frozenset()
     """The field paths the page draws; a question on another path has no field to stand beside, so the page
     lists it on its own."""
+    pages: list[PageBoxes] = field(default_factory=list)
+    """The source's pages, each with a box on every line of every excerpt on it (docs/formats.md#pages-and-boxes)."""
 
     @property
     def questions_at_fields(self) -> list[str]:
@@ -143,7 +164,19 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
            if child.present and not (asked and child.name == QUESTIONS)]
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
                         dict(view.fields or {}), language_of(source), extra, top,
-                        frozenset(name for child in top for name in _drawn(child)))
+                        frozenset(name for child in top for name in _drawn(child)), page_boxes(view))
+
+
+def page_boxes(view: DocumentView) -> list[PageBoxes]:
+    """Every page of a paged source, with a box around each line of each excerpt found on it."""
+    if not view.pages:
+        return []
+    boxes: dict[int, list[EvidenceBox]] = defaultdict(list)
+    for span in view.evidence_spans:
+        for start, end in span.get("spans") or ():
+            for page, box in line_boxes(words_in(view.words, start, end)):
+                boxes[page].append(EvidenceBox(int(span.get("index") or 0), str(span.get("fieldPath")), box))
+    return [PageBoxes(number, boxes.get(number, [])) for number in range(1, view.pages + 1)]
 
 
 def _drawn(node: Node) -> Iterator[str]:

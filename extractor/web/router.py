@@ -64,6 +64,7 @@ class Principal(Protocol):
 
 
 DocumentRunId = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
+PageNumber = Annotated[int, PathParam(ge=1, le=10_000)]
 """A document run id as the store's integer key holds it (a larger one is a 422, not a database error)."""
 DONE = re.compile(r"^(approved|rejected) \d+$")
 """The only notice a page shows from its address (after a decision), so a link cannot put words on the page."""
@@ -208,6 +209,30 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             blocked=found.state == DocumentState.BLOCKED, decidable=found.state in QUEUE_STATES,
             previous=previous, following=following, query=_query(filters),
             done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
+
+    @router.get("/doc/{document_run_id}/page/{page}", include_in_schema=False)
+    def page_image(document_run_id: DocumentRunId, page: PageNumber, principal: Any = principal_of) -> Response:
+        """One page of the source as PNG, for the page image beside the text (docs/formats.md#pages-and-boxes)."""
+        if (refused := allowed(principal)) is not None:
+            return refused
+        from extractor.errors import InputError
+        from extractor.queue.uploads import source_file
+        from extractor.web.pages import page_png
+
+        store, _ = open_stores()
+        found = _document_run(store, document_run_id)
+        document = None if found is None else store.get_document(found.document_id)
+        last = max((s.get("page") or 0 for s in (document.sentences if document is not None else ())), default=0)
+        if found is None or document is None or not page <= last:
+            return PlainTextResponse("no such page", status_code=404)
+        with source_file(store, found) as path:
+            if path is None:
+                return PlainTextResponse("the source is not available", status_code=404)
+            try:
+                data = page_png(str(path), document.sha256, page)
+            except (InputError, IndexError, EOFError, ValueError) as error:
+                return PlainTextResponse(f"cannot show the page: {error}", status_code=404)
+        return Response(data, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
     @router.post("/doc/{document_run_id}/approve")
     def approve(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of,

@@ -64,10 +64,24 @@
     const wanted = new Set(tokens(field.dataset.ev));
     const marks = Array.from(document.querySelectorAll("mark.ev"))
       .filter((m) => tokens(m.dataset.ev).some((i) => wanted.has(i)));
+    const boxes = Array.from(document.querySelectorAll(".ev-box")).filter((b) => wanted.has(b.dataset.ev));
     clear("flash"); clear("lit");
     field.classList.add("lit");
     marks.forEach((m) => m.classList.add("flash"));
+    boxes.forEach((b) => b.classList.add("flash"));  // the excerpt's lines on the page image
+    if (boxes.length) boxes[0].scrollIntoView({ block: "center", behavior: "smooth" });
     if (marks.length) marks[0].scrollIntoView({ block: "center", behavior: "smooth" });
+  }
+
+  // page images: each evidence box placed from its edges (fractions of the page; no inline style: the CSP)
+  function placeBoxes() {
+    document.querySelectorAll(".ev-box").forEach((box) => {
+      const [x0, top, x1, bottom] = tokens(box.dataset.box).map(Number);
+      box.style.left = (100 * x0) + "%";
+      box.style.top = (100 * top) + "%";
+      box.style.width = (100 * (x1 - x0)) + "%";
+      box.style.height = (100 * (bottom - top)) + "%";
+    });
   }
 
   function showFields(sentence) {
@@ -122,6 +136,7 @@
         window.location.href = row.dataset.href;
       }));
     } else if (body.classList.contains("document-page")) {
+      placeBoxes();
       document.addEventListener("keydown", (e) => { if (!typing(e)) documentKeys(e); });
       document.addEventListener("click", documentClicks);
       document.querySelectorAll(".field.has-ev").forEach((f) => f.addEventListener("keydown", (e) => {
