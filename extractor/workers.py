@@ -24,8 +24,11 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,12 +57,14 @@ def load_document(path: Path) -> Document:
     return segment(load(path))
 
 
-def _load_measured(path: Path, environment: dict[str, str | None], korean: bool = True) -> tuple[Document, float]:
+def _load_measured(path: Path, environment: dict[str, str | None], korean: bool = True,
+                   pages: Connection | None = None) -> tuple[Document, float]:
     """``load_document`` with the caller's settings, and the CPU seconds it took.
 
     ``korean=False`` (the validation worker reading): a document with Hangul comes back unsegmented (no
     ``segmenter``), since kss would have to be imported into this process (seconds, 340 MB); the ingest worker,
-    which has it, segments it (``_segment_measured``).
+    which has it, segments it (``_segment_measured``). ``pages``: where to send ``(done, total)`` as each page of a
+    scan is OCR'd (the run shows it).
     """
     from extractor.ingest import load
     from extractor.segment import needs_kss, segment
@@ -70,7 +75,7 @@ def _load_measured(path: Path, environment: dict[str, str | None], korean: bool 
         else:
             os.environ[name] = value
     started = time.thread_time()
-    document = load(path)
+    document = load(path, None if pages is None else lambda done, total: pages.send((done, total)))
     if korean or not needs_kss(document.text):
         segment(document)
     return document, time.thread_time() - started
@@ -285,7 +290,11 @@ async def _reader() -> _Worker:
         woken = True
 
 
-async def prepare(path: Path) -> tuple[Document, float]:
+PAGED_SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff")
+"""Files whose pages may be OCR'd: their reading reports each page (``prepare``'s ``on_page``)."""
+
+
+async def prepare(path: Path, on_page: Callable[[int, int], None] | None = None) -> tuple[Document, float]:
     """Ingest and segment ``path``: ``(document, CPU seconds spent on it)``, in the validation worker while it is
     idle, which hands a document with Hangul back to the ingest worker unsegmented, else in the ingest worker
     (``_reader``).
@@ -293,10 +302,15 @@ async def prepare(path: Path) -> tuple[Document, float]:
     ``InputError`` comes back as raised; a file a worker dies on twice is reported as unusable.
     """
     environment = {name: os.environ.get(name) for name in PASSED_ENV}
+    with _page_reports(path, on_page) as pages:
+        return await _prepare(path, environment, pages)
+
+
+async def _prepare(path: Path, environment: dict[str, str | None], pages: Connection | None) -> tuple[Document, float]:
     try:
         if await _reader() is not _VALIDATION:
-            return await _INGEST.call(_load_measured, path, environment)
-        document, spent = await _VALIDATION.call(_load_measured, path, environment, False)
+            return await _INGEST.call(_load_measured, path, environment, True, pages)
+        document, spent = await _VALIDATION.call(_load_measured, path, environment, False, pages)
         if document.segmenter:
             return document, spent
         segmented, seconds = await _INGEST.call(_segment_measured, document)
@@ -305,6 +319,37 @@ async def prepare(path: Path) -> tuple[Document, float]:
         raise InputError(str(path), "the worker process reading this file died (out of memory? "
                                     "a script that starts runs must guard them with if __name__ == '__main__')"
                          ) from None
+
+
+@contextmanager
+def _page_reports(path: Path, on_page: Callable[[int, int], None] | None) -> Iterator[Connection | None]:
+    """A pipe the worker reading ``path`` sends each OCR'd page down, read by the event loop as pages arrive
+    (nothing for a file without pages, or when nobody listens)."""
+    if on_page is None or not str(path).lower().endswith(PAGED_SUFFIXES):
+        yield None
+        return
+    import multiprocessing
+
+    loop = asyncio.get_running_loop()
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+
+    def relay() -> None:
+        try:
+            while receiver.poll():
+                done, total = receiver.recv()
+                on_page(done, total)
+        except (EOFError, OSError, ValueError, TypeError):  # the worker is gone, or sent what is not a page report
+            loop.remove_reader(receiver.fileno())
+
+    loop.add_reader(receiver.fileno(), relay)
+    try:
+        yield sender
+    finally:
+        loop.remove_reader(receiver.fileno())
+        if receiver.poll():  # reports sent just before the document came back
+            relay()
+        sender.close()
+        receiver.close()
 
 
 def _validator() -> _Worker:

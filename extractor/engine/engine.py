@@ -286,7 +286,7 @@ class Engine:
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
-                document, seconds = await prepare(path)
+                document, seconds = await prepare(path, lambda done, total: self.progress.page(label, done, total))
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds

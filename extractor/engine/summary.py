@@ -179,3 +179,6 @@ class Progress:
 
     def window(self, path: str, done: int, total: int) -> None:
         """Called as each window of a long document gets its answer (``done`` of ``total``)."""
+
+    def page(self, path: str, done: int, total: int) -> None:
+        """Called as each page of a scan is OCR'd (``done`` of ``total``), from the worker reading it."""

@@ -52,7 +52,10 @@ def _plain(data: bytes, path: str) -> tuple[str, list[Block], str]:
     return canonical, parse_blocks(canonical), encoding
 
 
-Parser = Callable[[bytes, str], "tuple[str, list[Block], str | None] | Paged"]
+Parser = Callable[..., "tuple[str, list[Block], str | None] | Paged"]
+OnPage = Callable[[int, int], None]
+PAGED = frozenset({"pdf", "image"})
+"""Formats whose reader OCRs pages (and reports each as it is read)."""
 _PARSERS: dict[str, Parser] = {"txt": _plain, "md": _plain}
 _MODULES = {"docx": "docx", "html": "html", "pdf": "pdf", "hwp": "hwp", "xlsx": "xlsx", "eml": "eml", "image": "image"}
 """Formats whose reader is imported when a file of the format is read: a batch of Markdown never imports a PDF,
@@ -66,14 +69,15 @@ def _parser(fmt: str) -> Parser:
     return _PARSERS[fmt]
 
 
-def load(path: str | os.PathLike[str]) -> Document:
+def load(path: str | os.PathLike[str], on_page: OnPage | None = None) -> Document:
     """Read and parse one document file; the format comes from the suffix.
 
     ``mail.eml#attachment2/order.pdf`` is the second attachment of ``mail.eml`` (``extractor.ingest.eml``).
+    ``on_page(done, total)`` is called as each page of a scan is OCR'd.
     """
     name = os.fspath(path)
     if ".eml#" in name.lower() and not os.path.exists(name):
-        return _attachment(name)
+        return _attachment(name, on_page)
     try:
         info = os.stat(name)
     except FileNotFoundError:
@@ -105,11 +109,12 @@ def load(path: str | os.PathLike[str]) -> Document:
         document = _document(name, text, blocks, digest, fmt, "utf-8")
         document.sentences, document.segmenter = units, blocks_json.SEGMENTER_ID
         return document
-    return _parsed(name, data, digest, fmt)
+    return _parsed(name, data, digest, fmt, on_page)
 
 
-def _parsed(name: str, data: bytes, digest: str, fmt: str) -> Document:
-    result = _parser(fmt)(data, name)
+def _parsed(name: str, data: bytes, digest: str, fmt: str, on_page: OnPage | None = None) -> Document:
+    parse = _parser(fmt)
+    result = parse(data, name, on_page) if fmt in PAGED and on_page is not None else parse(data, name)
     if isinstance(result, Paged):
         document = _document(name, result.text, result.blocks, digest, fmt, None)
         document.words, document.pages, document.reader = result.words, result.pages, result.reader
@@ -133,7 +138,7 @@ def source_bytes(path: str) -> tuple[bytes, str]:
         raise InputError(path, f"cannot read file ({error.strerror})") from None
 
 
-def _attachment(name: str) -> Document:
+def _attachment(name: str, on_page: OnPage | None = None) -> Document:
     """An e-mail's attachment, read from the e-mail and parsed by its own file name's suffix."""
     from extractor.ingest.eml import attachment
 
@@ -147,7 +152,7 @@ def _attachment(name: str) -> Document:
     limit = _max_bytes(name)
     if len(data) > limit:
         raise InputError(name, f"attachment too large ({len(data)} bytes; limit {limit} bytes, set by {MAX_BYTES_ENV})")
-    return _parsed(name, data, hashlib.sha256(data).hexdigest(), FORMATS[suffix])
+    return _parsed(name, data, hashlib.sha256(data).hexdigest(), FORMATS[suffix], on_page)
 
 
 def from_text(text: str, path: str = "<text>", fmt: str = "txt") -> Document:

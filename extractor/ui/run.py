@@ -122,6 +122,13 @@ class RunProgress(Progress):
             self._progress.update(self._task, description=f"{counts}  {path}: window {done}/{total}".strip())
 
 
+    def page(self, path: str, done: int, total: int) -> None:
+        """A scan's pages as OCR reads them, in the bar's description."""
+        if self._task is not None:
+            counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
+            self._progress.update(self._task, description=f"{counts}  {path}: OCR page {done}/{total}".strip())
+
+
 def problem_line(outcome: DocumentOutcome) -> str:
     """``path: cause`` of an input that ended ERROR or INPUT_ERROR (a cause that starts with the path keeps it once)."""
     cause = outcome.cause or "no cause recorded"
