@@ -110,7 +110,7 @@ def test_a_judge_fail_gets_one_regeneration_with_the_findings_and_the_sentences_
     [document_run] = store.document_runs_for(summary.run_id)
     assert document_run.final_attempt_id == made[2].id and document_run.needs_person == []
     shown = show_text(store, document_run)  # extract show names the regeneration for what it is
-    assert "attempt 3 (generate: regeneration after a judge fail, final)" in shown
+    assert "attempt 3 (regeneration after a judge fail, final)" in shown and "attempt 2 (judge)" in shown
     assert "attempt 1 (generate)" in shown
 
     first, regeneration = generator.chat_requests[0].json, generator.chat_requests[1].json

@@ -259,8 +259,13 @@ def test_sigkill_mid_document_then_the_rerun_calls_only_the_unfinished_windows(
     print_document_view(view, console)
     text = console.export_text()
     first = reused[0]
+    with open_store(db_url) as store:  # the reused answer is named by its place in its own document run
+        earlier = store.get_attempt(first.reused_from)
+        assert earlier is not None and earlier.document_run_id != resumed.id
+        position = [a.id for a in store.attempts_for(earlier.document_run_id)].index(earlier.id) + 1
+    assert shown[first.id]["reused"] == {"document_run_id": earlier.document_run_id, "attempt": position}
     assert (f"window {first.window} s{first.first_sentence}-s{first.last_sentence}, answer of attempt "
-            f"{first.reused_from} reused") in text
+            f"{position} of document run {earlier.document_run_id} reused") in text
     assert "merged from the windows" in text
 
 

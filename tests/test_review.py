@@ -206,13 +206,17 @@ def test_approve_twice_is_idempotent_and_reject_withdraws(corpus: Corpus) -> Non
         assert record.evidence_spans and record.evidence_spans[0]["fieldPath"] == "documentPurpose"
         assert [(r.decision, r.reviewer) for r in reviews_for(store, corpus.ids[0])] == [("approved", "lee")]
 
-    rejected = corpus("reject", doc, "--reviewer", "kim", "--reason", "purpose is wrong")
+    unforced = corpus("reject", doc, "--reviewer", "kim", "--reason", "purpose is wrong")
+    assert unforced.exit_code == 1 and "was approved by lee" in unforced.stderr and "--force" in unforced.stderr
+    rejected = corpus("reject", doc, "--reviewer", "kim", "--reason", "purpose is wrong", "--force")
     assert rejected.exit_code == 0 and "withdrew the approval by lee" in rejected.stdout
     assert corpus("reject", doc, "--reviewer", "kim", "--reason", "purpose is wrong").stdout.startswith("already rejected")
     with corpus.store() as store:
         assert approved_records(store) == []
         assert [r.decision for r in reviews_for(store, corpus.ids[0])] == ["approved", "rejected"]
-    decision = corpus.json("approve", doc, "--reviewer", "park")
+    reversal = corpus("approve", doc, "--reviewer", "park")
+    assert reversal.exit_code == 1 and "was rejected by kim" in reversal.stderr and "--force" in reversal.stderr
+    decision = corpus.json("approve", doc, "--reviewer", "park", "--force")
     assert decision["outcome"] == "approved" and decision["reviewer"] == "park"
     with corpus.store() as store:
         assert [r.reviewer for r in approved_records(store)] == ["park"]
@@ -325,7 +329,7 @@ def test_export_jsonl_and_csv_carry_provenance(corpus: Corpus) -> None:
     assert corpus("approve", str(corpus.ids[1]), "--reviewer", "kim", "--edited",
                   str(write_json(corpus.folder / "fixed.json", fixed))).exit_code == 0
     assert corpus("approve", str(corpus.ids[2]), "--reviewer", "park").exit_code == 0
-    assert corpus("reject", str(corpus.ids[2]), "--reviewer", "park", "--reason", "order is wrong").exit_code == 0
+    assert corpus("reject", str(corpus.ids[2]), "--reviewer", "park", "--reason", "order is wrong", "--force").exit_code == 0
 
     out = corpus.folder / "out" / "records.jsonl"
     out.parent.mkdir()

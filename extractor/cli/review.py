@@ -176,7 +176,8 @@ def approve(
                                                 "same source and refused while it has error findings")] = None,
     source: Annotated[Path | None, typer.Option(help="the source file, if it moved since the run "
                                                 "(its sha256 must still match)")] = None,
-    replace: Annotated[bool, typer.Option(help="replace an approved record of this document that differs")] = False,
+    force: Annotated[bool, typer.Option("--force", "--replace", help="override an earlier decision on this "
+                                        "document: a rejection, or an approved record that differs")] = False,
     override_block: Annotated[bool, typer.Option(help="approve a BLOCKED result over its critical finding "
                                                  "(needs --reason; recorded and exported as provenance)")] = False,
     reason: Annotated[str | None, typer.Option(help="why the block may be overridden (with --override-block)")] = None,
@@ -187,7 +188,9 @@ def approve(
 ) -> None:
     """Approve a document's candidate (or an edited one); the reviewer and time are recorded.
 
-    A BLOCKED result (a critical finding) is refused unless --override-block --reason TEXT is given.
+    DOC given as a path or sha256 means the document run `extract show DOC` shows. A BLOCKED result (a
+    critical finding) is refused unless --override-block --reason TEXT is given; overriding an earlier
+    decision (a rejection, a different approved record) needs --force.
     """
     from extractor.review import resolve
     from extractor.review.decide import Refused, approve_document
@@ -198,7 +201,7 @@ def approve(
     text = read_candidate(edited) if edited is not None else None
     try:
         result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
-                                  source=source, replace=replace, override_block=override_block, reason=reason)
+                                  source=source, force=force, override_block=override_block, reason=reason)
     except Refused as refused:  # the findings of a refused edit are shown before the one-line error
         if format is Format.json:
             emit_json({"refused": refused.reason,
@@ -222,17 +225,19 @@ def reject(
     doc: DocArgument,
     reviewer: ReviewerOption,
     reason: Annotated[str, typer.Option(help="what is wrong")],
+    force: Annotated[bool, typer.Option("--force", help="reject a document run a person approved (withdraws the "
+                                        "approval)")] = False,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Reject a document's candidate; withdraws an approval that came from the same document run."""
+    """Reject a document's candidate; withdraws an approval that came from the same document run (--force)."""
     from extractor.review import resolve
     from extractor.review.decide import reject_document
 
     store, records = open_stores(database, approved_database)
     resolved = resolve(store, doc, for_decision=True)
-    result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason)
+    result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason, force=force)
     if format is Format.json:
         emit_json(result.to_json())
         return

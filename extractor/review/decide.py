@@ -13,8 +13,9 @@ Approval rules:
   error findings or nothing parseable (a person must supply a corrected candidate);
 - an edited candidate is validated against the same source, re-segmented with the same segmenter (same
   sentence ids), and refused while it has any error finding; warnings are the reviewer's call;
-- approving the same record again is idempotent (nothing is written); approving a different record over
-  an existing approval needs ``replace``.
+- approving the same record again is idempotent (nothing is written); overriding an earlier decision needs
+  ``force`` and says what it overrides: approving a document run a person rejected, rejecting one a person
+  approved, or approving a different record over an existing approval of the same document.
 
 A rejection withdraws an approved record that came from the same document run (the newest decision wins;
 the reviews table keeps every decision).
@@ -199,13 +200,18 @@ def _block_override(document_run: DocumentRunInfo, override_block: bool, reason:
 
 def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                      note: str | None = None, edited: str | None = None, source: Path | None = None,
-                     replace: bool = False, override_block: bool = False, reason: str | None = None) -> Approval:
+                     force: bool = False, override_block: bool = False, reason: str | None = None) -> Approval:
     """Approve the final candidate (or the edited one) of a document run; see the module docstring."""
-    from extractor.store.approved import approve, approved_record_for
+    from extractor.store.approved import approve, approved_record_for, latest_reviews
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
     _require_reviewable(document_run, "approved")
+    latest = latest_reviews(store, [document_run.id]).get(document_run.id)
+    if latest is not None and latest.decision == ReviewDecision.rejected and not force:
+        raise Refused(f"document run {document_run.id} was rejected by {latest.reviewer} at "
+                      f"{latest.created_at:%Y-%m-%d %H:%M} UTC ({latest.note}); approving it reverses that decision: "
+                      "add --force")
     why = _block_override(document_run, override_block, reason)
     run = _run_of(store, document_run)
     final = store.get_attempt(document_run.final_attempt_id) if document_run.final_attempt_id else None
@@ -230,10 +236,10 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     if existing is not None and existing.record == record:
         return Approval("already", existing, existing, document_run, report)
-    if existing is not None and not replace:
+    if existing is not None and not force:
         raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
                       f"different record (from run {(existing.run_id or '?')[:12]}"
-                      f"{', edited' if existing.edited else ''}); pass --replace to replace it")
+                      f"{', edited' if existing.edited else ''}); replacing it overrides that decision: add --force")
     block_override = None if why is None else {
         "reviewer": reviewer.strip(), "reason": why, "document_run_id": document_run.id,
         "blocked_because": document_run.cause, "rule_ids": sorted(set(overridden) | set(document_run.needs_person or ())),
@@ -259,7 +265,7 @@ def changed_fields(run: RunInfo, candidate: Any, record: dict[str, Any]) -> list
 
 
 def reject_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
-                    reason: str) -> Rejection:
+                    reason: str, force: bool = False) -> Rejection:
     """Record a rejection; withdraw the approved record if it came from this document run."""
     from extractor.store.approved import approved_record_for, latest_reviews, reject, reviews_for, withdraw
 
@@ -275,6 +281,9 @@ def reject_document(store: Store, records: Store, document_run: DocumentRunInfo,
     if (latest is not None and latest.decision == ReviewDecision.rejected and latest.reviewer == reviewer.strip()
             and latest.note == reason.strip() and not from_here):
         return Rejection("already", latest, document_run, kept=existing)
+    if latest is not None and latest.decision == ReviewDecision.approved and from_here and not force:
+        raise Refused(f"document run {document_run.id} was approved by {latest.reviewer} at "
+                      f"{latest.created_at:%Y-%m-%d %H:%M} UTC; rejecting it withdraws that approval: add --force")
     review_id = reject(store, document_run.id, reviewer=reviewer.strip(), reason=reason.strip())
     withdrawn = existing if from_here and existing is not None and withdraw(records, existing) else None
     review = next(r for r in reviews_for(store, document_run.id) if r.id == review_id)

@@ -81,12 +81,14 @@ def candidates(store: Store, ref: str, cwd: Path | None = None) -> dict[str, lis
 
 
 def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | None = None) -> Resolved:
-    """The document run ``ref`` means.
+    """The document run ``ref`` means: the same one for ``show``, ``approve`` and ``reject``.
 
     A document run id names exactly one. A sha256 prefix or path naming several contents is ambiguous,
-    unless it is a path and the file's current content is one of them. Among the runs of one content,
-    ``show`` takes the newest that reached a final state; a decision (``for_decision``) takes the newest
-    reviewable one per configuration and refuses to choose between configurations.
+    unless it is a path and the file's current content is one of them. Among the runs of one content, it is
+    the newest that reached a final state (else the newest). A decision (``for_decision``) on it is refused,
+    naming the alternatives, when that run cannot be decided (it ended ERROR: the model never answered) or when
+    another configuration has a result of the same content waiting too: a decision never falls back to a
+    different run than ``extract show`` shows.
     """
     cwd = cwd or Path.cwd()
     groups = candidates(store, ref, cwd)
@@ -109,22 +111,23 @@ def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | N
             listed = "; ".join(_describe(runs[0]) for runs in groups.values())
             raise ReviewError(f"{ref!r} matches {len(groups)} documents: {listed}")
     [runs] = groups.values()
-    if for_decision:
-        reviewable: dict[str, DocumentRunInfo] = {}
-        for document_run in runs:
-            if document_run.state in REVIEWABLE:
-                reviewable.setdefault(document_run.config_hash, document_run)
-        if len(reviewable) > 1:
-            listed = "; ".join(f"document run {d.id} ({d.state}, run {d.run_id[:12]}, {d.started_at:%Y-%m-%d %H:%M})"
-                               for d in reviewable.values())
-            raise ReviewError(f"{ref!r} has candidates from {len(reviewable)} configurations; give one document run "
-                              f"id: {listed}")
-        if reviewable:
-            chosen = next(iter(reviewable.values()))
-            return Resolved(chosen, [d for d in runs if d.id != chosen.id])
     final = [d for d in runs if d.state in FINAL_STATES]
     chosen = (final or runs)[0]
-    return Resolved(chosen, [d for d in runs if d.id != chosen.id])
+    others = [d for d in runs if d.id != chosen.id]
+    if for_decision:
+        waiting = [d for d in others if d.state in REVIEWABLE and d.config_hash != chosen.config_hash]
+        listed = "; ".join(f"document run {d.id} ({d.state}, run {d.run_id[:12]}, {d.started_at:%Y-%m-%d %H:%M})"
+                           for d in [d for d in others if d.state in REVIEWABLE][:5])
+        if chosen.state not in REVIEWABLE:
+            cause = f" ({chosen.cause})" if chosen.cause else ""
+            older = f"; an earlier result is decided by its id: {listed}" if listed else ""
+            raise ReviewError(f"refused: {ref!r} is document run {chosen.id}, which ended {chosen.state}{cause}: "
+                              f"nothing to decide{older}", ExitCode.FAILED)
+        if waiting:
+            raise ReviewError(f"{ref!r} has results from {len({d.config_hash for d in waiting}) + 1} configurations; "
+                              f"`extract show {ref}` shows document run {chosen.id}; give the id of the one to decide: "
+                              f"{chosen.id} or {listed}")
+    return Resolved(chosen, others)
 
 
 def resolve_shown(store: Store, ref: str) -> RunInfo | Resolved:

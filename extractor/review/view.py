@@ -6,8 +6,8 @@ show the same facts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,7 +16,7 @@ from extractor.evidence.report import FAILING
 from extractor.generate import messages_as_sent
 from extractor.review.resolve import ReviewError
 from extractor.store import AttemptInfo, DocumentInfo, DocumentRunInfo, RunInfo, Store
-from extractor.vocab import SentenceMark
+from extractor.vocab import AttemptKind, SentenceMark
 
 if TYPE_CHECKING:
     from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
@@ -143,11 +143,33 @@ class WindowView:
 
 
 @dataclass(frozen=True)
+class ReusedAnswer:
+    """Where a window's answer recorded again came from: that attempt's place in its own document run."""
+
+    document_run_id: int
+    position: int
+
+    def describe(self, here: int) -> str:
+        where = "" if self.document_run_id == here else f" of document run {self.document_run_id}"
+        return f"answer of attempt {self.position}{where} reused"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"document_run_id": self.document_run_id, "attempt": self.position}
+
+
+@dataclass(frozen=True)
 class AttemptView:
-    """One model call of the document run, and whether it is the one the run's state rests on."""
+    """One model call of the document run, and whether it is the one the run's state rests on.
+
+    ``position`` numbers the document run's attempts 1, 2, 3 in the order they were made: the one numbering a
+    person reads (``extract show``, the review page); ``label`` says what the attempt is, from what it is and
+    what came before it, never from a stored number."""
 
     attempt: AttemptInfo
     final: bool
+    position: int = 0
+    label: str = ""
+    reused: ReusedAnswer | None = None
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -201,9 +223,10 @@ class AttemptView:
             "cached_tokens": a.cached_tokens, "cost_usd": self.cost, "latency_ms": a.latency_ms, "error": a.error,
             "errors": self.errors, "warnings": self.warnings, "findings": self.findings,
             "raw_response": self.raw_response, "created_at": iso(a.created_at), "request_hash": a.request_hash,
-            "request": a.request, "merged": self.merged,
+            "request": a.request, "merged": self.merged, "attempt": self.position, "label": self.label,
             "sent_messages": messages_as_sent(a.request.get("messages") or [], a.request.get("schema_at"), a.mode),
             "window": None if self.window is None else self.window.to_json(),
+            "reused": None if self.reused is None else self.reused.to_json(),
         }
 
 
@@ -269,6 +292,12 @@ class DocumentView:
     def approved_same_as_candidate(self) -> bool:
         return self.approved is not None and self.approved.record == self.candidate
 
+    @property
+    def shown_position(self) -> int | None:
+        """The place among the attempts (1..) of the one whose candidate is shown: its number as people read it."""
+        return next((a.position for a in self.attempts if self.shown is not None and a.attempt.id == self.shown.id),
+                    None)
+
     def to_json(self) -> dict[str, Any]:
         d, document, approved = self.document_run, self.document, self.approved
         return {
@@ -291,6 +320,7 @@ class DocumentView:
             "evidence_spans": self.evidence_spans,
             "excerpts": [excerpt.to_json() for excerpt in self.excerpts],
             "shown_attempt_id": None if self.shown is None else self.shown.id,
+            "shown_attempt": self.shown_position,
             "candidate": self.candidate,
             "fields": self.fields,
             "missing_fields": self.missing_fields,
@@ -305,6 +335,41 @@ class DocumentView:
             "other_runs": [{"document_run_id": o.id, "run_id": o.run_id, "state": o.state,
                             "started_at": iso(o.started_at)} for o in self.others],
         }
+
+
+def attempt_label(attempt: AttemptInfo, merged: bool, after_judge: bool) -> str:
+    """What an attempt is: a generation, the one repair, a judge call, the regeneration after a judge fail, a
+    long document's window call or the candidate merged from its windows."""
+    repair = attempt.kind == AttemptKind.repair
+    if attempt.window is not None:
+        return f"window {attempt.window} s{attempt.first_sentence}-s{attempt.last_sentence}" + (", repair" if repair else "")
+    if merged:
+        return "merged from the windows' repairs" if repair else "merged from the windows"
+    if attempt.kind == AttemptKind.generate and after_judge:
+        return "regeneration after a judge fail"
+    return str(attempt.kind)
+
+
+def attempt_views(store: Store, document_run: DocumentRunInfo, attempts: Sequence[AttemptInfo]) -> list[AttemptView]:
+    """The attempts as a person reads them: numbered 1.. in order, labelled by what they are, a reused window
+    answer named by its place in its own document run (not by a database id)."""
+    positions = {a.id: (document_run.id, number) for number, a in enumerate(attempts, 1)}
+    views: list[AttemptView] = []
+    judged = False
+    for number, attempt in enumerate(attempts, 1):
+        view = AttemptView(attempt, attempt.id == document_run.final_attempt_id)
+        reused = None
+        if attempt.reused_from is not None:
+            if attempt.reused_from not in positions:
+                earlier = store.get_attempt(attempt.reused_from)
+                if earlier is not None:
+                    positions |= {a.id: (earlier.document_run_id, n)
+                                  for n, a in enumerate(store.attempts_for(earlier.document_run_id), 1)}
+            if attempt.reused_from in positions:
+                reused = ReusedAnswer(*positions[attempt.reused_from])
+        views.append(replace(view, position=number, label=attempt_label(attempt, view.merged, judged), reused=reused))
+        judged = judged or attempt.kind == AttemptKind.judge
+    return views
 
 
 def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
@@ -355,7 +420,7 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
         ))
     return DocumentView(
         document_run, run, document, text, source_status, source_detail, sentences, shown,
-        [AttemptView(a, a.id == document_run.final_attempt_id) for a in attempts],
+        attempt_views(store, document_run, attempts),
         reviews_for(store, document_run.id),
         approved_record_for(records, document.sha256, run.contract, run.contract_version),
         list(others or []),

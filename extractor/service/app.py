@@ -172,12 +172,13 @@ class Submitted(BaseModel):
 class Approve(BaseModel):
     model_config = ConfigDict(extra="forbid")
     note: str | None = None
-    replace: bool = False
+    replace: bool = False  # override an earlier decision: a rejection, or an approval of a different record
 
 
 class Reject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1)
+    force: bool = False  # withdraw an approval a person gave this document run
 
 
 class Settings(BaseModel):
@@ -304,12 +305,12 @@ def create_app(service: Service) -> FastAPI:
     @api.post("/review/{document_run_id}/approve", responses=problems(400, 404, 409))
     def review_approve(principal: Reviewer, document_run_id: DocumentRunId, body: Approve) -> dict[str, Any]:
         """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
-        409 when refused (error findings, changed source, a different approval exists without ``replace``)."""
+        409 when refused (error findings, changed source, an earlier decision overridden without ``replace``)."""
         from extractor.review.decide import approve_document
 
         found = _document_run(service, document_run_id, principal)
         approval = approve_document(service.store, service.records, found, reviewer=principal.name,
-                                    note=body.note, replace=body.replace)  # the source: its upload, by hash
+                                    note=body.note, force=body.replace)  # the source: its upload, by hash
         return approval.to_json()
 
     @api.post("/review/{document_run_id}/reject", responses=problems(400, 404, 409))
@@ -318,7 +319,7 @@ def create_app(service: Service) -> FastAPI:
         from extractor.review.decide import reject_document
 
         rejection = reject_document(service.store, service.records, _document_run(service, document_run_id, principal),
-                                    reviewer=principal.name, reason=body.reason)
+                                    reviewer=principal.name, reason=body.reason, force=body.force)
         return rejection.to_json()
 
     @api.get("/runs")

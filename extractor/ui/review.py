@@ -20,7 +20,7 @@ from rich.text import Text
 
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
-from extractor.vocab import FINAL_STATES, REGENERATE_NUMBER, AttemptKind, CoverageStatus, DocumentState, SentenceMark
+from extractor.vocab import FINAL_STATES, CoverageStatus, DocumentState, SentenceMark
 
 if TYPE_CHECKING:
     from extractor.compare import Comparison
@@ -292,7 +292,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         from rich.syntax import Syntax  # (pygments: only ``show`` pays for it)
 
         console.print(Panel(Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default"),
-                            title=f"candidate (attempt {view.shown.id})", title_align="left",
+                            title=f"candidate (attempt {view.shown_position})", title_align="left",
                             expand=console.is_terminal))
     if view.fields:
         table = Table(title="fields", title_justify="left", caption=FIELD_LEGEND, caption_justify="left")
@@ -315,14 +315,8 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         tokens = (f"{attempt.prompt_tokens or 0}{cached}+{attempt.completion_tokens or 0} tokens, "
                   f"{dollars(shown.cost)}")
         latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
-        window = shown.window
-        where = (f", window {window.index} s{window.first_sentence}-s{window.last_sentence}"
-                 + (f", answer of attempt {window.reused_from} reused" if window.reused_from else "")
-                 if window else ", merged from the windows" if shown.merged else "")
-        kind = attempt.kind
-        if kind == AttemptKind.generate and attempt.number == REGENERATE_NUMBER:
-            kind = "generate: regeneration after a judge fail"
-        title = (f"attempt {attempt.number} ({kind}{where}{', final' if shown.final else ''}): "
+        reused = f", {shown.reused.describe(document_run.id)}" if shown.reused else ""
+        title = (f"attempt {shown.position} ({shown.label}{reused}{', final' if shown.final else ''}): "
                  f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {latency}")
         if shown.findings:
             print_table(console, findings_table(shown.findings, title))
