@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.databases import fresh_database
+from tests.support.databases import fresh_database, stop_cluster
 from tests.support.llm_server import Script, ScriptedLLMServer
 
 
@@ -33,7 +33,8 @@ def llm_server() -> Iterator[Callable[..., ScriptedLLMServer]]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: an SQLite file always; PostgreSQL when ``EXTRACT_TEST_POSTGRES_URL`` is set."""
+    """A fresh, empty database: an SQLite file, and PostgreSQL on the session's throwaway cluster (or the server of
+    ``EXTRACT_TEST_POSTGRES_URL``); see ``tests.support.databases``."""
     with fresh_database(request.param, tmp_path) as url:
         yield url
 
@@ -47,3 +48,8 @@ def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     workers.shutdown()
     yield
     workers.shutdown()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the throwaway PostgreSQL cluster, if a test started one."""
+    stop_cluster()

@@ -1,7 +1,7 @@
 """``extract run`` as separate processes: killed with SIGKILL, stopped with Ctrl-C, run twice at once.
 
 Every test here uses real processes (``python -m extractor run``), a scripted model server in the test
-process, and the database of ``db_url`` (SQLite, and PostgreSQL when ``EXTRACT_TEST_POSTGRES_URL`` is set).
+process, and the database of ``db_url`` (SQLite, and PostgreSQL: ``tests.support.databases``).
 Afterwards every document must be in exactly one final state for the configuration, no document may have
 two final results, and ``Store.integrity_check`` must pass.
 """

@@ -1,8 +1,9 @@
 """Documents on Celery workers over a real redis-server and PostgreSQL, every worker a real process.
 
 The scripted model server answers at once (faults injected: 500s, resets, hangs, 429s), so these tests spend
-their time where the queue does: delivering, claiming, taking over after a SIGKILL. Without
-``EXTRACT_TEST_POSTGRES_URL`` they are skipped (workers on several machines share PostgreSQL, not SQLite).
+their time where the queue does: delivering, claiming, taking over after a SIGKILL. They run on PostgreSQL
+(workers on several machines share PostgreSQL, not SQLite): the session's throwaway cluster or the server of
+``EXTRACT_TEST_POSTGRES_URL`` (``tests.support.databases``).
 """
 
 from __future__ import annotations

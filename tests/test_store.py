@@ -1,4 +1,4 @@
-"""The run-log store on real databases: SQLite always, PostgreSQL when EXTRACT_TEST_POSTGRES_URL is set.
+"""The run-log store on real databases: SQLite and PostgreSQL (a throwaway cluster, ``tests.support.databases``).
 
 Every test gets a fresh database from the ``db_url`` fixture (tests/conftest.py).
 """
