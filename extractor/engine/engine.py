@@ -135,6 +135,7 @@ class Engine:
         self._resuming = not self.settings.force and await self.recorder.any_finished()
 
     async def _pool(self, files: list[Path], summary: RunSummary) -> None:
+        self.progress.calls(lambda: self.limit.in_flight)
         self.progress.started(len(files) + len(summary.outcomes))
         for outcome in summary.outcomes:
             self.progress.finished(outcome)

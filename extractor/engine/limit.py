@@ -32,6 +32,11 @@ class AdaptiveLimit:
         """Set once every slot was taken at the same time (the run's first wave of calls is under way)."""
 
     @property
+    def in_flight(self) -> int:
+        """Model calls under way right now (holding a slot)."""
+        return self._active
+
+    @property
     def lowered(self) -> bool:
         """Whether a 429 or a timeout ever lowered the limit."""
         return bool(self.rate_limits or self.timeouts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +182,6 @@ class Progress:
 
     def page(self, path: str, done: int, total: int) -> None:
         """Called as each page of a scan is OCR'd (``done`` of ``total``), from the worker reading it."""
+
+    def calls(self, in_flight: Callable[[], int]) -> None:
+        """Called once, before the first call, with a way to count the model calls in flight."""

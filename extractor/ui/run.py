@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from types import TracebackType
 
 from rich.console import Console
@@ -14,6 +18,7 @@ from rich.text import Text
 from extractor.document import Document
 from extractor.engine.discover import Discovery
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
+from extractor.errors import UsageError
 from extractor.evidence.report import Report
 from extractor.prices import Spend
 from extractor.ui.console import add_columns, open_console, print_table
@@ -83,17 +88,54 @@ def cost_line(spend: Spend | None, documents: int) -> str:
     return f"cost {dollars(spend.known)}" + (f" ({dollars(per)} per document)" if per is not None else "")
 
 
+PROGRESS_SECONDS_ENV = "EXTRACT_PROGRESS_SECONDS"
+DEFAULT_PROGRESS_SECONDS = 10.0
+"""Without a terminal (a CI log, ``| tee``), a progress line this often instead of a bar."""
+
+
+def progress_seconds() -> float:
+    """``EXTRACT_PROGRESS_SECONDS``, else 10; anything but a positive number is a one-line usage error."""
+    raw = os.environ.get(PROGRESS_SECONDS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PROGRESS_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"{PROGRESS_SECONDS_ENV}={raw!r}: give the seconds between progress lines, e.g. 10")
+    return seconds
+
+
+def clock(seconds: float) -> str:
+    """``1:02:03`` or ``2:03``."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 class RunProgress(Progress):
-    """A rich progress bar with live counts per state, on stderr so JSON output stays clean."""
+    """Progress on stderr, so JSON output stays clean: on a terminal a rich bar with live counts per state; in a
+    log (no terminal) one plain line every ``EXTRACT_PROGRESS_SECONDS`` (10 s): documents done, their states,
+    model calls in flight, time elapsed and the time left at the pace so far."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.counts: Counter[str] = Counter()
+        self.total = 0
+        console = open_console(stderr=True)
+        self.lines = enabled and not console.is_terminal
         self._progress = RichProgress(
             TextColumn("[bold]extract run"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeElapsedColumn(), console=open_console(stderr=True), disable=not enabled, transient=False,
+            TimeElapsedColumn(), console=console, disable=not enabled or self.lines, transient=False,
         )
         self._task: TaskID | None = None
+        self._in_flight: Callable[[], int] | None = None
+        self._lock = threading.Lock()  # the counts are read by the thread printing the lines
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, args=(progress_seconds(),), name="progress lines",
+                                        daemon=True) if self.lines else None
 
     def __enter__(self) -> RunProgress:
         self._progress.__enter__()
@@ -101,19 +143,51 @@ class RunProgress(Progress):
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        self._stop.set()
+        if self._ticker is not None and self._ticker.is_alive():
+            self._ticker.join()
         self._progress.__exit__(kind, error, trace)
 
     def started(self, total: int) -> None:
+        self.total = total
+        self._started = time.monotonic()
         self._task = self._progress.add_task("", total=total)
+        if self._ticker is not None:
+            self._ticker.start()
+
+    def calls(self, in_flight: Callable[[], int]) -> None:
+        self._in_flight = in_flight
 
     def finished(self, outcome: DocumentOutcome) -> None:
-        self.counts[outcome.state] += 1
+        with self._lock:
+            self.counts[outcome.state] += 1
         if self._task is not None:
             description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
             self._progress.update(self._task, advance=1, description=description)
         if outcome.state in (Outcome.INPUT_ERROR, Outcome.ERROR):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
+
+    def line(self) -> str:
+        """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 1:02 elapsed,
+        ETA 3:27``."""
+        with self._lock:
+            counts = sorted(self.counts.items())
+        done = sum(n for _, n in counts)
+        parts = [f"progress: {done}/{self.total} documents"
+                 + (f" ({', '.join(f'{state} {n}' for state, n in counts)})" if counts else "")]
+        if self._in_flight is not None:
+            calls = self._in_flight()
+            parts.append(f"{calls} call{'' if calls == 1 else 's'} in flight")
+        elapsed = time.monotonic() - self._started
+        parts.append(f"{clock(elapsed)} elapsed")
+        if 0 < done < self.total:
+            parts.append(f"ETA {clock(elapsed / done * (self.total - done))}")
+        return ", ".join(parts)
+
+    def _tick(self, seconds: float) -> None:
+        while not self._stop.wait(seconds):
+            self._progress.console.print(self.line(), markup=False, highlight=False)
 
     def window(self, path: str, done: int, total: int) -> None:
         """A long document's windows as they are answered, in the bar's description."""
