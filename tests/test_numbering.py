@@ -76,3 +76,10 @@ def test_a_path_means_the_same_document_run_and_overriding_a_decision_needs_forc
     assert withdraw.returncode == 1 and "was approved by lee" in withdraw.stderr and "--force" in withdraw.stderr
     forced_reject = extract(tmp_path, url, "reject", str(first), "--reviewer", "kim", "--reason", "still wrong", "--force")
     assert forced_reject.returncode == 0 and "withdrew the approval by lee" in forced_reject.stdout
+
+    # extract runs says how many of each run's documents people have decided, beside the states it ended with
+    newer, older = json.loads(extract(tmp_path, url, "runs", "--format", "json").stdout)
+    assert (older["counts"], older["decided"]) == ({"MANUAL_REVIEW": 1}, 1)
+    assert (newer["counts"], newer["decided"]) == ({"ERROR": 1}, 0)
+    table = extract(tmp_path, url, "runs").stdout
+    assert "decided" in table

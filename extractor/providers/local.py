@@ -37,6 +37,40 @@ BUNDLED_MAX_ITEMS = 3
 BUNDLED_MAX_LENGTH = 100
 
 
+GGML_LOG_ERROR = 4
+GGML_LOG_CONT = 5
+"""``ggml_log_level`` of the llama.cpp llama-cpp-python 0.3 bundles (``include/ggml.h``): NONE 0, DEBUG 1, INFO 2,
+WARN 3, ERROR 4, CONT 5 (a continued line)."""
+_log_callback: Any = None  # kept alive: llama.cpp holds only the C pointer
+
+
+def errors_only_logs() -> None:
+    """llama.cpp's log to stderr keeps its errors only.
+
+    llama-cpp-python filters llama.cpp's log by an older numbering of the levels (WARN 2, ERROR 3), so with
+    ``verbose=False`` its warnings still reached every local run's stderr: ``n_ctx_seq (512) > n_ctx_train (0)``
+    from the tokenizer-only load, the SWA cache note from the model's. Installed once, before the first load.
+    """
+    global _log_callback
+    if _log_callback is not None:
+        return
+    import ctypes
+    import sys
+
+    import llama_cpp
+
+    continued = [False]
+
+    def keep_errors(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if level != GGML_LOG_CONT:
+            continued[0] = level == GGML_LOG_ERROR
+        if continued[0]:
+            print(text.decode("utf-8", errors="replace"), end="", flush=True, file=sys.stderr)
+
+    _log_callback = llama_cpp.llama_log_callback(keep_errors)
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
 THREADS_VARIABLE = "EXTRACT_LOCAL_THREADS"
 IDLE_SAMPLE_S = 0.25
 
@@ -119,6 +153,7 @@ class LocalProvider:
         """The GGUF file's own tokenizer, loaded without weights (``vocab_only``), for planning windows."""
         from llama_cpp import Llama
 
+        errors_only_logs()
         vocab = Llama(model_path=str(self._model_file), vocab_only=True, verbose=False)
         return FunctionCounter(f"gguf:{self.model}",
                                lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
@@ -182,6 +217,7 @@ class LocalProvider:
     def _load(self) -> Llama:
         from llama_cpp import Llama
 
+        errors_only_logs()
         llm = Llama(model_path=str(self._model_file), n_ctx=self._settings.n_ctx, n_threads=self.threads, verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
         if template is not None:

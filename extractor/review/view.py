@@ -46,6 +46,7 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
         "command": run.command,
         "counts": dict(sorted(run.counts.items())),
         "documents": sum(run.counts.values()),
+        "decided": run.decided,
     }
 
 

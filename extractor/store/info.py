@@ -191,6 +191,8 @@ class RunInfo:
     """Document runs per state, e.g. ``{"READY_FOR_REVIEW": 12, "ERROR": 1}``."""
     outcome: str | None = None
     """The run's ``GateDecision`` once it ended (None while running, and for runs recorded before outcomes)."""
+    decided: int = 0
+    """Of its document runs, those a person has approved or rejected since."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ def get_run(engine: Engine, run_id: str) -> RunInfo | None:
         run = session.get(Run, run_id)
         if run is None:
             return None
-        return plain(RunInfo, run, counts=_state_counts(session, [run_id])[run_id])
+        return plain(RunInfo, run, counts=_state_counts(session, [run_id])[run_id],
+                     decided=_decided_counts(session, [run_id]).get(run_id, 0))
 
 
 def find_runs(
@@ -76,7 +77,8 @@ def find_runs(
     with transaction(engine, write=False) as session:
         runs = session.scalars(query).all()
         counts = _state_counts(session, [run.id for run in runs])
-        return [plain(RunInfo, run, counts=counts[run.id]) for run in runs]
+        decided = _decided_counts(session, [run.id for run in runs])
+        return [plain(RunInfo, run, counts=counts[run.id], decided=decided.get(run.id, 0)) for run in runs]
 
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -97,6 +99,18 @@ def _id_starts_with(column: Any, prefix: str) -> list[Any]:
     if not _HEX.fullmatch(prefix):
         return [condition]
     return [column >= prefix, column < prefix[:-1] + _NEXT_HEX[prefix[-1]], condition]
+
+
+def _decided_counts(session: Session, run_ids: list[str]) -> dict[str, int]:
+    """Document runs per run that a person approved or rejected (``DocumentRun.decided``)."""
+    if not run_ids:
+        return {}
+    rows = session.execute(
+        select(DocumentRun.run_id, func.count())
+        .where(DocumentRun.run_id.in_(run_ids), DocumentRun.decided.is_(True))
+        .group_by(DocumentRun.run_id)
+    )
+    return {run_id: count for run_id, count in rows}
 
 
 def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:

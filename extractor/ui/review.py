@@ -365,15 +365,16 @@ STATE_COLUMNS = FINAL_STATES
 
 def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
                accuracy: Mapping[str, EvaluationInfo] | None = None, spend: Mapping[str, Spend] | None = None) -> Table:
-    """Runs with their documents per state; with ``accuracy``, each run's newest score against gold (F1 and its
-    95% interval, from ``extract eval``); with ``spend``, what its model calls cost, in all and per document."""
+    """Runs with their documents per state at the end of the run and how many of them people have decided since
+    (approved or rejected); with ``accuracy``, each run's newest score against gold (F1 and its 95% interval,
+    from ``extract eval``); with ``spend``, what its model calls cost, in all and per document."""
     from extractor.prices import dollars
 
     table = Table(title=title)
     add_columns(table, ("run", "started (UTC)", "status", "outcome", "contract", "prompt", "model", "validator", "docs",
-                        "ready", "manual", "blocked", "error", "other", *(("accuracy (F1)",) if accuracy else ()),
-                        *(("cost", "per doc") if spend else ())),
-                right=("docs", "ready", "manual", "blocked", "error", "other", "cost", "per doc"))
+                        "ready", "manual", "blocked", "error", "other", "decided",
+                        *(("accuracy (F1)",) if accuracy else ()), *(("cost", "per doc") if spend else ())),
+                right=("docs", "ready", "manual", "blocked", "error", "other", "decided", "cost", "per doc"))
     for run in runs:
         scored: tuple[str, ...] = (accuracy_cell(accuracy.get(run.id)),) if accuracy else ()
         if spend:
@@ -388,7 +389,7 @@ def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
             Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run.contract} v{run.contract_version}",
             run.prompt_version, run.model, run.validator_version, str(sum(counts.values())),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
-            str(other), *scored,
+            str(other), str(run.decided), *scored,
         )
     return table
 
