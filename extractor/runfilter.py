@@ -123,15 +123,20 @@ class RunFilter:
                 parts.append(f"{f.name}={shown}")
         return ",".join(parts) or "all runs"
 
-    def select(self, store: Store, limit: int | None = None) -> list[RunInfo]:
-        """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``."""
+    def select(self, store: Store, limit: int | None = None, *, every_run: bool = False) -> list[RunInfo]:
+        """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``.
+
+        Unless a run id is given (or ``every_run``: ``extract runs`` lists them all), only runs in which some
+        document reached the model count: five mistyped file names (runs of unusable inputs alone) never push
+        a real run out of ``stats``' default view or into a side of ``compare``.
+        """
         from extractor.providers import provider_model  # (here: listing runs needs no provider unless asked)
 
         runs = store.find_runs(
             id_prefix=self.run, model=self.model, provider_model=provider_model(self.model) if self.model else None,
             prompt_version=self.prompt_version, contract=self.contract,
             validator_version=self.validator_version, since=self.since, until=self.until,
-            limit=None if self.contract_hash else limit,
+            limit=None if self.contract_hash else limit, with_documents=self.run is None and not every_run,
         )
         if self.contract_hash is not None:  # recorded in the run's configuration, not a column: filtered here
             wanted = self.contract_hash

@@ -78,3 +78,32 @@ def test_people_and_a_dead_model_are_counted_apart(tmp_path: Path,
     compared = run_cli("compare", "model=n", "model=m", env=env, cwd=tmp_path)
     assert "(need a person 2)" in compared.stdout and "(need a person 1, never answered 1)" in compared.stdout, \
         compared.stdout
+
+
+def test_runs_of_unusable_inputs_alone_do_not_crowd_out_real_runs(tmp_path: Path,
+                                                                  llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    """One real run, then five invocations whose only input is an empty file: ``stats`` (5 runs by default) and
+    ``compare`` still take the real run; ``runs`` lists every invocation; a named run id is taken as given."""
+    server = llm_server(script({"m": lambda number: "pass"}))
+    paths = write_documents(tmp_path / "docs", [1])
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db")
+    real = summary_of(run_cli("run", *map(str, paths), "--model", "openai:m", "--format", "json", env=env, cwd=tmp_path))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    failed = []
+    for _ in range(5):
+        result = run_cli("run", str(empty), "--model", "openai:m", "--format", "json", env=env, cwd=tmp_path)
+        assert result.returncode == ExitCode.USAGE, result.stderr
+        failed.append(summary_of(result)["run_id"])
+    assert all(failed)  # each invocation is recorded as a run
+    listed = json.loads(run_cli("runs", "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert [r["id"] for r in listed] == [*reversed(failed), real["run_id"]]
+    stats = json.loads(run_cli("stats", "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert [s["run_id"] for s in stats] == [real["run_id"]], stats
+    again = summary_of(run_cli("run", *map(str, paths), "--model", "openai:m", "--force", "--format", "json", env=env,
+                               cwd=tmp_path))
+    compared = run_cli("compare", real["run_id"], "model=m", "--format", "json", env=env, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert [r["id"] for r in json.loads(compared.stdout)["candidate"]["runs"]] == [again["run_id"], real["run_id"]]
+    named = json.loads(run_cli("stats", failed[0], "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert [s["run_id"] for s in named] == [failed[0]]

@@ -49,7 +49,7 @@ def runs(
 
     selection = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
-    found = selection.select(store, limit=limit)
+    found = selection.select(store, limit=limit, every_run=True)
     accuracy = store.latest_evaluations([run.id for run in found])
     spend = run_spend(store, found)
     if format is Format.json:

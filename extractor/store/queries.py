@@ -46,8 +46,11 @@ def find_runs(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
+    with_documents: bool = False,
 ) -> list[RunInfo]:
-    """Runs matching every given filter, newest first, with their document counts per state.
+    """Runs matching every given filter, newest first, with their document counts per state; with
+    ``with_documents`` only runs in which some document reached the model (one made of unusable inputs or
+    skipped documents alone has no document run).
 
     ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string,
     see ``extractor.providers.provider_model``) a run of that provider and model matches too.
@@ -72,6 +75,8 @@ def find_runs(
         query = query.where(Run.started_at >= since)
     if until is not None:
         query = query.where(Run.started_at < until)
+    if with_documents:
+        query = query.where(select(DocumentRun.id).where(DocumentRun.run_id == Run.id).exists())
     if limit is not None:
         query = query.limit(limit)
     with transaction(engine, write=False) as session:

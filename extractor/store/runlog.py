@@ -135,10 +135,11 @@ class Store:
     def find_runs(self, *, ids: Iterable[str] | None = None, id_prefix: str | None = None, model: str | None = None,
                   provider_model: tuple[str, str | None] | None = None, prompt_version: str | None = None,
                   contract: str | None = None, validator_version: str | None = None, since: datetime | None = None,
-                  until: datetime | None = None, limit: int | None = None) -> list[RunInfo]:
+                  until: datetime | None = None, limit: int | None = None,
+                  with_documents: bool = False) -> list[RunInfo]:
         return queries.find_runs(self.engine, ids=ids, id_prefix=id_prefix, model=model, provider_model=provider_model,
                                  prompt_version=prompt_version, contract=contract, validator_version=validator_version,
-                                 since=since, until=until, limit=limit)
+                                 since=since, until=until, limit=limit, with_documents=with_documents)
 
     def document_runs_for(self, run_id: str) -> list[DocumentRunInfo]:
         return queries.document_runs_for(self.engine, run_id)
