@@ -104,6 +104,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
         "'kim', '2026-01-01 00:00:00')",
         "INSERT INTO tasks (id, batch_id, upload_id, state, rule_ids, deliveries, run_id, document_run_id, enqueued_at) "
         "VALUES ('planted', 'gone', 444444, 'queued', '[]', 0, 'gone', 333333, '2026-01-01 00:00:00')",
+        "INSERT INTO evaluation_runs (evaluation_id, run_id) VALUES (222222, 'gone')",
     ]
     plant(db_url, planted)
 

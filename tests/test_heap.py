@@ -15,25 +15,21 @@ from extractor.contracts import get_contract
 from extractor.engine import Engine, RunSettings
 from extractor.providers import from_string
 from extractor.store import open_store
+from tests.support.heap_probe import heap_counts
 from tests.support.llm_server import Reply, ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD_EN = (ROOT / "samples/expected/en_purchase_approval.candidate.json").read_text(encoding="utf-8")
 
 
-def heap_counts() -> tuple[int, int]:
-    """In the process that runs it: (objects frozen, objects a full collection walks)."""
-    return gc.get_freeze_count(), len(gc.get_objects())
-
-
-def test_the_ingest_worker_keeps_kss_out_of_full_collections(fresh_workers: None) -> None:
+def test_the_ingest_worker_keeps_what_it_imported_out_of_full_collections(fresh_workers: None) -> None:
     async def read_korean_then_count() -> tuple[int, int]:
-        await workers.prepare(ROOT / "samples" / "ko_work_request_review.txt")  # kss is imported in the ingest worker
+        await workers.prepare(ROOT / "samples" / "ko_work_request_review.txt")  # the ingest worker segments Korean
         counts: tuple[int, int] = await workers._INGEST.call(heap_counts)
         return counts
 
     frozen, walked = asyncio.run(read_korean_then_count())
-    assert frozen > 100_000, "kss's dictionaries alone are hundreds of thousands of objects"
+    assert frozen > 10_000, f"the modules the worker imported (kss's splitter among them) are not frozen: {frozen}"
     assert walked < frozen // 5, f"a full collection still walks {walked} objects ({frozen} frozen)"
 
 

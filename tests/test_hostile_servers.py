@@ -6,8 +6,9 @@ every call in flight at once against a raw-socket server started here that answe
 with its behaviour. Each behaviour is one test: its document must end ERROR with a one-line cause naming
 what the server sent wrong (or, for a complete answer, go through validation). The process must end by
 itself within timeout x tries + 30 s of the first call, and its peak memory (``os.wait4``'s, which counts the
-workers it reaped) must stay under 600 MB with all of them at once. One process rather than one per
-behaviour: the start-up (imports, worker processes) is paid once, and the bounds hold for the sum.
+workers it reaped, taken by a small launcher) must stay under 600 MB with all of them at once. One process
+rather than one per behaviour: the start-up (imports, worker processes) is paid once, and the bounds hold for
+the sum.
 
 Then Ctrl-C and SIGTERM while a call hangs (no answer; an answer stalled mid-body): the run ends within 10 s,
 marked interrupted, and the same command run again finishes the document.
@@ -21,6 +22,7 @@ import re
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -192,32 +194,32 @@ class Measured:
 
 
 def run_measured(args: list[str], env: dict[str, str], cwd: Path, started: threading.Event) -> Measured:
-    """Run the CLI; its exit status and peak RSS from ``os.wait4`` (the largest of it and the children it reaped),
-    and the seconds from ``started`` (set by the server on the first request) to its end.
+    """Run the CLI; its exit status and peak RSS (the largest of it and the children it reaped, taken by a small
+    launcher, ``tests/support/peak.py``, so that this test process's own size is not counted), and the seconds
+    from ``started`` (set by the server on the first request) to its end.
 
     A process still running ``MAX_SECONDS`` after the first request is killed and the test fails: it did not
     end by itself.
     """
-    out, err = cwd / "stdout.txt", cwd / "stderr.txt"
+    out, err, peak = cwd / "stdout.txt", cwd / "stderr.txt", cwd / "peak.txt"
+    launcher = [sys.executable, str(ROOT / "tests" / "support" / "peak.py"), str(peak), "--"]
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(extract_command(*args), env=env, cwd=cwd, stdout=stdout, stderr=stderr)
-    ended: dict[str, Any] = {}
-    waiter = threading.Thread(target=lambda: ended.update(zip(("pid", "status", "usage"), os.wait4(process.pid, 0))))
-    waiter.start()
+        process = subprocess.Popen([*launcher, *extract_command(*args)], env=env, cwd=cwd, stdout=stdout,
+                                   stderr=stderr, start_new_session=True)
     while not started.wait(1.0):  # start-up (imports, reading the documents) is the machine's load, not the server's
-        if not waiter.is_alive():
+        if process.poll() is not None:
             pytest.fail(f"ended before any model call: {err.read_text(errors='replace')[-2000:]}")
     began = time.monotonic()
-    waiter.join(MAX_SECONDS + 30)
+    try:
+        process.wait(MAX_SECONDS + 30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        pytest.fail(f"still running {time.monotonic() - began:.0f} s after the first model call: {' '.join(args)}")
     seconds = time.monotonic() - began
-    if waiter.is_alive():
-        process.kill()
-        waiter.join()
-        pytest.fail(f"still running {seconds:.0f} s after the first model call: {' '.join(args)}")
-    process.returncode = os.waitstatus_to_exitcode(ended["status"])
     text = out.read_text(errors="replace")
     return Measured(process.returncode, json.loads(text[text.index("{"):]) if "{" in text else {},
-                    err.read_text(errors="replace"), seconds, ended["usage"].ru_maxrss / 1024)
+                    err.read_text(errors="replace"), seconds, int(peak.read_text()) / 1024)
 
 
 TITLE = re.compile(r"Purchase Request Approval Procedure (\d+)")

@@ -113,8 +113,9 @@ def test_findings_land_beside_the_nearest_field_the_form_has() -> None:
 
 
 def test_overlapping_excerpts_each_keep_their_highlight_and_the_page_language_follows_the_script() -> None:
+    from extractor.document import language_of as lang_of
     from extractor.review.view import EvidenceMark
-    from extractor.web.page import _pieces, lang_of
+    from extractor.web.page import _pieces
 
     text = "The owner approves the request within three days."
     spans = [EvidenceMark(4, 30, "processSteps[1]", 0), EvidenceMark(10, 48, "rules[0]", 3)]

@@ -86,8 +86,8 @@ def fast_path_safe(schema: Any) -> bool:
     """Whether jsonschema-rs accepting a value means python-jsonschema accepts it too (module docstring)."""
     if isinstance(schema, bool):
         return True
-    if not isinstance(schema, Mapping) or not set(schema) <= FAST_KEYWORDS:
-        return False
+    if not isinstance(schema, Mapping) or not {k for k in schema if not k.startswith("x-")} <= FAST_KEYWORDS:
+        return False  # ``x-`` keywords (``x-enum-words``) are ours: both validators ignore unknown keywords
     if "$ref" in schema:  # a reference that was not inlined: keep to python-jsonschema
         return False
     pattern = schema.get("pattern")
