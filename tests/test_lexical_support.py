@@ -145,3 +145,36 @@ def test_cli_calibrates_a_rule_writes_the_settings_and_the_card_still_prints(tmp
     wrong = subprocess.run([sys.executable, "-m", "extractor", "rules", "calibrate", "CITATION_NOT_FOUND",
                             str(SAMPLES[0])], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert wrong.returncode == 2 and "has no calibrated threshold" in wrong.stderr and wrong.stderr.count("\n") == 1
+
+
+def test_cli_calibrates_without_settings_into_the_contract_that_runs_the_rule(tmp_path: Path) -> None:
+    """Without --settings the file is calibration.json of --contract (which must run the rule), else of the default
+    contract, else of the built-in contract that runs it; a rule every file contract runs has no owner of its own."""
+    import shutil
+
+    shutil.copytree(ROOT / "samples/contracts/purchase_order", tmp_path / "contracts/purchase_order")
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def calibrate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "extractor", "rules", "calibrate", *args, "--resamples", "100"],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+    labels = list(map(str, SAMPLES))
+    written = calibrate("EVIDENCE_WEAK_SUPPORT", *labels, "--contract", "purchase_order", "--contracts",
+                        str(tmp_path / "contracts"))
+    target = tmp_path / "contracts/purchase_order/v1/calibration.json"
+    assert written.returncode == 0, written.stderr
+    assert f"written to {target} (weak_support)" in written.stdout
+    assert json.loads(target.read_text(encoding="utf-8"))["weak_support"]["calibration"]["n"] == 240
+
+    for rule_id, owner in (("EVIDENCE_WEAK_SUPPORT", "work_procedure"), ("CLAIM_LOW_LEXICAL_SUPPORT", "rag_answer")):
+        dry = calibrate(rule_id, *labels, "--no-write", "--format", "json")
+        assert dry.returncode == 0, dry.stderr
+        report = json.loads(dry.stdout)
+        assert report["written"] is False
+        assert Path(report["settings_file"]).parts[-3:] == (owner, "v1", "calibration.json")
+
+    wrong = calibrate("CLAIM_LOW_LEXICAL_SUPPORT", *labels, "--contract", "purchase_order", "--contracts",
+                      str(tmp_path / "contracts"))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert "contract purchase_order v1 does not run CLAIM_LOW_LEXICAL_SUPPORT" in wrong.stderr

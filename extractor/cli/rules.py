@@ -112,7 +112,11 @@ def calibrate(
     labels: Annotated[list[Path], typer.Argument(help="CSV file(s): case_id, value, excerpt, label (1 = supported) "
                                                  "or human_label_1 + human_label_2; optional language")],
     settings: Annotated[Path | None, typer.Option(help="calibration file to write [default: calibration.json in "
-                                                  "the rule's contract folder]")] = None,
+                                                  "--contract's folder]")] = None,
+    contract: Annotated[str | None, typer.Option(metavar="NAME", help="the contract whose calibration.json to "
+                                                 "write; it must run the rule [default: work_procedure, or the "
+                                                 "built-in contract that runs the rule]")] = None,
+    contracts: ContractsOption = None,
     write: Annotated[bool, typer.Option("--write/--no-write", help="write the threshold and band into the "
                                         "settings")] = True,
     max_miss: Annotated[float, typer.Option(help="share of wrong rows allowed in the fail and pass zones; the rest "
@@ -128,14 +132,11 @@ def calibrate(
     Measured like a judge (AUROC, MCC, sweep, 95% bootstrap intervals, verdict), per language when the rows
     have a language column. A rejected score (AUROC lower bound near 0.5) writes nothing and exits 1.
     """
-    from extractor.contracts import get_contract
-    from extractor.contracts.files import CALIBRATION_FILE
-    from extractor.rules.calibrate import calibrate_rule, write_settings
-    from extractor.rules.catalogue import lookup
+    from extractor.rules.calibrate import calibrate_rule, calibrated_rule, write_settings
 
+    target = settings or _calibration_file(calibrated_rule(rule_id), contract, contracts)  # refused before the work
     calibration = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
                                  resamples=resamples, seed=seed)
-    target = settings or get_contract(lookup(calibration.rule_id).card.contract).folder / CALIBRATION_FILE
     rejected = calibration.report.verdict is CalibrationVerdict.reject
     written = write and not rejected
     if written:
@@ -145,6 +146,28 @@ def calibrate(
     else:
         _print(calibration, target, written)
     raise typer.Exit(1 if rejected else 0)
+
+
+def _calibration_file(rule_id: str, contract: str | None, contracts: list[Path] | None) -> Path:
+    """``calibration.json`` in the folder of the contract whose rule is calibrated: ``--contract``, else the
+    default contract, else the built-in contract that runs the rule (a rule every contract written as files runs,
+    such as EVIDENCE_WEAK_SUPPORT, belongs to no one contract: the settings are a contract's)."""
+    from extractor.contracts import contracts as registered
+    from extractor.contracts.files import CALIBRATION_FILE
+    from extractor.vocab import DEFAULT_CONTRACT
+
+    def runs(spec: Any) -> bool:
+        return any(rule.card.rule_id == rule_id for rule in spec.rules)
+
+    if contract is not None:
+        chosen = contract_named(contract, contracts)
+        if not runs(chosen):
+            fail(f"contract {chosen.name} v{chosen.version} does not run {rule_id}, so it has no threshold of it to "
+                 f"write; name one that does with --contract, or the file with --settings")
+    else:
+        default = contract_named(DEFAULT_CONTRACT, contracts)
+        chosen = default if runs(default) else next(spec for spec in registered() if runs(spec))
+    return Path(chosen.folder) / CALIBRATION_FILE
 
 
 def _print(calibration: RuleCalibration, target: Path, written: bool) -> None:

@@ -143,12 +143,18 @@ def by_language(cases: list[Case], resamples: int, seed: int) -> dict[str, Langu
     return out
 
 
-def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, min_word_length: int | None = None,
-                   resamples: int = 1000, seed: int = 42) -> RuleCalibration:
-    """The judge calibration report of the score, plus the fitted threshold, band and the settings section to write."""
+def calibrated_rule(rule_id: str) -> str:
+    """``rule_id`` as registered (upper case), if it has a calibrated threshold; else a one-line ``UsageError``."""
     rule_id = rule_id.upper()
     if rule_id not in CALIBRATED_RULES:
         raise UsageError(f"{rule_id} has no calibrated threshold (calibratable: {', '.join(sorted(CALIBRATED_RULES))})")
+    return rule_id
+
+
+def calibrate_rule(rule_id: str, files: list[Path], *, max_miss: float = 0.1, min_word_length: int | None = None,
+                   resamples: int = 1000, seed: int = 42) -> RuleCalibration:
+    """The judge calibration report of the score, plus the fitted threshold, band and the settings section to write."""
+    rule_id = calibrated_rule(rule_id)
     if not 0.0 < max_miss < 0.5:
         raise UsageError(f"--max-miss must be between 0 and 0.5, not {max_miss:g}")
     length = min_word_length if min_word_length is not None else DEFAULT_MIN_WORD_LENGTH.get(rule_id, 0)
