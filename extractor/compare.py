@@ -418,10 +418,10 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
 
 def side_cost(store: Store, side: Side, shas: list[str]) -> dict[str, Any]:
     """What the model calls of a side's document runs of ``shas`` cost, in all and per document."""
-    from extractor.prices import Spend, spend_by_key
+    from extractor.prices import RunModels, Spend, spend_by_key
 
     rows = store.spend(document_run_ids=[side.documents[sha].document_run_id for sha in shas])
-    spend = spend_by_key(rows, lambda row: 0, {run.id: run.model for run in side.runs}).get(0, Spend())
+    spend = spend_by_key(rows, lambda row: 0, {run.id: RunModels.of_run(run) for run in side.runs}).get(0, Spend())
     return spend.to_json() | {"documents": len(shas), "per_document_usd": spend.per(len(shas))}
 
 

@@ -11,7 +11,8 @@ A call's cost is (prompt tokens - cached) x input + cached x cached input + comp
 tokens the server reported (a cached price missing: cached tokens cost the input price). A model without an
 entry has an **unknown** cost, never zero; so has a call whose server reported no tokens. Model names are
 looked up as given, then without a trailing release date (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``), then
-without a provider prefix (``openai:gpt-4o``).
+without a provider prefix (``openai:gpt-4o``). A model that ran in the process itself (``--model local``, a
+local judge: ``RunModels``) costs no API money: its calls are counted as such, not priced and not unknown.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from extractor.errors import InputError
 
 PRICES_ENV = "EXTRACT_PRICES"
+IN_PROCESS_PROVIDER = "local"
+"""The provider name (``extractor.providers.local``) of a model that runs in this process: no API price."""
 PER_TOKENS = 1_000_000
 OPENAI_PRICES = "https://openai.com/api/pricing/"
 
@@ -124,10 +127,33 @@ def price_for(model: str | None, prices: Mapping[str, Price] | None = None) -> P
     return None
 
 
+class RunModels(NamedTuple):
+    """How a run's calls are priced: ``model`` for a call recorded without one; ``in_process``, the names of the
+    models that ran in the process (the generator's, the judge's): they cost no API money."""
+
+    model: str | None
+    in_process: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, provider: str | None, model: str | None, judge_model: str | None = None) -> RunModels:
+        """From what a run records: its provider's name and model, and its judge as ``<provider>:<model>``."""
+        local = {model} if provider == IN_PROCESS_PROVIDER and model else set()
+        judge_provider, _, judge_name = (judge_model or "").partition(":")
+        if judge_provider == IN_PROCESS_PROVIDER and judge_name:
+            local.add(judge_name)
+        return cls(model, frozenset(local))
+
+    @classmethod
+    def of_run(cls, run: Any) -> RunModels:
+        """Of a stored run (``extractor.store.RunInfo``)."""
+        return cls.of(run.provider, run.model, run.judge_model)
+
+
 @dataclass
 class Spend:
     """Tokens and cost of a set of calls; ``unknown`` counts calls whose cost is not known (no price, or no
-    token counts reported), so a partial sum is never shown as the whole."""
+    token counts reported), so a partial sum is never shown as the whole; ``in_process`` counts calls of a model
+    that ran in the process (no API money: they add nothing to ``cost`` and are not unknown)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -136,13 +162,17 @@ class Spend:
     cost: float = 0.0
     unknown: int = 0
     unpriced: frozenset[str] = frozenset()
+    in_process: int = 0
 
     def add(self, model: str | None, prompt: int | None, cached: int | None, completion: int | None,
-            prices: Mapping[str, Price] | None = None, calls: int = 1) -> None:
+            prices: Mapping[str, Price] | None = None, calls: int = 1, *, local: bool = False) -> None:
         self.calls += calls
         self.prompt_tokens += prompt or 0
         self.cached_tokens += cached or 0
         self.completion_tokens += completion or 0
+        if local:
+            self.in_process += calls
+            return
         price = price_for(model, prices)
         if price is None:
             self.unknown += calls
@@ -153,13 +183,22 @@ class Spend:
             self.cost += price.cost(prompt, cached, completion)
 
     def add_row(self, model: str | None, calls: int, prompt: int, cached: int, completion: int, untold: int,
-                prices: Mapping[str, Price] | None = None) -> None:
-        """Summed calls of one model (``extractor.store.queries.spend``); ``untold``: answered without token counts."""
+                prices: Mapping[str, Price] | None = None, *, local: bool = False) -> None:
+        """Summed calls of one model (``extractor.store.queries.spend``); ``untold``: answered without token counts
+        (unknown, unless the model ran in the process: then they cost nothing either)."""
         if calls:
-            self.add(model, prompt, cached, completion, prices, calls=calls)
+            self.add(model, prompt, cached, completion, prices, calls=calls, local=local)
         if untold:
             self.calls += untold
-            self.unknown += untold
+            if local:
+                self.in_process += untold
+            else:
+                self.unknown += untold
+
+    @property
+    def all_in_process(self) -> bool:
+        """Every call was a model running in the process: there is no API price to show."""
+        return bool(self.calls) and self.in_process == self.calls
 
     @property
     def known(self) -> float | None:
@@ -173,7 +212,8 @@ class Spend:
     def to_json(self) -> dict[str, Any]:
         return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
                 "completion_tokens": self.completion_tokens, "cost_usd": self.known,
-                "calls_of_unknown_cost": self.unknown, "models_without_price": sorted(self.unpriced)}
+                "calls_of_unknown_cost": self.unknown, "models_without_price": sorted(self.unpriced),
+                "calls_in_process": self.in_process}
 
 
 def dollars(value: float | None) -> str:
@@ -184,13 +224,31 @@ def dollars(value: float | None) -> str:
 
 
 def spend_by_key(rows: Iterable[tuple[Any, ...]], key: Callable[[tuple[Any, ...]], Any],
-                 fallback: Mapping[str, str] | None = None) -> dict[Any, Spend]:
+                 runs: Mapping[str, RunModels] | None = None) -> dict[Any, Spend]:
     """``Spend`` per ``key(row)`` of spend rows ``(run_id, document_run_id, model, calls, prompt, cached, completion,
-    untold)``; a call without a model is priced as its run's model (``fallback``: run id -> model)."""
+    untold)``; a call without a model is priced as its run's model, and a model that ran in its run's process
+    costs nothing (``runs``: run id -> ``RunModels``)."""
     prices = table()
     found: dict[Any, Spend] = {}
     for row in rows:
         run_id, _document_run_id, model, calls, prompt, cached, completion, untold = row
-        found.setdefault(key(row), Spend()).add_row(model or (fallback or {}).get(run_id), calls, prompt, cached,
-                                                    completion, untold, prices)
+        models = (runs or {}).get(run_id, RunModels(None))
+        model = model or models.model
+        found.setdefault(key(row), Spend()).add_row(model, calls, prompt, cached, completion, untold, prices,
+                                                    local=model in models.in_process)
     return found
+
+
+def spend_text(spend: Spend, documents: int | None = None) -> str:
+    """One phrase for people: ``$0.0123 ($0.0041 per document)``, ``local model, no API price``, or why the cost is
+    unknown; a missing price is never shown as zero, nor a model running in the process as unpriced."""
+    if spend.all_in_process:
+        return "local model, no API price"
+    if spend.known is None:
+        why = (f"no price for {', '.join(sorted(spend.unpriced))} (EXTRACT_PRICES)" if spend.unpriced
+               else f"{spend.unknown} call(s) without token counts")
+        return f"unknown ({why})"
+    per = None if documents is None else spend.per(documents)
+    local = f"; {spend.in_process} local-model call(s) at no API price" if spend.in_process else ""
+    return dollars(spend.known) + (f" ({dollars(per)} per document{local})" if per is not None
+                                   else f" ({local[2:]})" if local else "")

@@ -164,3 +164,52 @@ def test_eval_and_compare_show_cost_per_document_and_per_correct_field(tmp_path:
     assert plain["cost"]["candidate"]["cost_usd"] == pytest.approx(3 * ONE_CALL) and plain["accuracy"] is None
     text = CliRunner().invoke(app, ["eval", first, "--gold", str(gold), "--database", db, "--no-save"]).output
     assert "per correct field" in text and f"${ONE_CALL:.4f} per document" in text
+
+
+def test_a_model_running_in_process_costs_no_api_money_and_an_unknown_remote_one_stays_unknown(tmp_path: Path) -> None:
+    """A run of the local model (provider ``local``) is 'local model, no API price', not 'no price for
+    gemma...gguf (EXTRACT_PRICES)'; beside a priced remote judge, only the judge's calls are priced; a remote model
+    without a price stays unknown (the slow real run: tests/test_pipeline.py::test_local_bundled_model_end_to_end)."""
+    from extractor.vocab import DocumentState
+    from tests.support.runlog import make_document, record, run_config
+
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    store = open_store(db)
+    local_name = "gemma-3-270m-q4_k_m.gguf"
+    configs = {"local": run_config(model=local_name, provider="local"),
+               "judged": run_config(model=local_name, provider="local", judge_model="openai:gpt-4o"),
+               "remote": run_config(model=local_name, provider="openai")}  # a server answering as a .gguf: unknown
+    runs = {}
+    for number, (name, config) in enumerate(configs.items()):
+        run_id = runs[name] = store.start_run(config)
+        document_run_id = store.claim_document(run_id, config.config_hash, make_document(number), f"{name}.txt")[1] \
+            .document_run_id
+        final = record(store, document_run_id, model=local_name, prompt_tokens=1_000, completion_tokens=200)
+        if name == "judged":
+            record(store, document_run_id, 2, kind="judge", model="gpt-4o-2024-08-06", prompt_tokens=1_000,
+                   cached_tokens=600, completion_tokens=100)
+        store.finish_document(document_run_id, DocumentState.READY_FOR_REVIEW, final_attempt_id=final)
+    store.close()
+
+    listed = {run["id"]: run["cost"] for run in json.loads(
+        CliRunner().invoke(app, ["runs", "--database", db, "--format", "json"]).output)}
+    assert listed[runs["local"]]["cost_usd"] == 0.0
+    assert listed[runs["local"]]["calls_in_process"] == 1 and listed[runs["local"]]["models_without_price"] == []
+    judge_cost = BUILT_IN["gpt-4o"].cost(1_000, 600, 100)
+    assert listed[runs["judged"]]["cost_usd"] == pytest.approx(judge_cost)
+    assert listed[runs["judged"]]["calls_in_process"] == 1 and listed[runs["judged"]]["calls"] == 2
+    assert listed[runs["remote"]]["cost_usd"] is None and listed[runs["remote"]]["models_without_price"] == [local_name]
+
+    table = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["runs", "--database", db]).output
+    cost_cells = {cells[1]: cells[-3] for cells in ([c.strip() for c in line.split("│")]
+                                                     for line in table.splitlines() if line.startswith("│"))}
+    assert cost_cells[runs["local"][:12]] == "local" and cost_cells[runs["remote"][:12]] == "unknown"
+    assert cost_cells[runs["judged"][:12]] == f"${judge_cost:.4f}"
+    shown = " ".join(CliRunner(env={"COLUMNS": "200"}).invoke(app, ["show", "local.txt", "--database", db]).output.split())
+    assert "1000+200 tokens, local model, no API price" in shown and "unknown" not in shown
+    spend = Spend()
+    spend.add(local_name, 100, None, 10, local=True)
+    spend.add("gpt-4o", 1_000, 600, 100)
+    from extractor.prices import spend_text
+
+    assert spend_text(spend, 1) == f"${judge_cost:.4f} (${judge_cost:.4f} per document; 1 local-model call(s) at no API price)"

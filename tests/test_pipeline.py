@@ -276,16 +276,20 @@ def test_local_bundled_model_end_to_end(tmp_path: Path) -> None:
                         encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if key not in ("OPENAI_API_KEY", "EXTRACT_MODEL")}
     env["EXTRACT_DATABASE_URL"] = f"sqlite:///{tmp_path}/local.db"
-    result = extract("run", str(document), "--max-tokens", "256", "--format", "json", env=env, cwd=tmp_path)
+    result = extract("run", str(document), "--max-tokens", "256", env=env, cwd=tmp_path)
     assert "tiny demonstration model" in result.stderr
-    summary = json.loads(result.stdout)
-    [outcome] = summary["outcomes"]
-    assert outcome["state"] in ("READY_FOR_REVIEW", "MANUAL_REVIEW")
-    assert result.returncode == summary["exit_code"] == (0 if outcome["state"] == "READY_FOR_REVIEW" else 3)
+    # a model running in process costs no API money: said so, not "no price for gemma...gguf (EXTRACT_PRICES)"
+    assert "cost: local model, no API price" in result.stdout and "no price for" not in result.stdout, result.stdout
+    [summary] = json.loads(extract("runs", "--format", "json", env=env, cwd=tmp_path).stdout)
+    [(state, count)] = summary["counts"].items()
+    assert state in ("READY_FOR_REVIEW", "MANUAL_REVIEW") and count == 1
+    assert result.returncode == (0 if state == "READY_FOR_REVIEW" else 3)
+    assert summary["cost"]["cost_usd"] == 0.0 and summary["cost"]["calls_in_process"] == summary["cost"]["calls"] >= 1
     store = open_store(env["EXTRACT_DATABASE_URL"])
-    recorded = store.attempts_for(outcome["document_run_id"])
+    [document_run] = store.document_runs_for(summary["id"])
+    recorded = store.attempts_for(document_run.id)
     assert 1 <= len(recorded) <= 2 and all(a.mode == "grammar" and a.raw_response for a in recorded)
-    assert store.get_run(summary["run_id"]).provider == "local"
+    assert store.get_run(summary["id"]).provider == "local"
 
 
 def test_a_folder_without_documents_says_what_it_skipped_and_records_no_run(tmp_path: Path) -> None:

@@ -65,10 +65,10 @@ def runs(
 
 def run_spend(store: Any, runs: list[Any]) -> dict[str, Any]:
     """Per run: its model calls' tokens and cost (``extractor.prices``; unknown where a price is)."""
-    from extractor.prices import Spend, spend_by_key
+    from extractor.prices import RunModels, Spend, spend_by_key
 
     found = spend_by_key(store.spend(run_ids=[run.id for run in runs]), lambda row: row[0],
-                         {run.id: run.model for run in runs})
+                         {run.id: RunModels.of_run(run) for run in runs})
     return {run.id: found.get(run.id, Spend()) for run in runs}
 
 

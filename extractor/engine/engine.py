@@ -33,7 +33,7 @@ from extractor.errors import InputError
 from extractor.generate import Provider
 from extractor.generate.prompt import load_prompt
 from extractor.heap import frozen_during_run
-from extractor.prices import Spend, spend_by_key
+from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
 from extractor.workers import prepare
@@ -189,7 +189,9 @@ class Engine:
     def spend(self) -> Spend:
         """This run's model calls as the run log has them, priced (``extractor.prices``)."""
         rows = self.store.spend(run_ids=[self.run_id])
-        return spend_by_key(rows, lambda row: 0, {self.run_id: self.provider.model}).get(0, Spend())
+        judge = None if self.judge is None else self.judge.model
+        models = RunModels.of(self.provider.name, self.provider.model, judge)
+        return spend_by_key(rows, lambda row: 0, {self.run_id: models}).get(0, Spend())
 
     async def _close_providers(self) -> None:
         await self.provider.aclose()

@@ -35,7 +35,7 @@ from extractor.evaluation.metrics import (
     resampled_sums,
     scores,
 )
-from extractor.prices import Spend, spend_by_key
+from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.runfilter import RunFilter
 from extractor.store.info import newest_final
 
@@ -193,7 +193,7 @@ def evaluate(store: Store, selection: str, gold_folders: Sequence[Path], *, resa
 def spend_of(store: Store, runs: Sequence[RunInfo], documents: Sequence[ScoredDocument]) -> Spend:
     """The tokens and cost of the model calls of these documents' document runs."""
     rows = store.spend(document_run_ids=[d.document_run_id for d in documents])
-    return spend_by_key(rows, lambda row: 0, {run.id: run.model for run in runs}).get(0, Spend())
+    return spend_by_key(rows, lambda row: 0, {run.id: RunModels.of_run(run) for run in runs}).get(0, Spend())
 
 
 def cost_summary(spend: Spend | None, documents: int, right: int) -> dict[str, Any] | None:

@@ -171,6 +171,8 @@ class AttemptView:
     position: int = 0
     label: str = ""
     reused: ReusedAnswer | None = None
+    in_process: bool = False
+    """Its model ran in the run's process (``extractor.prices.RunModels``): the call cost no API money."""
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -210,6 +212,8 @@ class AttemptView:
         from extractor.prices import price_for
 
         a = self.attempt
+        if self.in_process and a.reused_from is None:
+            return 0.0
         price = price_for(a.model)
         if price is None or a.reused_from is not None or a.prompt_tokens is None or a.completion_tokens is None:
             return None
@@ -221,7 +225,8 @@ class AttemptView:
             "id": a.id, "number": a.number, "kind": a.kind, "final": self.final, "outcome": a.outcome,
             "passed": a.passed, "model": a.model, "mode": a.mode, "prompt_version": a.prompt_version,
             "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
-            "cached_tokens": a.cached_tokens, "cost_usd": self.cost, "latency_ms": a.latency_ms, "error": a.error,
+            "cached_tokens": a.cached_tokens, "cost_usd": self.cost, "in_process": self.in_process,
+            "latency_ms": a.latency_ms, "error": a.error,
             "errors": self.errors, "warnings": self.warnings, "findings": self.findings,
             "raw_response": self.raw_response, "created_at": iso(a.created_at), "request_hash": a.request_hash,
             "request": a.request, "merged": self.merged, "attempt": self.position, "label": self.label,
@@ -351,14 +356,19 @@ def attempt_label(attempt: AttemptInfo, merged: bool, after_judge: bool) -> str:
     return str(attempt.kind)
 
 
-def attempt_views(store: Store, document_run: DocumentRunInfo, attempts: Sequence[AttemptInfo]) -> list[AttemptView]:
+def attempt_views(store: Store, run: RunInfo, document_run: DocumentRunInfo,
+                  attempts: Sequence[AttemptInfo]) -> list[AttemptView]:
     """The attempts as a person reads them: numbered 1.. in order, labelled by what they are, a reused window
     answer named by its place in its own document run (not by a database id)."""
+    from extractor.prices import RunModels
+
+    local = RunModels.of_run(run).in_process
     positions = {a.id: (document_run.id, number) for number, a in enumerate(attempts, 1)}
     views: list[AttemptView] = []
     judged = False
     for number, attempt in enumerate(attempts, 1):
-        view = AttemptView(attempt, attempt.id == document_run.final_attempt_id)
+        view = AttemptView(attempt, attempt.id == document_run.final_attempt_id,
+                           in_process=(attempt.model or run.model) in local)
         reused = None
         if attempt.reused_from is not None:
             if attempt.reused_from not in positions:
@@ -421,7 +431,7 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
         ))
     return DocumentView(
         document_run, run, document, text, source_status, source_detail, sentences, shown,
-        attempt_views(store, document_run, attempts),
+        attempt_views(store, run, document_run, attempts),
         reviews_for(store, document_run.id),
         approved_record_for(records, document.sha256, run.contract, run.contract_version),
         list(others or []),

@@ -95,7 +95,9 @@ def print_evaluation(result: Evaluation, console: Console | None = None) -> None
                       + ", ".join(Path(d["gold"]).name for d in result.gold_not_run[:10])
                       + (" ..." if len(result.gold_not_run) > 10 else ""), highlight=False)
     cost = result.summary()["cost"]
-    if cost is not None and cost["calls"]:
+    if cost is not None and cost["calls"] and cost.get("calls_in_process") == cost["calls"]:
+        console.print(f"cost: local model, no API price ({cost['calls']} model call(s))")
+    elif cost is not None and cost["calls"]:
         from extractor.prices import dollars
 
         console.print(f"cost: {dollars(cost['cost_usd'])} for {cost['calls']} model call(s); "

@@ -313,7 +313,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         attempt = shown.attempt
         cached = f" ({attempt.cached_tokens} cached)" if attempt.cached_tokens else ""
         tokens = (f"{attempt.prompt_tokens or 0}{cached}+{attempt.completion_tokens or 0} tokens, "
-                  f"{dollars(shown.cost)}")
+                  f"{'local model, no API price' if shown.in_process else dollars(shown.cost)}")
         latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
         reused = f", {shown.reused.describe(document_run.id)}" if shown.reused else ""
         title = (f"attempt {shown.position} ({shown.label}{reused}{', final' if shown.final else ''}): "
@@ -379,7 +379,8 @@ def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
         scored: tuple[str, ...] = (accuracy_cell(accuracy.get(run.id)),) if accuracy else ()
         if spend:
             found = spend.get(run.id)
-            scored += ((dollars(found.known), dollars(found.per(sum(run.counts.values()))))
+            scored += (("local", "-") if found is not None and found.all_in_process else
+                       (dollars(found.known), dollars(found.per(sum(run.counts.values()))))
                        if found is not None and found.calls else ("-", "-"))
         counts = run.counts
         other = sum(n for state, n in counts.items() if state not in STATE_COLUMNS)
@@ -578,7 +579,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     from extractor.prices import dollars
 
     for name, cost in comparison.cost.items():
-        if cost.get("calls"):
+        if cost.get("calls") and cost.get("calls_in_process") == cost["calls"]:
+            console.print(f"cost {name}: local model, no API price ({cost['documents']} matched document(s))")
+        elif cost.get("calls"):
             console.print(f"cost {name}: {dollars(cost['cost_usd'])} for {cost['documents']} matched document(s), "
                           f"{dollars(cost['per_document_usd'])} per document")
     if comparison.accuracy is not None:

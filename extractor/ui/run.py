@@ -75,17 +75,13 @@ def print_report(report: Report, document: Document, console: Console | None = N
 
 
 def cost_line(spend: Spend | None, documents: int) -> str:
-    """``cost $0.0123 ($0.0041 per document)``, or why it is unknown: a missing price is never a zero."""
-    from extractor.prices import dollars
+    """``cost $0.0123 ($0.0041 per document)``, ``cost: local model, no API price``, or why it is unknown: a missing
+    price is never a zero (``extractor.prices.spend_text``)."""
+    from extractor.prices import spend_text
 
     if spend is None or not spend.calls:
         return "cost -"
-    if spend.known is None:
-        why = (f"no price for {', '.join(sorted(spend.unpriced))} (EXTRACT_PRICES)" if spend.unpriced
-               else f"{spend.unknown} call(s) without token counts")
-        return f"cost unknown ({why})"
-    per = spend.per(documents)
-    return f"cost {dollars(spend.known)}" + (f" ({dollars(per)} per document)" if per is not None else "")
+    return ("cost: " if spend.all_in_process else "cost ") + spend_text(spend, documents)
 
 
 PROGRESS_SECONDS_ENV = "EXTRACT_PROGRESS_SECONDS"
