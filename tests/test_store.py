@@ -28,12 +28,13 @@ from typer.testing import CliRunner
 
 from extractor.cli import app as cli_app
 from extractor.contracts import get_contract
+from extractor.generate import GenerationRequest
 from extractor.generate.prompt import load_prompt, render_request
 from extractor.ingest import load
 from extractor.repair import render_repair
 from extractor.segment import segment
 from extractor.stats import rule_stats
-from extractor.store import RunConfig, Store, StoreError, open_store
+from extractor.store import RunConfig, Store, StoreError, open_store, requests
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
 from extractor.store.integrity import problems
@@ -739,6 +740,29 @@ def test_what_every_request_repeats_is_stored_once_and_each_request_reads_back_e
         assert attempt is not None
         assert json.dumps(attempt.request, ensure_ascii=False) == json.dumps(request.to_json(), ensure_ascii=False)
         assert attempt.request_hash == request.fingerprint == canonical_sha(attempt.request)
+
+
+@pytest.mark.parametrize("max_tokens", [None, 800])
+def test_a_stored_request_reads_back_with_the_fingerprint_it_was_sent_with(max_tokens: int | None) -> None:
+    """``extract doctor`` hashes a template's shared text once and each request's own texts after it; that must be
+    the fingerprint of the whole request, whatever the texts hold (quotes, escapes, control characters, Korean)."""
+    shared = ['System: answer in JSON "exactly".\n\t\\', "스키마 \u2028 {}"]
+    own = ['[s1] He said "no" \\ then\nleft.', "[s2] \x01\x1f 결재 \ud7a3", "", "[s3] tail"]
+    request = GenerationRequest(
+        messages=[{"role": "system", "content": shared[0]},
+                  {"role": "user", "content": own[0] + shared[1] + own[1] + shared[0] + own[3] + own[2]}],
+        schema={"type": "object", "title": "Ü \"q\""}, schema_name="s", max_tokens=max_tokens, shared=tuple(shared),
+        schema_at=(1, 3, 9))
+    stored = requests.split(request)
+    assert stored.part is not None and len(stored.own) >= 3
+    assert requests.fingerprint(stored.part[1], stored.own, "attempt 1") == request.fingerprint
+    assert requests.fingerprint(None, request.to_json(), "attempt 1") == request.fingerprint
+    assert requests.fingerprint(stored.part[1], [*stored.own[:-1], stored.own[-1] + "."], "attempt 1") != \
+        request.fingerprint
+    with pytest.raises(StoreError, match="attempt 1: fewer own request texts"):
+        requests.fingerprint(stored.part[1], stored.own[:-1], "attempt 1")
+    with pytest.raises(TypeError):
+        requests.fingerprint(stored.part[1], [*stored.own[:-1], 7], "attempt 1")
 
 
 def test_requests_recorded_before_request_parts_still_read_back(db_url: str) -> None:

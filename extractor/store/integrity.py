@@ -120,7 +120,7 @@ def _requests_read_back(connection: Connection) -> Iterator[str]:
         if part is not None and part not in parts:
             continue  # a dangling reference: the request_part check names it
         try:
-            sent = requests.fingerprint(requests.assemble(parts.get(part), own, f"attempt {attempt_id}"))
+            sent = requests.fingerprint(parts.get(part), own, f"attempt {attempt_id}")
         except StoreError as error:
             yield str(error)
             continue

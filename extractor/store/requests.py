@@ -13,13 +13,14 @@ loses a byte, so a wrong mark only costs space.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from extractor.canonical import text_sha256
+from extractor.canonical import canonical_json, text_sha256
 from extractor.errors import StoreError
 from extractor.generate import GenerationRequest
 
@@ -107,9 +108,85 @@ def assemble(template_text: str | None, own: Any, where: str) -> dict[str, Any]:
     return {**shape, "messages": messages}
 
 
-def fingerprint(request: dict[str, Any]) -> str:
-    """``GenerationRequest.fingerprint`` of a stored request (the check that it is what was sent)."""
+def fingerprint(template_text: str | None, own: Any, where: str) -> str:
+    """``GenerationRequest.fingerprint`` of a stored request (the check that it is what was sent); ``StoreError``
+    as ``assemble`` when the pieces do not fit, ``KeyError``/``TypeError``/``ValueError`` when they are no request.
+
+    A fingerprint is the sha256 of the request's canonical JSON, and a JSON string escapes character by character:
+    so the template's text around the holes is encoded and hashed once (``_canonical``), and each request only
+    adds its own escaped texts to a copy of that hash, instead of encoding and hashing all of it again.
+    """
+    if template_text is None:
+        return _whole_fingerprint(assemble(None, own, where))
+    try:
+        canonical = _canonical(template_text)
+    except (ValueError, StoreError) as error:
+        raise StoreError(f"{where}: its request part cannot be read ({error})") from None
+    if not isinstance(own, list):
+        raise StoreError(f"{where}: its own request texts are not a list")
+    if len(own) != len(canonical.after):
+        raise StoreError(f"{where}: {'fewer' if len(own) < len(canonical.after) else 'more'} own request texts than "
+                         "its request part has holes")
+    digest = canonical.head.copy()
+    for text, literal in zip(own, canonical.after):
+        if not isinstance(text, str):
+            raise TypeError(f"an own request text is {type(text).__name__}, not text")
+        digest.update(canonical_json(text)[1:-1].encode("utf-8"))
+        digest.update(literal)
+    return digest.hexdigest()
+
+
+def _whole_fingerprint(request: dict[str, Any]) -> str:
     schema_at = request.get("schema_at")
     return GenerationRequest(**{key: request[key] for key in ("messages", "schema", "schema_name", "temperature",
                                                               "max_tokens")},
                              schema_at=tuple(schema_at) if schema_at else None).fingerprint
+
+
+@dataclass(frozen=True)
+class _Canonical:
+    """A template's canonical request JSON: the sha256 of the text before its first hole, and the UTF-8 text
+    after each hole up to the next."""
+
+    head: hashlib._Hash  # copied for each request
+    after: tuple[bytes, ...]
+
+
+@lru_cache(maxsize=64)
+def _canonical(template_text: str) -> _Canonical:
+    """What ``_whole_fingerprint`` encodes for every request of this template, cut at its holes: the fields a
+    ``GenerationRequest`` keeps, keys sorted, each message's content as its escaped shared texts and holes."""
+    shape = template(template_text)
+    schema_at = shape.get("schema_at")
+    request = {key: shape[key] for key in ("messages", "schema", "schema_name", "temperature", "max_tokens")}
+    if schema_at:
+        request["schema_at"] = list(schema_at)
+    pieces: list[str | None] = []
+    for number, (key, value) in enumerate(sorted(request.items())):
+        pieces.append(("," if number else "{") + canonical_json(key) + ":")
+        if key != "messages":
+            pieces.append(canonical_json(value))
+            continue
+        pieces.append("[")
+        for index, message in enumerate(value):
+            pieces.append("," if index else "")
+            for field, content in sorted(message.items()):
+                pieces.append(("," if field != min(message) else "{") + canonical_json(field) + ":")
+                if field == "content":
+                    pieces.extend(['"', *(None if piece is None else canonical_json(piece)[1:-1] for piece in content),
+                                   '"'])
+                else:
+                    pieces.append(canonical_json(content))
+            pieces.append("}" if message else "{}")
+        pieces.append("]")
+    pieces.append("}")
+    literals: list[bytes] = []  # the text between holes: one more than there are holes
+    text: list[str] = []
+    for piece in pieces:
+        if piece is None:
+            literals.append("".join(text).encode("utf-8"))
+            text = []
+        else:
+            text.append(piece)
+    literals.append("".join(text).encode("utf-8"))
+    return _Canonical(hashlib.sha256(literals[0]), tuple(literals[1:]))
