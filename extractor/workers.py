@@ -17,6 +17,7 @@ kills it twice reports the file as unusable, a validation falls back to the run'
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -107,6 +108,31 @@ def _check_structure_measured(raw: str, contract: ContractRef) -> tuple[Report, 
 
     started = time.thread_time()
     return check_structure(raw, resolve(contract)), time.thread_time() - started
+
+
+WARM_UP_TEXTS = ("Purchase request 7. The manager approved it on 3 May.", "작업 요청을 검토했습니다. 팀장이 승인했습니다.",
+                 "Заявление на отпуск. Руководитель его одобрил.")
+"""A few sentences in each language the segmenter splits differently (``_warm``)."""
+
+
+def _warm(contract: ContractRef, korean: bool) -> float:
+    """Read, segment and validate a few sentences per language, so that the modules, the Korean splitter and the
+    contract's compiled schema are ready before the first document needs them; the CPU seconds it took.
+
+    An answer that fails the contract's schema is enough: every rule module is imported with the contract, the
+    schema is compiled to find its faults, and the critical rules read its text. ``korean=False`` (the validation
+    worker) leaves Korean out, as ``_load_measured`` does."""
+    from extractor.contracts.recorded import resolve
+    from extractor.ingest import from_text
+    from extractor.segment import needs_kss, segment
+    from extractor.validate import validate
+
+    started = time.thread_time()
+    found = resolve(contract)
+    for text in WARM_UP_TEXTS:
+        if korean or not needs_kss(text):
+            validate(json.dumps({"warmUp": text}), segment(from_text(text)), found)
+    return time.thread_time() - started
 
 
 def _step(function: Any, *args: Any) -> Any:
@@ -383,6 +409,14 @@ async def check_structure(raw: str, contract: Contract) -> tuple[Report, float]:
 
         started = time.thread_time()
         return check_here(raw, contract), time.thread_time() - started
+
+
+async def warm_up(contract: Contract) -> float:
+    """Start both worker processes and have each import and build what its work needs (``_warm``), the contract's
+    validation included: a long-lived process (``extract worker``) calls it before its first document arrives, so
+    the first documents of a batch wait for none of it (docs/queue-and-api.md#how-it-behaves). The CPU seconds it took."""
+    spent = await asyncio.gather(_INGEST.call(_warm, contract.ref, True), _VALIDATION.call(_warm, contract.ref, False))
+    return float(sum(spent))
 
 
 def shutdown() -> None:

@@ -96,6 +96,39 @@ def test_a_korean_file_read_by_the_validation_worker_is_segmented_by_the_ingest_
     assert not validation_has_kss
 
 
+def modules_loaded() -> int:
+    """Run in a worker process: how many modules it has imported."""
+    import sys
+
+    return len(sys.modules)
+
+
+def test_after_the_warm_up_the_first_documents_import_nothing_in_either_process(fresh_workers: None) -> None:
+    """What ``extract worker`` does before its first batch: a first read of each language and a first validation
+    then load no module in either worker process (without it, each would import ingest, the segmenters, the
+    Korean splitter or the rules' libraries), and the answers are the same."""
+    contract = get_contract("work_procedure")
+    names = ["ko_work_request_review.txt", "en_purchase_approval.md", "ru_vacation_approval.txt"]
+    expected = [workers.load_document(ROOT / "samples" / name) for name in names]
+    answer = CANDIDATES["작업 요청"]
+
+    async def first_documents() -> tuple[list[int], list[int], float]:
+        spent = await workers.warm_up(contract)
+        before = [await process.call(modules_loaded) for process in (workers._INGEST, workers._VALIDATION)]
+        documents = [document for document, _ in await asyncio.gather(*(workers.prepare(ROOT / "samples" / name)
+                                                                         for name in names))]
+        assert documents == expected
+        reports = await asyncio.gather(workers.validate(answer, documents[0], contract),
+                                       workers.validate(answer, documents[0], contract))  # one in each process
+        assert [report.to_json() for report, _ in reports] == [validate_here(answer, expected[0], contract).to_json()] * 2
+        after = [await process.call(modules_loaded) for process in (workers._INGEST, workers._VALIDATION)]
+        return before, after, spent
+
+    before, after, spent = asyncio.run(first_documents())
+    assert after == before
+    assert spent > 0
+
+
 def test_a_file_waiting_on_one_event_loop_is_woken_by_calls_finishing_on_another(fresh_workers: None,
                                                                                   tmp_path: Path) -> None:
     """Two loops in two threads share the workers: a file waiting for a reader on the main loop must not wait

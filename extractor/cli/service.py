@@ -67,6 +67,7 @@ def worker(
         serve_health(store, broker, host=metrics_host, port=metrics_port)
     runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
                     endpoints=servers, observer=observer)
+    runner.warm_up()  # while Celery starts and the first batch is being submitted
     start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
                  loglevel=loglevel)
 

@@ -25,9 +25,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from importlib import import_module
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from extractor import workers
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.engine.recorder import Observer
@@ -36,7 +38,11 @@ from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
-from extractor.vocab import DEFAULT_MAX_DELIVERIES, DocumentState, Outcome, SkipReason
+from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_MAX_DELIVERIES, DocumentState, Outcome, SkipReason
+
+if TYPE_CHECKING:
+    from extractor.contracts import Contract
+    from extractor.contracts.registry import ContractRef
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +91,40 @@ class Runner:
         self.command = command
         self._limit = limit
         self._slots: dict[tuple[object, ...], _Slot] = {}
+        self._warmed: set[ContractRef] = set()
+        self._warming: set[asyncio.Task[None]] = set()
         self._scratch = Path(tempfile.mkdtemp(prefix="extract-worker-"))
         self.loop = asyncio.new_event_loop()
         self._creating = asyncio.Lock()  # bound to self.loop on first use
         self._in_flight = asyncio.Semaphore(concurrency)  # submit() may hand over any number of tasks at once
         self._thread = threading.Thread(target=self.loop.run_forever, name="extract-loop", daemon=True)
         self._thread.start()
+
+    def warm_up(self) -> Future[None]:
+        """Prepare, before any batch comes, what every configuration needs: the model client's modules, the
+        worker processes with their modules and the default contract (``workers.warm_up``). A batch that
+        arrives meanwhile waits for what it needs of it, no longer than it would have without it."""
+        return asyncio.run_coroutine_threadsafe(self._warm_up(), self.loop)
+
+    async def _warm_up(self) -> None:
+        from extractor.contracts import get_contract
+
+        started = time.monotonic()
+        try:
+            await asyncio.to_thread(import_module, "extractor.providers.openai_compat")
+            await self._warm_contract(get_contract(DEFAULT_CONTRACT))
+        except Exception as error:  # noqa: BLE001 - not fatal: the first documents then do it themselves
+            log.warning("could not prepare the worker processes before the first batch: %s: %s",
+                        type(error).__name__, error)
+            return
+        log.info("worker ready in %.1f s", time.monotonic() - started)
+
+    async def _warm_contract(self, contract: Contract) -> None:
+        """The worker processes' validation of ``contract`` made ready, once per contract in this process."""
+        if contract.ref in self._warmed:
+            return
+        self._warmed.add(contract.ref)
+        await workers.warm_up(contract)
 
     def run(self, task_id: str) -> TaskInfo | None:
         """Convert the task's document now (blocking); None when this delivery had nothing to do.
@@ -172,6 +206,10 @@ class Runner:
                                 settings.run_settings(self.concurrency, self.command, base_url), limit=limit,
                                 observer=self.observer)
                 await engine.start()
+                # a contract of its own is made ready in the worker processes while the first calls wait for the model
+                warming = asyncio.create_task(self._warm_contract(engine.settings.contract))
+                self._warming.add(warming)
+                warming.add_done_callback(self._warming.discard)
                 slot = _Slot(engine, time.monotonic(), asyncio.create_task(self._heartbeat(engine)))
                 self._slots[settings.key()] = slot
             return slot.engine
