@@ -9,6 +9,7 @@ their time where the queue does: delivering, claiming, taking over after a SIGKI
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -354,3 +355,51 @@ def test_a_dead_workers_documents_come_back_within_the_visibility_timeout_plus_1
     assert [deliveries for _, _, deliveries in again] == [2, 2]
     waits = [(started - killed_at).total_seconds() for _, started, _ in again]
     assert max(waits) <= visibility + 15, f"redelivered {waits} s after the SIGKILL"
+
+
+def test_workers_convert_with_the_contract_files_the_submitter_named_and_refuse_them_edited(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    po = ROOT / "samples" / "purchase_orders"
+    answer = (ROOT / "samples/expected/purchase_orders/ko_pass.candidate.json").read_text(encoding="utf-8")
+    server = llm_server(lambda request, number: Reply(answer))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env.pop("EXTRACT_CONTRACTS_PATH", None)
+    submitted = tmp_path / "contracts"
+    shutil.copytree(ROOT / "samples" / "contracts", submitted)
+    workers = processes(env)
+
+    # the folder the batch recorded is gone by the time a worker runs it: the worker's --contracts holds a copy
+    run = submit(env, str(po / "ko_purchase_order.txt"), "--contract", "purchase_order", "--contracts",
+                 str(submitted), cwd=tmp_path)
+    wait_for(lambda: task_count(pg_url) == 1, "the document queued", watch=(run,))
+    moved = submitted.rename(tmp_path / "elsewhere")
+    worker = workers.start("worker", "--concurrency", "1", "--contracts", str(moved))
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:] + workers.log_of(worker)
+    assert json.loads(out)["counts"] == {"READY_FOR_REVIEW": 1}
+    config = scalar(pg_url, "SELECT config FROM runs WHERE command = 'extract worker'")
+    settings = scalar(pg_url, "SELECT settings FROM batches")
+    assert settings["contract_folder"] == str(submitted / "purchase_order" / "v1")  # what the submitter had
+    assert config["contract_folder"] == str(moved / "purchase_order" / "v1")  # where this worker found it
+    assert config["contract_hash"] == settings["contract_hash"]
+    workers.stop_all()
+
+    # a catalogue edited after the batch was submitted: the worker (no --contracts: the recorded folder) refuses it
+    catalogue = moved / "purchase_order" / "v1" / "skus.csv"
+    run = submit(env, str(po / "en_purchase_order.md"), "--contract", "purchase_order", "--contracts", str(moved),
+                 cwd=tmp_path)
+    wait_for(lambda: task_count(pg_url) == 2, "the second document queued", watch=(run,))
+    batch = scalar(pg_url, "SELECT batch_id FROM tasks JOIN uploads ON uploads.id = tasks.upload_id "
+                           "WHERE uploads.name LIKE '%en_purchase_order.md'")
+    catalogue.write_bytes(catalogue.read_bytes() + b"999999,spring washer M8,piece\n")
+    workers.start("worker", "--concurrency", "1")
+    out, err = run.communicate(timeout=300)
+    (outcome,) = json.loads(out)["outcomes"]
+    assert run.returncode == 4 and outcome["state"] == "ERROR", err[-3000:]
+    assert outcome["cause"] == (
+        f"{po / 'en_purchase_order.md'}: this worker cannot run the batch's settings: contract purchase_order v1 "
+        f"changed since batch {batch[:12]} was submitted: skus.csv changed (in {catalogue.parent}); put the files "
+        "back as they were, or give --contracts a folder holding purchase_order/v1 as the run had it; to use the "
+        "contract as it is now, run the documents again")
+    assert len(server.chat_requests) == 1  # only the first document reached the model

@@ -386,3 +386,28 @@ def test_the_web_review_checks_an_edit_by_the_contract_the_run_used(
         assert refused.status_code == 409
         assert f"contract work_order v1 changed since run {summary['run_id'][:12]} used it: parts.csv changed" \
             in refused.text.replace("&#39;", "'")
+
+
+def test_a_contract_edited_while_its_run_is_in_progress_ends_the_documents_with_one_line_naming_it(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    contracts = tmp_path / "contracts"
+    shutil.copytree(SAMPLES / "contracts", contracts)
+    catalogue = contracts / "purchase_order" / "v1" / "skus.csv"
+
+    def edit_then_answer(request: dict[str, Any] | None, number: int) -> Reply:
+        if number == 1:  # the run has loaded the contract and asked the model: now someone edits the catalogue
+            catalogue.write_bytes(catalogue.read_bytes() + b"999999,spring washer M8,piece\n")
+        return _purchase_answer(request, number)
+
+    env = _environment(tmp_path, llm_server(edit_then_answer))
+    ran = extract("run", SAMPLES / "purchase_orders" / "en_purchase_order.md", "--contract", "purchase_order",
+                  "--contracts", contracts, "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
+    (outcome,) = json.loads(ran.stdout)["outcomes"]
+    assert ran.returncode == 4 and outcome["state"] == "ERROR", ran.stderr
+    assert outcome["cause"] == (
+        f"{SAMPLES / 'purchase_orders' / 'en_purchase_order.md'}: contract purchase_order v1 changed since this run "
+        f"started: skus.csv changed (in {catalogue.parent}); put the files back as they were, or give --contracts a "
+        "folder holding purchase_order/v1 as the run had it; to use the contract as it is now, run the documents again")
+    shown = extract("show", str(outcome["document_run_id"]), env=env, cwd=tmp_path)
+    assert shown.returncode == 0 and "internal error" not in shown.stdout + shown.stderr
+    assert "contract purchase_order v1 changed since this run started: skus.csv changed" in shown.stdout

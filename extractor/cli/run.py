@@ -152,8 +152,8 @@ def run(
             fail("--judge does not run on the queue yet; run without --queue to judge")
         if max_cost is not None:
             fail("--max-cost does not run on the queue yet; run without --queue to cap the cost")
-        _run_queued(paths, broker, contract=contract, model=model, prompt_version=prompt_version, force=force,
-                    retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
+        _run_queued(paths, broker, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version,
+                    force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
                     retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
                     response_format=response_format, max_pending=max_pending, wait=wait, format=format)
     judge_options = None
@@ -179,7 +179,8 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run_queued(paths: list[str], broker: str, *, contract: str, model: str | None, prompt_version: str, force: bool,
+def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list[Path] | None, model: str | None,
+                prompt_version: str, force: bool,
                 retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
                 max_tokens: int | None, tag: list[str] | None, database: str | None, response_format: ResponseFormat,
                 max_pending: int, wait: bool, format: Format) -> None:
@@ -193,15 +194,15 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, model: str | No
     from extractor.store import open_store
     from extractor.ui.run import RunProgress, print_nothing_found, print_summary
 
-    contract_named(contract)
+    chosen = contract_named(contract, contracts)  # the workers get this very contract (BatchSettings.contract_spec)
     discovery = discover(paths)
     if not discovery.files:
         print_nothing_found(discovery, as_json=format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
-    settings = BatchSettings(model=resolve_model(model), contract=contract, prompt_version=prompt_version,
-                             base_url=base_url, max_tokens=max_tokens, force=force, retry_errors=retry_errors,
-                             tags=tuple(tag or ()), timeout=timeout, retries=retries, retry_budget=retry_budget,
-                             response_format=response_format.value)
+    settings = BatchSettings(model=resolve_model(model), prompt_version=prompt_version, base_url=base_url,
+                             max_tokens=max_tokens, force=force, retry_errors=retry_errors, tags=tuple(tag or ()),
+                             timeout=timeout, retries=retries, retry_budget=retry_budget,
+                             response_format=response_format.value).with_contract(chosen)
     store = open_store(database)
     progress = RunProgress(enabled=format is Format.text)
     submission = Submission(store, settings, celery_publisher(make_celery(broker)), submitted_by=getpass.getuser(),

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from extractor.cli.app import App, Commands, Format, FormatOption, app, emit_json, fail
+from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
 from extractor.cli.review import DatabaseOption
 from extractor.queue.celery_app import DEFAULT_VISIBILITY_TIMEOUT_S, REDELIVERY_SLACK_S
 from extractor.vocab import DEFAULT_MAX_DELIVERIES, Role
@@ -42,6 +42,7 @@ def worker(
     metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics, /healthz and /readyz on this "
                                                      "port")] = None,
     metrics_host: Annotated[str, typer.Option(help="address of the metrics port")] = "127.0.0.1",
+    contracts: ContractsOption = None,
 ) -> None:
     """A Celery worker converting queued documents (`extract run --queue`, `extract serve --queue`).
 
@@ -57,6 +58,7 @@ def worker(
     broker = broker_url(queue)
     if broker is None:
         fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
+    search_contracts(contracts)  # where a batch's contract is looked for when the folder it names is not here
     servers = load_endpoints(endpoints)
     store = open_store(database)
     observer = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +51,7 @@ class Recorded:
     content_hash: str  # "" for a run recorded before contracts had content hashes
     files: Mapping[str, str] | None = None  # each file's sha256 by name; None: not recorded
     run_id: str | None = None
+    recorded_when: str | None = None  # when it was recorded, if not by a run: "batch 1f2e submitted"
 
     @classmethod
     def of_run(cls, run: RunRecord) -> Recorded:
@@ -61,8 +62,8 @@ class Recorded:
 
     @classmethod
     def of_ref(cls, ref: ContractRef) -> Recorded:
-        name, version, folder, digest = ref
-        return cls(name, version, folder, digest)
+        name, version, folder, digest, files = ref
+        return cls(name, version, folder, digest, None if files is None else dict(files))
 
     @property
     def label(self) -> str:
@@ -70,6 +71,8 @@ class Recorded:
 
     @property
     def since(self) -> str:
+        if self.recorded_when:
+            return self.recorded_when
         return f"run {self.run_id[:12]} used it" if self.run_id else "this run started"
 
     @property
@@ -87,8 +90,11 @@ def resolve(recorded: Recorded | ContractRef) -> Contract:
     if not isinstance(recorded, Recorded):
         recorded = Recorded.of_ref(recorded)
     known = registered(recorded.name, recorded.version)
-    if known is not None and recorded.content_hash in ("", known.content_hash) and _intact(known):
-        return known
+    if known is not None and recorded.content_hash in ("", known.content_hash):
+        if _intact(known):
+            return known
+        if recorded.files is None:  # loaded here as recorded: its files then say which changed
+            recorded = replace(recorded, files=known.content_files)
     places = [Path(recorded.folder)] if recorded.folder else []
     places += [root / recorded.name / f"v{recorded.version}" for root in search_dirs()]
     differing: list[tuple[Path, dict[str, str]]] = []

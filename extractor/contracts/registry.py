@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 PATH_ENV = "EXTRACT_CONTRACTS_PATH"
-ContractRef = tuple[str, int, str | None, str]
-"""Name, version, folder (a contract written as files, else None) and content hash."""
+ContractRef = tuple[str, int, str | None, str, tuple[tuple[str, str], ...] | None]
+"""Name, version, folder (a contract written as files, else None), content hash and, for a contract written as
+files, each file's sha256 by name (so another process can say which files changed since)."""
 
 
 ALWAYS_NEEDS_PERSON = frozenset({MERGE_VALUE_CONFLICT, *EXTENT_RULES, "EVIDENCE_LOW_OCR_CONFIDENCE"})
@@ -82,7 +83,9 @@ class Contract:
     @property
     def ref(self) -> ContractRef:
         """What names this contract in another process (the validation worker; ``recorded.resolve``)."""
-        return self.name, self.version, str(self.folder) if self.from_files else None, self.content_hash
+        if not self.from_files:
+            return self.name, self.version, None, self.content_hash, None
+        return self.name, self.version, str(self.folder), self.content_hash, tuple(self.content_files.items())
 
     @property
     def record_schema(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from extractor.engine.recorder import Observer, Recorder
 from extractor.engine.settings import RunSettings
 from extractor.engine.stop import Interrupted, Stop
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
-from extractor.errors import InputError
+from extractor.errors import ExtractorError, InputError
 from extractor.generate import Provider
 from extractor.generate.prompt import load_prompt
 from extractor.heap import frozen_during_run
@@ -311,7 +311,9 @@ class Engine:
         except InputError as error:
             return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error))
         except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
-            cause = f"{label}: internal error {type(error).__name__}: {error}"
+            # one a user can act on (the contract's files edited during the run) is its own line, not a bug
+            why = str(error) if isinstance(error, ExtractorError) else f"internal error {type(error).__name__}: {error}"
+            cause = f"{label}: {why}"
             if job is not None:
                 await self.recorder.finish_document(job.document_run_id, DocumentState.ERROR, cause, (), None)
             return DocumentOutcome(label, Outcome.ERROR, cause,

@@ -33,6 +33,7 @@ from extractor import workers
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.engine.recorder import Observer
+from extractor.errors import ExtractorError
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
@@ -167,9 +168,10 @@ class Runner:
             return task
         try:
             stored = await asyncio.to_thread(tasks.batch_settings, db, task.batch_id)
-            engine = await self._engine(BatchSettings.from_json(stored or {}))
+            engine = await self._engine(BatchSettings.from_json(stored or {}), task.batch_id)
         except Exception as error:  # noqa: BLE001 - a batch this worker cannot run ends ERROR, with the reason
-            refused = f"{task.name}: this worker cannot run the batch's settings: {type(error).__name__}: {error}"
+            why = str(error) if isinstance(error, ExtractorError) else f"{type(error).__name__}: {error}"
+            refused = f"{task.name}: this worker cannot run the batch's settings: {why}"
             await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, refused, None)
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         delivery = await asyncio.to_thread(tasks.start_delivery, db, task_id, engine.run_id,
@@ -195,7 +197,7 @@ class Runner:
                 self.observer.task_finished(result.state)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
 
-    async def _engine(self, settings: BatchSettings) -> Engine:
+    async def _engine(self, settings: BatchSettings, batch_id: str) -> Engine:
         """The engine (worker run) for this configuration, started on first use."""
         async with self._creating:
             slot = self._slots.get(settings.key())
@@ -203,7 +205,7 @@ class Runner:
                 base_url, key = settings.server(self.endpoints)  # this worker's URL and key of the batch's server
                 limit = self._limit(self.concurrency, settings)
                 engine = Engine(self.store, settings.provider(limit, base_url, key),
-                                settings.run_settings(self.concurrency, self.command, base_url), limit=limit,
+                                settings.run_settings(self.concurrency, self.command, base_url, batch_id), limit=limit,
                                 observer=self.observer)
                 await engine.start()
                 # a contract of its own is made ready in the worker processes while the first calls wait for the model

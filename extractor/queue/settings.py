@@ -4,19 +4,28 @@ Secrets never travel: a batch names its model server (``endpoint``, one of the o
 ``extractor.queue.endpoints``), and each worker finds the URL and the key of that name in its own
 configuration. A batch of ``extract run --queue`` may give a base URL instead: it gets the key of the
 configured endpoint at that URL, if any, and no key otherwise.
+
+The contract travels as a run records it (name, version, folder of a contract written as files, content
+hash): a worker uses that very contract, found in the folder the batch names or in the worker's own search
+path (``extract worker --contracts``, ``EXTRACT_CONTRACTS_PATH``), and refuses a copy whose files differ
+(``extractor.contracts.recorded``). A batch that names its contract only (the API's, one stored before)
+gets the contract of that name the worker has.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from extractor.engine import AdaptiveLimit, RunSettings
 from extractor.generate import Provider
 from extractor.providers import ProviderSettings, ResponseFormat, from_string
 from extractor.queue.endpoints import OPENAI_URL, Endpoints, normal_url
 from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_PROMPT_VERSION
+
+if TYPE_CHECKING:
+    from extractor.contracts import Contract
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,27 @@ class BatchSettings:
     retries: int = 3
     retry_budget: float = 300.0
     response_format: str = ResponseFormat.auto.value
+    contract_version: int | None = None
+    """With the next two, the contract as the submitter had it; None: the worker's contract of that name."""
+    contract_folder: str | None = None
+    contract_hash: str = ""
+    contract_files: dict[str, str] | None = None  # each file's sha256: a refusal names the files that changed
+
+    def with_contract(self, contract: Contract) -> BatchSettings:
+        """These settings for ``contract`` as this process has it (its version, folder and content hash)."""
+        name, version, folder, digest, files = contract.ref
+        return replace(self, contract=name, contract_version=version, contract_folder=folder, contract_hash=digest,
+                       contract_files=None if files is None else dict(files))
+
+    def contract_spec(self, batch_id: str | None = None) -> Contract:
+        """The batch's contract in this worker: the one the submitter recorded, else the one of that name."""
+        from extractor.contracts import get_contract
+        from extractor.contracts.recorded import Recorded, resolve
+
+        if self.contract_version is None:
+            return get_contract(self.contract)
+        return resolve(Recorded(self.contract, self.contract_version, self.contract_folder, self.contract_hash,
+                                self.contract_files, recorded_when=f"batch {(batch_id or '?')[:12]} was submitted"))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"tags": list(self.tags)}
@@ -68,10 +98,9 @@ class BatchSettings:
         found = endpoints.at_url(url)
         return url, None if found is None else found.key()
 
-    def run_settings(self, concurrency: int, command: str, base_url: str | None) -> RunSettings:
-        from extractor.contracts import get_contract
-
-        return RunSettings(contract=get_contract(self.contract), prompt_version=self.prompt_version,
+    def run_settings(self, concurrency: int, command: str, base_url: str | None, batch_id: str | None = None
+                     ) -> RunSettings:
+        return RunSettings(contract=self.contract_spec(batch_id), prompt_version=self.prompt_version,
                            concurrency=concurrency, force=self.force, retry_errors=self.retry_errors,
                            max_tokens=self.max_tokens, tags=self.tags, command=command, base_url=base_url)
 
