@@ -1,8 +1,10 @@
-"""What the package imports: no import circle anywhere; the commands that only read the run log stay light.
+"""What the package imports: its packages in layers, no import circle anywhere, light read-only commands.
 
-Imports go one way (docs/design.md#data-flow): no module of ``extractor`` imports, directly or through others,
-a module that imports it, counting imports inside functions and under ``TYPE_CHECKING`` (a circle that only
-works because one side imports late is still a circle: neither module can be read or moved alone).
+Imports go one way (docs/design.md#data-flow). Between extractor's packages and top-level modules, the layers
+in pyproject.toml (``[tool.importlinter]``) say which may import which; ``lint-imports`` checks them, imports
+through other modules included. Within a package, no module imports, directly or through others, a module that
+imports it. Both count imports inside functions and under ``TYPE_CHECKING`` (a circle that only works because
+one side imports late is still a circle: neither module can be read or moved alone); grimp reads the imports.
 
 ``runs``, ``review``, ``show``, ``stats`` and ``doctor`` start in a fraction of a second only if they import no
 document parser, no sentence splitter and no Alembic (``bench/bench_commands.py`` times them against a bare
@@ -12,14 +14,14 @@ real pipeline; then the test reads that interpreter's ``sys.modules``.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
+import grimp
 import pytest
 
 from extractor.ingest import _MODULES as FORMAT_MODULES
@@ -27,121 +29,66 @@ from tests.support.corpus import run, script, write_documents
 from tests.support.llm_server import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-# --- import circles ------------------------------------------------------------------------------------
+# --- layers and import circles ----------------------------------------------------------------------------
 
 
-def modules(package: Path) -> dict[str, Path]:
-    """Every module of the package by dotted name (a package is its ``__init__``)."""
-    found = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = list(path.relative_to(package.parent).with_suffix("").parts)
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
+def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` with the contracts in ``cwd``'s pyproject.toml, reading the package from ``pythonpath``."""
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(pythonpath)})
 
 
-def imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
-    """The package's modules ``name`` imports anywhere in its file, with the line: ``from a import b`` is
-    module ``a.b`` when that is a module, else ``a``."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:  # ``import a.b.c`` of a name inside a module
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                yield target, node.lineno
+def test_packages_import_only_the_layers_below_them() -> None:
+    result = lint_imports(ROOT, ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
 
 
-def import_graph(package: Path) -> dict[str, dict[str, int]]:
-    """Module -> the modules it imports -> the line of the first such import."""
-    known = modules(package)
-    graph: dict[str, dict[str, int]] = {}
-    for name, path in known.items():
-        edges = graph.setdefault(name, {})
-        for target, line in imported(name, path, known):
-            edges.setdefault(target, line)
-    return graph
+def test_the_layer_check_names_an_import_going_up(tmp_path: Path) -> None:
+    """The check above can fail: the lowest layer importing the highest, inside a function."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "high.py").write_text("from pkg import middle\n")
+    (package / "middle.py").write_text("from pkg import low\n")
+    (package / "low.py").write_text("def late():\n    from pkg.high import x\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.importlinter]\nroot_package = "pkg"\n\n[[tool.importlinter.contracts]]\nname = "layers"\n'
+        'type = "layers"\ncontainers = ["pkg"]\nexhaustive = true\nlayers = ["high", "middle", "low"]\n')
+    result = lint_imports(tmp_path, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pkg.low -> pkg.high (l.2)" in result.stdout
 
 
-def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
-    """One shortest circle through each group of modules that import each other (Tarjan's strongly connected
-    components, then a breadth-first path back to the group's first module)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    groups: list[set[str]] = []
-
-    def visit(start: str) -> None:  # iterative: the package is deep enough for Python's recursion limit
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        while work:
-            node, targets = work[-1]
-            target = next(targets, None)
-            if target is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    group = set()
-                    while True:
-                        member = stack.pop()
-                        group.add(member)
-                        if member == node:
-                            break
-                    if len(group) > 1:
-                        groups.append(group)
-            elif target not in index:
-                index[target] = low[target] = len(index)
-                stack.append(target)
-                work.append((target, iter(sorted(graph[target]))))
-            elif target in stack:
-                low[node] = min(low[node], index[target])
-
-    for name in sorted(graph):
-        if name not in index:
-            visit(name)
-    found = []
-    for group in groups:
-        first = min(group)
-        paths = {first: [first]}
-        queue = [first]
-        while queue:
-            node = queue.pop(0)
-            for target in sorted(graph[node]):
-                if target == first:
-                    found.append(paths[node] + [first])
-                    queue = []
-                    break
-                if target in group and target not in paths:
-                    paths[target] = paths[node] + [target]
-                    queue.append(target)
-    return found
-
-
-def described(circle: list[str], graph: dict[str, dict[str, int]]) -> str:
-    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(circle, circle[1:])) + f" -> {circle[-1]}"
+def circles(package: str) -> list[str]:
+    """One line per circle of imports among ``package``'s modules (a package is its ``__init__``), each import
+    with its line: an import ``a -> b`` and the shortest way from ``b`` back to ``a``."""
+    graph = grimp.build_graph(package, cache_dir=None)
+    found: dict[frozenset[str], str] = {}
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back is None or frozenset(back) in found:
+                continue
+            circle = (importer, *back)
+            found[frozenset(back)] = " -> ".join(
+                f"{a} (line {graph.get_import_details(importer=a, imported=b)[0]['line_number']})"
+                for a, b in zip(circle, circle[1:])) + f" -> {importer}"
+    return list(found.values())
 
 
 def test_no_module_imports_a_module_that_imports_it() -> None:
-    graph = import_graph(ROOT / "extractor")
-    assert len(graph) > 100 and "extractor.rules.guards" in graph["extractor.rules.catalogue"]
-    found = [described(circle, graph) for circle in circles(graph)]
+    graph = grimp.build_graph("extractor", cache_dir=None)
+    assert len(graph.modules) > 100 and graph.direct_import_exists(importer="extractor.rules.catalogue",
+                                                                   imported="extractor.rules.guards")
+    found = circles("extractor")
     assert not found, "import circles (docs/design.md#data-flow):\n" + "\n".join(found)
 
 
-def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path) -> None:
+def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check above can fail: a package whose modules import each other, one of them late."""
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
@@ -150,9 +97,8 @@ def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path) -> None:
     (package / "a.py").write_text("from pkg.sub import B\n")
     (package / "sub" / "b.py").write_text("B = 1\n\n\ndef late():\n    from . import c\n")
     (package / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import x\n")
-    graph = import_graph(package)
-    assert circles(graph) == [["pkg.a", "pkg.sub", "pkg.sub.b", "pkg.sub.c", "pkg.a"]]
-    assert described(circles(graph)[0], graph).startswith("pkg.a (line 1) -> pkg.sub (line 1) -> pkg.sub.b (line 5)")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert circles("pkg") == ["pkg.a (line 1) -> pkg.sub (line 1) -> pkg.sub.b (line 5) -> pkg.sub.c (line 3) -> pkg.a"]
 
 
 # --- read-only commands -----------------------------------------------------------------------------

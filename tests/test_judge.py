@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, matthews_corrcoef, roc_auc_score
 
+from extractor.calibration_report import CalibrationReport
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.judge.calibration import (
@@ -38,7 +39,6 @@ from extractor.judge.calibration import (
 )
 from extractor.judge.labels import LabelsError, read_labels
 from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
-from extractor.judge.report import CalibrationReport
 from extractor.judge.stage import JudgeLink, links_for, load_rubric, model_id, run_judge
 from extractor.judge.verdict import ProtocolError, parse_verdict
 from extractor.providers import ProviderSettings, from_string

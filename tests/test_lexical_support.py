@@ -19,8 +19,8 @@ from sklearn.metrics import matthews_corrcoef, roc_auc_score
 
 from extractor.contracts import get_contract
 from extractor.evidence.support import support_score
+from extractor.judge.calibrate_rule import calibrate_rule, fit_band
 from extractor.judge.calibration import bootstrap_indices
-from extractor.rules.calibrate import calibrate_rule, fit_band
 from extractor.validate import validate
 from extractor.workers import load_document
 

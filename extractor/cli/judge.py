@@ -27,10 +27,10 @@ from extractor.vocab import (
 )
 
 if TYPE_CHECKING:
+    from extractor.calibration_report import CalibrationReport
     from extractor.contracts import Contract
     from extractor.generate import Provider
     from extractor.judge.modes import Judge, JudgeOptions
-    from extractor.judge.report import CalibrationReport
     from extractor.providers import ProviderSettings
     from extractor.store import Store
 
@@ -209,7 +209,7 @@ def run_afterwards(
     them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
     here). Exit 0 when nothing judged needs a person, 3 when some document now does.
     """
-    from extractor.judge.afterwards import judge_finished_run
+    from extractor.engine.judge_afterwards import judge_finished_run
     from extractor.judge.modes import JudgeOptions
     from extractor.providers import ProviderSettings
     from extractor.review import resolve_run

@@ -16,7 +16,7 @@ from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOpti
 from extractor.vocab import CalibrationVerdict
 
 if TYPE_CHECKING:
-    from extractor.rules.calibrate import RuleCalibration
+    from extractor.judge.calibrate_rule import RuleCalibration
 
 
 class Rules(Commands):
@@ -132,7 +132,7 @@ def calibrate(
     Measured like a judge (AUROC, MCC, sweep, 95% bootstrap intervals, verdict), per language when the rows
     have a language column. A rejected score (AUROC lower bound near 0.5) writes nothing and exits 1.
     """
-    from extractor.rules.calibrate import calibrate_rule, calibrated_rule, write_settings
+    from extractor.judge.calibrate_rule import calibrate_rule, calibrated_rule, write_settings
 
     target = settings or _calibration_file(calibrated_rule(rule_id), contract, contracts)  # refused before the work
     calibration = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
@@ -171,7 +171,7 @@ def _calibration_file(rule_id: str, contract: str | None, contracts: list[Path] 
 
 
 def _print(calibration: RuleCalibration, target: Path, written: bool) -> None:
-    from extractor.judge.report import fmt
+    from extractor.calibration_report import fmt
 
     report, judge = calibration.report, calibration.report.judge
     lower, upper = calibration.band

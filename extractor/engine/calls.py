@@ -1,6 +1,6 @@
 """What one document's conversion works with: the job, the model calls (each recorded as an attempt), the
 answers and the conversion's result; ``extractor.engine.convert`` (a whole document) and
-``extractor.windows.convert`` (a long one, window by window) are both built on them.
+``extractor.engine.windowed`` (a long one, window by window) are both built on them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from extractor.windows.tokens import TokenCounter, budget_for, counter_for
 from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
-    from extractor.engine.limit import AdaptiveLimit
+    from extractor.generate.limit import AdaptiveLimit
     from extractor.judge.modes import Judge, JudgeDecision
     from extractor.judge.stage import JudgeOutcome
     from extractor.store import AttemptRecord

@@ -4,7 +4,7 @@
 why); it reaches the model and the run log only through ``ModelCalls``, whose calls are bounded by the run's
 limit, cut short when the run stops, and recorded as they happen. A different procedure plugs into the
 engine as another ``Converter`` built on the same calls (``extractor.engine.calls``): a long document asks
-once per window (``extractor.windows.convert``: ``ModelCalls.ask``, each window an attempt), merges the
+once per window (``extractor.engine.windowed``: ``ModelCalls.ask``, each window an attempt), merges the
 answers into one candidate and checks it whole (``ModelCalls.check``).
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from extractor.engine.calls import Answer, Conversion, Job, JudgeCall, ModelCalls, rule_ids
 from extractor.engine.route import route
+from extractor.engine.windowed import convert_windows
 from extractor.generate import GenerationRequest, ProviderError
 from extractor.generate.prompt import render_request
 from extractor.repair import render_repair
 from extractor.vocab import REGENERATE_NUMBER, AttemptKind, DocumentState, JudgeResult
-from extractor.windows.convert import convert_windows
 from extractor.windows.plan import BudgetError
 
 
@@ -29,7 +29,7 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     in ERROR (nothing was decided, a rerun retries it). A candidate with a critical finding is not
     repaired: the document is BLOCKED with it as its final attempt (a repair could only hide what the model did).
     A document too long for one call under the run's token budgets is read in windows instead
-    (``extractor.windows.convert``).
+    (``extractor.engine.windowed``).
     """
     settings = calls.settings
     try:

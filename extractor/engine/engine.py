@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
-from extractor.engine.limit import AdaptiveLimit
 from extractor.engine.recorder import Observer, Recorder
 from extractor.engine.settings import RunSettings
 from extractor.engine.stop import Interrupted, Stop
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.errors import ExtractorError, InputError
 from extractor.generate import Provider
+from extractor.generate.limit import AdaptiveLimit
 from extractor.generate.prompt import load_prompt
 from extractor.heap import frozen_during_run
 from extractor.prices import RunModels, Spend, spend_by_key

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from extractor.judge.report import (
+from extractor.calibration_report import (
     AnnotatorAgreement,
     Bootstrap,
     CalibrationReport,

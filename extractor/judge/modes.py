@@ -21,10 +21,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from extractor.engine.limit import AdaptiveLimit
 from extractor.errors import UsageError
 from extractor.evidence.report import Report
 from extractor.generate import GenerationRequest, Provider
+from extractor.generate.limit import AdaptiveLimit
 from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, render_judge_request, run_judge
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, func, select
 
-from extractor.judge.report import CalibrationReport
+from extractor.calibration_report import CalibrationReport
 from extractor.store.db import plain, transaction, utcnow
 from extractor.store.info import CalibrationInfo
 from extractor.store.models import JudgeCalibration

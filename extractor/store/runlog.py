@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from extractor.calibration_report import CalibrationReport
 from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
-from extractor.judge.report import CalibrationReport
 from extractor.store import attempts, calibrations, claims, evaluations, integrity, queries, runs
 from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
 from extractor.store.evaluations import EvaluationInfo, FinalCandidate

@@ -17,14 +17,14 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from extractor.judge.report import fmt
+from extractor.calibration_report import fmt
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.vocab import CalibrationVerdict
 
 if TYPE_CHECKING:
-    from extractor.judge.afterwards import Afterwards
+    from extractor.calibration_report import CalibrationReport
+    from extractor.engine.judge_afterwards import Afterwards
     from extractor.judge.modes import Judge
-    from extractor.judge.report import CalibrationReport
     from extractor.store.info import CalibrationInfo
 
 VERDICT_STYLE: dict[str, str] = {CalibrationVerdict.admit_block: "bold green",

@@ -11,7 +11,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from extractor.judge.report import CalibrationReport
+from extractor.calibration_report import CalibrationReport
 from extractor.vocab import CalibrationVerdict
 
 STORED_REPORT = Path(__file__).resolve().parents[1] / "corpus" / "judge" / "stored_report_v1.json"

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from extractor.calibration_report import CalibrationReport, VerdictPolicy
 from extractor.contracts.settings import CALIBRATED_RULES
 from extractor.errors import UsageError
 from extractor.evidence.support import TOKENIZER, support_score
@@ -42,7 +43,6 @@ from extractor.judge.calibration import (
     sha256_of,
 )
 from extractor.judge.labels import read_labels
-from extractor.judge.report import CalibrationReport, VerdictPolicy
 from extractor.vocab import CalibrationVerdict
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
