@@ -1,7 +1,7 @@
 """What model calls cost: a price table per model, in US dollars per million tokens (docs/design.md#cost).
 
-Built-in entries cover the common OpenAI models, each with the date its price was read from OpenAI's price
-page; a JSON file named by ``EXTRACT_PRICES`` adds entries or overrides them::
+Built-in entries cover the common OpenAI models, each with where its price was checked and the date the
+source gives (``BUILT_IN``); a JSON file named by ``EXTRACT_PRICES`` adds entries or overrides them::
 
     {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60, "as_of": "2025-08-01",
                      "source": "our contract"},
@@ -33,6 +33,8 @@ IN_PROCESS_PROVIDER = "local"
 """The provider name (``extractor.providers.local``) of a model that runs in this process: no API price."""
 PER_TOKENS = 1_000_000
 OPENAI_PRICES = "https://openai.com/api/pricing/"
+CHECKED_PRICES = "https://github.com/pydantic/genai-prices/blob/main/prices/providers/openai.yml"
+OPENAI_MODELS = "https://developers.openai.com/api/docs/models/"
 
 
 @dataclass(frozen=True)
@@ -56,27 +58,32 @@ class Price:
                 "per": "1M tokens, USD", "as_of": self.as_of, "source": self.source}
 
 
-def _openai(model: str, input: float, cached: float | None, output: float, as_of: str) -> Price:
-    return Price(model, input, output, cached, as_of, OPENAI_PRICES)
+def _openai(model: str, input: float, cached: float | None, output: float, as_of: str,
+            source: str = CHECKED_PRICES) -> Price:
+    return Price(model, input, output, cached, as_of, source)
 
 
 BUILT_IN: dict[str, Price] = {price.model: price for price in (
-    _openai("gpt-4o", 2.50, 1.25, 10.00, "2024-10-01"),
-    _openai("gpt-4o-mini", 0.15, 0.075, 0.60, "2024-10-01"),
-    _openai("gpt-4.1", 2.00, 0.50, 8.00, "2025-04-14"),
-    _openai("gpt-4.1-mini", 0.40, 0.10, 1.60, "2025-04-14"),
-    _openai("gpt-4.1-nano", 0.10, 0.025, 0.40, "2025-04-14"),
-    _openai("o3", 2.00, 0.50, 8.00, "2025-06-10"),
-    _openai("o4-mini", 1.10, 0.275, 4.40, "2025-04-16"),
-    _openai("o3-mini", 1.10, 0.55, 4.40, "2025-01-31"),
-    _openai("o1", 15.00, 7.50, 60.00, "2024-12-17"),
-    _openai("gpt-5", 1.25, 0.125, 10.00, "2025-08-07"),
-    _openai("gpt-5-mini", 0.25, 0.025, 2.00, "2025-08-07"),
-    _openai("gpt-5-nano", 0.05, 0.005, 0.40, "2025-08-07"),
-    _openai("gpt-4-turbo", 10.00, None, 30.00, "2024-04-09"),
-    _openai("gpt-3.5-turbo", 0.50, None, 1.50, "2024-01-25"),
+    _openai("gpt-4o", 2.50, 1.25, 10.00, "2025-07-04"),
+    _openai("gpt-4o-mini", 0.15, 0.075, 0.60, "2025-07-04"),
+    _openai("gpt-4.1", 2.00, 0.50, 8.00, "2025-07-04"),
+    _openai("gpt-4.1-mini", 0.40, 0.10, 1.60, "2025-07-04"),
+    _openai("gpt-4.1-nano", 0.10, 0.025, 0.40, "2025-07-04"),
+    _openai("o3", 2.00, 0.50, 8.00, "2025-07-12"),  # the price from 2025-06-10 (it was 10/2.50/40 before)
+    _openai("o4-mini", 1.10, 0.275, 4.40, "2025-07-04"),
+    _openai("o3-mini", 1.10, 0.55, 4.40, "2025-07-04"),
+    _openai("o1", 15.00, 7.50, 60.00, "2025-07-04"),
+    _openai("gpt-5", 1.25, 0.125, 10.00, "2025-11-13"),
+    _openai("gpt-5-mini", 0.25, 0.025, 2.00, "2025-11-13"),
+    _openai("gpt-5-nano", 0.05, 0.005, 0.40, "2025-11-13", f"{OPENAI_MODELS}gpt-5-nano; {CHECKED_PRICES}"),
+    _openai("gpt-4-turbo", 10.00, None, 30.00, "2025-07-04", f"{OPENAI_MODELS}gpt-4-turbo; {CHECKED_PRICES}"),
+    _openai("gpt-3.5-turbo", 0.50, None, 1.50, "2025-07-04"),
 )}
-"""Prices read from OpenAI's price page on the dates given; override any of them with ``EXTRACT_PRICES``."""
+"""OpenAI's list prices (standard tier, USD per 1M tokens). Every number was checked on 2026-12-03 against the
+maintained table ``CHECKED_PRICES`` (which cites OpenAI's pricing pages; ``as_of`` is the date it says the
+price was last checked there), and where OpenAI's own model page was at hand, against that too. An entry
+that could not be checked is left out (its cost is then unknown, never guessed). Override any of them with
+``EXTRACT_PRICES``."""
 
 _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 

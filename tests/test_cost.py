@@ -213,3 +213,50 @@ def test_a_model_running_in_process_costs_no_api_money_and_an_unknown_remote_one
     from extractor.prices import spend_text
 
     assert spend_text(spend, 1) == f"${judge_cost:.4f} (${judge_cost:.4f} per document; 1 local-model call(s) at no API price)"
+
+
+def test_judge_calls_record_their_tokens_count_in_the_cost_and_in_max_cost(tmp_path: Path, llm_server: Any,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from extractor.providers import from_string
+    from extractor.windows.tokens import counter_for
+    from tests.test_judge_flow import verdict
+
+    prices = tmp_path / "prices.json"  # generation free: whatever stops the run is the judge's spending
+    prices.write_text(json.dumps({"free": {"input": 0, "output": 0},
+                                  "judge": {"input": 3.0, "cached_input": 1.0, "output": 12.0}}), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    usage = {"prompt": 0}
+    server = llm_server(answer)
+    judge = llm_server(lambda request, number: Reply(verdict(request), usage=(usage["prompt"], 10), cached_tokens=20))
+    paths = write_documents(tmp_path / "docs", range(10))
+    judged = ("--judge", "openai:judge", "--judge-base-url", judge.base_url, "--judge-concurrency", "1")
+    # a judge request's prompt as the run counts it: the first judge call is estimated at it, in and out
+    assert extract(f"sqlite:///{tmp_path / 'probe.db'}", server, paths[:1], "free", *judged).exit_code == 0
+    counter = counter_for(from_string("openai:free", base_url=server.base_url))
+    prompt = sum(counter.count(m["content"]) for m in judge.chat_requests[0].json["messages"])
+    usage["prompt"], probed = prompt, len(judge.chat_requests)  # the server reports what the run counts
+    judge_call = ((prompt - 20) * 3.0 + 20 * 1.0 + 10 * 12.0) / 1e6
+    budget = prompt * (3.0 + 12.0) / 1e6  # the first judge call's estimate: a few calls fit, not ten
+
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    result = extract(db, server, paths, "free", *judged, "--max-cost", str(budget))
+    assert result.exit_code == 130, result.output
+    summary = json.loads(result.output)
+    done = summary["counts"].get("READY_FOR_REVIEW", 0)
+    assert 0 < done < 10 and summary["counts"]["INTERRUPTED"] == 10 - done and "--max-cost" in summary["stopped"]
+    calls = len(judge.chat_requests) - probed
+    assert calls == done  # a judge call refused by the budget was never sent
+    assert summary["cost"]["cost_usd"] == pytest.approx(calls * judge_call) and calls * judge_call <= budget
+    with open_store(db) as store:
+        recorded = [(a.prompt_tokens, a.cached_tokens, a.completion_tokens)
+                    for run in store.document_runs_for(summary["run_id"]) for a in store.attempts_for(run.id)
+                    if a.kind == "judge" and a.raw_response is not None]
+    assert recorded == [(prompt, 20, 10)] * calls
+    again = extract(db, server, paths, "free", *judged)
+    resumed = json.loads(again.output)
+    assert again.exit_code == 0, again.output
+    assert resumed["counts"] == {"READY_FOR_REVIEW": 10 - done, "SKIPPED": done}
+    unpriced = CliRunner().invoke(app, ["run", str(paths[0]), "--model", "openai:free", "--base-url", server.base_url,
+                                        "--judge", "openai:mystery", "--judge-base-url", judge.base_url, "--database",
+                                        db, "--max-cost", "1", "--force"])
+    assert unpriced.exit_code == 2 and "--max-cost needs the price of the judge's model mystery" in unpriced.stderr

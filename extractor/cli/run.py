@@ -151,7 +151,9 @@ def run(
         if judge is not None:
             fail("--judge does not run on the queue yet; run without --queue to judge")
         if max_cost is not None:
-            fail("--max-cost does not run on the queue yet; run without --queue to cap the cost")
+            fail("--max-cost does not run on the queue: workers on several machines spend at once and a call's cost "
+                 "is known only when it ends, so none of them can stop the batch before it passes the budget; run "
+                 "without --queue to cap the cost (docs/evaluation.md#cost)")
         _run_queued(paths, broker, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version,
                     force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
                     retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,

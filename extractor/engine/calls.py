@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from extractor.generate.limit import AdaptiveLimit
     from extractor.judge.modes import Judge, JudgeDecision
     from extractor.judge.stage import JudgeOutcome
+    from extractor.prices import Price
     from extractor.store import AttemptRecord
 
 INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
@@ -93,7 +94,8 @@ class ModelCalls:
         self.judge_model = judge
         self.progress = progress or Progress()
         self.budget = budget_for(provider, settings.max_input_tokens, settings.max_output_tokens)
-        self.money = Budget(provider.model, settings.max_cost, stop) if settings.max_cost is not None else None
+        self.money = (Budget.of(settings.max_cost, stop, provider, judge.provider if judge is not None else None)
+                      if settings.max_cost is not None else None)
 
     @cached_property
     def counter(self) -> TokenCounter:
@@ -196,10 +198,17 @@ class ModelCalls:
 
         base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=number, kind=AttemptKind.judge,
                                     prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
+        reserved = 0.0
         try:
             async with self.stop.waiting(), judge.queue.slot():
+                request = judge.request_for(report) if self.money is not None else None
+                if request is not None and self.money is not None:
+                    reserved = self.money.reserve(self.counter, request, "judge")  # raises Interrupted over it
                 base["created_at"] = datetime.now(UTC)
                 outcome, decision = await judge.evaluate(report)
+                if reserved and self.money is not None and outcome.result is not None:
+                    self.money.spent(reserved, outcome.result, "judge")
+                    reserved = 0.0
         except Interrupted:
             request = judge.request_for(report)
             if request is not None:
@@ -207,6 +216,9 @@ class ModelCalls:
                     **base, request=request, outcome=AttemptOutcome.interrupted,
                     error="run interrupted while waiting for the judge; rerun to redo this document"))
             raise
+        finally:
+            if reserved and self.money is not None:
+                self.money.release(reserved)
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
             await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
                                                       **attempt_fields(outcome, decision, judge.policy)))
@@ -215,43 +227,64 @@ class ModelCalls:
 
 class Budget:
     """``--max-cost``: the run stops taking new work (``Stop.drain``) before a call that would take its spending
-    over the budget; calls under way finish. Each call reserves its estimated cost when it starts (prompt tokens as
-    counted here, at the input price; output tokens as the largest answer so far, or as many as the prompt before
-    any answer: this product's answers restate the document) and is charged what the server reported."""
+    over the budget; calls under way finish. Generation, repair and judge calls share it, each at its own model's
+    price. Each call reserves its estimated cost when it starts (prompt tokens as counted here, at the input price;
+    output tokens as the largest answer of that model so far, or as many as the prompt before any answer: this
+    product's answers restate the document) and is charged what the server reported."""
 
-    def __init__(self, model: str, limit: float, stop: Stop) -> None:
-        from extractor.prices import price_for
-
-        price = price_for(model)
-        if price is None:
-            raise ValueError(f"--max-cost needs the price of {model}: no built-in entry, none in EXTRACT_PRICES")
-        self.price = price
+    def __init__(self, limit: float, stop: Stop, prices: dict[str, Price]) -> None:
+        self.prices = prices  # by role: "generate", and "judge" for a judged run
         self.limit = limit
         self.stop = stop
         self.charged = 0.0
         self.reserved = 0.0
-        self.largest_answer = 0
+        self.largest_answer: dict[str, int] = {}
 
-    def reserve(self, counter: TokenCounter, request: GenerationRequest) -> float:
+    @classmethod
+    def of(cls, limit: float, stop: Stop, provider: Provider, judge: Provider | None) -> Budget:
+        """The budget of a run whose generator is ``provider`` (and judge ``judge``); ``ValueError`` names a model
+        whose price is unknown. A model running in this process costs nothing (``extractor.prices``)."""
+        prices = {"generate": _price_of(provider, "")}
+        if judge is not None:
+            prices["judge"] = _price_of(judge, "the judge's model ")
+        return cls(limit, stop, prices)
+
+    def reserve(self, counter: TokenCounter, request: GenerationRequest, role: str = "generate") -> float:
         prompt = sum(counter.count(message["content"]) for message in request.messages)
-        estimate = self.price.cost(prompt, 0, self.largest_answer or prompt)
+        estimate = self.prices[role].cost(prompt, 0, self.largest_answer.get(role) or prompt)
         if self.charged + self.reserved + estimate > self.limit:
             self.stop.drain(f"--max-cost ${self.limit:g} reached: ${self.charged:.4f} spent, "
-                            f"${self.reserved:.4f} in calls under way, the next call estimated ${estimate:.4f}")
+                            f"${self.reserved:.4f} in calls under way, the next {_CALL[role]} estimated "
+                            f"${estimate:.4f}")
             raise Interrupted
         self.reserved += estimate
         return estimate
 
-    def spent(self, reserved: float, result: GenerationResult) -> None:
+    def spent(self, reserved: float, result: GenerationResult, role: str = "generate") -> None:
         self.reserved -= reserved
         if result.prompt_tokens is None or result.completion_tokens is None:
             self.charged += reserved  # the server did not say: the estimate is all there is to count
             return
-        self.largest_answer = max(self.largest_answer, result.completion_tokens)
-        self.charged += self.price.cost(result.prompt_tokens, result.cached_tokens, result.completion_tokens)
+        self.largest_answer[role] = max(self.largest_answer.get(role, 0), result.completion_tokens)
+        self.charged += self.prices[role].cost(result.prompt_tokens, result.cached_tokens, result.completion_tokens)
 
     def release(self, reserved: float) -> None:
         self.reserved -= reserved
+
+
+_CALL = {"generate": "call", "judge": "judge call"}
+
+
+def _price_of(provider: Provider, whose: str) -> Price:
+    from extractor.prices import IN_PROCESS_PROVIDER, Price, price_for
+
+    if provider.name == IN_PROCESS_PROVIDER:
+        return Price(provider.model, 0.0, 0.0, source="runs in this process")
+    price = price_for(provider.model)
+    if price is None:
+        raise ValueError(f"--max-cost needs the price of {whose}{provider.model}: no built-in entry, none in "
+                         "EXTRACT_PRICES")
+    return price
 
 
 class JudgeCall(NamedTuple):

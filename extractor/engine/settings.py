@@ -26,7 +26,7 @@ class RunSettings:
     max_input_tokens: int | None = None  # None: the model's configured limit, else the provider's default
     max_output_tokens: int | None = None
     overlap: int = DEFAULT_OVERLAP  # sentences before a window shown to it as context
-    max_cost: float | None = None  # US dollars this run may spend on generation and repair calls (None: no cap)
+    max_cost: float | None = None  # US dollars this run may spend on generation, repair and judge calls (None: no cap)
 
     @property
     def retry_states(self) -> tuple[DocumentState, ...]:

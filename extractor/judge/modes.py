@@ -247,7 +247,8 @@ def attempt_fields(outcome: JudgeOutcome, decision: JudgeDecision, policy: Judge
     )
     if result is not None:
         fields.update(raw_response=result.text, mode=result.mode, model=result.model, latency_ms=result.latency_ms,
-                      prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+                      prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                      cached_tokens=result.cached_tokens)
     return fields
 
 
