@@ -7,7 +7,6 @@ refusal), 2 bad usage, unreadable input or an unusable database. An ``ExtractorE
 under a command becomes its one-line ``error: ...`` and its exit code here, in ``Commands.invoke``.
 """
 
-from __future__ import annotations
 
 import json
 import sys

@@ -4,7 +4,6 @@ Exit 0 healthy, 1 problems found, 2 the database cannot be used at all (missing,
 this extractor, too damaged to query).
 """
 
-from __future__ import annotations
 
 import typer
 

@@ -1,6 +1,5 @@
 """Commands on one document and the catalogue: ``split``, ``validate``, ``rules``, ``contracts``."""
 
-from __future__ import annotations
 
 import json
 from pathlib import Path

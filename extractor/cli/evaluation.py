@@ -4,7 +4,6 @@
 2 for bad usage or a gold folder it cannot use (one line naming the file).
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

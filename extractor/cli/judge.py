@@ -6,7 +6,6 @@ database are imported by the command that needs them.
 Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input (one line naming the file).
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -47,8 +46,8 @@ ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-def build_run_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
-                    settings: ProviderSettings) -> Judge:
+def build_run_judge(options: "JudgeOptions", *, generator: "Provider | None", store: "Store", contract: "Contract",
+                    settings: "ProviderSettings") -> "Judge":
     """The judge of ``extract run --judge`` / ``extract judge run`` (``extractor.judge.modes.build_judge``); its
     notes (why block was downgraded, judge and generator one model) go to stderr."""
     from extractor.judge.modes import build_judge
@@ -176,7 +175,7 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
     return asyncio.run(scored()), model_id(provider)
 
 
-def _store_report(report: CalibrationReport, database: str | None) -> int:
+def _store_report(report: "CalibrationReport", database: str | None) -> int:
     from extractor.store import open_store
 
     with open_store(database) as opened:

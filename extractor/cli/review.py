@@ -5,7 +5,6 @@ Only these commands write approved records (``extractor.store.approved``). Exit 
 or nothing found.
 """
 
-from __future__ import annotations
 
 import sys
 from enum import StrEnum

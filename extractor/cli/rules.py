@@ -5,7 +5,6 @@ subcommand is a rule id (``Rules.resolve_command``). Exit codes of ``calibrate``
 block), 1 rejected (the score cannot tell the classes apart: nothing is written), 2 bad input.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -170,7 +169,7 @@ def _calibration_file(rule_id: str, contract: str | None, contracts: list[Path] 
     return Path(chosen.folder) / CALIBRATION_FILE
 
 
-def _print(calibration: RuleCalibration, target: Path, written: bool) -> None:
+def _print(calibration: "RuleCalibration", target: Path, written: bool) -> None:
     from extractor.calibration_report import fmt
 
     report, judge = calibration.report, calibration.report.judge

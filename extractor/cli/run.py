@@ -1,6 +1,5 @@
 """``extract run``: the batch conversion."""
 
-from __future__ import annotations
 
 import os
 import sys
@@ -228,7 +227,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
          concurrency: int, force: bool, retry_errors: bool, base_url: str | None, timeout: float, retries: int,
          retry_budget: float,
          max_tokens: int | None, max_input_tokens: int | None, max_output_tokens: int | None, overlap: int,
-         tag: list[str] | None, database: str | None, judge_options: JudgeOptions | None,
+         tag: list[str] | None, database: str | None, judge_options: "JudgeOptions | None",
          judge_flags_given: bool, response_format: ResponseFormat, format: Format, max_cost: float | None = None) -> None:
     import asyncio
 

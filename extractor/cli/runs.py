@@ -4,7 +4,6 @@
 0 PROMOTE, 1 BLOCK, 3 MANUAL_REVIEW, 4 NOT_EVALUABLE (2 stays bad usage).
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any

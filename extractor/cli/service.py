@@ -1,7 +1,6 @@
 """Beyond one process: ``extract worker`` (a Celery worker), ``extract serve`` (the HTTP API) and
 ``extract tokens`` (the API's bearer tokens)."""
 
-from __future__ import annotations
 
 from typing import Annotated
 
