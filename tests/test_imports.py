@@ -7,7 +7,8 @@ imports it. Both count imports inside functions and under ``TYPE_CHECKING`` (a c
 one side imports late is still a circle: neither module can be read or moved alone); grimp reads the imports.
 
 ``runs``, ``review``, ``show``, ``stats`` and ``doctor`` start in a fraction of a second only if they import no
-document parser, no sentence splitter and no Alembic (``bench/bench_commands.py`` times them against a bare
+document parser, no sentence splitter, no Alembic, no stage that makes records, no schema validator and no model
+or queue client (``bench/bench_commands.py`` times them against a bare
 SQLAlchemy script). Each runs here as ``extract`` runs it, in a fresh interpreter, on a run log made by the
 real pipeline; then the test reads that interpreter's ``sys.modules``.
 """
@@ -103,11 +104,16 @@ def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path, monkeypatch: 
 
 # --- read-only commands -----------------------------------------------------------------------------
 
-LIBRARIES = ("docx", "pypdf", "bs4", "lxml", "PIL", "openpyxl", "hwpx", "numpy", "pysbd", "razdel", "kss", "alembic")
-"""Parsers, splitters and the migration tool: none of them is needed to read the run log."""
+LIBRARIES = ("docx", "pypdf", "bs4", "lxml", "PIL", "openpyxl", "hwpx", "numpy", "scipy", "pysbd", "razdel", "kss",
+             "alembic", "jsonschema", "jsonschema_rs", "httpx", "celery", "llama_cpp")
+"""Parsers, splitters, the migration tool, the maths of calibration, schema validators, the model and queue
+clients: none of them is needed to read the run log."""
 PARSERS = tuple(f"extractor.ingest.{module}" for module in sorted(set(FORMAT_MODULES.values())))
 """Our modules for the formats that need a library (a plain-text source is read without one)."""
-STAGES = ("extractor.ingest", "extractor.segment", "extractor.engine")
+STAGES = ("extractor.ingest", "extractor.segment", "extractor.engine", "extractor.windows", "extractor.judge",
+          "extractor.contracts", "extractor.rules")
+"""The stages that make records: reading what they recorded needs none of them (``show`` reads the Markdown source
+again, through ``ingest`` and ``segment``, to mark its sentences)."""
 
 PROBE = """if True:
     import json, sys
@@ -149,7 +155,7 @@ def test_read_only_commands_import_no_parser_splitter_or_alembic(command: list[s
                                                                  tmp_path: Path) -> None:
     database, document_run = run_log
     if command == ["show"]:  # reads the Markdown source again to mark its sentences: plain text, no library
-        command, forbidden = ["show", str(document_run)], LIBRARIES + PARSERS
+        command, forbidden = ["show", str(document_run)], LIBRARIES + PARSERS + ("extractor.judge", "extractor.rules")
     else:
         forbidden = LIBRARIES + PARSERS + STAGES
     code, loaded, output = probe([*command, "--database", database], forbidden, tmp_path)
