@@ -8,6 +8,7 @@ their time where the queue does: delivering, claiming, taking over after a SIGKI
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -403,3 +404,43 @@ def test_workers_convert_with_the_contract_files_the_submitter_named_and_refuse_
         "back as they were, or give --contracts a folder holding purchase_order/v1 as the run had it; to use the "
         "contract as it is now, run the documents again")
     assert len(server.chat_requests) == 1  # only the first document reached the model
+
+
+def test_an_emails_attachment_is_a_document_of_its_own_through_the_queue_and_the_api(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    from tests.test_format_samples import candidate_for
+
+    mail = ROOT / "samples" / "formats" / "ko_purchase_request.eml"
+    attached = f"{mail}#attachment1/ko_purchase_order.xlsx"
+    workbook = (ROOT / "samples" / "formats" / "ko_purchase_order.xlsx").read_bytes()  # the file that was attached
+    server = llm_server(lambda request, number: Reply(candidate_for(request)))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    processes(env).start("worker", "--concurrency", "2")
+
+    run = submit(env, str(mail), cwd=tmp_path)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+    outcomes = {o["path"]: o for o in json.loads(out)["outcomes"]}
+    assert sorted(outcomes) == [str(mail), attached]
+    assert {o["state"] for o in outcomes.values()} == {"READY_FOR_REVIEW"}
+
+    service = build_service(open_store(pg_url), broker=redis_url, concurrency=1, model="openai:scripted-model")
+    token = create_token(service.store.engine, "sam", "submitter")
+    try:
+        with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
+            sent = client.post("/v1/documents", headers=bearer(token),
+                               files=[("files", ("request.eml", mail.read_bytes(), "message/rfc822"))])
+            assert sent.status_code == 202, sent.text
+            documents = sent.json()["documents"]
+            assert [d["name"] for d in documents] == ["request.eml", "request.eml#attachment1/ko_purchase_order.xlsx"]
+            tasks = [finished(client, token, d["id"]) for d in documents]
+    finally:
+        service.close()
+    assert [task["outcome"] for task in tasks] == ["READY_FOR_REVIEW", "READY_FOR_REVIEW"], tasks
+    digest = hashlib.sha256(workbook).hexdigest()  # the attachment is the workbook, read by its own reader
+    paths = rows(pg_url, "SELECT dr.path FROM document_runs dr JOIN documents d ON d.id = dr.document_id "
+                         "WHERE d.sha256 = :digest", digest=digest)
+    assert (attached,) in paths and {path for (path,) in paths} <= {attached, documents[1]["name"]}
+    assert scalar(pg_url, "SELECT COUNT(*) FROM uploads WHERE name = 'request.eml#attachment1/ko_purchase_order.xlsx' "
+                          "AND sha256 = :digest", digest=digest) == 1

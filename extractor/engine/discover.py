@@ -84,17 +84,31 @@ def _with_attachments(path: Path) -> list[Path]:
     (``extractor.ingest.eml``); an e-mail that cannot be read is left to ingest to report."""
     if path.suffix.lower() != ".eml":
         return [path]
+    try:
+        if path.stat().st_size > 64 << 20:  # ingest refuses it (over any size limit a user would set)
+            return [path]
+        data = path.read_bytes()
+    except OSError:
+        return [path]
+    return [path] + [Path(name) for name, _ in with_attachments(str(path), data)[1:]]
+
+
+def with_attachments(name: str, data: bytes) -> list[tuple[str, bytes]]:
+    """A document given as bytes (an upload), and after an e-mail its attachments of supported types as documents
+    of their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what ``extract serve``
+    and ``extract run --queue`` hand the workers, as discovery lists them for a run here. An e-mail that cannot
+    be read is left to ingest to report."""
+    if not name.lower().endswith(".eml"):
+        return [(name, data)]
     from extractor.errors import InputError
     from extractor.ingest.eml import attachment_path, attachments
 
     try:
-        if path.stat().st_size > 64 << 20:  # ingest refuses it (over any size limit a user would set)
-            return [path]
-        found = attachments(path.read_bytes(), str(path))
-    except (OSError, InputError):
-        return [path]
-    return [path] + [Path(attachment_path(str(path), a)) for a in found
-                     if Path(a.name).suffix.lower() in FOLDER_SUFFIXES]
+        found = attachments(data, name)
+    except InputError:
+        return [(name, data)]
+    return [(name, data)] + [(attachment_path(name, a), a.payload) for a in found
+                             if Path(a.name).suffix.lower() in FOLDER_SUFFIXES]
 
 
 def files_under(folder: str) -> list[Path]:

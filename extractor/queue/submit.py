@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from extractor.engine import DocumentOutcome, Progress, RunSummary
 from extractor.engine.discover import Discovery
-from extractor.errors import UsageError
+from extractor.errors import InputError, UsageError
 from extractor.queue.settings import BatchSettings
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
@@ -83,12 +83,14 @@ class Submission:
         while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
             self._collect()
             time.sleep(POLL_S)
+        from extractor.ingest import source_bytes
+
         documents: list[tuple[str, bytes]] = []
         for path in paths:
-            try:
-                documents.append((str(path), path.read_bytes()))
-            except OSError as error:
-                self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, f"{path}: cannot read ({error.strerror})"))
+            try:  # a file, or an e-mail's attachment (discovery lists them after their e-mail): its own bytes
+                documents.append((str(path), source_bytes(str(path))[0]))
+            except InputError as error:
+                self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
         if not documents:
             return
         self.batch_id, task_ids = tasks.add_batch(self.store.engine, self.settings.to_json(), self.submitted_by,

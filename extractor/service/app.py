@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from extractor.engine.discover import with_attachments
 from extractor.errors import ExtractorError, UsageError
 from extractor.ingest import max_document_bytes
 from extractor.providers import ResponseFormat
@@ -394,7 +395,8 @@ def _check_contract(name: str, loc: tuple[str, ...]) -> None:
 def _submit(service: Service, principal: Principal, documents: list[tuple[str, bytes]], contract: str | None,
             tags: list[str]) -> Submitted:
     """Record the documents as a batch of the caller's owner, then hand them to the workers; 429 while the
-    queue is full."""
+    queue is full. An e-mail's attachments of supported types are documents of their own, as in ``extract run``."""
+    documents = [document for name, content in documents for document in with_attachments(name, content)]
     settings = service.defaults
     if contract is not None:
         _check_contract(contract, ("body", "contract"))
