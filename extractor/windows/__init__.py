@@ -2,7 +2,7 @@
 
 ``tokens`` counts tokens for a provider and holds the budgets; ``plan`` cuts a document into windows of
 whole sentences when its prompt or its expected answer exceeds a budget; ``merge`` turns the windows'
-partial candidates into one, driven by the contract's ``MergeSpec``; ``convert`` is the per-document
-procedure the engine runs for a document that needs more than one window. Everything but ``convert`` is
-pure: no I/O, no model.
+partial candidates into one, driven by the contract's ``MergeSpec``. All of it is pure: no I/O, no model. The
+per-document procedure for a document that needs more than one window calls the model through the engine, so
+it is the engine's (``extractor.engine.windowed``).
 """
