@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from extractor.canonical import canonical_json, text_sha256
 from extractor.errors import StoreError
 from extractor.generate import GenerationRequest
+
+T = TypeVar("T")
 
 Segments = list[str | None]
 """A message content as stored in a template: shared texts, and ``None`` for each of the attempt's own texts."""
@@ -90,12 +92,7 @@ def assemble(template_text: str | None, own: Any, where: str) -> dict[str, Any]:
         if not isinstance(own, dict):
             raise StoreError(f"{where}: its request is neither stored whole nor joined to a request part")
         return own
-    try:
-        shape = template(template_text)
-    except (ValueError, StoreError) as error:
-        raise StoreError(f"{where}: its request part cannot be read ({error})") from None
-    if not isinstance(own, list):
-        raise StoreError(f"{where}: its own request texts are not a list")
+    shape, own = _stored(template, template_text, own, where)
     texts: Iterator[str] = iter(own)
     try:
         messages = [{**message, "content": "".join(next(texts) if piece is None else piece
@@ -108,6 +105,22 @@ def assemble(template_text: str | None, own: Any, where: str) -> dict[str, Any]:
     return {**shape, "messages": messages}
 
 
+def _stored(read: Callable[[str], T], template_text: str, own: Any, where: str) -> tuple[T, list[Any]]:
+    """The request part as ``read`` makes it, and the attempt's own texts; ``StoreError`` naming ``where`` when
+    either cannot be read."""
+    try:
+        part = read(template_text)
+    except (ValueError, StoreError) as error:
+        raise StoreError(f"{where}: its request part cannot be read ({error})") from None
+    if not isinstance(own, list):
+        raise StoreError(f"{where}: its own request texts are not a list")
+    return part, own
+
+
+_SENT = ("messages", "schema", "schema_name", "temperature", "max_tokens")
+"""The fields of a stored request a ``GenerationRequest`` is made of (with ``schema_at`` when it has one)."""
+
+
 def fingerprint(template_text: str | None, own: Any, where: str) -> str:
     """``GenerationRequest.fingerprint`` of a stored request (the check that it is what was sent); ``StoreError``
     as ``assemble`` when the pieces do not fit, ``KeyError``/``TypeError``/``ValueError`` when they are no request.
@@ -118,12 +131,7 @@ def fingerprint(template_text: str | None, own: Any, where: str) -> str:
     """
     if template_text is None:
         return _whole_fingerprint(assemble(None, own, where))
-    try:
-        canonical = _canonical(template_text)
-    except (ValueError, StoreError) as error:
-        raise StoreError(f"{where}: its request part cannot be read ({error})") from None
-    if not isinstance(own, list):
-        raise StoreError(f"{where}: its own request texts are not a list")
+    canonical, own = _stored(_canonical, template_text, own, where)
     if len(own) != len(canonical.after):
         raise StoreError(f"{where}: {'fewer' if len(own) < len(canonical.after) else 'more'} own request texts than "
                          "its request part has holes")
@@ -138,9 +146,9 @@ def fingerprint(template_text: str | None, own: Any, where: str) -> str:
 
 def _whole_fingerprint(request: dict[str, Any]) -> str:
     schema_at = request.get("schema_at")
-    return GenerationRequest(**{key: request[key] for key in ("messages", "schema", "schema_name", "temperature",
-                                                              "max_tokens")},
+    return GenerationRequest(**{key: request[key] for key in _SENT},
                              schema_at=tuple(schema_at) if schema_at else None).fingerprint
+
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,7 @@ def _canonical(template_text: str) -> _Canonical:
     ``GenerationRequest`` keeps, keys sorted, each message's content as its escaped shared texts and holes."""
     shape = template(template_text)
     schema_at = shape.get("schema_at")
-    request = {key: shape[key] for key in ("messages", "schema", "schema_name", "temperature", "max_tokens")}
+    request = {key: shape[key] for key in _SENT}
     if schema_at:
         request["schema_at"] = list(schema_at)
     pieces: list[str | None] = []
@@ -169,6 +177,8 @@ def _canonical(template_text: str) -> _Canonical:
             continue
         pieces.append("[")
         for index, message in enumerate(value):
+            if not isinstance(message, dict) or "content" not in message:
+                raise TypeError(f"message {index} of the request part is not a message with a content")
             pieces.append("," if index else "")
             for field, content in sorted(message.items()):
                 pieces.append(("," if field != min(message) else "{") + canonical_json(field) + ":")
@@ -177,7 +187,7 @@ def _canonical(template_text: str) -> _Canonical:
                                    '"'])
                 else:
                     pieces.append(canonical_json(content))
-            pieces.append("}" if message else "{}")
+            pieces.append("}")
         pieces.append("]")
     pieces.append("}")
     literals: list[bytes] = []  # the text between holes: one more than there are holes
