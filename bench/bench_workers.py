@@ -13,8 +13,9 @@ file unless ``--postgres ADMIN_URL`` names a server to create a fresh database o
 
 ``--end-to-end`` measures what a user waits for instead: per level, fresh workers are started and one
 ``extract run --queue`` (a process of its own, its start included) submits the level's documents with a
-configuration no worker has seen; the clock runs from starting the workers and the command to the command's
-exit, and the speed-up of each level over one worker is printed beside it (same run).
+configuration no worker has seen, into a run log that exists already (each level's SQLite file is created
+before its clock starts, as a service's is before its batches); the clock runs from starting the workers and the
+command to the command's exit, and the speed-up of each level over one worker is printed beside it (same run).
 
     python bench/bench_workers.py --end-to-end --workers 1 2 --documents 200 --latency 1
 """
@@ -66,6 +67,7 @@ def main() -> None:
 
     from extractor.engine import Progress, discover
     from extractor.queue.celery_app import make_celery
+    from extractor.queue.news import wakeup_for
     from extractor.queue.settings import BatchSettings
     from extractor.queue.submit import Submission, celery_publisher
     from extractor.store import open_store, tasks
@@ -112,7 +114,7 @@ def main() -> None:
 
             def submit(*paths: Path) -> tuple[str, float]:
                 submission = Submission(store, settings, publish, submitted_by="bench", max_pending=1 << 30, wait=True,
-                                        progress=Progress())
+                                        progress=Progress(), wakeup=wakeup_for(broker))
                 summary = submission.run(discover([str(path) for path in paths]))
                 assert summary.run_id is not None and set(summary.counts) == {"READY_FOR_REVIEW"}, summary.counts
                 return summary.run_id, summary.seconds
@@ -166,6 +168,8 @@ def main() -> None:
 
 def end_to_end(args: argparse.Namespace) -> None:
     """Fresh workers and one ``extract run --queue`` per level, timed from their start to the batch's end."""
+    from extractor.store import open_store
+
     workdir = Path(tempfile.mkdtemp(prefix="bench-workers-"))
     levels = sorted(args.workers)
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_throughput.py"), "--serve", "--latency",
@@ -181,8 +185,10 @@ def end_to_end(args: argparse.Namespace) -> None:
             folder = workdir / f"level{number}"
             write_batch(folder, args.documents)
             with redis_server(workdir) as broker:
-                env = os.environ | {"EXTRACT_DATABASE_URL": f"sqlite:///{workdir}/bench{number}.db",
-                                    "EXTRACT_BROKER_URL": broker, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench"}
+                database = f"sqlite:///{workdir}/bench{number}.db"
+                open_store(database).close()  # a service's run log exists before its batches: not part of the clock
+                env = os.environ | {"EXTRACT_DATABASE_URL": database, "EXTRACT_BROKER_URL": broker,
+                                    "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench"}
                 started = time.monotonic()
                 workers = [subprocess.Popen([sys.executable, "-m", "extractor", "worker", "--concurrency",
                                              str(args.concurrency)], env=env, cwd=workdir, stdout=subprocess.DEVNULL,

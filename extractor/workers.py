@@ -115,23 +115,26 @@ WARM_UP_TEXTS = ("Purchase request 7. The manager approved it on 3 May.", "ìž‘ì—
 """A few sentences in each language the segmenter splits differently (``_warm``)."""
 
 
-def _warm(contract: ContractRef, korean: bool) -> float:
-    """Read, segment and validate a few sentences per language, so that the modules, the Korean splitter and the
-    contract's compiled schema are ready before the first document needs them; the CPU seconds it took.
+def _warm(contract: ContractRef | None, korean: bool) -> float:
+    """Read and segment a few sentences per language, and validate them against ``contract`` if given, so that the
+    modules, the Korean splitter and the contract's compiled schema are ready before the first document needs
+    them; the CPU seconds it took.
 
     An answer that fails the contract's schema is enough: every rule module is imported with the contract, the
     schema is compiled to find its faults, and the critical rules read its text. ``korean=False`` (the validation
     worker) leaves Korean out, as ``_load_measured`` does."""
-    from extractor.contracts.recorded import resolve
     from extractor.ingest import from_text
     from extractor.segment import needs_kss, segment
-    from extractor.validate import validate
 
     started = time.thread_time()
-    found = resolve(contract)
-    for text in WARM_UP_TEXTS:
-        if korean or not needs_kss(text):
-            validate(json.dumps({"warmUp": text}), segment(from_text(text)), found)
+    documents = [segment(from_text(text)) for text in WARM_UP_TEXTS if korean or not needs_kss(text)]
+    if contract is not None:
+        from extractor.contracts.recorded import resolve
+        from extractor.validate import validate
+
+        found = resolve(contract)
+        for document in documents:
+            validate(json.dumps({"warmUp": document.text}), document, found)
     return time.thread_time() - started
 
 
@@ -415,8 +418,11 @@ async def warm_up(contract: Contract) -> float:
     """Start both worker processes and have each import and build what its work needs (``_warm``), the contract's
     validation included: a long-lived process (``extract worker``) calls it before its first document arrives, so
     the first documents of a batch wait for none of it (docs/queue-and-api.md#how-it-behaves). The CPU seconds it took."""
-    spent = await asyncio.gather(_INGEST.call(_warm, contract.ref, True), _VALIDATION.call(_warm, contract.ref, False))
-    return float(sum(spent))
+    async def warm(worker: _Worker, korean: bool) -> float:
+        reading = await worker.call(_warm, None, korean)  # a file sent meanwhile is read before the validation's part
+        return float(reading + await worker.call(_warm, contract.ref, korean))
+
+    return sum(await asyncio.gather(warm(_INGEST, True), warm(_VALIDATION, False)))
 
 
 def shutdown() -> None:

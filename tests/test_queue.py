@@ -215,6 +215,43 @@ def test_a_full_queue_makes_the_submitter_wait_or_refuse(
     assert json.loads(out)["counts"] == {"READY_FOR_REVIEW": 8}
 
 
+def test_the_submitter_follows_its_batch_on_a_channel_each_finished_document_is_announced_on(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    """``extract run --queue`` listens on its batch's channel before any document is sent, and the worker publishes
+    there each task it finished, once, after its outcome is in the run log (so looking then finds it)."""
+    import redis
+
+    write_batch(tmp_path / "docs", 6)
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    client = redis.Redis.from_url(redis_url)
+    listener = client.pubsub()
+    listener.psubscribe("extractor:batch:*:finished")
+
+    run = submit(env, str(tmp_path / "docs"), cwd=tmp_path)
+    wait_for(lambda: task_count(pg_url) == 6, "the batch queued", watch=(run,))
+    (batch_id,) = [row[0] for row in rows(pg_url, "SELECT id FROM batches")]
+    channel = f"extractor:batch:{batch_id}:finished"
+    assert client.pubsub_numsub(channel) == [(channel.encode(), 1)]  # the submitter, before any worker ran
+    processes(env).start("worker", "--concurrency", "2")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+    assert json.loads(out)["counts"] == {"READY_FOR_REVIEW": 6}
+
+    announced: list[str] = []
+    while (message := listener.get_message(timeout=1)) is not None:
+        if message["type"] == "psubscribe":
+            continue
+        assert message["channel"] == channel.encode()
+        announced.append(message["data"].decode())
+        outcome = scalar(pg_url, "SELECT outcome FROM tasks WHERE id = :id", id=announced[-1])
+        assert outcome == "READY_FOR_REVIEW"  # recorded before it was announced
+    assert sorted(announced) == sorted(row[0] for row in rows(pg_url, "SELECT id FROM tasks"))
+    listener.close()
+    client.close()
+
+
 def test_a_429_seen_by_one_worker_pauses_every_worker(
         llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
         processes: Callable[[dict[str, str]], Processes]) -> None:

@@ -190,6 +190,7 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
 
     from extractor.engine import discover
     from extractor.queue.celery_app import make_celery
+    from extractor.queue.news import wakeup_for
     from extractor.queue.settings import BatchSettings
     from extractor.queue.submit import Submission, celery_publisher, worker_runs
     from extractor.store import open_store
@@ -207,7 +208,7 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
     store = open_store(database)
     progress = RunProgress(enabled=format is Format.text)
     submission = Submission(store, settings, celery_publisher(make_celery(broker)), submitted_by=getpass.getuser(),
-                            max_pending=max_pending, wait=wait, progress=progress)
+                            max_pending=max_pending, wait=wait, progress=progress, wakeup=wakeup_for(broker))
     try:
         with progress:
             summary = submission.run(discovery)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from celery import Celery  # type: ignore[import-untyped]
 
+    from extractor.queue.news import Notifier
     from extractor.queue.runner import Runner
 
 BROKER_URL_ENV = "EXTRACT_BROKER_URL"
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 
 _runner: Runner | None = None
 """The worker process's runner, set by ``start_worker`` before Celery starts its threads."""
+_notifier: Notifier | None = None
+"""Tells the batch's follower a task finished (``extractor.queue.news``), set by ``start_worker``."""
 
 
 def broker_url(url: str | None = None) -> str | None:
@@ -95,6 +98,8 @@ def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TI
             found = _runner.run(task_id)
         except StillRunning as running:
             raise self.retry(countdown=recheck_s) from running
+        if found is not None and found.outcome is not None and _notifier is not None:
+            _notifier.finished(found.batch_id, task_id)  # whoever follows the batch looks now, not at its next poll
         return None if found is None or found.outcome is None else str(found.outcome)
 
     return app
@@ -152,8 +157,11 @@ def start_worker(app: Celery, runner: Runner, *, concurrency: int, loglevel: str
     """
     from celery.signals import worker_shutdown  # type: ignore[import-untyped]
 
-    global _runner
+    from extractor.queue.news import Notifier
+
+    global _runner, _notifier
     _runner = runner
+    _notifier = Notifier.for_broker(str(app.conf.broker_url))
 
     def closing(**_: Any) -> None:
         runner.close()

@@ -2,7 +2,9 @@
 
 Backpressure: documents are submitted in chunks; while more than ``max_pending`` documents (of any batch)
 wait for a worker, submitting waits (or, with ``wait=False``, a batch that would pass the bound is refused
-before anything is queued). Following reads the run log, not the broker: outcomes are where workers write them.
+before anything is queued). Following reads the run log, not the broker: outcomes are where workers write them;
+a message from the worker that finished a document says when to look (``extractor.queue.news``). The first chunk
+is small, so workers start on it while the rest is read and committed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from extractor.engine import DocumentOutcome, Progress, RunSummary
 from extractor.engine.discover import Discovery
 from extractor.errors import InputError, UsageError
+from extractor.queue.news import POLL_S, Timer, Wakeup
 from extractor.queue.settings import BatchSettings
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
@@ -25,7 +28,8 @@ if TYPE_CHECKING:
 
 CHUNK = 100
 """Documents read and committed per transaction while submitting."""
-POLL_S = 0.25
+FIRST_CHUNK = 16
+"""Documents in the first transaction: the workers have them while the next chunk is read."""
 
 
 def outcome_of(task: TaskInfo) -> DocumentOutcome:
@@ -42,8 +46,10 @@ class Submission:
     """One batch being submitted and followed; ``publish`` sends the messages of committed tasks."""
 
     def __init__(self, store: Store, settings: BatchSettings, publish: Callable[[list[str]], None], *,
-                 submitted_by: str, max_pending: int, wait: bool, progress: Progress) -> None:
+                 submitted_by: str, max_pending: int, wait: bool, progress: Progress, wakeup: Wakeup | None = None
+                 ) -> None:
         self.store = store
+        self.wakeup = wakeup or Timer()
         self.settings = settings
         self.publish = publish
         self.submitted_by = submitted_by
@@ -65,11 +71,16 @@ class Submission:
         if not self.wait:
             self._refuse_if_full(len(files))
         step = min(CHUNK, self.max_pending)  # a chunk never needs more room than the queue has
-        for start in range(0, len(files), step):
-            self._submit(files[start:start + step])
-        while self.unfinished:
-            time.sleep(POLL_S)
-            self._collect()
+        start, size = 0, min(FIRST_CHUNK, step)
+        while start < len(files):
+            self._submit(files[start:start + size])
+            start, size = start + size, step
+        try:
+            while self.unfinished:
+                self.wakeup.wait()
+                self._collect()
+        finally:
+            self.wakeup.close()
         self.summary.seconds = time.monotonic() - started
         return self.summary
 
@@ -82,7 +93,7 @@ class Submission:
     def _submit(self, paths: Sequence[Path]) -> None:
         while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
             self._collect()
-            time.sleep(POLL_S)
+            time.sleep(POLL_S)  # room is made by workers of any batch: no message to wait for
         from extractor.ingest import source_bytes
 
         documents: list[tuple[str, bytes]] = []
@@ -93,8 +104,11 @@ class Submission:
                 self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
         if not documents:
             return
+        first = self.batch_id is None
         self.batch_id, task_ids = tasks.add_batch(self.store.engine, self.settings.to_json(), self.submitted_by,
                                                   documents, self.batch_id)
+        if first:
+            self.wakeup.follow(self.batch_id)  # before any of its messages can be sent
         self.summary.run_id = self.batch_id
         self.publish(task_ids)
         self.unfinished.update(task_ids)
