@@ -481,3 +481,20 @@ def test_an_emails_attachment_is_a_document_of_its_own_through_the_queue_and_the
     assert (attached,) in paths and {path for (path,) in paths} <= {attached, documents[1]["name"]}
     assert scalar(pg_url, "SELECT COUNT(*) FROM uploads WHERE name = 'request.eml#attachment1/ko_purchase_order.xlsx' "
                           "AND sha256 = :digest", digest=digest) == 1
+
+
+def test_a_queued_document_that_ends_blocked_is_recorded_and_reported_blocked(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    # the English order's answer for the Russian order: a tax id the source does not hold (a critical finding)
+    answer = (ROOT / "samples/expected/purchase_orders/en_pass.candidate.json").read_text(encoding="utf-8")
+    server = llm_server(lambda request, number: Reply(answer))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    processes(env).start("worker", "--concurrency", "1")
+    run = submit(env, str(ROOT / "samples/purchase_orders/ru_purchase_order.txt"), "--contract", "purchase_order",
+                 "--contracts", str(ROOT / "samples/contracts"), cwd=tmp_path)
+    out, err = run.communicate(timeout=300)
+    (outcome,) = json.loads(out)["outcomes"]
+    assert run.returncode == 1 and outcome["state"] == "BLOCKED", (outcome, err[-3000:])  # exit 1: BLOCK
+    assert "PERSONAL_DATA_INVENTED" in outcome["rule_ids"]
+    assert rows(pg_url, "SELECT state, outcome FROM tasks") == [("finished", "BLOCKED")]
