@@ -490,7 +490,8 @@ def test_a_queued_document_that_ends_blocked_is_recorded_and_reported_blocked(
     answer = (ROOT / "samples/expected/purchase_orders/en_pass.candidate.json").read_text(encoding="utf-8")
     server = llm_server(lambda request, number: Reply(answer))
     env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
-    processes(env).start("worker", "--concurrency", "1")
+    workers = processes(env)
+    workers.start("worker", "--concurrency", "1")
     run = submit(env, str(ROOT / "samples/purchase_orders/ru_purchase_order.txt"), "--contract", "purchase_order",
                  "--contracts", str(ROOT / "samples/contracts"), cwd=tmp_path)
     out, err = run.communicate(timeout=300)
@@ -498,3 +499,5 @@ def test_a_queued_document_that_ends_blocked_is_recorded_and_reported_blocked(
     assert run.returncode == 1 and outcome["state"] == "BLOCKED", (outcome, err[-3000:])  # exit 1: BLOCK
     assert "PERSONAL_DATA_INVENTED" in outcome["rule_ids"]
     assert rows(pg_url, "SELECT state, outcome FROM tasks") == [("finished", "BLOCKED")]
+    workers.stop_all()  # the worker run ends with its documents' outcome
+    assert rows(pg_url, "SELECT status, outcome FROM runs WHERE command = 'extract worker'") == [("finished", "BLOCK")]

@@ -39,7 +39,7 @@ from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
-from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_MAX_DELIVERIES, DocumentState, Outcome, SkipReason
+from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_MAX_DELIVERIES, FINAL_STATES, DocumentState, Outcome, SkipReason
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
@@ -148,8 +148,16 @@ class Runner:
     async def _close(self) -> None:
         for slot in self._slots.values():
             slot.heartbeat.cancel()
-            await slot.engine.close(RunSummary(slot.engine.run_id), slot.started)
+            await slot.engine.close(await asyncio.to_thread(self._summary, slot.engine.run_id), slot.started)
         self._slots.clear()
+
+    def _summary(self, run_id: str) -> RunSummary:
+        """A worker run's documents as the run log has them, so the run ends with their outcome (with none, every
+        worker run ended NOT_EVALUABLE whatever its documents did)."""
+        summary = RunSummary(run_id)
+        summary.outcomes = [DocumentOutcome(found.path, Outcome(found.state), found.cause)
+                            for found in self.store.document_runs_for(run_id) if found.state in FINAL_STATES]
+        return summary
 
     async def handle(self, task_id: str) -> TaskInfo | None:
         """One delivery of a task: start it (or find there is nothing to do), convert, record the outcome.
