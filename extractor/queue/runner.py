@@ -93,7 +93,7 @@ class Runner:
         self._limit = limit
         self._slots: dict[tuple[object, ...], _Slot] = {}
         self._warmed: set[ContractRef] = set()
-        self._warming: set[asyncio.Task[None]] = set()
+        self._warming: set[asyncio.Task[bool]] = set()
         self._scratch = Path(tempfile.mkdtemp(prefix="extract-worker-"))
         self.loop = asyncio.new_event_loop()
         self._creating = asyncio.Lock()  # bound to self.loop on first use
@@ -111,21 +111,24 @@ class Runner:
         from extractor.contracts import get_contract
 
         started = time.monotonic()
-        try:
-            await asyncio.to_thread(import_module, "extractor.providers.openai_compat")
-            await self._warm_contract(get_contract(DEFAULT_CONTRACT))
-        except Exception as error:  # noqa: BLE001 - not fatal: the first documents then do it themselves
-            log.warning("could not prepare the worker processes before the first batch: %s: %s",
-                        type(error).__name__, error)
-            return
-        log.info("worker ready in %.1f s", time.monotonic() - started)
+        await asyncio.to_thread(import_module, "extractor.providers.openai_compat")
+        if await self._warm_contract(get_contract(DEFAULT_CONTRACT)):
+            log.info("worker ready in %.1f s", time.monotonic() - started)
 
-    async def _warm_contract(self, contract: Contract) -> None:
-        """The worker processes' validation of ``contract`` made ready, once per contract in this process."""
+    async def _warm_contract(self, contract: Contract) -> bool:
+        """The worker processes' validation of ``contract`` made ready, once per contract in this process; False
+        (and a warning) if that failed: not fatal, the first documents then do it themselves, and say what is
+        wrong with their outcome."""
         if contract.ref in self._warmed:
-            return
+            return True
         self._warmed.add(contract.ref)
-        await workers.warm_up(contract)
+        try:
+            await workers.warm_up(contract)
+        except Exception as error:  # noqa: BLE001 - see above
+            log.warning("could not prepare the worker processes for contract %s: %s: %s", contract.name,
+                        type(error).__name__, error)
+            return False
+        return True
 
     def run(self, task_id: str) -> TaskInfo | None:
         """Convert the task's document now (blocking); None when this delivery had nothing to do.
