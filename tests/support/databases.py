@@ -15,6 +15,7 @@ import pwd
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,8 +79,25 @@ def admin_url() -> str | None:
                                   postgres_options="-c max_connections=300")
     _cluster.update(executor=executor, folder=folder)
     executor.start()
+    _await_connections(port)
     _cluster["url"] = f"postgresql+psycopg://{SYSTEM_USER}@127.0.0.1:{port}/postgres"
     return str(_cluster["url"])
+
+
+def _await_connections(port: int, seconds: float = 120.0) -> None:
+    """Wait until the new cluster accepts a connection: the executor returns once the port is open, and on a
+    busy machine the server then answers "the database system is starting up" for a while."""
+    import psycopg
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            psycopg.connect(host="127.0.0.1", port=port, user=SYSTEM_USER, dbname="postgres", connect_timeout=5).close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def stop_cluster() -> None:
