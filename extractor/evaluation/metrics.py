@@ -5,7 +5,7 @@ over its documents, then precision = right / candidate values, recall = right / 
 F1 = 2 right / (gold + candidate values).
 
 **Intervals** are 95% percentile bootstrap intervals over documents: ``resamples`` (default 1,000) resamples
-of the documents drawn with replacement from ``numpy.random.default_rng(seed)`` (seed 42), ``BATCH`` resamples
+of the documents drawn with replacement from ``numpy.random.default_rng(seed)`` (42 by default), ``BATCH`` resamples
 per draw of ``integers(0, n, (batch, n))``, the same draws ``scipy.stats.bootstrap`` makes with
 ``batch=BATCH`` (a test holds the two equal). One set of resamples serves every field, language and contract,
 so a group's interval is that of the documents of the group within each resample. A resample in which a

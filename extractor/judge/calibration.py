@@ -5,7 +5,7 @@ both annotators used one and the same class, never a number), are both classes p
 share >= 30%, warned before any metric), does the judge separate the classes (AUROC on raw scores), how
 good is it at the operating threshold (MCC and agreement at 0.8) and at others (sweep 0.1..0.9), how sure
 are we (95% percentile bootstrap intervals: 1,000 resamples of the cases, the same resamples for every
-metric, numpy ``Generator(PCG64(seed))``, seed 42), and where it is confidently wrong (score >= 0.9 on a
+metric, numpy ``Generator(PCG64(seed))`` with 42 by default), and where it is confidently wrong (score >= 0.9 on a
 case people labelled unsupported). Then a verdict under a documented, settable ``VerdictPolicy``.
 
 Why numpy and not scikit-learn: the product must not pull a machine-learning stack for five formulas;
