@@ -112,6 +112,9 @@ def timed(command: list[str], env: dict[str, str], exits: tuple[int, ...] = (0,)
 
 
 def main() -> None:
+    from installed import as_installed
+
+    as_installed()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=10_000, help="document runs in the run log")
     parser.add_argument("--rounds", type=int, default=7)

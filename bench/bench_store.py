@@ -298,6 +298,9 @@ def scale(workdir: Path, sizes: list[int], postgres: str | None) -> dict[str, di
 
 
 def main() -> None:
+    from installed import as_installed
+
+    as_installed()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs=2, default=[10_000, 100_000])
     parser.add_argument("--documents", type=int, default=2000, help="documents of the real run that measures bytes")

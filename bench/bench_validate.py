@@ -80,6 +80,9 @@ def cold_start(command: list[str], runs: int = 7) -> float:
 
 
 def main() -> None:
+    from installed import as_installed
+
+    as_installed()
     quick = "--quick" in sys.argv
     rng = random.Random(7)
     sizes = (200, 2_000) if quick else (200, 2_000, 20_000)

@@ -50,6 +50,9 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def main() -> None:
+    from installed import as_installed
+
+    as_installed()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--documents", type=int, default=60, help="documents per level")
