@@ -66,8 +66,8 @@ def high_water(pid="self"):  # VmHWM: this process's own peak (ru_maxrss would i
 
 worker = [0]
 
-def watch_children():  # the ingest worker's peak, sampled until the end (a high-water mark only grows)
-    me = str(os.getpid())
+def watch_children():  # the ingest worker's peak, sampled until the end (a high-water mark only grows); the
+    mine = {str(os.getpid())}  # worker processes are forked by the run's fork server: every process below the run
     while True:
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -76,7 +76,8 @@ def watch_children():  # the ingest worker's peak, sampled until the end (a high
                         parent = stat.read().rsplit(")", 1)[1].split()[1]
                 except OSError:
                     continue
-                if parent == me:
+                if parent in mine:
+                    mine.add(entry)
                     worker[0] = max(worker[0], high_water(entry))
         time.sleep(0.02)
 

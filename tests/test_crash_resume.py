@@ -189,37 +189,38 @@ def test_two_runs_at_once_over_overlapping_inputs_process_each_document_once(
 
 def test_the_ingest_worker_does_not_outlive_a_killed_run(llm_server: Callable[..., ScriptedLLMServer],
                                                         tmp_path: Path) -> None:
-    """SIGKILL gives the run no chance to stop its ingest worker; the worker must notice and exit."""
+    """SIGKILL gives the run no chance to stop its worker processes; they must notice and exit, and so must the
+    fork server they were forked from (their parent, not the run's) and the resource tracker."""
     server = llm_server(lambda request, number: Hang(30))
     env = cli_env(server.base_url, f"sqlite:///{tmp_path}/w.db")
     write_batch(tmp_path / "docs", 3)
     victim = subprocess.Popen(extract_command("run", str(tmp_path / "docs"), "--model", "openai:x", "--timeout", "60"),
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    children: list[int] = []
-    while time.monotonic() < deadline and not children:
-        children = _children(victim.pid)
-        time.sleep(0.1)
-    assert children, "the run started no ingest worker"
+    wait_until(lambda: len(server.chat_requests) == 3, victim)  # every document was read: both workers are up
+    descendants = _descendants(victim.pid)
+    assert len(descendants) >= 2, "the run started no worker processes"
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in descendants):
         time.sleep(0.2)
-    assert not any(_alive(pid) for pid in children)
+    assert not [pid for pid in descendants if _alive(pid)]
 
 
-def _children(pid: int) -> list[int]:
-    found = []
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except OSError:
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
+
+    def below(parent: int) -> list[int]:
+        children = [child for child, its in parents.items() if its == parent]
+        return children + [grandchild for child in children for grandchild in below(child)]
+
+    return below(pid)
 
 
 def _alive(pid: int) -> bool:

@@ -48,6 +48,9 @@ def worker(
     Start as many as the model server takes, on any machines that reach the broker and the run log
     (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
     """
+    from extractor import workers
+
+    workers.start_early()  # first: the worker processes' modules load while this process loads its own
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
     from extractor.queue.endpoints import load_endpoints
     from extractor.queue.limiter import shared_limit

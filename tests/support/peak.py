@@ -3,14 +3,20 @@
 The kernel's peak for a process (``ru_maxrss``) starts from the resident size of the process it was forked
 from, so a command started by a large test process (pytest late in a full suite holds a GB) reports that
 size whatever it used itself. Forked from this small launcher instead, it reports its own peak: the largest
-of it and the children it reaped (``os.wait4``). Exits with the command's status.
+of it and the processes below it (``os.wait4``). The launcher is their subreaper (Linux): the fork server of the
+command's worker processes outlives the command by a moment and is reaped here, with the workers it reaped, rather
+than by init, where their peak would be lost. Exits with the command's status.
 """
 
+import ctypes
 import os
 import sys
 
+PR_SET_CHILD_SUBREAPER = 36
+
 out, separator, *command = sys.argv[1:]
 assert separator == "--" and command, __doc__
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 pid = os.fork()
 if pid == 0:
     try:
@@ -18,6 +24,13 @@ if pid == 0:
     finally:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
-with open(out, "w") as peak:
-    peak.write(str(usage.ru_maxrss))
+peak = usage.ru_maxrss
+while True:  # whatever the command left behind ends once the command is gone (extractor.workers._start_worker)
+    try:
+        _, _, usage = os.wait4(-1, 0)
+    except ChildProcessError:
+        break
+    peak = max(peak, usage.ru_maxrss)
+with open(out, "w") as written:
+    written.write(str(peak))
 sys.exit(os.waitstatus_to_exitcode(status))
