@@ -148,8 +148,7 @@ def build(url: str, size: int) -> list[str]:
 
     from extractor.contracts import get_contract
     from extractor.generate.prompt import load_prompt, render_request
-    from extractor.store import open_store
-    from extractor.store.models import ApprovedRecord, Attempt, Claim, Document, DocumentRun, RequestPart, Review, Run
+    from extractor.store import open_store, tables
     from extractor.store.requests import split
     from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState, ReviewDecision, RunStatus
     from tests.support.runlog import make_document, run_config
@@ -169,11 +168,11 @@ def build(url: str, size: int) -> list[str]:
     run_ids = [uuid.uuid4().hex for _ in range(runs)]
     document_run_id = attempt_id = review_id = 0
     with store.engine.begin() as connection:
-        connection.execute(insert(RequestPart), [{"sha256": template.part[0], "content": template.part[1]}])
+        connection.execute(insert(tables.request_parts), [{"sha256": template.part[0], "content": template.part[1]}])
         for r, run_id in enumerate(run_ids):
             config = run_config(model=f"model-{r % 2}", prompt_version=f"v{1 + (r // 2) % 2}")
             when = start + timedelta(hours=r)
-            connection.execute(insert(Run), [{
+            connection.execute(insert(tables.runs), [{
                 "id": run_id, "started_at": when, "finished_at": when + timedelta(minutes=30),
                 "status": RunStatus.finished, "contract": "work_procedure", "contract_version": 1,
                 "prompt_version": config.prompt_version, "model": config.model, "provider": "openai",
@@ -230,18 +229,18 @@ def build(url: str, size: int) -> list[str]:
                                          "contract": "work_procedure", "contract_version": 1, "record": ANSWER,
                                          "evidence_spans": None, "attempt_id": final, "run_id": run_id,
                                          "reviewer": "kim", "note": None, "edited": False, "approved_at": when})
-            connection.execute(insert(Document), documents)
-            connection.execute(insert(DocumentRun), [{**row, "final_attempt_id": None} for row in document_runs])
-            connection.execute(insert(Attempt), attempts)
-            connection.execute(insert(Claim), claims)
+            connection.execute(insert(tables.documents), documents)
+            connection.execute(insert(tables.document_runs), [{**row, "final_attempt_id": None} for row in document_runs])
+            connection.execute(insert(tables.attempts), attempts)
+            connection.execute(insert(tables.claims), claims)
             finals = [{"run": row["id"], "final": row["final_attempt_id"]} for row in document_runs
                       if row["final_attempt_id"] is not None]
-            connection.execute(update(DocumentRun).where(DocumentRun.id == bindparam("run"))
+            connection.execute(update(tables.document_runs).where(tables.document_runs.c.id == bindparam("run"))
                                .values(final_attempt_id=bindparam("final")), finals)
             if reviews:
-                connection.execute(insert(Review), reviews)
+                connection.execute(insert(tables.reviews), reviews)
             if approved:
-                connection.execute(insert(ApprovedRecord), approved)
+                connection.execute(insert(tables.approved_records), approved)
     store.close()
     return run_ids
 

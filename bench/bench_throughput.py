@@ -132,11 +132,12 @@ def where_time_went(store: Any, run_id: str, concurrency: int, latency_s: float,
     """
     from sqlalchemy import select
 
-    from extractor.store.models import Attempt, Run
+    from extractor.store.tables import attempts, runs
 
     with store.engine.connect() as connection:
-        started, finished = connection.execute(select(Run.started_at, Run.finished_at).where(Run.id == run_id)).one()
-        rows = connection.execute(select(Attempt.created_at, Attempt.latency_ms).where(Attempt.run_id == run_id)).all()
+        started, finished = connection.execute(select(runs.c.started_at, runs.c.finished_at).where(runs.c.id == run_id)).one()
+        rows = connection.execute(select(attempts.c.created_at, attempts.c.latency_ms)
+                                  .where(attempts.c.run_id == run_id)).all()
     if not rows or finished is None:
         return {}  # no call was made, or the run did not end: nothing to take apart
     calls = sorted((at - started).total_seconds() for at, _ in rows)

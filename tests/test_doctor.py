@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url, text, update
 
-from extractor.store import Store, open_store
+from extractor.store import Store, open_store, tables
 from extractor.store.approved import approve
 from extractor.store.integrity import checks
-from extractor.store.models import Run
 from extractor.vocab import DocumentState, ExitCode, GateDecision
 from tests.support.runlog import dead_pid, make_document, plant, record, run_config
 
@@ -78,7 +77,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
         store.start_run(run_config(pid=dead_pid()))  # a run whose process died unnoticed
         elsewhere = store.start_run(run_config(host="another-host"))  # a run on another machine gone silent
         with store.engine.begin() as connection:
-            connection.execute(update(Run).where(Run.id == elsewhere)
+            connection.execute(update(tables.runs).where(tables.runs.c.id == elsewhere)
                                .values(heartbeat_at=datetime.now(UTC) - timedelta(hours=2)))
             connection.execute(text(f"UPDATE claims SET state = 'MANUAL_REVIEW' WHERE document_run_id = {document_runs[1]}"))
             connection.execute(text(f"UPDATE document_runs SET final_attempt_id = {attempts[2]} WHERE id = {document_runs[3]}"))

@@ -34,11 +34,10 @@ from extractor.ingest import load
 from extractor.repair import render_repair
 from extractor.segment import segment
 from extractor.stats import rule_stats
-from extractor.store import RunConfig, Store, StoreError, open_store, requests
+from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
 from extractor.store.integrity import problems
-from extractor.store.models import Base, Claim, Run
 from extractor.validate import validate
 from extractor.vocab import DocumentState, GateDecision, RunStatus
 from tests.support.corpus import GOOD, invented, script, write_documents
@@ -60,13 +59,13 @@ def store(db_url: str) -> Iterator[Store]:
 # -- schema and migrations ---------------------------------------------------------------------------------
 
 
-def test_empty_database_is_migrated_to_head_and_matches_the_models(store: Store) -> None:
+def test_empty_database_is_migrated_to_head_and_matches_the_tables(store: Store) -> None:
     assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD == SCHEMA_REVISION
     with store.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         assert context.get_current_heads() == (HEAD,)
-        assert compare_metadata(context, Base.metadata) == []
-    tables = set(inspect(store.engine).get_table_names())
+        assert compare_metadata(context, tables.metadata) == []
+    names = set(inspect(store.engine).get_table_names())
     assert {
         "runs",
         "documents",
@@ -75,7 +74,7 @@ def test_empty_database_is_migrated_to_head_and_matches_the_models(store: Store)
         "attempts",
         "approved_records",
         "reviews",
-    } <= tables
+    } <= names
 
 
 def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(store: Store) -> None:
@@ -277,7 +276,7 @@ def test_claim_of_a_stopped_run_is_taken_over(store: Store, db_url: str, how: st
     elif how == "stale_heartbeat":
         with store.engine.begin() as connection:
             old = datetime.now(UTC) - timedelta(seconds=store.stale_after_s + 5)
-            connection.execute(update(Run).where(Run.id == holder).values(heartbeat_at=old))
+            connection.execute(update(tables.runs).where(tables.runs.c.id == holder).values(heartbeat_at=old))
     elif how == "crashed":
         store.finish_run(holder, "crashed")
 
@@ -288,7 +287,7 @@ def test_claim_of_a_stopped_run_is_taken_over(store: Store, db_url: str, how: st
     # The stopped run coming back to finish its copy records it, but no longer owns the claim.
     assert store.finish_document(held.document_run_id, "MANUAL_REVIEW", cause="late") is False
     with store.engine.connect() as connection:
-        owner = connection.execute(Claim.__table__.select()).one()
+        owner = connection.execute(tables.claims.select()).one()
     assert owner.run_id == newcomer and owner.document_run_id == taken.document_run_id
 
 
@@ -302,7 +301,7 @@ def test_heartbeat_keeps_a_claim_on_another_host_alive(store: Store) -> None:
     assert store.claim(newcomer, config.config_hash, document_id, "docs/1.txt") == ("busy", elsewhere)
     with store.engine.begin() as connection:
         old = datetime.now(UTC) - timedelta(hours=1)
-        connection.execute(update(Run).where(Run.id == elsewhere).values(heartbeat_at=old))
+        connection.execute(update(tables.runs).where(tables.runs.c.id == elsewhere).values(heartbeat_at=old))
     store.heartbeat(elsewhere)
     assert store.claim(newcomer, config.config_hash, document_id, "docs/1.txt") == ("busy", elsewhere)
 
@@ -369,7 +368,7 @@ def test_two_processes_racing_claim_each_document_exactly_once(store: Store, db_
         assert {status for _, status, _ in outcomes} <= {"claimed", "busy", "done"}
 
     with store.engine.connect() as connection:
-        claims = connection.execute(Claim.__table__.select()).all()
+        claims = connection.execute(tables.claims.select()).all()
     assert len(claims) == RACE_DOCUMENTS
     assert {claim.state for claim in claims} == {"READY_FOR_REVIEW"} and {c.run_id for c in claims} <= set(
         second
@@ -534,7 +533,7 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
     for wanted in ids:  # ids whose last prefix digit is 9 or f: the range's upper end is the next hex digit
         started = store.start_run(run_config())
         with store.engine.begin() as connection:
-            connection.execute(update(Run).where(Run.id == started).values(id=wanted))
+            connection.execute(update(tables.runs).where(tables.runs.c.id == started).values(id=wanted))
     for prefix in ("ab9", "ab9f", "aba", "abf", "ab", "a", "9", "99999999", "ac0", "ffffff", *ids, "ab9" + "0" * 28 + "1"):
         assert sorted(r.id for r in store.find_runs(id_prefix=prefix)) == [i for i in sorted(ids) if i.startswith(prefix)], prefix
     if store.engine.dialect.name != "sqlite":

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from extractor.errors import StoreError
-from extractor.store.db import plain, transaction, utcnow
-from extractor.store.models import ApprovedRecord, Document, DocumentRun, Review, Run
+from extractor.store.db import plain, utcnow, write_connection
 from extractor.store.runlog import Store, open_store
+from extractor.store.tables import approved_records as approved_table
+from extractor.store.tables import document_runs, documents, reviews, runs
 from extractor.vocab import ReviewDecision
 
 APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
@@ -121,117 +121,111 @@ def _approve_once(
 ) -> int:
     now = utcnow()
     override = None if block_override is None else block_override | {"at": now.isoformat(timespec="microseconds")}
-    review = Review(document_run_id=document_run_id, decision=ReviewDecision.approved, reviewer=reviewer, note=note,
-                    created_at=now, block_override=override, changed_fields=changed_fields)
+    review = dict(document_run_id=document_run_id, decision=ReviewDecision.approved, reviewer=reviewer, note=note,
+                  created_at=now, block_override=override, changed_fields=changed_fields)
     values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
                   edited=edited, approved_at=now, block_override=override)
     if records.engine is store.engine:
-        with transaction(store.engine) as session:
-            source = _source_of(session, document_run_id)
-            _add_review(session, review)
-            return _upsert(session, source, values)
-    with transaction(store.engine, write=False) as session:
-        source = _source_of(session, document_run_id)
-    with transaction(records.engine) as session:
-        approved_id = _upsert(session, source, values)
-    with transaction(store.engine) as session:
-        _add_review(session, review)
+        with write_connection(store.engine) as connection:
+            source = _source_of(connection, document_run_id)
+            _add_review(connection, review)
+            return _upsert(connection, source, values)
+    with store.engine.connect() as connection:
+        source = _source_of(connection, document_run_id)
+    with write_connection(records.engine) as connection:
+        approved_id = _upsert(connection, source, values)
+    with write_connection(store.engine) as connection:
+        _add_review(connection, review)
     return approved_id
 
 
-def _add_review(session: Session, review: Review) -> None:
-    """A decision, and its document run marked decided in the same transaction (the review queue skips it)."""
-    session.add(review)
-    session.connection().execute(update(DocumentRun).where(DocumentRun.id == review.document_run_id).values(decided=True))
+def _add_review(connection: Connection, review: dict[str, Any]) -> int:
+    """A decision, and its document run marked decided in the same transaction (the review queue skips it);
+    returns the review's id."""
+    inserted = connection.execute(insert(reviews).values(**review)).inserted_primary_key
+    assert inserted is not None
+    connection.execute(update(document_runs).where(document_runs.c.id == review["document_run_id"]).values(decided=True))
+    return int(inserted[0])
 
 
-def _source_of(session: Session, document_run_id: int) -> Any:
-    source = session.execute(
-        select(DocumentRun.run_id, DocumentRun.path, Document.sha256, Run.contract, Run.contract_version)
-        .join(Document, Document.id == DocumentRun.document_id)
-        .join(Run, Run.id == DocumentRun.run_id)
-        .where(DocumentRun.id == document_run_id)
+def _source_of(connection: Connection, document_run_id: int) -> Any:
+    source = connection.execute(
+        select(document_runs.c.run_id, document_runs.c.path, documents.c.sha256, runs.c.contract,
+               runs.c.contract_version)
+        .join(documents, documents.c.id == document_runs.c.document_id)
+        .join(runs, runs.c.id == document_runs.c.run_id)
+        .where(document_runs.c.id == document_run_id)
     ).first()
     if source is None:
         raise StoreError(f"no document run {document_run_id}")
     return source
 
 
-def _upsert(session: Session, source: Any, values: dict[str, Any]) -> int:
-    approved = session.scalar(
-        select(ApprovedRecord).where(
-            ApprovedRecord.document_sha256 == source.sha256,
-            ApprovedRecord.contract == source.contract,
-            ApprovedRecord.contract_version == source.contract_version,
+def _upsert(connection: Connection, source: Any, values: dict[str, Any]) -> int:
+    """The approved record of the source's content and contract version, replaced if there is one."""
+    existing = connection.execute(
+        select(approved_table.c.id).where(
+            approved_table.c.document_sha256 == source.sha256,
+            approved_table.c.contract == source.contract,
+            approved_table.c.contract_version == source.contract_version,
         )
-    )
-    if approved is None:
-        approved = ApprovedRecord(
-            document_sha256=source.sha256,
-            contract=source.contract,
-            contract_version=source.contract_version,
-        )
-        session.add(approved)
-    approved.document_path = source.path
-    approved.run_id = source.run_id
-    for name, value in values.items():
-        setattr(approved, name, value)
-    session.flush()
-    return approved.id
+    ).scalar()
+    values = values | {"document_path": source.path, "run_id": source.run_id}
+    if existing is not None:
+        connection.execute(update(approved_table).where(approved_table.c.id == existing).values(**values))
+        return int(existing)
+    inserted = connection.execute(insert(approved_table).values(
+        document_sha256=source.sha256, contract=source.contract, contract_version=source.contract_version, **values,
+    )).inserted_primary_key
+    assert inserted is not None
+    return int(inserted[0])
 
 
 def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) -> int:
     """Record that a person rejected this document run's result; returns the review id."""
     if not reviewer or not reason:
         raise ValueError("a rejection needs a reviewer and a reason")
-    with transaction(store.engine) as session:
-        if session.get(DocumentRun, document_run_id) is None:
+    with write_connection(store.engine) as connection:
+        if connection.execute(select(document_runs.c.id).where(document_runs.c.id == document_run_id)).first() is None:
             raise StoreError(f"no document run {document_run_id}")
-        review = Review(
-            document_run_id=document_run_id,
-            decision=ReviewDecision.rejected,
-            reviewer=reviewer,
-            note=reason,
-            created_at=utcnow(),
-        )
-        _add_review(session, review)
-        session.flush()
-        return review.id
+        return _add_review(connection, dict(document_run_id=document_run_id, decision=ReviewDecision.rejected,
+                                            reviewer=reviewer, note=reason, created_at=utcnow()))
 
 
 def approved_records(
     store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
 ) -> list[ApprovedRecordInfo]:
     """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
-    query = select(ApprovedRecord).order_by(ApprovedRecord.approved_at, ApprovedRecord.id)
+    query = select(approved_table).order_by(approved_table.c.approved_at, approved_table.c.id)
     if contract is not None:
-        query = query.where(ApprovedRecord.contract == contract)
+        query = query.where(approved_table.c.contract == contract)
     if contract_version is not None:
-        query = query.where(ApprovedRecord.contract_version == contract_version)
+        query = query.where(approved_table.c.contract_version == contract_version)
     if since is not None:
-        query = query.where(ApprovedRecord.approved_at >= since)
-    with transaction(store.engine, write=False) as session:
-        return [plain(ApprovedRecordInfo, row) for row in session.scalars(query)]
+        query = query.where(approved_table.c.approved_at >= since)
+    with store.engine.connect() as connection:
+        return [plain(ApprovedRecordInfo, row) for row in connection.execute(query)]
 
 
 def reviews_for(store: Store, document_run_id: int) -> list[ReviewInfo]:
     """Every decision on a document run, oldest first."""
     query = (
-        select(Review).where(Review.document_run_id == document_run_id).order_by(Review.created_at, Review.id)
+        select(reviews).where(reviews.c.document_run_id == document_run_id)
+        .order_by(reviews.c.created_at, reviews.c.id)
     )
-    with transaction(store.engine, write=False) as session:
-        return [plain(ReviewInfo, row) for row in session.scalars(query)]
+    with store.engine.connect() as connection:
+        return [plain(ReviewInfo, row) for row in connection.execute(query)]
 
 
 def approved_record_for(records: Store, sha256: str, contract: str, contract_version: int) -> ApprovedRecordInfo | None:
     """The approved record of this content under this contract version, if a person approved one."""
-    query = select(ApprovedRecord).where(
-        ApprovedRecord.document_sha256 == sha256,
-        ApprovedRecord.contract == contract,
-        ApprovedRecord.contract_version == contract_version,
+    query = select(approved_table).where(
+        approved_table.c.document_sha256 == sha256,
+        approved_table.c.contract == contract,
+        approved_table.c.contract_version == contract_version,
     )
-    with transaction(records.engine, write=False) as session:
-        row = session.scalar(query)
+    with records.engine.connect() as connection:
+        row = connection.execute(query).first()
         return None if row is None else plain(ApprovedRecordInfo, row)
 
 
@@ -240,22 +234,23 @@ def approved_among(records: Store, keys: Iterable[tuple[str, str, int]]) -> set[
     only the keys of what may wait are looked up, never every approved record)."""
     wanted = sorted(set(keys))
     found: set[tuple[str, str, int]] = set()
-    with transaction(records.engine, write=False) as session:
+    with records.engine.connect() as connection:
         for start in range(0, len(wanted), 500):
             chunk = set(wanted[start : start + 500])
-            query = select(ApprovedRecord.document_sha256, ApprovedRecord.contract, ApprovedRecord.contract_version).where(
-                ApprovedRecord.document_sha256.in_({sha for sha, _, _ in chunk}))
-            found.update(key for sha, contract, version in session.execute(query)
+            query = select(approved_table.c.document_sha256, approved_table.c.contract,
+                           approved_table.c.contract_version).where(
+                approved_table.c.document_sha256.in_({sha for sha, _, _ in chunk}))
+            found.update(key for sha, contract, version in connection.execute(query)
                          if (key := (sha, contract, version)) in chunk)
     return found
 
 
 def withdraw(records: Store, approved: ApprovedRecordInfo) -> bool:
     """Delete this approved record if nobody changed it since it was read; returns whether it was deleted."""
-    with transaction(records.engine) as session:
-        deleted = session.connection().execute(
-            delete(ApprovedRecord).where(
-                ApprovedRecord.id == approved.id, ApprovedRecord.approved_at == approved.approved_at
+    with write_connection(records.engine) as connection:
+        deleted = connection.execute(
+            delete(approved_table).where(
+                approved_table.c.id == approved.id, approved_table.c.approved_at == approved.approved_at
             )
         )
         return deleted.rowcount == 1
@@ -265,14 +260,14 @@ def latest_reviews(store: Store, document_run_ids: Iterable[int]) -> dict[int, R
     """The newest decision per document run, for those that have one."""
     wanted = sorted(set(document_run_ids))
     latest: dict[int, ReviewInfo] = {}
-    with transaction(store.engine, write=False) as session:
+    with store.engine.connect() as connection:
         for start in range(0, len(wanted), 500):
             query = (
-                select(Review)
-                .where(Review.document_run_id.in_(wanted[start : start + 500]))
-                .order_by(Review.created_at, Review.id)
+                select(reviews)
+                .where(reviews.c.document_run_id.in_(wanted[start : start + 500]))
+                .order_by(reviews.c.created_at, reviews.c.id)
             )
-            for row in session.scalars(query):
+            for row in connection.execute(query):
                 latest[row.document_run_id] = plain(ReviewInfo, row)
     return latest
 
@@ -290,16 +285,16 @@ class Correction:
 def corrections_for_runs(store: Store, run_ids: Iterable[str]) -> list[Correction]:
     """The approvals of these runs' document runs (the newest decision of each, when it is an approval)."""
     wanted = sorted(set(run_ids))
-    newest: dict[int, tuple[str, Review]] = {}
-    with transaction(store.engine, write=False) as session:
+    newest: dict[int, Any] = {}
+    with store.engine.connect() as connection:
         for start in range(0, len(wanted), 500):
-            query = (select(DocumentRun.run_id, Review)
-                     .join(DocumentRun, DocumentRun.id == Review.document_run_id)
-                     .where(DocumentRun.run_id.in_(wanted[start : start + 500]))
-                     .order_by(Review.created_at, Review.id))
-            for run_id, review in session.execute(query):
-                newest[review.document_run_id] = (run_id, review)
-    return [Correction(document_run_id, run_id, None if review.changed_fields is None else list(review.changed_fields))
-            for document_run_id, (run_id, review) in sorted(newest.items())
-            if review.decision == ReviewDecision.approved]
-
+            query = (select(document_runs.c.run_id, reviews.c.document_run_id, reviews.c.decision,
+                            reviews.c.changed_fields)
+                     .join(document_runs, document_runs.c.id == reviews.c.document_run_id)
+                     .where(document_runs.c.run_id.in_(wanted[start : start + 500]))
+                     .order_by(reviews.c.created_at, reviews.c.id))
+            for row in connection.execute(query):
+                newest[row.document_run_id] = row
+    return [Correction(document_run_id, row.run_id, None if row.changed_fields is None else list(row.changed_fields))
+            for document_run_id, row in sorted(newest.items())
+            if row.decision == ReviewDecision.approved]

@@ -12,18 +12,19 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, insert, select
+from sqlalchemy import Engine, Row, bindparam, insert, select
 
 from extractor.errors import StoreError
 from extractor.store import requests
-from extractor.store.db import plain, require_one_of, transaction, utcnow, write_connection
+from extractor.store.db import plain, require_one_of, utcnow, write_connection
 from extractor.store.info import AttemptData, AttemptInfo, AttemptRecord
-from extractor.store.models import Attempt, DocumentRun, RequestPart
+from extractor.store.tables import attempts, document_runs, request_parts
 from extractor.vocab import AttemptKind, AttemptOutcome, values_of
 
 _COLUMNS = tuple(f.name for f in fields(AttemptData))
-_INSERT_ATTEMPT = insert(Attempt)
-_DOCUMENT_RUN_OWNER = select(DocumentRun.run_id, DocumentRun.document_id).where(DocumentRun.id == bindparam("run"))
+_INSERT_ATTEMPT = insert(attempts)
+_DOCUMENT_RUN_OWNER = (select(document_runs.c.run_id, document_runs.c.document_id)
+                       .where(document_runs.c.id == bindparam("run")))
 
 
 def record_attempt(engine: Engine, record: AttemptRecord, known_parts: set[str]) -> int:
@@ -103,23 +104,24 @@ def _insert_part(dialect: str) -> Any:
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
-        return postgresql_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
+        return postgresql_insert(request_parts).on_conflict_do_nothing(index_elements=["sha256"])
     from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-    return sqlite_insert(RequestPart).on_conflict_do_nothing(index_elements=["sha256"])
+    return sqlite_insert(request_parts).on_conflict_do_nothing(index_elements=["sha256"])
 
 
 def attempts_for(engine: Engine, document_run_id: int) -> list[AttemptInfo]:
     """Attempts in the order they were made."""
-    return _read(engine, Attempt.document_run_id == document_run_id)
+    return _read(engine, attempts.c.document_run_id == document_run_id)
 
 
 def window_answers(engine: Engine, document_id: int, config_hash: str) -> dict[str, AttemptInfo]:
     """Window calls of this document under this configuration that got an answer, by request fingerprint
     (the earliest of each): what a resumed long document need not ask again."""
-    runs = select(DocumentRun.id).where(DocumentRun.document_id == document_id, DocumentRun.config_hash == config_hash)
-    answered = _read(engine, Attempt.document_run_id.in_(runs) & Attempt.window.is_not(None)
-                     & Attempt.raw_response.is_not(None) & Attempt.reused_from.is_(None))
+    runs = select(document_runs.c.id).where(document_runs.c.document_id == document_id,
+                                            document_runs.c.config_hash == config_hash)
+    answered = _read(engine, attempts.c.document_run_id.in_(runs) & attempts.c.window.is_not(None)
+                     & attempts.c.raw_response.is_not(None) & attempts.c.reused_from.is_(None))
     found: dict[str, AttemptInfo] = {}
     for attempt in answered:
         found.setdefault(attempt.request_hash, attempt)
@@ -127,25 +129,25 @@ def window_answers(engine: Engine, document_id: int, config_hash: str) -> dict[s
 
 
 def get_attempt(engine: Engine, attempt_id: int) -> AttemptInfo | None:
-    found = _read(engine, Attempt.id == attempt_id)
+    found = _read(engine, attempts.c.id == attempt_id)
     return found[0] if found else None
 
 
 def _read(engine: Engine, condition: Any) -> list[AttemptInfo]:
     """Attempts with their requests joined back together (each template read and parsed once)."""
     query = (
-        select(Attempt, RequestPart.content)
-        .outerjoin(RequestPart, RequestPart.sha256 == Attempt.request_part)
+        select(attempts, request_parts.c.content)
+        .outerjoin(request_parts, request_parts.c.sha256 == attempts.c.request_part)
         .where(condition)
-        .order_by(Attempt.created_at, Attempt.id)
+        .order_by(attempts.c.created_at, attempts.c.id)
     )
-    with transaction(engine, write=False) as session:
-        rows = session.execute(query).all()
-    return [plain(AttemptInfo, row, request=requests.assemble(template, row.request, f"attempt {row.id}"),
+    with engine.connect() as connection:
+        rows = connection.execute(query).all()
+    return [plain(AttemptInfo, row, request=requests.assemble(row.content, row.request, f"attempt {row.id}"),
                   parsed=_parsed(row))
-            for row, template in rows]
+            for row in rows]
 
 
-def _parsed(row: Attempt) -> Any:
+def _parsed(row: Row[Any]) -> Any:
     return json.loads(row.raw_response) if row.parsed_is_raw and row.raw_response is not None else row.parsed
 

@@ -17,25 +17,25 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
-from extractor.store.db import plain, require_one_of, transaction, utcnow, write_connection
+from extractor.store.db import plain, require_one_of, utcnow, write_connection
 from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
-from extractor.store.models import Claim, Document, DocumentRun, Run
 from extractor.store.runs import is_alive
+from extractor.store.tables import claims, document_runs, documents, runs
 from extractor.vocab import FINAL_STATES, DocumentState, values_of
 
 _CLAIM_ROUNDS = 8
 """Each round either decides or saw another process change the claim; more rounds mean a livelock."""
 
 # Built once: statements whose values come as parameters are compiled once and found in the cache cheaply.
-_DOCUMENT_ID = select(Document.id).where(
-    Document.sha256 == bindparam("sha256"), Document.segmenter == bindparam("segmenter")
+_DOCUMENT_ID = select(documents.c.id).where(
+    documents.c.sha256 == bindparam("sha256"), documents.c.segmenter == bindparam("segmenter")
 )
-_INSERT_DOCUMENT = insert(Document)
-_INSERT_DOCUMENT_RUN = insert(DocumentRun)
-_INSERT_CLAIM = insert(Claim)
+_INSERT_DOCUMENT = insert(documents)
+_INSERT_DOCUMENT_RUN = insert(document_runs)
+_INSERT_CLAIM = insert(claims)
 _FINISH_DOCUMENT_RUN = (
-    update(DocumentRun)
-    .where(DocumentRun.id == bindparam("run"))
+    update(document_runs)
+    .where(document_runs.c.id == bindparam("run"))
     .values(
         state=bindparam("state"),
         cause=bindparam("cause"),
@@ -45,8 +45,8 @@ _FINISH_DOCUMENT_RUN = (
     )
 )
 _FINISH_CLAIM = (
-    update(Claim)
-    .where(Claim.document_run_id == bindparam("run"))
+    update(claims)
+    .where(claims.c.document_run_id == bindparam("run"))
     .values(state=bindparam("state"), updated_at=bindparam("updated_at"))
 )
 
@@ -108,8 +108,8 @@ def get_or_create_document(engine: Engine, document: SourceDocument) -> int:
 
 
 def get_document(engine: Engine, document_id: int) -> DocumentInfo | None:
-    with transaction(engine, write=False) as session:
-        row = session.get(Document, document_id)
+    with engine.connect() as connection:
+        row = connection.execute(select(documents).where(documents.c.id == document_id)).first()
         return None if row is None else plain(DocumentInfo, row)
 
 
@@ -158,16 +158,17 @@ def _decide_existing(engine: Engine, run_id: str, config_hash: str, document_id:
                      conflict: IntegrityError, tags: Sequence[str], retry: Collection[str],
                      stale_after_s: float) -> ClaimResult | None:
     """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
-    with transaction(engine, write=False) as session:
-        own = session.execute(
-            select(DocumentRun.id, DocumentRun.state).where(
-                DocumentRun.run_id == run_id, DocumentRun.document_id == document_id
+    with engine.connect() as connection:
+        own = connection.execute(
+            select(document_runs.c.id, document_runs.c.state).where(
+                document_runs.c.run_id == run_id, document_runs.c.document_id == document_id
             )
         ).first()
-        held = session.execute(
-            select(Claim.document_run_id, Claim.run_id, Claim.state, Run.status, Run.host, Run.pid, Run.heartbeat_at)
-            .join(Run, Run.id == Claim.run_id)
-            .where(Claim.config_hash == config_hash, Claim.document_id == document_id)
+        held = connection.execute(
+            select(claims.c.document_run_id, claims.c.run_id, claims.c.state, runs.c.status, runs.c.host, runs.c.pid,
+                   runs.c.heartbeat_at)
+            .join(runs, runs.c.id == claims.c.run_id)
+            .where(claims.c.config_hash == config_hash, claims.c.document_id == document_id)
         ).first()
     if own is not None:  # a run processes a document at most once (e.g. the same file given twice)
         return ClaimResult("busy", run_id) if own.state == DocumentState.PROCESSING else ClaimResult("done", own.id)
@@ -191,13 +192,13 @@ def _take_over(engine: Engine, run_id: str, config_hash: str, document_id: int, 
             now = utcnow()
             document_run_id = _insert_document_run(connection, run_id, config_hash, document_id, path, tags, now)
             moved = connection.execute(
-                update(Claim)
+                update(claims)
                 .where(
-                    Claim.config_hash == config_hash,
-                    Claim.document_id == document_id,
-                    Claim.run_id == old_run_id,
-                    Claim.document_run_id == old_document_run_id,
-                    Claim.state == old_state,
+                    claims.c.config_hash == config_hash,
+                    claims.c.document_id == document_id,
+                    claims.c.run_id == old_run_id,
+                    claims.c.document_run_id == old_document_run_id,
+                    claims.c.state == old_state,
                 )
                 .values(run_id=run_id, document_run_id=document_run_id, state=DocumentState.PROCESSING,
                         claimed_at=now, updated_at=now)
@@ -205,8 +206,8 @@ def _take_over(engine: Engine, run_id: str, config_hash: str, document_id: int, 
             if moved.rowcount != 1:
                 raise _ClaimMoved
             connection.execute(
-                update(DocumentRun)
-                .where(DocumentRun.id == old_document_run_id, DocumentRun.state == DocumentState.PROCESSING)
+                update(document_runs)
+                .where(document_runs.c.id == old_document_run_id, document_runs.c.state == DocumentState.PROCESSING)
                 .values(state=DocumentState.INTERRUPTED, cause=f"taken over by run {run_id}", finished_at=now)
             )
             return document_run_id
@@ -216,9 +217,9 @@ def _take_over(engine: Engine, run_id: str, config_hash: str, document_id: int, 
 
 def has_finished(engine: Engine, config_hash: str) -> bool:
     """Whether any document is finished for this configuration (if none, a run need not look per file)."""
-    query = select(Claim.document_id).where(Claim.config_hash == config_hash, Claim.state.in_(FINAL_STATES))
-    with transaction(engine, write=False) as session:
-        return session.execute(query.limit(1)).first() is not None
+    query = select(claims.c.document_id).where(claims.c.config_hash == config_hash, claims.c.state.in_(FINAL_STATES))
+    with engine.connect() as connection:
+        return connection.execute(query.limit(1)).first() is not None
 
 
 def finished_run_of(engine: Engine, config_hash: str, sha256: str) -> FinishedClaim | None:
@@ -226,13 +227,13 @@ def finished_run_of(engine: Engine, config_hash: str, sha256: str) -> FinishedCl
     a cheap look-up before ingest, so a rerun does not read and segment what is done (``claim`` still
     decides)."""
     query = (
-        select(Claim.document_run_id, Claim.run_id, Claim.state)
-        .join(Document, Document.id == Claim.document_id)
-        .where(Claim.config_hash == config_hash, Document.sha256 == sha256, Claim.state.in_(FINAL_STATES))
+        select(claims.c.document_run_id, claims.c.run_id, claims.c.state)
+        .join(documents, documents.c.id == claims.c.document_id)
+        .where(claims.c.config_hash == config_hash, documents.c.sha256 == sha256, claims.c.state.in_(FINAL_STATES))
         .limit(1)
     )
-    with transaction(engine, write=False) as session:
-        row = session.execute(query).first()
+    with engine.connect() as connection:
+        row = connection.execute(query).first()
     return None if row is None else FinishedClaim(row.document_run_id, row.run_id, DocumentState(row.state))
 
 

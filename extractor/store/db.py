@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from extractor.errors import StoreError
 from extractor.resources import data_dir
@@ -86,9 +85,9 @@ def create_store_engine(url: str | None = None) -> Engine:
     """An engine configured for many short transactions from several processes.
 
     On SQLite, SQLAlchemy emits BEGIN itself (the driver's implicit transactions would let a read
-    silently upgrade to a write and fail with "database is locked" under contention); sessions from
-    ``transaction(write=True)`` take the write lock up front with BEGIN IMMEDIATE, which waits for the
-    busy timeout instead of failing.
+    silently upgrade to a write and fail with "database is locked" under contention); connections from
+    ``write_connection`` take the write lock up front with BEGIN IMMEDIATE, which waits for the busy timeout
+    instead of failing.
     """
     try:
         engine = create_engine(database_url(url), json_serializer=compact_json)
@@ -125,25 +124,15 @@ def _sqlite_on_begin(connection: Any) -> None:
 
 
 def plain(cls: type[T], row: Any, **extra: Any) -> T:
-    """Copy a dataclass's fields from an ORM object, so query results outlive their session."""
+    """Copy a dataclass's fields from a result row, so query results outlive their connection."""
     names = [f.name for f in fields(cls) if f.name not in extra]  # type: ignore[arg-type]
     return cls(**{name: getattr(row, name) for name in names}, **extra)
 
 
 @contextmanager
-def transaction(engine: Engine, *, write: bool = True) -> Iterator[Session]:
-    """One short transaction: committed on normal exit, rolled back on any exception."""
-    bind = engine.execution_options(store_write=True) if write else engine
-    with Session(bind, expire_on_commit=False) as session, session.begin():
-        yield session
-
-
-@contextmanager
 def write_connection(engine: Engine) -> Iterator[Connection]:
-    """One short write transaction on a plain connection (the hot paths: no ORM session around it).
-
-    Same locking as ``transaction(write=True)``: SQLite takes its write lock up front.
-    """
+    """One short write transaction: committed on normal exit, rolled back on any exception; SQLite takes its write
+    lock up front. Reads use ``engine.connect()``."""
     with engine.connect() as connection:
         connection.execution_options(store_write=True)  # on the connection: no option engine per transaction
         with connection.begin():
@@ -210,8 +199,7 @@ def _migrate(engine: Engine) -> str:
             )
         if current == (head,):
             return head
-        with transaction(engine) as session:
-            connection = session.connection()
+        with write_connection(engine) as connection:
             if engine.dialect.name == "postgresql":
                 # Two processes opening a fresh database at once must not both create the tables.
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, insert, select
 
-from extractor.store.db import transaction, utcnow
-from extractor.store.models import Attempt, Document, Evaluation, EvaluationRun
+from extractor.store.db import utcnow, write_connection
+from extractor.store.tables import attempts, documents, evaluation_runs, evaluations
 
 CHUNK = 500
 
@@ -48,30 +48,35 @@ class FinalCandidate:
 
 def save_evaluation(engine: Engine, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
                     summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
-    with transaction(engine) as session:
-        row = Evaluation(created_at=utcnow(), selection=selection, gold=gold, gold_sha256=gold_sha256,
-                         resamples=resamples, seed=seed, summary=summary, report=report)
-        session.add(row)
-        session.flush()
-        session.add_all(EvaluationRun(evaluation_id=row.id, run_id=run_id) for run_id in sorted(set(run_ids)))
-        return row.id
+    with write_connection(engine) as connection:
+        inserted = connection.execute(insert(evaluations).values(
+            created_at=utcnow(), selection=selection, gold=gold, gold_sha256=gold_sha256, resamples=resamples,
+            seed=seed, summary=summary, report=report)).inserted_primary_key
+        assert inserted is not None
+        evaluation_id = int(inserted[0])
+        scored = [{"evaluation_id": evaluation_id, "run_id": run_id} for run_id in sorted(set(run_ids))]
+        if scored:
+            connection.execute(insert(evaluation_runs), scored)
+        return evaluation_id
 
 
 def latest_for_runs(engine: Engine, run_ids: Sequence[str]) -> dict[str, EvaluationInfo]:
     """Per run id, the newest evaluation that scored it (runs never evaluated are absent)."""
     found: dict[str, EvaluationInfo] = {}
     wanted = sorted(set(run_ids))
-    with transaction(engine, write=False) as session:
+    columns = (evaluations.c.id, evaluations.c.created_at, evaluations.c.selection, evaluations.c.gold,
+               evaluations.c.gold_sha256, evaluations.c.resamples, evaluations.c.seed, evaluations.c.summary)
+    with engine.connect() as connection:
         for start in range(0, len(wanted), CHUNK):
-            query = (select(EvaluationRun.run_id, Evaluation)
-                     .join(Evaluation, Evaluation.id == EvaluationRun.evaluation_id)
-                     .where(EvaluationRun.run_id.in_(wanted[start : start + CHUNK]))
-                     .order_by(Evaluation.created_at, Evaluation.id))
-            rows = session.execute(query).all()
-            scored = {row.id: tuple(sorted(r for r, e in rows if e.id == row.id)) for _, row in rows}
-            for run_id, row in rows:
-                found[run_id] = EvaluationInfo(row.id, row.created_at, row.selection, row.gold, row.gold_sha256,
-                                               row.resamples, row.seed, row.summary, scored[row.id])
+            query = (select(evaluation_runs.c.run_id, *columns)
+                     .join(evaluations, evaluations.c.id == evaluation_runs.c.evaluation_id)
+                     .where(evaluation_runs.c.run_id.in_(wanted[start : start + CHUNK]))
+                     .order_by(evaluations.c.created_at, evaluations.c.id))
+            rows = connection.execute(query).all()
+            scored = {row.id: tuple(sorted(other.run_id for other in rows if other.id == row.id)) for row in rows}
+            for row in rows:
+                found[row.run_id] = EvaluationInfo(row.id, row.created_at, row.selection, row.gold, row.gold_sha256,
+                                                   row.resamples, row.seed, row.summary, scored[row.id])
     return found
 
 
@@ -79,11 +84,11 @@ def final_candidates(engine: Engine, attempt_ids: Iterable[int]) -> dict[int, Fi
     """The candidates and evidence spans of these attempts (no requests), by attempt id."""
     wanted = sorted(set(attempt_ids))
     found: dict[int, FinalCandidate] = {}
-    columns = (Attempt.id, Attempt.outcome, Attempt.parsed, Attempt.parsed_is_raw, Attempt.raw_response,
-               Attempt.evidence_spans, Attempt.prompt_tokens, Attempt.completion_tokens)
-    with transaction(engine, write=False) as session:
+    columns = (attempts.c.id, attempts.c.outcome, attempts.c.parsed, attempts.c.parsed_is_raw, attempts.c.raw_response,
+               attempts.c.evidence_spans, attempts.c.prompt_tokens, attempts.c.completion_tokens)
+    with engine.connect() as connection:
         for start in range(0, len(wanted), CHUNK):
-            for row in session.execute(select(*columns).where(Attempt.id.in_(wanted[start : start + CHUNK]))):
+            for row in connection.execute(select(*columns).where(attempts.c.id.in_(wanted[start : start + CHUNK]))):
                 candidate = row.parsed
                 if row.parsed_is_raw and row.raw_response is not None:
                     candidate = json.loads(row.raw_response)
@@ -96,9 +101,9 @@ def sentences_of(engine: Engine, document_ids: Iterable[int]) -> dict[int, list[
     """The stored sentences (id, text, offsets) of these documents, by document id."""
     wanted = sorted(set(document_ids))
     found: dict[int, list[dict[str, Any]]] = {}
-    with transaction(engine, write=False) as session:
+    with engine.connect() as connection:
         for start in range(0, len(wanted), CHUNK):
-            query = select(Document.id, Document.sentences).where(Document.id.in_(wanted[start : start + CHUNK]))
-            for document_id, sentences in session.execute(query):
+            query = select(documents.c.id, documents.c.sentences).where(documents.c.id.in_(wanted[start : start + CHUNK]))
+            for document_id, sentences in connection.execute(query):
                 found[document_id] = list(sentences or ())
     return found

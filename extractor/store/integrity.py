@@ -17,14 +17,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import aliased
 
 from extractor.canonical import text_sha256
 from extractor.errors import StoreError
 from extractor.store import requests
 from extractor.store.db import safe_url, scrub, utcnow
-from extractor.store.models import Attempt, Base, Claim, DocumentRun, RequestPart, Review, Run
 from extractor.store.runs import STALE_AFTER_S, pid_exists
+from extractor.store.tables import attempts, claims, document_runs, metadata, request_parts, reviews, runs
 from extractor.vocab import DocumentState, GateDecision, ReviewDecision, RunStatus
 
 AnySelect = Select[*tuple[Any, ...]]
@@ -60,32 +59,32 @@ def _rows(query: AnySelect, message: str) -> Callable[[Connection], Iterator[str
 
 def _claims_agree() -> AnySelect:
     return (
-        select(Claim.config_hash, Claim.document_id, Claim.state, DocumentRun.id, DocumentRun.state.label("dr"))
-        .join(DocumentRun, DocumentRun.id == Claim.document_run_id)
-        .where(or_(DocumentRun.run_id != Claim.run_id, DocumentRun.document_id != Claim.document_id,
-                   DocumentRun.config_hash != Claim.config_hash, DocumentRun.state != Claim.state))
+        select(claims.c.config_hash, claims.c.document_id, claims.c.state, document_runs.c.id, document_runs.c.state.label("dr"))
+        .join(document_runs, document_runs.c.id == claims.c.document_run_id)
+        .where(or_(document_runs.c.run_id != claims.c.run_id, document_runs.c.document_id != claims.c.document_id,
+                   document_runs.c.config_hash != claims.c.config_hash, document_runs.c.state != claims.c.state))
     )
 
 
 def _final_attempt_owned() -> AnySelect:
-    final = aliased(Attempt)
+    final = attempts.alias()
     return (
-        select(DocumentRun.id, DocumentRun.final_attempt_id, final.document_run_id.label("owner"))
-        .join(final, final.id == DocumentRun.final_attempt_id)
-        .where(final.document_run_id != DocumentRun.id)
+        select(document_runs.c.id, document_runs.c.final_attempt_id, final.c.document_run_id.label("owner"))
+        .join(final, final.c.id == document_runs.c.final_attempt_id)
+        .where(final.c.document_run_id != document_runs.c.id)
     )
 
 
 def _outcome_too_good() -> AnySelect:
     """Runs whose stored outcome is better than a document run of theirs allows (``run_outcome``)."""
     too_good = or_(
-        (DocumentRun.state == DocumentState.BLOCKED) & (Run.outcome != GateDecision.BLOCK),
-        DocumentRun.state.in_((DocumentState.MANUAL_REVIEW, DocumentState.ERROR)) & (Run.outcome == GateDecision.PROMOTE),
+        (document_runs.c.state == DocumentState.BLOCKED) & (runs.c.outcome != GateDecision.BLOCK),
+        document_runs.c.state.in_((DocumentState.MANUAL_REVIEW, DocumentState.ERROR)) & (runs.c.outcome == GateDecision.PROMOTE),
     )
-    return (select(Run.id, Run.outcome, func.min(DocumentRun.state).label("state"))
-            .join(DocumentRun, DocumentRun.run_id == Run.id)
-            .where(Run.outcome.is_not(None), too_good)
-            .group_by(Run.id, Run.outcome))
+    return (select(runs.c.id, runs.c.outcome, func.min(document_runs.c.state).label("state"))
+            .join(document_runs, document_runs.c.run_id == runs.c.id)
+            .where(runs.c.outcome.is_not(None), too_good)
+            .group_by(runs.c.id, runs.c.outcome))
 
 
 def _dead_runs(connection: Connection) -> Iterator[str]:
@@ -93,7 +92,8 @@ def _dead_runs(connection: Connection) -> Iterator[str]:
     stale = utcnow() - timedelta(seconds=STALE_AFTER_S)
     here = socket.gethostname()
     rows = connection.execute(
-        select(Run.id, Run.host, Run.pid, Run.heartbeat_at).where(Run.status == RunStatus.running).order_by(Run.id)
+        select(runs.c.id, runs.c.host, runs.c.pid, runs.c.heartbeat_at).where(runs.c.status == RunStatus.running)
+        .order_by(runs.c.id)
     )
     for run_id, host, pid, heartbeat_at in rows:
         if host == here and pid != os.getpid() and not pid_exists(pid):
@@ -106,16 +106,17 @@ def _dead_runs(connection: Connection) -> Iterator[str]:
 
 def _parts_match_their_names(connection: Connection) -> Iterator[str]:
     """A request part is named by the sha256 of its content; another hash means it was edited or damaged."""
-    for name, content in connection.execute(select(RequestPart.sha256, RequestPart.content).order_by(RequestPart.sha256)):
+    parts = select(request_parts.c.sha256, request_parts.c.content).order_by(request_parts.c.sha256)
+    for name, content in connection.execute(parts):
         if text_sha256(content) != name:
             yield f"request part {name:.12}: its content no longer hashes to its name (edited or damaged)"
 
 
 def _requests_read_back(connection: Connection) -> Iterator[str]:
     """Every attempt's request joins back together and has the fingerprint recorded when it was sent."""
-    parts = {name: content for name, content in connection.execute(select(RequestPart.sha256, RequestPart.content))}
+    parts = {name: content for name, content in connection.execute(select(request_parts.c.sha256, request_parts.c.content))}
     rows = connection.execution_options(yield_per=2000).execute(
-        select(Attempt.id, Attempt.request, Attempt.request_part, Attempt.request_hash).order_by(Attempt.id))
+        select(attempts.c.id, attempts.c.request, attempts.c.request_part, attempts.c.request_hash).order_by(attempts.c.id))
     for attempt_id, own, part, recorded in rows:
         if part is not None and part not in parts:
             continue  # a dangling reference: the request_part check names it
@@ -134,8 +135,9 @@ def _requests_read_back(connection: Connection) -> Iterator[str]:
 
 def _decided_marks(connection: Connection) -> Iterator[str]:
     """``document_runs.decided`` is what the review queue reads: it must say whether a review exists."""
-    reviewed = select(Review.id).where(Review.document_run_id == DocumentRun.id).exists()
-    query = select(DocumentRun.id, DocumentRun.decided).where(DocumentRun.decided != reviewed).order_by(DocumentRun.id)
+    reviewed = select(reviews.c.id).where(reviews.c.document_run_id == document_runs.c.id).exists()
+    query = (select(document_runs.c.id, document_runs.c.decided).where(document_runs.c.decided != reviewed)
+             .order_by(document_runs.c.id))
     for document_run_id, decided in connection.execute(query):
         yield (f"document run {document_run_id} is marked decided but has no review" if decided else
                f"document run {document_run_id} has a review but is not marked decided (the review queue lists it)")
@@ -153,7 +155,7 @@ def _sqlite_file(connection: Connection) -> Iterator[str]:
 def _dangling_references() -> list[Check]:
     """One check per foreign key: impossible while keys are enforced, so a hit reveals a write made without."""
     checks = []
-    for table in Base.metadata.sorted_tables:
+    for table in metadata.sorted_tables:
         keys = [column.label(f"key{i}") for i, column in enumerate(table.primary_key.columns)]
         row = "/".join(f"{{key{i}}}" for i in range(len(keys)))
         for foreign in sorted(table.foreign_keys, key=lambda f: f.parent.name):
@@ -179,33 +181,33 @@ def checks() -> list[Check]:
               "configuration and state", _rows(_claims_agree(), "claim ({config_hash:.12}, document {document_id}) in "
                                                "{state} disagrees with document run {id} in {dr}")),
         Check("processing_run_is_running", "a PROCESSING document run belongs to a running run", _rows(
-            select(DocumentRun.id, DocumentRun.run_id, Run.status)
-            .join(Run, Run.id == DocumentRun.run_id)
-            .where(DocumentRun.state == DocumentState.PROCESSING, Run.status != RunStatus.running),
+            select(document_runs.c.id, document_runs.c.run_id, runs.c.status)
+            .join(runs, runs.c.id == document_runs.c.run_id)
+            .where(document_runs.c.state == DocumentState.PROCESSING, runs.c.status != RunStatus.running),
             "document run {id} is PROCESSING but its run {run_id} is {status}")),
         Check("running_run_is_alive", "a run marked running has a process or recent heartbeats", _dead_runs),
         Check("final_attempt_owned", "a document run's final attempt is one of its own attempts", _rows(
             _final_attempt_owned(),
             "document run {id}: final attempt {final_attempt_id} belongs to document run {owner}")),
         Check("final_attempt_unique", "an attempt is the final attempt of at most one document run", _rows(
-            select(DocumentRun.final_attempt_id, func.count().label("count"))
-            .where(DocumentRun.final_attempt_id.is_not(None))
-            .group_by(DocumentRun.final_attempt_id)
+            select(document_runs.c.final_attempt_id, func.count().label("count"))
+            .where(document_runs.c.final_attempt_id.is_not(None))
+            .group_by(document_runs.c.final_attempt_id)
             .having(func.count() > 1),
             "attempt {final_attempt_id} is the final attempt of {count} document runs")),
         Check("ready_has_final_attempt", "a READY_FOR_REVIEW document run has a final attempt", _rows(
-            select(DocumentRun.id).where(
-                DocumentRun.state == DocumentState.READY_FOR_REVIEW, DocumentRun.final_attempt_id.is_(None)),
+            select(document_runs.c.id).where(
+                document_runs.c.state == DocumentState.READY_FOR_REVIEW, document_runs.c.final_attempt_id.is_(None)),
             "document run {id} is READY_FOR_REVIEW without a final attempt")),
         Check("blocked_has_final_attempt", "a BLOCKED document run has the final attempt its block rests on", _rows(
-            select(DocumentRun.id).where(
-                DocumentRun.state == DocumentState.BLOCKED, DocumentRun.final_attempt_id.is_(None)),
+            select(document_runs.c.id).where(
+                document_runs.c.state == DocumentState.BLOCKED, document_runs.c.final_attempt_id.is_(None)),
             "document run {id} is BLOCKED without a final attempt")),
         Check("blocked_approval_has_override", "an approval of a BLOCKED document run records its block override",
-              _rows(select(Review.id, Review.document_run_id)
-                    .join(DocumentRun, DocumentRun.id == Review.document_run_id)
-                    .where(DocumentRun.state == DocumentState.BLOCKED, Review.decision == ReviewDecision.approved,
-                           Review.block_override.is_(None)),
+              _rows(select(reviews.c.id, reviews.c.document_run_id)
+                    .join(document_runs, document_runs.c.id == reviews.c.document_run_id)
+                    .where(document_runs.c.state == DocumentState.BLOCKED, reviews.c.decision == ReviewDecision.approved,
+                           reviews.c.block_override.is_(None)),
                     "review {id} approved BLOCKED document run {document_run_id} without a recorded override")),
         Check("run_outcome_matches_documents", "a run's outcome is no better than its documents allow (any BLOCKED "
               "makes it BLOCK; MANUAL_REVIEW or ERROR rule out PROMOTE)", _rows(_outcome_too_good(),
@@ -217,9 +219,9 @@ def checks() -> list[Check]:
         Check("request_reads_back", "an attempt's request joins back together with the fingerprint it was sent "
               "with", _requests_read_back),
         Check("attempt_matches_document_run", "an attempt has its document run's run and document", _rows(
-            select(Attempt.id, Attempt.document_run_id)
-            .join(DocumentRun, DocumentRun.id == Attempt.document_run_id)
-            .where(or_(Attempt.run_id != DocumentRun.run_id, Attempt.document_id != DocumentRun.document_id)),
+            select(attempts.c.id, attempts.c.document_run_id)
+            .join(document_runs, document_runs.c.id == attempts.c.document_run_id)
+            .where(or_(attempts.c.run_id != document_runs.c.run_id, attempts.c.document_id != document_runs.c.document_id)),
             "attempt {id} disagrees with its document run {document_run_id} on run or document")),
         Check("reused_answer_matches", "a reused window answer is an earlier answer to the same request for the "
               "same document", _reused_answers_differ),
@@ -233,15 +235,15 @@ def _reused_answers_differ(connection: Connection) -> Iterator[str]:
     Answers are compared as text, read back through their column type: SQLite keeps long ones compressed,
     and two zlib builds may compress the same answer to different bytes.
     """
-    earlier = aliased(Attempt)
+    earlier = attempts.alias()
     query = (
-        select(Attempt.id, Attempt.reused_from, Attempt.document_id, Attempt.request_hash, Attempt.raw_response,
-               earlier.id.label("earlier_id"), earlier.document_id.label("earlier_document"),
-               earlier.request_hash.label("earlier_request"), earlier.raw_response.label("earlier_response"))
-        .outerjoin(earlier, earlier.id == Attempt.reused_from)
-        .where(Attempt.reused_from.is_not(None), or_(
-            earlier.id.is_(None), earlier.document_id != Attempt.document_id,
-            earlier.request_hash != Attempt.request_hash, earlier.raw_response != Attempt.raw_response))
+        select(attempts.c.id, attempts.c.reused_from, attempts.c.document_id, attempts.c.request_hash, attempts.c.raw_response,
+               earlier.c.id.label("earlier_id"), earlier.c.document_id.label("earlier_document"),
+               earlier.c.request_hash.label("earlier_request"), earlier.c.raw_response.label("earlier_response"))
+        .outerjoin(earlier, earlier.c.id == attempts.c.reused_from)
+        .where(attempts.c.reused_from.is_not(None), or_(
+            earlier.c.id.is_(None), earlier.c.document_id != attempts.c.document_id,
+            earlier.c.request_hash != attempts.c.request_hash, earlier.c.raw_response != attempts.c.raw_response))
     )
     for row in connection.execute(query):
         if (row.earlier_id, row.earlier_document, row.earlier_request, row.earlier_response) != (

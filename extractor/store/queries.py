@@ -13,24 +13,23 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, or_, select, text
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
-from extractor.store.db import plain, transaction
+from extractor.store.db import plain
 from extractor.store.info import DocumentRunInfo, RunInfo
-from extractor.store.models import Attempt, Document, DocumentRun, Run, waiting
+from extractor.store.tables import attempts, document_runs, documents, runs, waiting
 
 AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
 """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)``."""
 
 
 def get_run(engine: Engine, run_id: str) -> RunInfo | None:
-    with transaction(engine, write=False) as session:
-        run = session.get(Run, run_id)
+    with engine.connect() as connection:
+        run = connection.execute(select(runs).where(runs.c.id == run_id)).first()
         if run is None:
             return None
-        return plain(RunInfo, run, counts=_state_counts(session, [run_id])[run_id],
-                     decided=_decided_counts(session, [run_id]).get(run_id, 0))
+        return plain(RunInfo, run, counts=_state_counts(connection, [run_id])[run_id],
+                     decided=_decided_counts(connection, [run_id]).get(run_id, 0))
 
 
 def find_runs(
@@ -55,35 +54,35 @@ def find_runs(
     ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string,
     see ``extractor.providers.provider_model``) a run of that provider and model matches too.
     """
-    query = select(Run).order_by(Run.started_at.desc(), Run.id)
+    query = select(runs).order_by(runs.c.started_at.desc(), runs.c.id)
     if ids is not None:
-        query = query.where(Run.id.in_(list(ids)))
+        query = query.where(runs.c.id.in_(list(ids)))
     if id_prefix is not None:
-        query = query.where(*_id_starts_with(Run.id, id_prefix))
+        query = query.where(*_id_starts_with(runs.c.id, id_prefix))
     if model is not None:
-        condition = Run.model == model
+        condition = runs.c.model == model
         if provider_model is not None:
             provider, name = provider_model
-            condition = or_(condition, Run.provider == provider if name is None
-                            else and_(Run.provider == provider, Run.model == name))
+            condition = or_(condition, runs.c.provider == provider if name is None
+                            else and_(runs.c.provider == provider, runs.c.model == name))
         query = query.where(condition)
-    for column, value in ((Run.prompt_version, prompt_version), (Run.contract, contract),
-                          (Run.validator_version, validator_version)):
+    for column, value in ((runs.c.prompt_version, prompt_version), (runs.c.contract, contract),
+                          (runs.c.validator_version, validator_version)):
         if value is not None:
             query = query.where(column == value)
     if since is not None:
-        query = query.where(Run.started_at >= since)
+        query = query.where(runs.c.started_at >= since)
     if until is not None:
-        query = query.where(Run.started_at < until)
+        query = query.where(runs.c.started_at < until)
     if with_documents:
-        query = query.where(select(DocumentRun.id).where(DocumentRun.run_id == Run.id).exists())
+        query = query.where(select(document_runs.c.id).where(document_runs.c.run_id == runs.c.id).exists())
     if limit is not None:
         query = query.limit(limit)
-    with transaction(engine, write=False) as session:
-        runs = session.scalars(query).all()
-        counts = _state_counts(session, [run.id for run in runs])
-        decided = _decided_counts(session, [run.id for run in runs])
-        return [plain(RunInfo, run, counts=counts[run.id], decided=decided.get(run.id, 0)) for run in runs]
+    with engine.connect() as connection:
+        found = connection.execute(query).all()
+        counts = _state_counts(connection, [run.id for run in found])
+        decided = _decided_counts(connection, [run.id for run in found])
+        return [plain(RunInfo, run, counts=counts[run.id], decided=decided.get(run.id, 0)) for run in found]
 
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -106,25 +105,25 @@ def _id_starts_with(column: Any, prefix: str) -> list[Any]:
     return [column >= prefix, column < prefix[:-1] + _NEXT_HEX[prefix[-1]], condition]
 
 
-def _decided_counts(session: Session, run_ids: list[str]) -> dict[str, int]:
-    """Document runs per run that a person approved or rejected (``DocumentRun.decided``)."""
+def _decided_counts(connection: Connection, run_ids: list[str]) -> dict[str, int]:
+    """Document runs per run that a person approved or rejected (``document_runs.decided``)."""
     if not run_ids:
         return {}
-    rows = session.execute(
-        select(DocumentRun.run_id, func.count())
-        .where(DocumentRun.run_id.in_(run_ids), DocumentRun.decided.is_(True))
-        .group_by(DocumentRun.run_id)
+    rows = connection.execute(
+        select(document_runs.c.run_id, func.count())
+        .where(document_runs.c.run_id.in_(run_ids), document_runs.c.decided.is_(True))
+        .group_by(document_runs.c.run_id)
     )
     return {run_id: count for run_id, count in rows}
 
 
-def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
+def _state_counts(connection: Connection, run_ids: list[str]) -> defaultdict[str, dict[str, int]]:
     counts: defaultdict[str, dict[str, int]] = defaultdict(dict)
     if run_ids:
-        rows = session.execute(
-            select(DocumentRun.run_id, DocumentRun.state, func.count())
-            .where(DocumentRun.run_id.in_(run_ids))
-            .group_by(DocumentRun.run_id, DocumentRun.state)
+        rows = connection.execute(
+            select(document_runs.c.run_id, document_runs.c.state, func.count())
+            .where(document_runs.c.run_id.in_(run_ids))
+            .group_by(document_runs.c.run_id, document_runs.c.state)
         )
         for run_id, state, count in rows:
             counts[run_id][state] = count
@@ -132,18 +131,18 @@ def _state_counts(session: Session, run_ids: list[str]) -> defaultdict[str, dict
 
 
 def document_runs_for(engine: Engine, run_id: str) -> list[DocumentRunInfo]:
-    return _document_runs(engine, DocumentRun.run_id == run_id, order=(DocumentRun.id,))
+    return _document_runs(engine, document_runs.c.run_id == run_id, order=(document_runs.c.id,))
 
 
 def latest_document_run(engine: Engine, ref: str | int) -> DocumentRunInfo | None:
     """The newest document run for a document run id, a document's sha256, or a path as given to a run."""
     if isinstance(ref, int) or ref.isdigit():
-        condition = DocumentRun.id == int(ref)
+        condition = document_runs.c.id == int(ref)
     elif re.fullmatch(r"[0-9a-f]{64}", ref):
-        condition = Document.sha256 == ref
+        condition = documents.c.sha256 == ref
     else:
-        condition = DocumentRun.path == ref
-    found = _document_runs(engine, condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()), limit=1)
+        condition = document_runs.c.path == ref
+    found = _document_runs(engine, condition, order=(document_runs.c.started_at.desc(), document_runs.c.id.desc()), limit=1)
     return found[0] if found else None
 
 
@@ -159,22 +158,22 @@ def find_document_runs(
     """Document runs matching every given filter, newest first."""
     conditions: list[Any] = []
     if ids is not None:
-        conditions.append(DocumentRun.id.in_(list(ids)))
+        conditions.append(document_runs.c.id.in_(list(ids)))
     if run_ids is not None:
-        conditions.append(DocumentRun.run_id.in_(list(run_ids)))
+        conditions.append(document_runs.c.run_id.in_(list(run_ids)))
     if states is not None:
-        conditions.append(DocumentRun.state.in_(list(states)))
+        conditions.append(document_runs.c.state.in_(list(states)))
     if sha_prefix is not None:
-        conditions.append(Document.sha256.startswith(sha_prefix.lower(), autoescape=True))
+        conditions.append(documents.c.sha256.startswith(sha_prefix.lower(), autoescape=True))
     if path_suffix is not None:
-        conditions.append(DocumentRun.path.endswith(path_suffix, autoescape=True))
-    condition = DocumentRun.id.is_not(None)
+        conditions.append(document_runs.c.path.endswith(path_suffix, autoescape=True))
+    condition = document_runs.c.id.is_not(None)
     for extra in conditions:
         condition = condition & extra
-    return _document_runs(engine, condition, order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
+    return _document_runs(engine, condition, order=(document_runs.c.started_at.desc(), document_runs.c.id.desc()))
 
 
-_DOCUMENT_RUN_COLUMNS = [Document.sha256 if f.name == "sha256" else getattr(DocumentRun, f.name)
+_DOCUMENT_RUN_COLUMNS = [documents.c.sha256 if f.name == "sha256" else document_runs.c[f.name]
                          for f in fields(DocumentRunInfo)]
 
 
@@ -182,7 +181,7 @@ def _document_runs(engine: Engine, condition: Any, order: tuple[Any, ...], limit
     """Plain rows, no ORM objects: thousands of document runs are read in milliseconds."""
     query = (
         select(*_DOCUMENT_RUN_COLUMNS)
-        .join(Document, Document.id == DocumentRun.document_id)
+        .join(documents, documents.c.id == document_runs.c.document_id)
         .where(condition)
         .order_by(*order)
         .limit(limit)
@@ -199,29 +198,30 @@ def undecided_document_runs(engine: Engine, states: Iterable[str],
     Read through ``ix_document_runs_waiting``, so the cost follows what is undecided, not the whole log.
     """
     states = list(states)
-    newer = aliased(DocumentRun)
+    newer = document_runs.alias().c
     superseded = select(newer.id).where(
-        newer.document_id == DocumentRun.document_id, newer.config_hash == DocumentRun.config_hash,
+        newer.document_id == document_runs.c.document_id, newer.config_hash == document_runs.c.config_hash,
         newer.state.in_(states),
-        or_(newer.started_at > DocumentRun.started_at, and_(newer.started_at == DocumentRun.started_at,
-                                                            newer.id > DocumentRun.id)))
-    conditions: list[Any] = [text(waiting(DocumentRun.__tablename__)), DocumentRun.state.in_(states)]
+        or_(newer.started_at > document_runs.c.started_at, and_(newer.started_at == document_runs.c.started_at,
+                                                            newer.id > document_runs.c.id)))
+    conditions: list[Any] = [text(waiting(document_runs.name)), document_runs.c.state.in_(states)]
     if run_ids is not None:
         ids = list(run_ids)
-        conditions.append(DocumentRun.run_id.in_(ids))
+        conditions.append(document_runs.c.run_id.in_(ids))
         superseded = superseded.where(newer.run_id.in_(ids))
     return _document_runs(engine, and_(*conditions, ~superseded.exists()),
-                          order=(DocumentRun.started_at.desc(), DocumentRun.id.desc()))
+                          order=(document_runs.c.started_at.desc(), document_runs.c.id.desc()))
 
 
 def findings_of_attempts(engine: Engine, attempt_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
     """Only the findings of these attempts (no requests or responses): cheap for thousands of documents."""
     wanted = sorted(set(attempt_ids))
     found: dict[int, list[dict[str, Any]]] = {}
-    with transaction(engine, write=False) as session:
+    with engine.connect() as connection:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
-            for attempt_id, findings in session.execute(select(Attempt.id, Attempt.findings).where(Attempt.id.in_(chunk))):
+            query = select(attempts.c.id, attempts.c.findings).where(attempts.c.id.in_(chunk))
+            for attempt_id, findings in connection.execute(query):
                 found[attempt_id] = list(findings or ())
     return found
 
@@ -229,13 +229,13 @@ def findings_of_attempts(engine: Engine, attempt_ids: Iterable[int]) -> dict[int
 def attempt_findings_for_runs(engine: Engine, run_ids: Iterable[str]) -> list[AttemptFindings]:
     """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)`` of every attempt of these runs."""
     query = (
-        select(Attempt.run_id, Attempt.document_run_id, Attempt.id, Attempt.kind, Attempt.number, Attempt.outcome,
-               Attempt.findings)
-        .where(Attempt.run_id.in_(list(run_ids)))
-        .order_by(Attempt.document_run_id, Attempt.created_at, Attempt.id)
+        select(attempts.c.run_id, attempts.c.document_run_id, attempts.c.id, attempts.c.kind, attempts.c.number,
+               attempts.c.outcome, attempts.c.findings)
+        .where(attempts.c.run_id.in_(list(run_ids)))
+        .order_by(attempts.c.document_run_id, attempts.c.created_at, attempts.c.id)
     )
-    with transaction(engine, write=False) as session:
-        return [(r, d, a, k, n, o, list(f or ())) for r, d, a, k, n, o, f in session.execute(query)]
+    with engine.connect() as connection:
+        return [(r, d, a, k, n, o, list(f or ())) for r, d, a, k, n, o, f in connection.execute(query)]
 
 
 SpendRow = tuple[str, int | None, str | None, int, int, int, int, int]
@@ -248,17 +248,17 @@ def spend(engine: Engine, *, run_ids: Iterable[str] | None = None,
     """Token sums of the model calls that got an answer, per run and model (per document run and model when
     ``document_run_ids`` is given); answers reused from an earlier attempt cost nothing and are left out."""
     per_document = document_run_ids is not None
-    keys: list[Any] = [Attempt.run_id, Attempt.document_run_id if per_document else None, Attempt.model]
+    keys: list[Any] = [attempts.c.run_id, attempts.c.document_run_id if per_document else None, attempts.c.model]
     keys = [key for key in keys if key is not None]
-    counted = func.count(Attempt.prompt_tokens)
-    query = (select(*keys, counted, func.coalesce(func.sum(Attempt.prompt_tokens), 0),
-                    func.coalesce(func.sum(Attempt.cached_tokens), 0),
-                    func.coalesce(func.sum(Attempt.completion_tokens), 0), func.count() - counted)
-             .where(Attempt.reused_from.is_(None),
-                    or_(Attempt.raw_response.is_not(None), Attempt.prompt_tokens.is_not(None)))
+    counted = func.count(attempts.c.prompt_tokens)
+    query = (select(*keys, counted, func.coalesce(func.sum(attempts.c.prompt_tokens), 0),
+                    func.coalesce(func.sum(attempts.c.cached_tokens), 0),
+                    func.coalesce(func.sum(attempts.c.completion_tokens), 0), func.count() - counted)
+             .where(attempts.c.reused_from.is_(None),
+                    or_(attempts.c.raw_response.is_not(None), attempts.c.prompt_tokens.is_not(None)))
              .group_by(*keys))
     wanted = sorted(set(document_run_ids)) if per_document and document_run_ids is not None else sorted(set(run_ids or ()))
-    column = Attempt.document_run_id if per_document else Attempt.run_id
+    column = attempts.c.document_run_id if per_document else attempts.c.run_id
     rows: list[SpendRow] = []
     with engine.connect() as connection:
         for start in range(0, len(wanted), 500):

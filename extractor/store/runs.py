@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from extractor.redact import redact_config, redact_text
-from extractor.store.db import require_one_of, transaction, utcnow
+from extractor.store.db import require_one_of, utcnow, write_connection
 from extractor.store.info import RunConfig
-from extractor.store.models import Claim, DocumentRun, Run
+from extractor.store.tables import claims, document_runs, runs
 from extractor.vocab import DocumentState, GateDecision, RunStatus, values_of
 
 STALE_AFTER_S = 60.0
@@ -27,10 +27,10 @@ def start_run(engine: Engine, config: RunConfig) -> str:
     """Record a new running run and return its id; secrets in the command and config are never stored."""
     run_id = uuid.uuid4().hex
     now = utcnow()
-    with transaction(engine) as session:
-        # only the columns a starting run sets (an ORM add would send NULL for the outcome, set when the run ends)
-        session.connection().execute(
-            insert(Run).values(
+    with write_connection(engine) as connection:
+        # only the columns a starting run sets (the outcome is set when the run ends)
+        connection.execute(
+            insert(runs).values(
                 id=run_id,
                 started_at=now,
                 status=RunStatus.running,
@@ -55,8 +55,8 @@ def start_run(engine: Engine, config: RunConfig) -> str:
 
 def heartbeat(engine: Engine, run_id: str) -> None:
     """Tell other processes this run is alive (call well within ``STALE_AFTER_S``)."""
-    with transaction(engine) as session:
-        session.connection().execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
+    with write_connection(engine) as connection:
+        connection.execute(update(runs).where(runs.c.id == run_id).values(heartbeat_at=utcnow()))
 
 
 def finish_run(engine: Engine, run_id: str, status: RunStatus, outcome: GateDecision | None = None) -> None:
@@ -65,29 +65,28 @@ def finish_run(engine: Engine, run_id: str, status: RunStatus, outcome: GateDeci
     if outcome is not None:
         require_one_of(outcome, values_of(GateDecision), "run outcome")
     now = utcnow()
-    with transaction(engine) as session:
-        session.connection().execute(
-            update(Run).where(Run.id == run_id).values(status=status, finished_at=now, heartbeat_at=now, outcome=outcome)
-        )
+    with write_connection(engine) as connection:
+        connection.execute(update(runs).where(runs.c.id == run_id)
+                           .values(status=status, finished_at=now, heartbeat_at=now, outcome=outcome))
 
 
 def mark_interrupted(engine: Engine, run_id: str) -> int:
     """Every document this run was still processing becomes INTERRUPTED (resumable); returns how many."""
-    with transaction(engine) as session:
-        return _interrupt_documents(session.connection(), run_id, utcnow())
+    with write_connection(engine) as connection:
+        return _interrupt_documents(connection, run_id, utcnow())
 
 
 def _interrupt_documents(connection: Connection, run_id: str, now: datetime, cause: str | None = None) -> int:
     """The run's PROCESSING document runs and their claims become INTERRUPTED (free for a rerun to take)."""
     values = {"state": DocumentState.INTERRUPTED, "finished_at": now} | ({"cause": cause} if cause else {})
     interrupted = connection.execute(
-        update(DocumentRun)
-        .where(DocumentRun.run_id == run_id, DocumentRun.state == DocumentState.PROCESSING)
+        update(document_runs)
+        .where(document_runs.c.run_id == run_id, document_runs.c.state == DocumentState.PROCESSING)
         .values(**values)
     )
     connection.execute(
-        update(Claim)
-        .where(Claim.run_id == run_id, Claim.state == DocumentState.PROCESSING)
+        update(claims)
+        .where(claims.c.run_id == run_id, claims.c.state == DocumentState.PROCESSING)
         .values(state=DocumentState.INTERRUPTED, updated_at=now)
     )
     return interrupted.rowcount
@@ -100,19 +99,18 @@ def reap_dead_runs(engine: Engine) -> list[str]:
     Only a missing process counts as dead here (a stale heartbeat may be a suspended laptop); claims
     of runs on other machines are still taken over once their heartbeat is stale (see ``is_alive``).
     """
-    with transaction(engine, write=False) as session:
-        running = session.execute(
-            select(Run.id, Run.pid).where(Run.status == RunStatus.running, Run.host == socket.gethostname())
+    with engine.connect() as connection:
+        running = connection.execute(
+            select(runs.c.id, runs.c.pid).where(runs.c.status == RunStatus.running, runs.c.host == socket.gethostname())
         ).all()
     dead = [run_id for run_id, pid in running if pid != os.getpid() and not pid_exists(pid)]
     for run_id in dead:
         now = utcnow()
-        with transaction(engine) as session:
-            connection = session.connection()
+        with write_connection(engine) as connection:
             _interrupt_documents(connection, run_id, now, "its run ended without finishing (process killed or crashed)")
             connection.execute(
-                update(Run)
-                .where(Run.id == run_id, Run.status == RunStatus.running)
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status == RunStatus.running)
                 .values(status=RunStatus.crashed, finished_at=now)
             )
     return dead

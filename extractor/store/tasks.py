@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, func, insert, select, update
 
-from extractor.store.db import transaction, utcnow, write_connection
-from extractor.store.models import Batch, Document, Run, Task, Upload
+from extractor.store.db import utcnow, write_connection
 from extractor.store.runs import is_alive
+from extractor.store.tables import batches, documents, runs, tasks, uploads
 from extractor.vocab import Outcome, TaskState
 
 
@@ -66,9 +66,9 @@ class Delivery:
     deliveries: int = 0
 
 
-_TASK_COLUMNS = (Task.id, Task.batch_id, Upload.name, Upload.sha256, Task.state, Task.outcome, Task.cause,
-                 Task.tokens, Task.rule_ids, Task.deliveries, Task.run_id, Task.document_run_id, Task.enqueued_at,
-                 Task.started_at, Task.finished_at)
+_TASK_COLUMNS = (tasks.c.id, tasks.c.batch_id, uploads.c.name, uploads.c.sha256, tasks.c.state, tasks.c.outcome,
+                 tasks.c.cause, tasks.c.tokens, tasks.c.rule_ids, tasks.c.deliveries, tasks.c.run_id,
+                 tasks.c.document_run_id, tasks.c.enqueued_at, tasks.c.started_at, tasks.c.finished_at)
 
 
 def _info(row: Any) -> TaskInfo:
@@ -89,36 +89,36 @@ def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
     with write_connection(engine) as connection:
         if batch_id is None:
             batch_id = uuid.uuid4().hex
-            connection.execute(insert(Batch), {"id": batch_id, "settings": settings, "submitted_by": submitted_by,
+            connection.execute(insert(batches), {"id": batch_id, "settings": settings, "submitted_by": submitted_by,
                                                "owner": owner, "created_at": now})
         for task_id, (name, content) in zip(task_ids, documents):
-            upload = connection.execute(insert(Upload), {
+            upload = connection.execute(insert(uploads), {
                 "sha256": hashlib.sha256(content).hexdigest(), "name": name, "size": len(content),
                 "content": content, "created_at": now}).inserted_primary_key
             assert upload is not None
-            connection.execute(insert(Task), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
+            connection.execute(insert(tasks), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
                                               "state": TaskState.queued, "tokens": 0, "rule_ids": [], "deliveries": 0,
                                               "enqueued_at": now})
     return batch_id, task_ids
 
 
 def batch_settings(engine: Engine, batch_id: str) -> dict[str, Any] | None:
-    with transaction(engine, write=False) as session:
-        return session.execute(select(Batch.settings).where(Batch.id == batch_id)).scalar()
+    with engine.connect() as connection:
+        return connection.execute(select(batches.c.settings).where(batches.c.id == batch_id)).scalar()
 
 
 def pending_count(engine: Engine) -> int:
     """Tasks queued and not started yet, over every batch: what backpressure bounds."""
-    with transaction(engine, write=False) as session:
-        return int(session.execute(select(func.count()).select_from(Task).where(Task.state == TaskState.queued))
+    with engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(tasks).where(tasks.c.state == TaskState.queued))
                    .scalar() or 0)
 
 
 def unfinished_ids(engine: Engine) -> list[str]:
     """Every task not finished yet, oldest first (what an in-process service picks up again when it starts)."""
-    query = select(Task.id).where(Task.state != TaskState.finished).order_by(Task.enqueued_at, Task.id)
-    with transaction(engine, write=False) as session:
-        return list(session.execute(query).scalars())
+    query = select(tasks.c.id).where(tasks.c.state != TaskState.finished).order_by(tasks.c.enqueued_at, tasks.c.id)
+    with engine.connect() as connection:
+        return list(connection.execute(query).scalars())
 
 
 Everyone = None
@@ -129,14 +129,14 @@ def _owned(query: Any, owner: str | None) -> Any:
     """``query`` (over tasks) limited to the batches of ``owner``; unchanged for ``Everyone``."""
     if owner is Everyone:
         return query
-    return query.where(Task.batch_id.in_(select(Batch.id).where(Batch.owner == owner)))
+    return query.where(tasks.c.batch_id.in_(select(batches.c.id).where(batches.c.owner == owner)))
 
 
 def get_task(engine: Engine, task_id: str, owner: str | None = Everyone) -> TaskInfo | None:
     """The task, if it exists and (with ``owner``) is that owner's: another owner's task is as missing."""
-    query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.id == task_id)
-    with transaction(engine, write=False) as session:
-        row = session.execute(_owned(query, owner)).first()
+    query = select(*_TASK_COLUMNS).join(uploads, uploads.c.id == tasks.c.upload_id).where(tasks.c.id == task_id)
+    with engine.connect() as connection:
+        row = connection.execute(_owned(query, owner)).first()
     return None if row is None else _info(row)
 
 
@@ -144,18 +144,18 @@ def tasks_of_batch(engine: Engine, batch_id: str, task_ids: Iterable[str] | None
                    owner: str | None = Everyone) -> list[TaskInfo]:
     """The batch's tasks (or only ``task_ids`` of it), in the order they were enqueued; none when ``owner`` is
     given and the batch is not that owner's."""
-    query = select(*_TASK_COLUMNS).join(Upload, Upload.id == Task.upload_id).where(Task.batch_id == batch_id)
+    query = select(*_TASK_COLUMNS).join(uploads, uploads.c.id == tasks.c.upload_id).where(tasks.c.batch_id == batch_id)
     if task_ids is not None:
-        query = query.where(Task.id.in_(list(task_ids)))
-    with transaction(engine, write=False) as session:
-        return [_info(row) for row in session.execute(_owned(query, owner).order_by(Task.enqueued_at, Task.id))]
+        query = query.where(tasks.c.id.in_(list(task_ids)))
+    with engine.connect() as connection:
+        return [_info(row) for row in connection.execute(_owned(query, owner).order_by(tasks.c.enqueued_at, tasks.c.id))]
 
 
 def batch_counts(engine: Engine, batch_id: str) -> dict[str, int]:
     """How many of the batch's tasks are queued, started and finished."""
-    query = select(Task.state, func.count()).where(Task.batch_id == batch_id).group_by(Task.state)
-    with transaction(engine, write=False) as session:
-        return {state: int(count) for state, count in session.execute(query)}
+    query = select(tasks.c.state, func.count()).where(tasks.c.batch_id == batch_id).group_by(tasks.c.state)
+    with engine.connect() as connection:
+        return {state: int(count) for state, count in connection.execute(query)}
 
 
 @dataclass(frozen=True)
@@ -174,40 +174,40 @@ class BatchInfo:
 
 def list_batches(engine: Engine, owner: str | None = Everyone, *, limit: int) -> list[BatchInfo]:
     """The newest ``limit`` batches (of ``owner`` only, when given), with their documents per task state."""
-    query = select(Batch.id, Batch.submitted_by, Batch.created_at).order_by(Batch.created_at.desc(), Batch.id)
+    query = select(batches.c.id, batches.c.submitted_by, batches.c.created_at).order_by(batches.c.created_at.desc(), batches.c.id)
     if owner is not Everyone:
-        query = query.where(Batch.owner == owner)
-    with transaction(engine, write=False) as session:
-        batches = session.execute(query.limit(limit)).all()
-        counts: dict[str, dict[str, int]] = {row.id: {} for row in batches}
-        for batch_id, state, count in session.execute(
-                select(Task.batch_id, Task.state, func.count()).where(Task.batch_id.in_(list(counts)))
-                .group_by(Task.batch_id, Task.state)):
+        query = query.where(batches.c.owner == owner)
+    with engine.connect() as connection:
+        found = connection.execute(query.limit(limit)).all()
+        counts: dict[str, dict[str, int]] = {row.id: {} for row in found}
+        for batch_id, state, count in connection.execute(
+                select(tasks.c.batch_id, tasks.c.state, func.count()).where(tasks.c.batch_id.in_(list(counts)))
+                .group_by(tasks.c.batch_id, tasks.c.state)):
             counts[batch_id][state] = int(count)
-    return [BatchInfo(row.id, row.submitted_by, row.created_at, counts[row.id]) for row in batches]
+    return [BatchInfo(row.id, row.submitted_by, row.created_at, counts[row.id]) for row in found]
 
 
 def owns_document_run(engine: Engine, owner: str, document_run_id: int) -> bool:
     """Whether a task of ``owner``'s batches ended in this document run (what a submitter may read)."""
-    query = _owned(select(Task.id).where(Task.document_run_id == document_run_id), owner).limit(1)
-    with transaction(engine, write=False) as session:
-        return session.execute(query).first() is not None
+    query = _owned(select(tasks.c.id).where(tasks.c.document_run_id == document_run_id), owner).limit(1)
+    with engine.connect() as connection:
+        return connection.execute(query).first() is not None
 
 
 def upload_of(engine: Engine, task_id: str) -> tuple[str, bytes]:
     """The task's document: ``(name as submitted, bytes)``."""
-    query = select(Upload.name, Upload.content).join(Task, Task.upload_id == Upload.id).where(Task.id == task_id)
-    with transaction(engine, write=False) as session:
-        row = session.execute(query).one()
+    query = select(uploads.c.name, uploads.c.content).join(tasks, tasks.c.upload_id == uploads.c.id).where(tasks.c.id == task_id)
+    with engine.connect() as connection:
+        row = connection.execute(query).one()
     return row.name, bytes(row.content)
 
 
 def start_delivery(engine: Engine, task_id: str, run_id: str, *, stale_after_s: float) -> Delivery:
     """Decide, in one transaction, whether this worker run works on the task now (see the module docstring)."""
-    with transaction(engine) as session:
-        row = session.execute(
-            select(Task.state, Task.deliveries, Task.run_id, Run.status, Run.host, Run.pid, Run.heartbeat_at)
-            .outerjoin(Run, Run.id == Task.run_id).where(Task.id == task_id).with_for_update(of=Task)
+    with write_connection(engine) as connection:
+        row = connection.execute(
+            select(tasks.c.state, tasks.c.deliveries, tasks.c.run_id, runs.c.status, runs.c.host, runs.c.pid, runs.c.heartbeat_at)
+            .outerjoin(runs, runs.c.id == tasks.c.run_id).where(tasks.c.id == task_id).with_for_update(of=tasks)
         ).first()
         if row is None:
             return Delivery("missing")
@@ -217,7 +217,7 @@ def start_delivery(engine: Engine, task_id: str, run_id: str, *, stale_after_s: 
                 and is_alive(row.status, row.host, row.pid, row.heartbeat_at, stale_after_s)):
             return Delivery("duplicate", row.deliveries)
         deliveries = row.deliveries + 1
-        session.execute(update(Task).where(Task.id == task_id).values(
+        connection.execute(update(tasks).where(tasks.c.id == task_id).values(
             state=TaskState.started, deliveries=deliveries, run_id=run_id, started_at=utcnow()))
         return Delivery("start", deliveries)
 
@@ -227,7 +227,7 @@ def finish_task(engine: Engine, task_id: str, outcome: Outcome, cause: str | Non
     """Record where the task's document ended; False when it was finished before (the first result stays)."""
     with write_connection(engine) as connection:
         done = connection.execute(
-            update(Task).where(Task.id == task_id, Task.state != TaskState.finished)
+            update(tasks).where(tasks.c.id == task_id, tasks.c.state != TaskState.finished)
             .values(state=TaskState.finished, outcome=outcome, cause=cause, document_run_id=document_run_id,
                     tokens=tokens, rule_ids=list(rule_ids), finished_at=utcnow()))
         return done.rowcount == 1
@@ -235,18 +235,18 @@ def finish_task(engine: Engine, task_id: str, outcome: Outcome, cause: str | Non
 
 def document_with(engine: Engine, sha256: str, segmenter: str) -> int | None:
     """The id of the document with this content under this segmenter, if a worker got as far as storing it."""
-    with transaction(engine, write=False) as session:
-        return session.execute(select(Document.id).where(Document.sha256 == sha256, Document.segmenter == segmenter)
+    with engine.connect() as connection:
+        return connection.execute(select(documents.c.id).where(documents.c.sha256 == sha256, documents.c.segmenter == segmenter)
                                ).scalar()
 
 
 def uploads_with(engine: Engine, sha256: str) -> list[tuple[int, str]]:
     """The uploads with this content, oldest first, as ``(upload id, name as submitted)``."""
-    query = select(Upload.id, Upload.name).where(Upload.sha256 == sha256).order_by(Upload.id)
-    with transaction(engine, write=False) as session:
-        return [(row.id, row.name) for row in session.execute(query)]
+    query = select(uploads.c.id, uploads.c.name).where(uploads.c.sha256 == sha256).order_by(uploads.c.id)
+    with engine.connect() as connection:
+        return [(row.id, row.name) for row in connection.execute(query)]
 
 
 def upload_content(engine: Engine, upload_id: int) -> bytes:
-    with transaction(engine, write=False) as session:
-        return bytes(session.execute(select(Upload.content).where(Upload.id == upload_id)).scalar_one())
+    with engine.connect() as connection:
+        return bytes(connection.execute(select(uploads.c.content).where(uploads.c.id == upload_id)).scalar_one())

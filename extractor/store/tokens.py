@@ -9,14 +9,15 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extractor.canonical import text_sha256
 from extractor.errors import UsageError
-from extractor.store.db import require_one_of, transaction, utcnow, write_connection
-from extractor.store.models import ApiToken
+from extractor.store.db import require_one_of, utcnow, write_connection
+from extractor.store.tables import api_tokens
 from extractor.vocab import Role, values_of
 
 TOKEN_PREFIX = "ext_"
@@ -48,9 +49,9 @@ def create_token(engine: Engine, name: str, role: str, owner: str | None = None)
         raise UsageError("token owner must be 1 to 200 characters")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
-        with transaction(engine) as session:
-            session.add(ApiToken(name=name, role=role, token_sha256=token_hash(secret), created_at=utcnow(),
-                                 owner=owner))
+        with write_connection(engine) as connection:
+            connection.execute(insert(api_tokens).values(name=name, role=role, token_sha256=token_hash(secret),
+                                                         created_at=utcnow(), owner=owner))
     except IntegrityError:
         raise UsageError(f"a token named {name!r} exists; revoke it or pick another name") from None
     return secret
@@ -64,24 +65,24 @@ def find_token(engine: Engine, secret: str) -> TokenInfo | None:
 def find_token_by_hash(engine: Engine, sha256: str) -> TokenInfo | None:
     """The live token with this hash: what a browser session (which keeps the hash, not the secret) checks on
     every request, so revoking the token ends its sessions."""
-    with transaction(engine, write=False) as session:
-        row = session.execute(select(ApiToken).where(ApiToken.token_sha256 == sha256,
-                                                     ApiToken.revoked_at.is_(None))).scalar()
+    with engine.connect() as connection:
+        row = connection.execute(select(api_tokens).where(api_tokens.c.token_sha256 == sha256,
+                                                     api_tokens.c.revoked_at.is_(None))).first()
         return None if row is None else _info(row)
 
 
 def list_tokens(engine: Engine) -> list[TokenInfo]:
-    with transaction(engine, write=False) as session:
-        return [_info(row) for row in session.execute(select(ApiToken).order_by(ApiToken.created_at)).scalars()]
+    with engine.connect() as connection:
+        return [_info(row) for row in connection.execute(select(api_tokens).order_by(api_tokens.c.created_at))]
 
 
-def _info(row: ApiToken) -> TokenInfo:
+def _info(row: Row[Any]) -> TokenInfo:
     return TokenInfo(row.name, Role(row.role), row.created_at, row.revoked_at, row.owner or row.name)
 
 
 def revoke_token(engine: Engine, name: str) -> bool:
     """Revoke the token called ``name``; False when there is no live token of that name."""
     with write_connection(engine) as connection:
-        done = connection.execute(update(ApiToken).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+        done = connection.execute(update(api_tokens).where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
                                   .values(revoked_at=utcnow()))
         return done.rowcount == 1

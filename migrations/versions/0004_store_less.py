@@ -23,7 +23,7 @@ branch_labels: str | None = None
 depends_on: str | None = None
 
 WAITING = "NOT decided AND state IN ('READY_FOR_REVIEW', 'MANUAL_REVIEW')"
-"""As ``extractor.store.models.waiting()`` when this revision was written (migrations never import the models)."""
+"""As ``extractor.store.tables.waiting()`` when this revision was written (migrations never import the tables)."""
 
 
 def upgrade() -> None:
