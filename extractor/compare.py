@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractor.errors import UsageError
-from extractor.evidence.report import FAILING
 from extractor.gate import Category, GateResult, GateSettings, decide_release, default_weights, normalise_weights
 from extractor.runfilter import RunFilter
 from extractor.store import RunInfo, Store
 from extractor.store.info import newest_final
-from extractor.vocab import JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
+from extractor.vocab import FAILING, JUDGE_UNEVALUABLE_MARKS, REVIEWABLE, DocumentState, GateDecision
 
 if TYPE_CHECKING:
     from extractor.evaluation.paired import AccuracyComparison

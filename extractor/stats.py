@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from extractor.evidence.report import FAILING
 from extractor.store import RunInfo, Store
+from extractor.vocab import FAILING
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,19 @@ class ReviewDecision(StrEnum):
     rejected = "rejected"
 
 
+class Severity(StrEnum):
+    """``critical``: the document is BLOCKED whatever else holds (docs/design.md#states); ``error``: the candidate fails and is
+    repaired once; ``warning``: a person's call (some warnings send the document to a person)."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+
+
+FAILING = frozenset({Severity.CRITICAL.value, Severity.ERROR.value})
+"""Severities (as stored) that make a candidate fail: a critical finding is an error that no repair may hide."""
+
+
 class GateDecision(StrEnum):
     """The outcome of the regression gate (docs/design.md#regression-gate): what a release decision may be."""
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from extractor.cli.app import MODEL, App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
-from extractor.providers import ResponseFormat
+from extractor.providers.settings import ResponseFormat
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
     DEFAULT_JUDGE_QUEUE,

@@ -25,7 +25,7 @@ from extractor.cli.app import (
     fail,
 )
 from extractor.cli.judge import ResponseFormatOption
-from extractor.providers import ResponseFormat
+from extractor.providers.settings import ResponseFormat
 from extractor.vocab import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTRACT,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from extractor.evidence.report import Report, Severity
-from extractor.vocab import MARK_BLOCK, DocumentState, JudgeMode
+from extractor.evidence.report import Report
+from extractor.vocab import MARK_BLOCK, DocumentState, JudgeMode, Severity
 
 if TYPE_CHECKING:
     from extractor.engine.settings import RunSettings

@@ -4,23 +4,10 @@ value-excerpt links a judge is asked about."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from extractor.document import by_fields
-
-
-class Severity(StrEnum):
-    """``critical``: the document is BLOCKED whatever else holds (docs/design.md#states); ``error``: the candidate fails and is
-    repaired once; ``warning``: a person's call (some warnings send the document to a person)."""
-
-    CRITICAL = "critical"
-    ERROR = "error"
-    WARNING = "warning"
-
-
-FAILING = frozenset({Severity.CRITICAL.value, Severity.ERROR.value})
-"""Severities (as stored) that make a candidate fail: a critical finding is an error that no repair may hide."""
+from extractor.vocab import FAILING, Severity
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,13 @@ only the standard library: the CLI imports ``ResponseFormat`` from it at start-u
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from extractor.generate import Provider, RateLimited, TimedOut
 from extractor.providers.settings import ProviderSettings
-from extractor.providers.settings import ResponseFormat as ResponseFormat  # (the CLI reads it from here)
+from extractor.providers.settings import ResponseFormat as ResponseFormat
+
+if TYPE_CHECKING:
+    from extractor.generate import Provider, RateLimited, TimedOut
 
 ACCEPTED_FORMS = "openai:<model>, local:<path.gguf> or local (the bundled demo model)"
 

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from extractor.evidence.report import FAILING
 from extractor.review.resolve import ReviewError
 from extractor.runfilter import RunFilter
 from extractor.store import DocumentRunInfo, Store
-from extractor.vocab import REVIEWABLE, DocumentState
+from extractor.vocab import FAILING, REVIEWABLE, DocumentState
 
 QUEUE_STATES: dict[str, tuple[DocumentState, ...]] = {
     "ready": (DocumentState.READY_FOR_REVIEW,),

@@ -11,14 +11,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from extractor.document import Document, Word
-from extractor.evidence.report import FAILING
-from extractor.generate import messages_as_sent
 from extractor.review.resolve import ReviewError
 from extractor.store import AttemptInfo, DocumentInfo, DocumentRunInfo, RunInfo, Store
-from extractor.vocab import AttemptKind, SentenceMark
+from extractor.vocab import FAILING, AttemptKind, SentenceMark
 
 if TYPE_CHECKING:
+    from extractor.document import Document, Word
     from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
 
 def iso(value: datetime | None) -> str | None:
@@ -220,6 +218,8 @@ class AttemptView:
         return price.cost(a.prompt_tokens, a.cached_tokens, a.completion_tokens)
 
     def to_json(self) -> dict[str, Any]:
+        from extractor.generate import messages_as_sent  # not for read-only commands (docs/design.md#data-flow)
+
         a = self.attempt
         return {
             "id": a.id, "number": a.number, "kind": a.kind, "final": self.final, "outcome": a.outcome,

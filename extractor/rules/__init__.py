@@ -23,8 +23,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
 from extractor.document import Document
-from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState
 from extractor.evidence.source import Source
+from extractor.vocab import Severity
 
 STAGES = ("structure", "critical", "references", "order", "values", "evidence", "coverage", "completeness")
 C = TypeVar("C")

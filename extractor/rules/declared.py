@@ -34,10 +34,10 @@ from typing import Any
 
 from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
-from extractor.evidence.report import Severity
 from extractor.rules import Card, Hit, Rule
 from extractor.rules.generic import Context, variants
 from extractor.rules.lookup import Catalogue, columns, database_url, load_file, load_query
+from extractor.vocab import Severity
 
 SEVERITIES = ("error", "warning", "review")
 _RULE_ID = re.compile(r"^[A-Z][A-Z0-9_]*$")

@@ -23,11 +23,11 @@ from typing import Any
 from extractor.document import Document, words_in
 from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
-from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState
 from extractor.evidence.source import Source
 from extractor.evidence.support import best_support
 from extractor.rules import Card, EvidenceModel, Hit, Rule
-from extractor.vocab import CoverageStatus, FieldPresence
+from extractor.vocab import CoverageStatus, FieldPresence, Severity
 
 ENVELOPE = ("missingFields", "evidence", "sentenceCoverage")
 Path = tuple[str, ...]

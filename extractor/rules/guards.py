@@ -21,10 +21,10 @@ from typing import Any
 
 from extractor.evidence import sensitive
 from extractor.evidence.fieldpath import Step, location
-from extractor.evidence.report import Finding, Report, Severity
+from extractor.evidence.report import Finding, Report
 from extractor.evidence.source import Source
 from extractor.rules import Hit, get, rule
-from extractor.vocab import CoverageStatus, PersonalDataPolicy
+from extractor.vocab import CoverageStatus, PersonalDataPolicy, Severity
 
 PROMPT_ECHO_WORDS = 8
 """An output echoes the prompt when it holds this many consecutive words of it (shorter runs are common prose)."""

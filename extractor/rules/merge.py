@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from extractor.evidence.report import Severity
 from extractor.rules import Hit, rule
+from extractor.vocab import Severity
 
 MERGE_VALUE_CONFLICT = "MERGE_VALUE_CONFLICT"
 

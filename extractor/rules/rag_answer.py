@@ -13,11 +13,12 @@ from typing import Any
 
 from extractor.document import Document, Sentence
 from extractor.evidence.fieldpath import location
-from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState, Severity
+from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLink, Report, SentenceState
 from extractor.evidence.source import Source
 from extractor.evidence.support import support_score
 from extractor.evidence.text import NormalizedText
 from extractor.rules import EvidenceModel, Hit, rule
+from extractor.vocab import Severity
 
 CONTRACT = "rag_answer"
 NORMALISATION = "Unicode NFKC, case folded, whitespace runs collapsed to one space"

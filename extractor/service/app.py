@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from extractor.engine.discover import with_attachments
 from extractor.errors import ExtractorError, UsageError
 from extractor.ingest import max_document_bytes
-from extractor.providers import ResponseFormat
+from extractor.providers.settings import ResponseFormat
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings

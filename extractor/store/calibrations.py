@@ -6,14 +6,16 @@ threshold is the one that counts (``latest_calibration``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, Row, func, insert, select
 
-from extractor.calibration_report import CalibrationReport
 from extractor.store.db import plain, utcnow, write_connection
 from extractor.store.info import CalibrationInfo
 from extractor.store.tables import judge_calibrations
+
+if TYPE_CHECKING:
+    from extractor.calibration_report import CalibrationReport
 
 
 def save_calibration(engine: Engine, report: CalibrationReport) -> int:
@@ -67,4 +69,6 @@ def latest_calibration(engine: Engine, judge_model: str, rubric_version: str, th
 
 def _info(row: Row[Any]) -> CalibrationInfo:
     """A stored row with its report JSON read back into a ``CalibrationReport`` (rows of any earlier version too)."""
+    from extractor.calibration_report import CalibrationReport  # not for read-only commands (docs/design.md#data-flow)
+
     return plain(CalibrationInfo, row, report=CalibrationReport.from_json(row.report))

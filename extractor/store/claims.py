@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
 from extractor.store.db import plain, require_one_of, utcnow, write_connection
 from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
 from extractor.store.runs import is_alive
 from extractor.store.tables import claims, document_runs, documents, runs
 from extractor.vocab import FINAL_STATES, DocumentState, values_of
+
+if TYPE_CHECKING:
+    from extractor.document import Document as SourceDocument
 
 _CLAIM_ROUNDS = 8
 """Each round either decides or saw another process change the claim; more rounds mean a livelock."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
-from extractor.calibration_report import CalibrationReport
 from extractor.canonical import canonical_sha256
 from extractor.vocab import FINAL_STATES, DocumentState
 
 if TYPE_CHECKING:
+    from extractor.calibration_report import CalibrationReport
     from extractor.generate import GenerationRequest
 
 

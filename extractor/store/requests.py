@@ -18,11 +18,13 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from extractor.canonical import canonical_json, text_sha256
 from extractor.errors import StoreError
-from extractor.generate import GenerationRequest
+
+if TYPE_CHECKING:
+    from extractor.generate import GenerationRequest
 
 T = TypeVar("T")
 
@@ -145,6 +147,8 @@ def fingerprint(template_text: str | None, own: Any, where: str) -> str:
 
 
 def _whole_fingerprint(request: dict[str, Any]) -> str:
+    from extractor.generate import GenerationRequest  # not for read-only commands (docs/design.md#data-flow)
+
     schema_at = request.get("schema_at")
     return GenerationRequest(**{key: request[key] for key in _SENT},
                              schema_at=tuple(schema_at) if schema_at else None).fingerprint

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from extractor.calibration_report import CalibrationReport
-from extractor.document import Document as SourceDocument
 from extractor.errors import StoreError
 from extractor.store import attempts, calibrations, claims, evaluations, integrity, queries, runs
 from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
@@ -44,6 +42,10 @@ from extractor.store.info import (
 from extractor.store.queries import AttemptFindings
 from extractor.store.runs import STALE_AFTER_S
 from extractor.vocab import DocumentState, GateDecision, RunStatus
+
+if TYPE_CHECKING:
+    from extractor.calibration_report import CalibrationReport
+    from extractor.document import Document as SourceDocument
 
 
 class Store:

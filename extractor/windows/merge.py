@@ -30,8 +30,9 @@ from typing import Any
 from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec
 from extractor.evidence import fieldpath
 from extractor.evidence.fieldpath import Step, location
-from extractor.evidence.report import Finding, Severity
+from extractor.evidence.report import Finding
 from extractor.rules.merge import MERGE_VALUE_CONFLICT
+from extractor.vocab import Severity
 
 Locate = Callable[[str, int], int | None]
 """``locate(excerpt, window index)``: where the excerpt starts in the source within that window, or None."""
