@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import codecs
 
-from charset_normalizer import from_bytes
-
 from extractor.errors import InputError
 
 # UTF-32 LE before UTF-16 LE: its BOM (FF FE 00 00) starts with the UTF-16 LE BOM (FF FE).
@@ -75,6 +73,8 @@ def _legacy(data: bytes, path: str) -> tuple[str, str]:
 
     On one or two sentences the detector often scores cp1251 and koi8-r equally (same letters, permuted).
     """
+    from charset_normalizer import from_bytes  # only for a file that is not UTF-8 (docs/design.md#data-flow)
+
     matches = from_bytes(data, cp_isolation=list(LEGACY_ENCODINGS))
     best = matches.best()
     if best is None:

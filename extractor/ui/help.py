@@ -15,9 +15,7 @@ import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from enum import Enum
-from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -49,16 +47,9 @@ def reflow(text: str) -> list[str]:
     return paragraphs
 
 
-VALUE_WORDS: dict[type, str] = {str: "TEXT", int: "N", float: "NUMBER", Path: "PATH"}
-"""The placeholder of an option's value by its Python type, unless the option names its own (``metavar``)."""
-
-
-def value_type(param: Any) -> Any:
-    """The type of one value of ``param`` (``list[Path]`` -> ``Path``), from typer's annotation."""
-    annotation = param.type_descriptor.annotation
-    if get_origin(annotation) is list:
-        (annotation,) = get_args(annotation)
-    return annotation
+VALUE_WORDS: dict[str, str] = {"str": "TEXT", "int": "N", "int range": "N", "float": "NUMBER", "float range": "NUMBER",
+                               "path": "PATH"}
+"""The placeholder of an option's value by its click type's name, unless the option names its own (``metavar``)."""
 
 
 def metavar(param: Any) -> str:
@@ -67,10 +58,10 @@ def metavar(param: Any) -> str:
         return ""
     if param.metavar:
         return str(param.metavar)
-    kind = value_type(param)
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        return "|".join(str(member.value) for member in kind)
-    return VALUE_WORDS.get(kind, getattr(kind, "__name__", "VALUE").upper())
+    kind = param.type
+    if (choices := getattr(kind, "choices", None)) is not None:  # typer's choice of an Enum's members
+        return "|".join(str(getattr(choice, "value", choice)) for choice in choices)
+    return VALUE_WORDS.get(kind.name, kind.name.upper())
 
 
 def names(param: Any) -> str:
@@ -86,7 +77,7 @@ def names(param: Any) -> str:
 
 
 def _limits(param: Any) -> str:
-    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    low, high = getattr(param.type, "min", None), getattr(param.type, "max", None)  # an IntRange, a FloatRange
     if low is not None and high is not None:
         return f"{low} to {high}"
     if low is not None:

@@ -23,6 +23,8 @@ from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import FINAL_STATES, CoverageStatus, DocumentState, SentenceMark
 
 if TYPE_CHECKING:
+    from rich.syntax import Syntax
+
     from extractor.compare import Comparison
     from extractor.evidence.report import Report
     from extractor.prices import Spend
@@ -289,9 +291,12 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", excerpt.text)
         print_table(console, table)
     if view.candidate is not None and view.shown is not None:
-        from rich.syntax import Syntax  # (pygments: only ``show`` pays for it)
+        candidate: Text | Syntax = Text(compact_json(view.candidate))
+        if console.color_system is not None:  # highlighting takes pygments: only for a terminal's colours
+            from rich.syntax import Syntax
 
-        console.print(Panel(Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default"),
+            candidate = Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default")
+        console.print(Panel(candidate,
                             title=f"candidate (attempt {view.shown_position})", title_align="left",
                             expand=console.is_terminal))
     if view.fields:
