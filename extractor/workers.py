@@ -184,13 +184,55 @@ def _run_alive() -> Connection:
 
 
 def start_early() -> None:
-    """Start the fork server now, so that it imports what the worker processes need while the caller imports
-    what it needs itself (``extract worker``: about 1.2 s of CPU before it can take a document), instead of after:
-    forking the workers then waits for nothing, and neither does the event loop that asks for them."""
-    if _context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
+    """Start the fork server now (``extract worker``, after its imports and before it opens anything or starts a
+    thread): the worker processes are then forked as soon as the first document needs them, and the event loop that
+    asks for them waits for nothing.
 
+    The fork server is this very process, forked here: it has every module this process imported (the contracts,
+    ingest, most of what the workers need) without importing them again, and imports the rest itself
+    (``extractor.preload``). Forking is safe only while this process has no other thread; otherwise, or where the
+    standard library's fork server is not the one this code knows, the fork server starts as a new interpreter and
+    imports it all (about 0.6 s of CPU more, per ``extract worker``)."""
+    if _context().get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # type: ignore[attr-defined]
+    known = all(hasattr(server, name) for name in ("_lock", "_forkserver_pid", "_forkserver_address",
+                                                       "_forkserver_alive_fd"))
+    if threading.active_count() > 1 or not known or hasattr(server, "_forkserver_authkey"):
         forkserver.ensure_running()
+        return
+    with server._lock:
+        if server._forkserver_pid is None:
+            _fork_server(server)
+
+
+def _fork_server(server: Any) -> None:
+    """``multiprocessing.forkserver.ForkServer.ensure_running``, with ``os.fork`` where it starts a new interpreter."""
+    import socket
+    from multiprocessing import connection, forkserver, resource_tracker
+
+    resource_tracker.ensure_running()
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+        listener.bind(address)
+        os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the fork server: it leaves when this process and the workers it forked are gone
+            try:
+                os.close(alive_w)
+                if _ALIVE is not None:  # only the run may hold the pipe its workers watch
+                    _ALIVE[1].close()
+                forkserver.main(listener.fileno(), alive_r, [PRELOAD])  # type: ignore[attr-defined]
+            finally:
+                os._exit(0)
+        os.close(alive_r)
+    server._forkserver_address = address
+    server._forkserver_alive_fd = alive_w
+    server._forkserver_pid = pid
 
 
 def _context() -> Any:

@@ -31,6 +31,7 @@ from tests.support.batch import (
     write_batch,
 )
 from tests.support.llm_server import Action, Hang, Reply, ScriptedLLMServer
+from tests.support.processes import alive, descendants
 
 FINAL_SQL = "SELECT COUNT(*) FROM document_runs WHERE state IN ('READY_FOR_REVIEW', 'MANUAL_REVIEW', 'ERROR')"
 
@@ -197,35 +198,11 @@ def test_the_ingest_worker_does_not_outlive_a_killed_run(llm_server: Callable[..
     victim = subprocess.Popen(extract_command("run", str(tmp_path / "docs"), "--model", "openai:x", "--timeout", "60"),
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_until(lambda: len(server.chat_requests) == 3, victim)  # every document was read: both workers are up
-    descendants = _descendants(victim.pid)
-    assert len(descendants) >= 2, "the run started no worker processes"
+    below = descendants(victim.pid)
+    assert len(below) >= 2, "the run started no worker processes"
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(pid) for pid in descendants):
+    while time.monotonic() < deadline and any(alive(pid) for pid in below):
         time.sleep(0.2)
-    assert not [pid for pid in descendants if _alive(pid)]
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-
-    def below(parent: int) -> list[int]:
-        children = [child for child, its in parents.items() if its == parent]
-        return children + [grandchild for child in children for grandchild in below(child)]
-
-    return below(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert not [pid for pid in below if alive(pid)]

@@ -40,7 +40,7 @@ from tests.support.batch import (
 )
 from tests.support.databases import fresh_database
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status
-from tests.support.processes import Processes, wait_for
+from tests.support.processes import Processes, alive, descendants, wait_for
 from tests.support.redis_server import free_port, redis_server
 
 pytestmark = pytest.mark.postgres
@@ -118,8 +118,11 @@ def test_two_workers_convert_500_documents_and_one_sigkilled_mid_batch_loses_or_
     hold.set()
     wait_for(lambda: started_by(pg_url, doomed.pid) >= 4, "the doomed worker holding documents mid-conversion",
              watch=(doomed, survivor))
+    below = descendants(doomed.pid)  # its fork server, the worker processes forked from it, the resource tracker
+    assert len(below) >= 4, below
     workers.kill(doomed)
     killed.set()
+    wait_for(lambda: not any(alive(pid) for pid in below), "every process below the killed worker gone", timeout=30)
     out, err = run.communicate(timeout=600)
 
     assert run.returncode == 0, err[-3000:]

@@ -49,8 +49,6 @@ def worker(
     (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
     """
     from extractor import workers
-
-    workers.start_early()  # first: the worker processes' modules load while this process loads its own
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
     from extractor.queue.endpoints import load_endpoints
     from extractor.queue.limiter import shared_limit
@@ -62,6 +60,7 @@ def worker(
         fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
     search_contracts(contracts)  # where a batch's contract is looked for when the folder it names is not here
     servers = load_endpoints(endpoints)
+    workers.start_early()  # the fork server is this process as it is now: its modules, no thread, nothing open
     store = open_store(database)
     observer = None
     if metrics_port is not None:

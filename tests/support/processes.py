@@ -62,3 +62,30 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180,
                 pytest.fail(f"a process ended ({process.returncode}) while waiting for {what}")
         time.sleep(0.05)
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (children, theirs, ...): a worker process is forked by a fork server, so it is
+    a grandchild of the run or worker that uses it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+
+    def below(parent: int) -> list[int]:
+        children = [child for child, its in parents.items() if its == parent]
+        return children + [grandchild for child in children for grandchild in below(child)]
+
+    return below(pid)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, dead and not yet reaped, is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
