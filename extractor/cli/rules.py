@@ -6,6 +6,7 @@ block), 1 rejected (the score cannot tell the classes apart: nothing is written)
 """
 
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -72,7 +73,10 @@ def _either_side(ctx: typer.Context, name: str, value: Any) -> Any:
     """An option of ``extract rules`` given after RULE_ID (this command's) or before it (the group's)."""
     source = ctx.get_parameter_source(name)  # typer may vendor click: its own ParameterSource, compared by name
     given_here = source is not None and source.name != "DEFAULT"
-    return value if given_here or ctx.parent is None else ctx.parent.params.get(name, value)
+    if given_here or ctx.parent is None:
+        return value
+    group_value = ctx.parent.params.get(name, value)  # as typed: typer converts only what a command receives
+    return type(value)(group_value) if isinstance(value, Enum) else group_value
 
 
 @rules_app.command(hidden=True)
