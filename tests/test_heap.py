@@ -61,3 +61,23 @@ def test_an_engine_run_freezes_its_heap_only_while_it_runs(
     assert [outcome.state for outcome in summary.outcomes] == ["READY_FOR_REVIEW"]
     assert len(seen) == 1 and seen[0] > 10_000, "the heap is frozen while the model is asked"
     assert gc.get_freeze_count() == 0, "after the run its objects can be collected again"
+
+
+def test_a_start_up_runs_without_the_collector_and_freezes_what_it_made() -> None:
+    """``collector_off``: no collection during it, what it made frozen after it, and the collector on again (off
+    already before it: left off)."""
+    gc.unfreeze()
+    made: list[object] = []
+    with heap.collector_off():
+        assert not gc.isenabled()
+        made.extend([[number] for number in range(1000)])  # objects the collector tracks, made during the start-up
+    try:
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= 1000
+        gc.disable()
+        with heap.collector_off():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
