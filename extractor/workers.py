@@ -193,8 +193,8 @@ def start_early() -> None:
     (``extractor.preload``). Forking is safe only while this process has no other thread; otherwise, or where the
     standard library's fork server is not the one this code knows, the fork server starts as a new interpreter and
     imports it all (about 0.6 s of CPU more, per ``extract worker``)."""
-    if _context().get_start_method() != "forkserver":
-        return
+    if os.environ.get(PROCESSES_ENV, "1").strip() == "0" or _context().get_start_method() != "forkserver":
+        return  # threads instead of worker processes, or no fork server on this platform
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver  # type: ignore[attr-defined]

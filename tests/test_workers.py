@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 from extractor import workers
@@ -187,3 +189,36 @@ def test_a_finished_call_wakes_one_waiting_file_and_a_cancelled_one_passes_the_w
     assert queued == 3
     assert handed_on, "the cancelled file's wake went to the next file"
     assert served
+
+
+FORK_SERVER_PROBE = """
+import asyncio, os, sys, threading
+from pathlib import Path
+from extractor import workers
+
+if sys.argv[1] == "thread":  # a thread already running: forking this process would not be safe
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+workers.start_early()
+document, _ = asyncio.run(workers.prepare(Path(sys.argv[2])))
+helper = workers._VALIDATION.executor()._processes  # the worker process that read it
+(pid,) = helper
+server = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+print(len(document.sentences), Path(f"/proc/{server}/cmdline").read_text().replace(chr(0), " "))
+"""
+
+
+def test_a_process_without_threads_is_the_fork_server_of_its_workers_else_a_new_interpreter_is() -> None:
+    """``start_early``: forked from the caller (its command line), or, with a thread running, the standard library's
+    fork server; the document read is the same either way."""
+    sample = ROOT / "samples" / "en_purchase_approval.md"
+    found = {}
+    for case in ("alone", "thread"):
+        done = subprocess.run([sys.executable, "-c", FORK_SERVER_PROBE, case, str(sample)], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        sentences, command = done.stdout.strip().split(" ", 1)
+        found[case] = (int(sentences), command)
+    expected = len(workers.load_document(sample).sentences)
+    assert found["alone"][0] == found["thread"][0] == expected > 0
+    assert "import asyncio" in found["alone"][1]  # this very process, forked
+    assert "multiprocessing.forkserver" in found["thread"][1]
