@@ -291,11 +291,12 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", excerpt.text)
         print_table(console, table)
     if view.candidate is not None and view.shown is not None:
-        candidate: Text | Syntax = Text(compact_json(view.candidate))
+        candidate_json = compact_json(view.candidate)
+        candidate: Text | Syntax = Text(candidate_json)
         if console.color_system is not None:  # highlighting takes pygments: only for a terminal's colours
             from rich.syntax import Syntax
 
-            candidate = Syntax(compact_json(view.candidate), "json", word_wrap=True, background_color="default")
+            candidate = Syntax(candidate_json, "json", word_wrap=True, background_color="default")
         console.print(Panel(candidate,
                             title=f"candidate (attempt {view.shown_position})", title_align="left",
                             expand=console.is_terminal))
