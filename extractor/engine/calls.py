@@ -143,6 +143,7 @@ class ModelCalls:
                     reserved = self.money.reserve(self.counter, request)  # raises Interrupted over the budget
                 called_at, calling = datetime.now(UTC), True
                 result = await self.provider.generate(request)
+                self.progress.answered((result.prompt_tokens or 0) + (result.completion_tokens or 0))
                 if self.money is not None:
                     self.money.spent(reserved, result)
                     reserved = 0.0
@@ -206,6 +207,7 @@ class ModelCalls:
                     reserved = self.money.reserve(self.counter, request, "judge")  # raises Interrupted over it
                 base["created_at"] = datetime.now(UTC)
                 outcome, decision = await judge.evaluate(report)
+                self.progress.answered(outcome.tokens)
                 if reserved and self.money is not None and outcome.result is not None:
                     self.money.spent(reserved, outcome.result, "judge")
                     reserved = 0.0
