@@ -47,7 +47,10 @@ def evaluate(
     store = open_run_log(database)
     result = run_evaluation(store, selection, gold, resamples=resamples, seed=seed)
     data = result.to_json()
-    if save and result.documents:
+    if save and store.read_only is not None:
+        typer.echo("note: the score is not kept: the run log is read-only (--no-save leaves it out without this note)",
+                   err=True)
+    elif save and result.documents:
         data["evaluation_id"] = store.save_evaluation(
             selection=selection, gold=" ".join(str(g.folder) for g in result.gold),
             gold_sha256=_combined(g.digest() for g in result.gold), resamples=resamples, seed=seed,

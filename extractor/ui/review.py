@@ -314,16 +314,17 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             if isinstance(question, dict):
                 console.print(f"  - {question.get('fieldPath')}: {question.get('question')}")
     from extractor.prices import dollars
+    from extractor.review.view import latency
 
     for shown in view.attempts:
         attempt = shown.attempt
         cached = f" ({attempt.cached_tokens} cached)" if attempt.cached_tokens else ""
         tokens = (f"{attempt.prompt_tokens or 0}{cached}+{attempt.completion_tokens or 0} tokens, "
                   f"{'local model, no API price' if shown.in_process else dollars(shown.cost)}")
-        latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
+        took = latency(attempt.latency_ms)
         reused = f", {shown.reused.describe(document_run.id)}" if shown.reused else ""
         title = (f"attempt {shown.position} ({shown.label}{reused}{', final' if shown.final else ''}): "
-                 f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {latency}")
+                 f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {took}")
         if shown.findings:
             print_table(console, findings_table(shown.findings, title))
         else:
