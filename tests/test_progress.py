@@ -7,22 +7,16 @@ are known to be in flight; the test waits on the lines themselves, never on a sl
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import re
-import select
-import struct
 import subprocess
-import termios
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.support.batch import answer_for, cli_env, extract_command
 from tests.support.llm_server import Action, Reply, ScriptedLLMServer
+from tests.support.terminal import ESCAPES, at_terminal, plain
 
 LINE = re.compile(r"^progress: (\d+)/(\d+) documents(?: \(([^)]*)\))?, (\d+) calls? in flight, ([\d,]+) tokens so far, "
                   r"(\d+:\d\d) elapsed(?:, ETA (\d+:\d\d))?$")
@@ -83,8 +77,6 @@ def test_a_run_in_a_log_prints_progress_lines(tmp_path: Path, llm_server: Callab
     assert not any("extract run" in line and "━" in line for line in stderr), stderr  # no bar drawn into a log
 
 
-ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
-
 
 def test_a_run_at_a_terminal_shows_calls_in_flight_tokens_and_the_time_left(
         tmp_path: Path, llm_server: Callable[..., ScriptedLLMServer]) -> None:
@@ -105,38 +97,24 @@ def test_a_run_at_a_terminal_shows_calls_in_flight_tokens_and_the_time_left(
         (folder / f"doc{number}.md").write_text(sample.replace("# Purchase Request Approval Procedure",
                                                                f"# Purchase Request Approval Procedure {number}", 1),
                                                 encoding="utf-8")
-    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db") | {"TERM": "xterm-256color"}
-    env.pop("COLUMNS", None)
-    master, terminal = pty.openpty()
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    process = subprocess.Popen(extract_command("run", str(folder), "--model", "openai:m", "--concurrency", "2"),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal, env=env, cwd=tmp_path)
-    os.close(terminal)
-    drawn, waiting = "", None
+    waiting: list[re.Match[str]] = []
+
+    def watch(screen: str) -> None:
+        found = re.search(r"READY_FOR_REVIEW 1 · 2 calls in flight · ([\d,]+) tokens so far", screen)
+        if found and not waiting:
+            waiting.append(found)
+        if waiting and re.search(r"1/3 +\d:\d\d:\d\d +ETA \d+:\d\d", screen):
+            release.set()
+
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if not select.select([master], [], [], 1)[0]:
-                continue
-            try:
-                chunk = os.read(master, 1 << 16)
-            except OSError:  # the run ended: its side of the terminal is closed
-                break
-            if not chunk:
-                break
-            drawn += chunk.decode("utf-8", "replace")
-            screen = ESCAPES.sub("", drawn)
-            waiting = waiting or re.search(r"READY_FOR_REVIEW 1 · 2 calls in flight · ([\d,]+) tokens so far", screen)
-            if waiting and re.search(r"1/3 +\d:\d\d:\d\d +ETA \d+:\d\d", screen):
-                release.set()
-        assert process.wait(timeout=120) == 0
+        code, drawn, _ = at_terminal(extract_command("run", str(folder), "--model", "openai:m", "--concurrency", "2"),
+                                     env=cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db"), cwd=tmp_path,
+                                     stdout_too=False, watch=watch)
     finally:
         release.set()
-        os.close(master)
-        if process.poll() is None:
-            process.kill()
-    screen = ESCAPES.sub("", drawn)
-    assert waiting is not None and int(waiting.group(1).replace(",", "")) > 0, screen[-2000:]
+    assert code == 0
+    screen = plain(drawn)
+    assert waiting and int(waiting[0].group(1).replace(",", "")) > 0, screen[-2000:]
     assert re.search(r"1/3 +\d:\d\d:\d\d +ETA \d+:\d\d", screen), screen[-2000:]
     lines = ESCAPES.sub("\n", drawn).split("\n")  # every cursor move starts a line: none may pass the 80 columns
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
