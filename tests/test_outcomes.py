@@ -132,3 +132,27 @@ def test_unreadable_inputs_are_named_in_the_summary_and_explain_exit_2(tmp_path:
     assert lines[-1].startswith("outcome MANUAL_REVIEW   exit 2   (exit 2, not MANUAL_REVIEW's 3: 22 input(s) could "
                                 "not be read (named above); 1 document(s) need a person: extract review)"), lines[-1]
     assert len(paths) == 1
+
+
+def test_the_gate_says_what_its_decision_rests_on_and_latest_names_runs(tmp_path: Path,
+                                                                      llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    """Two runs that pass none of their three documents: the gate promotes (the candidate is not worse) and says
+    so, with the counts, rather than a bare PROMOTE; ``latest`` and ``latest~1`` name the two newest runs."""
+    server = llm_server(script({"m": lambda number: "fail", "n": lambda number: "fail"}))
+    paths = write_documents(tmp_path / "docs", [1, 2, 3])
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db")
+    for model in ("m", "n"):
+        assert run_cli("run", *map(str, paths), "--model", f"openai:{model}", env=env, cwd=tmp_path).returncode == 3
+    compared = run_cli("compare", "latest~1", "latest", "--format", "json", env=env, cwd=tmp_path)
+    assert compared.returncode == ExitCode.OK, compared.stderr
+    data = json.loads(compared.stdout)
+    assert [side["runs"][0]["model"] for side in (data["baseline"], data["candidate"])] == ["m", "n"]
+    assert data["decision"] == "PROMOTE"
+    assert ("no sign the candidate passes fewer documents than the baseline (the candidate passes 0 of 3 document(s), "
+            "the baseline 0 of 3); PROMOTE says it is not worse, not that it is good: it passes none") in data["reason"]
+    text = run_cli("compare", "latest~1", "latest", env=env, cwd=tmp_path).stdout.splitlines()[-1]
+    assert text.startswith("decision: PROMOTE  (rho ") and "passes 0 of 3" in text, text
+    missing = run_cli("compare", "latest~2", "latest", env=env, cwd=tmp_path)
+    assert missing.returncode == ExitCode.USAGE and "'latest~2' selects no run" in missing.stderr
+    narrowed = run_cli("stats", "model=m,run=latest", "--format", "json", env=env, cwd=tmp_path)
+    assert [entry["model"] for entry in json.loads(narrowed.stdout)] == ["m"], narrowed.stdout
