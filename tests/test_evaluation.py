@@ -181,6 +181,35 @@ def test_needs_input_false_values_and_references_are_counted_apart() -> None:
     assert scorer.score(gold_of(en), None).fields["lineItems[].sku"] == [3, 0, 0, 0, 0, 3, 0, 0]
 
 
+def test_case_is_folded_only_where_the_contract_compares_without_case() -> None:
+    """work_procedure declares case-free comparison for participants' names only (its PARTICIPANT_NAME_DUPLICATE
+    check normalises with casefold): a rule in other case is a wrong value, a name in other case a right one."""
+    scorer = Scorer(get_contract("work_procedure"))
+    en = PROCEDURES[0]
+    candidate = expected_candidate(en)
+    candidate["rules"][0] = candidate["rules"][0].upper()
+    candidate["participants"][0]["name"] = candidate["participants"][0]["name"].upper()
+    fields = scorer.score(gold_of(en), candidate).fields
+    assert fields["rules[]"][:4] == [2, 2, 1, 1]  # aligned (the identity ignores case), then wrong: case counts
+    assert fields["participants[].name"][:4] == [3, 3, 2, 3]  # wrong exactly, right normalised
+
+
+def test_an_answer_that_broke_the_schema_has_its_values_and_its_evidence_scored(db_url: str, llm_server: Any) -> None:
+    """The final answer lacks sentenceCoverage (SCHEMA_VIOLATION: the evidence rules never ran): its values are
+    scored, and its excerpts, found in the source the way gold's are, are scored as evidence too."""
+    def no_coverage(body: dict[str, Any] | None, _call: int) -> Action:
+        candidate = expected_candidate(PROCEDURES[0])
+        del candidate["sentenceCoverage"]
+        return Reply(json.dumps(candidate))
+
+    run_id = run_samples(db_url, llm_server(no_coverage), "broken", PROCEDURES[:1], "work_procedure")
+    data = json.loads(cli(db_url, "eval", run_id, "--gold", str(GOLD / "procedures"), "--format", "json",
+                          "--no-save").output)
+    assert data["documents"][0]["state"] == "MANUAL_REVIEW" and data["summary"]["f1"] == 1.0
+    evidence = data["evidence"]["overall"]
+    assert evidence["gold"] > 0 and evidence["checked"] == evidence["overlap"] == evidence["gold"], evidence
+
+
 # ---------------------------------------------------------------- bootstrap and McNemar against scipy
 
 

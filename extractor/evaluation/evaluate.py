@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from extractor.store.evaluations import FinalCandidate
 
 NO_CANDIDATE = "no final candidate"
+EVIDENCE = "evidence"
+"""The envelope's list of evidence entries (``{fieldPath, sourceExcerpt}``)."""
 
 
 @dataclass
@@ -287,8 +289,17 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
         if final is not None and final.outcome == "unparseable":
             why = f"{document_run.state}: the final answer was unparseable"
     located = locate(gold_evidence, sentences, normalisation) if gold_evidence and candidate is not None else []
-    cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ())
-             for entry in (final.evidence_spans if final is not None else ()) if isinstance(entry, dict)]
+    spans = final.evidence_spans if final is not None else []
+    excerpts = candidate.get(EVIDENCE) if candidate is not None else None
+    if not spans and isinstance(excerpts, list) and excerpts:
+        # an answer that broke the schema never reached the evidence rules (docs/design.md#rules): its excerpts are
+        # found the way gold's are, so its evidence is scored like its values
+        cited: list[tuple[str, Any]] = locate(
+            [(str(e.get("fieldPath", "")), str(e.get("sourceExcerpt", ""))) for e in excerpts if isinstance(e, dict)],
+            sentences, normalisation)
+    else:
+        cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ()) for entry in spans
+                 if isinstance(entry, dict)]
     score = scorer.score(gold, candidate, located, cited)
     language = language_of(" ".join(s.get("text", "") for s in sentences[:50])[:4000])  # the script of its start
     return ScoredDocument(document_run.sha256, document_run.path, gold_name, contract, language, document_run.id,
