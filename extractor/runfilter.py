@@ -60,6 +60,12 @@ def parse_when(value: str, *, now: datetime | None = None) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def newest(text: str) -> int | None:
+    """``n`` when ``text`` is ``latest~n`` (0 for ``latest``), else None."""
+    found = _NEWEST.match(text.strip().lower())
+    return None if found is None else int(found.group(1) or 0)
+
+
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs to take: every set field must match (``run`` is a run id or a unique prefix of one)."""
@@ -81,8 +87,7 @@ class RunFilter:
     @property
     def newest(self) -> int | None:
         """``n`` of ``run=latest~n`` (0 for ``latest``): the n-th newest of the runs the other filters select."""
-        found = _NEWEST.match(self.run or "")
-        return None if found is None else int(found.group(1) or 0)
+        return newest(self.run or "")
 
     @classmethod
     def parse(cls, spec: str) -> RunFilter:
