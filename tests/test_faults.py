@@ -18,12 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from extractor.workers import prepare
+
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.vocab import ExitCode
-from extractor.workers import prepare
 from tests.support.batch import ROOT, answer_for, cli_env, request_text, run_cli, summary_of, write_batch
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status, Truncated
 

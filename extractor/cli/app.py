@@ -179,10 +179,10 @@ def emit_json(value: Any) -> None:
 
 
 def load_document(path: Path) -> Any:
-    from extractor.ingest import load
-    from extractor.segment import segment
+    """``path`` read by a sandboxed reader, with the reading limits a run has (``extractor.offload``)."""
+    from extractor.offload import read_now
 
-    return segment(load(path))
+    return read_now(path)
 
 
 def read_candidate(path: Path) -> str:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor import offload
 from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
@@ -32,11 +33,9 @@ from extractor.errors import ExtractorError, InputError
 from extractor.generate import Provider
 from extractor.generate.limit import AdaptiveLimit
 from extractor.generate.prompt import load_prompt
-from extractor.heap import frozen_during_run
 from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
-from extractor.workers import prepare
 
 if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
     from extractor.judge.modes import Judge
@@ -109,7 +108,7 @@ class Engine:
         what is left; rerunning the same command finishes it. Nothing to read: no run is recorded.
         """
         started = time.monotonic()
-        with self._stop_on_signals(), frozen_during_run():  # signals first: none finds the run without its handler
+        with self._stop_on_signals():
             discovery = paths if isinstance(paths, Discovery) else discover(paths)
             summary = RunSummary(None, unsupported=dict(discovery.unsupported))
             summary.outcomes = [DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match")
@@ -289,7 +288,7 @@ class Engine:
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
-                document, seconds = await prepare(path, lambda done, total: self.progress.page(label, done, total))
+                document, seconds = await offload.read(path, lambda done, total: self.progress.page(label, done, total))
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds
