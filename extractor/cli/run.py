@@ -41,6 +41,7 @@ from extractor.vocab import (
 )
 
 if TYPE_CHECKING:
+    from extractor.engine.discover import Discovery
     from extractor.judge.modes import JudgeOptions
 
 
@@ -198,6 +199,7 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
 
     chosen = contract_named(contract, contracts)  # the workers get this very contract (BatchSettings.contract_spec)
     discovery = discover(paths)
+    note_discovery(discovery)
     if not discovery.files:
         print_nothing_found(discovery, as_json=format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
@@ -224,6 +226,14 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
     raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
 
 
+def note_discovery(discovery: "Discovery") -> None:
+    """What discovery passed over that a user should know of (links pointing outside a folder), on stderr."""
+    from extractor.printable import printable
+
+    for note in discovery.notes():
+        typer.echo(f"note: {printable(note)}", err=True)
+
+
 def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
          concurrency: int, force: bool, retry_errors: bool, base_url: str | None, timeout: float, retries: int,
          retry_budget: float,
@@ -239,6 +249,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
 
     chosen = contract_named(contract, contracts)  # a broken contract is refused here, before any model call
     discovery = discover(paths)
+    note_discovery(discovery)
     if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
         print_nothing_found(discovery, as_json=format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
