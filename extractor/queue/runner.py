@@ -140,12 +140,13 @@ class Runner:
         return asyncio.run_coroutine_threadsafe(self.handle(task_id), self.loop)
 
     def close(self) -> None:
-        """Record every worker run as finished and stop the loop."""
+        """Record every worker run as finished, stop the loop and the CPU pool."""
         if not self.loop.is_running():
             return
         asyncio.run_coroutine_threadsafe(self._close(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
+        offload.POOL.close()  # its processes, before the interpreter's exit waits for them
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     async def _close(self) -> None:
