@@ -1,5 +1,5 @@
 """Progress without a terminal: ``extract run`` piped into a log prints a progress line every
-``EXTRACT_PROGRESS_SECONDS`` (documents done, their states, calls in flight, elapsed, ETA).
+``EXTRACT_PROGRESS_SECONDS`` (documents done, their states, calls in flight, tokens so far, elapsed, time left).
 
 The scripted model server holds every answer until the test lets it go, so the lines are read while calls
 are known to be in flight; the test waits on the lines themselves, never on a sleep.
@@ -19,7 +19,7 @@ from tests.support.llm_server import Action, Reply, ScriptedLLMServer
 from tests.support.terminal import ESCAPES, at_terminal, plain
 
 LINE = re.compile(r"^progress: (\d+)/(\d+) documents(?: \(([^)]*)\))?, (\d+) calls? in flight, ([\d,]+) tokens so far, "
-                  r"(\d+:\d\d) elapsed(?:, ETA (\d+:\d\d))?$")
+                  r"(\d+:\d\d) elapsed(?:, (\d+:\d\d) left)?$")
 
 
 def lines_of(stream: Any) -> Iterator[str]:
@@ -103,7 +103,7 @@ def test_a_run_at_a_terminal_shows_calls_in_flight_tokens_and_the_time_left(
         found = re.search(r"READY_FOR_REVIEW 1 · 2 calls in flight · ([\d,]+) tokens so far", screen)
         if found and not waiting:
             waiting.append(found)
-        if waiting and re.search(r"1/3 +\d:\d\d:\d\d +ETA \d+:\d\d", screen):
+        if waiting and re.search(r"1/3 +\d:\d\d:\d\d +\d+:\d\d left", screen):
             release.set()
 
     try:
@@ -115,7 +115,7 @@ def test_a_run_at_a_terminal_shows_calls_in_flight_tokens_and_the_time_left(
     assert code == 0
     screen = plain(drawn)
     assert waiting and int(waiting[0].group(1).replace(",", "")) > 0, screen[-2000:]
-    assert re.search(r"1/3 +\d:\d\d:\d\d +ETA \d+:\d\d", screen), screen[-2000:]
+    assert re.search(r"1/3 +\d:\d\d:\d\d +\d+:\d\d left", screen), screen[-2000:]
     lines = ESCAPES.sub("\n", drawn).split("\n")  # every cursor move starts a line: none may pass the 80 columns
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     assert re.search(r"3/3 +\d:\d\d:\d\d", screen) and "READY_FOR_REVIEW 3 · 0 calls in flight" in screen, screen[-2000:]

@@ -200,7 +200,7 @@ class RunProgress(Progress):
             self._reading = ""
         if self._task is not None:
             left = self.left()
-            self._progress.update(self._task, advance=1, left=f"ETA {left}" if left else "")
+            self._progress.update(self._task, advance=1, left=f"{left} left" if left else "")
         if outcome.state in (Outcome.INPUT_ERROR, Outcome.ERROR):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
@@ -235,7 +235,7 @@ class RunProgress(Progress):
 
     def line(self) -> str:
         """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 12,345 tokens so
-        far, 1:02 elapsed, ETA 3:27``."""
+        far, 1:02 elapsed, 3:27 left``."""
         with self._lock:
             done = sum(self.counts.values())
         counts, rest = self.status()
@@ -243,7 +243,7 @@ class RunProgress(Progress):
                  f"{clock(time.monotonic() - self._started)} elapsed"]
         left = self.left()
         if left:
-            parts.append(f"ETA {left}")
+            parts.append(f"{left} left")  # a duration: "ETA 17:42" reads as a time of day
         return ", ".join(parts)
 
     def _tick(self, seconds: float) -> None:
