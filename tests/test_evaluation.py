@@ -315,6 +315,8 @@ def test_eval_scores_a_run_stores_it_and_runs_shows_it(db_url: str, llm_server: 
 
     text = cli(db_url, "eval", worse, "--gold", str(GOLD / "procedures"), "--no-save")
     assert "rules[]" in text.output and "0.833" in text.output and "1000 resamples, seed 42" in text.output
+    # three documents, one per language: a resample often draws none of a language, and the table says what that is
+    assert " undefined)" in text.output and "(N undefined): in N of the 1000 resamples" in " ".join(text.output.split())
 
     # the model never answered the English order (HTTP 403): not evaluable, left out of the score as compare leaves
     # it out of the pass rates, and listed apart; the two it answered are scored

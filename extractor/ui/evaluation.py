@@ -30,8 +30,9 @@ def interval(found: Interval) -> str:
 
 def undefined_note(resamples: int) -> str:
     """What ``(N undefined)`` beside an interval means (printed under a table that shows one)."""
-    return (f"(N undefined): in N of the {resamples} resamples the documents drawn held no value of that field, in "
-            "gold or in the candidates, so it had no F1 there; the interval is of the other resamples")
+    return (f"(N undefined): in N of the {resamples} resamples the documents drawn held no value of that row (a "
+            "field, or a language's documents), in gold or in the candidates, so it had no F1 there; the interval is "
+            "of the other resamples")
 
 
 def _any_undefined(intervals: list[Interval]) -> bool:
