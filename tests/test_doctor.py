@@ -14,50 +14,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url, text, update
 
-from extractor.store import Store, open_store, tables
-from extractor.store.approved import approve
+from extractor.store import open_store, tables
 from extractor.store.integrity import checks
-from extractor.vocab import DocumentState, ExitCode, GateDecision
-from tests.support.runlog import dead_pid, make_document, plant, record, run_config
+from extractor.vocab import ExitCode
+from tests.support.runlog import dead_pid, healthy_log, make_document, plant, run_config
 
 
 def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "extractor", "doctor", "--database", db_url, *args],
                           capture_output=True, text=True, timeout=120)
-
-
-def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
-    """Three runs: four documents finished, a forced rerun that errored, and two BLOCKED documents (one
-    approved over its block); each run with the outcome its documents give."""
-    config = run_config()
-    first = store.start_run(config)
-    document_runs, attempts = [], []
-    for n in range(4):
-        document_id = store.get_or_create_document(make_document(n))
-        document_run = store.claim(first, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
-        attempt = record(store, document_run)
-        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=attempt)
-        document_runs.append(document_run)
-        attempts.append(attempt)
-    store.finish_run(first, "finished")
-    second = store.start_run(config)
-    forced = store.claim(second, config.config_hash, store.get_or_create_document(make_document(0)), "docs/0.txt",
-                         force=True).document_run_id
-    store.finish_document(forced, DocumentState.ERROR, cause="HTTP 503")
-    store.finish_run(second, "finished", GateDecision.MANUAL_REVIEW)
-    third = store.start_run(run_config(model="leaky"))
-    for n in (4, 5):
-        document_id = store.get_or_create_document(make_document(n))
-        blocked = store.claim(third, run_config(model="leaky").config_hash, document_id, f"docs/{n}.txt").document_run_id
-        attempt = record(store, blocked)
-        store.finish_document(blocked, DocumentState.BLOCKED, cause="critical finding(s): SECRET_IN_OUTPUT",
-                              final_attempt_id=attempt)
-        document_runs.append(blocked)
-        attempts.append(attempt)
-    approve(store, document_runs[4], {"rules": []}, reviewer="kim", attempt_id=attempts[4],
-            block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
-    store.finish_run(third, "finished", GateDecision.BLOCK)
-    return [first, second, third], document_runs, attempts
 
 
 def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(db_url: str) -> None:

@@ -10,6 +10,7 @@ import json
 import multiprocessing
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, column, event, insert, inspect, make_url, table, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from typer.testing import CliRunner
 
 from extractor.cli import app as cli_app
@@ -35,15 +36,17 @@ from extractor.repair import render_repair
 from extractor.segment import segment
 from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
+from extractor.store import tasks as store_tasks
 from extractor.store.approved import approve, approved_records, reject, reviews_for
-from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
+from extractor.store.db import SCHEMA_REVISION, alembic_config, apply_migrations, create_store_engine
 from extractor.store.integrity import problems
 from extractor.validate import validate
-from extractor.vocab import DocumentState, GateDecision, RunStatus
+from extractor.vocab import DocumentState, GateDecision, Outcome, RunStatus
 from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
+from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
+from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, record, run_config
 
 HEAD = "0012"
 RACE_DOCUMENTS = 50
@@ -145,6 +148,84 @@ def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:
     engine.dispose()
     with open_store(db_url) as store:
         assert store.integrity_check() == []
+
+
+@pytest.fixture
+def defensive_sqlite() -> Iterator[None]:
+    """Every SQLite connection opened during the test runs in SQLite's defensive mode (no schema edits)."""
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection):
+            sqlite_defensive(dbapi_connection)
+
+    event.listen(Engine, "connect", on_connect)
+    yield
+    event.remove(Engine, "connect", on_connect)
+
+
+def sound(engine: Engine) -> list[str]:
+    """What SQLite's own checks say is wrong with the file (pages, indexes against tables, dangling keys)."""
+    if engine.dialect.name != "sqlite":
+        return []
+    with engine.connect() as connection:
+        pages = [line for (line,) in connection.exec_driver_sql("PRAGMA integrity_check") if line != "ok"]
+        keys = [f"{table} row {rowid}: no {parent} row" for table, rowid, parent, _ in
+                connection.exec_driver_sql("PRAGMA foreign_key_check")]
+    return pages + keys
+
+
+def test_migrations_round_trip_from_head_to_base_and_back_with_a_log_in_use(db_url: str, defensive_sqlite: None) -> None:
+    """Down and up again through every constraint change (batch mode: SQLite rebuilds the tables) with rows in
+    them, in SQLite's defensive mode, which refuses edits of the stored schema."""
+    with open_store(db_url) as store:
+        runs, document_runs, _ = healthy_log(store)  # BLOCKED document runs (0005) and an approval over a block
+        _, [task] = store_tasks.add_batch(store.engine, {}, "kim", [("a.txt", b"text")])
+        store_tasks.finish_task(store.engine, task, Outcome.BLOCKED, "critical finding", document_runs[4])  # (0012)
+    engine = create_store_engine(db_url)
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:  # the mode is on: the way 0005 and 0012 used to widen a CHECK fails
+            connection.exec_driver_sql("PRAGMA writable_schema = ON")
+            with pytest.raises(OperationalError, match="may not be modified"):
+                connection.exec_driver_sql("UPDATE sqlite_master SET sql = sql WHERE name = 'tasks'")
+    assert sound(engine) == []
+
+    apply_migrations(engine, "0011", downgrade=True)  # through 0012: tasks rebuilt
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT outcome FROM tasks")).scalar_one() == "MANUAL_REVIEW"
+    apply_migrations(engine, "0004", downgrade=True)  # through 0005: document_runs and claims rebuilt
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        states = dict(connection.execute(text("SELECT id, state FROM document_runs")).all())
+        assert connection.execute(text("SELECT count(*) FROM attempts")).scalar_one() == 6
+        assert connection.execute(text("SELECT count(*) FROM reviews")).scalar_one() == 1
+    assert [states[d] for d in document_runs] == ["READY_FOR_REVIEW"] * 4 + ["MANUAL_REVIEW"] * 2
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # 0004's constraint, as 0004 had it
+        connection.execute(text(f"UPDATE document_runs SET state = 'BLOCKED' WHERE id = {document_runs[0]}"))
+
+    apply_migrations(engine)  # up again, the same tables rebuilt with their rows
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert context.get_current_heads() == (HEAD,)
+        assert compare_metadata(context, tables.metadata) == []
+    with Store(engine) as store:
+        assert [d.state for d in store.find_document_runs(ids=document_runs)][::-1] == (
+            ["READY_FOR_REVIEW"] * 4 + ["MANUAL_REVIEW"] * 2)
+        assert store.get_run(runs[0]).counts == {"READY_FOR_REVIEW": 4}
+        assert store.integrity_check() == []
+        store.finish_document(document_runs[5], DocumentState.BLOCKED, final_attempt_id=None)  # allowed again
+        _, [again] = store_tasks.add_batch(store.engine, {}, "kim", [("b.txt", b"b")])  # 0007's tables came back empty
+        assert store_tasks.finish_task(store.engine, again, Outcome.BLOCKED, None, None)
+
+    apply_migrations(engine, "base", downgrade=True)
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"} and sound(engine) == []
+    apply_migrations(engine)
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}),
+                                tables.metadata) == []
+    assert sound(engine) == []
+    engine.dispose()
 
 
 def test_database_from_a_newer_extractor_is_refused_with_one_line(db_url: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
@@ -174,9 +175,56 @@ def upgrade_schema(engine: Engine) -> str:
     return _migrate(engine)
 
 
+def apply_migrations(engine: Engine, revision: str = "head", *, downgrade: bool = False) -> None:
+    """Upgrade (or with ``downgrade``, downgrade) the schema to ``revision``, in one ``migration_connection``."""
+    from alembic import command
+
+    config = alembic_config()
+    with migration_connection(engine) as connection:
+        config.attributes["connection"] = connection
+        (command.downgrade if downgrade else command.upgrade)(config, revision)
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """The one write transaction migrations run in, committed only if they all succeed.
+
+    PostgreSQL: an advisory lock, so two processes opening a fresh database at once do not both create the tables.
+    SQLite: foreign keys are off while it runs, as SQLite's procedure for schema changes it cannot ALTER requires
+    (https://www.sqlite.org/lang_altertable.html#otheralter): Alembic's batch mode rebuilds such a table (new
+    table, rows copied, old one dropped, new one renamed), and dropping a table other tables point at would
+    otherwise delete through their keys or fail. Before committing, ``PRAGMA foreign_key_check`` must find no
+    broken reference the database did not have before (a damaged log keeps what ``extract doctor`` reports).
+    """
+    with engine.connect() as connection:
+        if engine.dialect.name != "sqlite":
+            with connection.begin():
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+                yield connection
+            return
+        raw = connection.connection.driver_connection  # outside a transaction: the only place the pragma works
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys = OFF")
+        try:
+            connection.execution_options(store_write=True)
+            with connection.begin():
+                before = _broken_references(connection)
+                yield connection
+                added = _broken_references(connection) - before
+                if added:
+                    raise StoreError(f"cannot migrate database at {safe_url(engine)}: it would break references of " + ", ".join(
+                        f"{count} row(s) of {table} to {parent}" for (table, parent), count in sorted(added.items())))
+        finally:
+            raw.execute("PRAGMA foreign_keys = ON")
+
+
+def _broken_references(connection: Connection) -> Counter[tuple[str, str]]:
+    """SQLite's ``PRAGMA foreign_key_check``: rows whose reference names no row, counted per table and parent."""
+    return Counter((table, parent) for table, _rowid, parent, _key in connection.exec_driver_sql("PRAGMA foreign_key_check"))
+
+
 def _migrate(engine: Engine) -> str:
     """``upgrade_schema`` through Alembic: a new database, an older one, or one a newer extractor wrote."""
-    from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
@@ -199,12 +247,7 @@ def _migrate(engine: Engine) -> str:
             )
         if current == (head,):
             return head
-        with write_connection(engine) as connection:
-            if engine.dialect.name == "postgresql":
-                # Two processes opening a fresh database at once must not both create the tables.
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        apply_migrations(engine)
     except (SQLAlchemyError, CommandError) as error:
         raise StoreError(
             f"cannot open or migrate database at {where}: {scrub(engine, str(error))}"
