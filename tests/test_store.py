@@ -38,7 +38,13 @@ from extractor.stats import rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
 from extractor.store import tasks as store_tasks
 from extractor.store.approved import approve, approved_records, reject, reviews_for
-from extractor.store.db import SCHEMA_REVISION, alembic_config, apply_migrations, create_store_engine
+from extractor.store.db import (
+    SCHEMA_REVISION,
+    alembic_config,
+    apply_migrations,
+    create_store_engine,
+    migration_connection,
+)
 from extractor.store.integrity import problems
 from extractor.validate import validate
 from extractor.vocab import DocumentState, GateDecision, Outcome, RunStatus
@@ -225,6 +231,27 @@ def test_migrations_round_trip_from_head_to_base_and_back_with_a_log_in_use(db_u
         assert compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}),
                                 tables.metadata) == []
     assert sound(engine) == []
+    engine.dispose()
+
+
+def test_a_migration_that_would_break_references_is_rolled_back_and_old_damage_does_not_block_one(db_url: str) -> None:
+    """SQLite migrates with foreign keys off (batch mode rebuilds tables): the references of what a migration
+    rebuilds are checked before it commits, against what they were before it started."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("SQLite migrates with foreign keys off; PostgreSQL keeps them on")
+    with open_store(db_url) as store:
+        _, document_runs, _ = healthy_log(store)
+    plant(db_url, ["INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (900, 777777, "
+                   "'rejected', 'kim', '2026-01-01 00:00:00')"])  # damage from before: it does not block a migration
+    engine = create_store_engine(db_url)
+    with migration_connection(engine, {"document_runs"}) as connection:
+        connection.execute(text("UPDATE runs SET status = 'finished'"))
+    with pytest.raises(StoreError, match=r"break references of 1 row\(s\) of attempts to document_runs"):
+        with migration_connection(engine, {"document_runs"}) as connection:
+            connection.execute(text(f"DELETE FROM document_runs WHERE id = {document_runs[1]}"))
+    with engine.connect() as connection:  # rolled back, and foreign keys are on again
+        assert connection.execute(text(f"SELECT count(*) FROM document_runs WHERE id = {document_runs[1]}")).scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     engine.dispose()
 
 

@@ -176,25 +176,37 @@ def upgrade_schema(engine: Engine) -> str:
 
 
 def apply_migrations(engine: Engine, revision: str = "head", *, downgrade: bool = False) -> None:
-    """Upgrade (or with ``downgrade``, downgrade) the schema to ``revision``, in one ``migration_connection``."""
+    """Upgrade (or with ``downgrade``, downgrade) the schema to ``revision``, in one ``migration_connection``.
+
+    A migration that rebuilds tables on SQLite (Alembic's batch mode) names them in its module's ``REBUILDS``;
+    their references are checked before it commits.
+    """
     from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
 
     config = alembic_config()
-    with migration_connection(engine) as connection:
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_heads()
+    upper, lower = (current[0] if current else "base", revision) if downgrade else (revision, current[0] if current else "base")
+    pending = [] if upper == lower else ScriptDirectory.from_config(config).iterate_revisions(upper, lower)
+    rebuilds = {table for script in pending for table in getattr(script.module, "REBUILDS", ())}
+    with migration_connection(engine, rebuilds) as connection:
         config.attributes["connection"] = connection
         (command.downgrade if downgrade else command.upgrade)(config, revision)
 
 
 @contextmanager
-def migration_connection(engine: Engine) -> Iterator[Connection]:
+def migration_connection(engine: Engine, rebuilds: Iterable[str] = ()) -> Iterator[Connection]:
     """The one write transaction migrations run in, committed only if they all succeed.
 
     PostgreSQL: an advisory lock, so two processes opening a fresh database at once do not both create the tables.
     SQLite: foreign keys are off while it runs, as SQLite's procedure for schema changes it cannot ALTER requires
     (https://www.sqlite.org/lang_altertable.html#otheralter): Alembic's batch mode rebuilds such a table (new
     table, rows copied, old one dropped, new one renamed), and dropping a table other tables point at would
-    otherwise delete through their keys or fail. Before committing, ``PRAGMA foreign_key_check`` must find no
-    broken reference the database did not have before (a damaged log keeps what ``extract doctor`` reports).
+    otherwise delete through their keys or fail. Before committing, ``PRAGMA foreign_key_check`` of the tables in
+    ``rebuilds`` and of every table pointing at them must find no broken reference they did not have before (a
+    damaged log keeps what ``extract doctor`` reports; tables nothing rebuilds are not read).
     """
     with engine.connect() as connection:
         if engine.dialect.name != "sqlite":
@@ -208,19 +220,36 @@ def migration_connection(engine: Engine) -> Iterator[Connection]:
         try:
             connection.execution_options(store_write=True)
             with connection.begin():
-                before = _broken_references(connection)
+                checked = _pointing_at(connection, set(rebuilds))
+                before = _broken_references(connection, checked)
                 yield connection
-                added = _broken_references(connection) - before
+                added = _broken_references(connection, checked) - before
                 if added:
-                    raise StoreError(f"cannot migrate database at {safe_url(engine)}: it would break references of " + ", ".join(
-                        f"{count} row(s) of {table} to {parent}" for (table, parent), count in sorted(added.items())))
+                    raise StoreError(f"cannot migrate database at {safe_url(engine)}: it would break references of "
+                                     + ", ".join(f"{count} row(s) of {table} to {parent}"
+                                                 for (table, parent), count in sorted(added.items())))
         finally:
             raw.execute("PRAGMA foreign_keys = ON")
 
 
-def _broken_references(connection: Connection) -> Counter[tuple[str, str]]:
-    """SQLite's ``PRAGMA foreign_key_check``: rows whose reference names no row, counted per table and parent."""
-    return Counter((table, parent) for table, _rowid, parent, _key in connection.exec_driver_sql("PRAGMA foreign_key_check"))
+def _pointing_at(connection: Connection, tables: set[str]) -> set[str]:
+    """``tables`` and every table with a foreign key to one of them (SQLite)."""
+    if not tables:
+        return set()
+    names = connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'").scalars().all()
+    return tables | {name for name in names if any(
+        row[2] in tables for row in connection.exec_driver_sql(f'PRAGMA foreign_key_list("{name}")'))}
+
+
+def _broken_references(connection: Connection, tables: set[str]) -> Counter[tuple[str, str]]:
+    """SQLite's ``PRAGMA foreign_key_check`` of these tables (those that exist): rows whose reference names no row,
+    counted per table and parent."""
+    broken: Counter[tuple[str, str]] = Counter()
+    for table in sorted(tables):
+        if connection.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).first():
+            broken.update((child, parent) for child, _rowid, parent, _key in
+                          connection.exec_driver_sql(f'PRAGMA foreign_key_check("{table}")'))
+    return broken
 
 
 def _migrate(engine: Engine) -> str:

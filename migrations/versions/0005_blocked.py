@@ -36,6 +36,8 @@ NEW_WAITING = "NOT decided AND state IN ('READY_FOR_REVIEW', 'MANUAL_REVIEW', 'B
 OUTCOMES = "outcome IN ('PROMOTE', 'MANUAL_REVIEW', 'BLOCK', 'NOT_EVALUABLE')"
 """As ``extractor.vocab`` had them when this revision was written (migrations never import the models)."""
 STATE_TABLES = ("document_runs", "claims")
+REBUILDS = STATE_TABLES
+"""Tables SQLite rebuilds here (``extractor.store.db.apply_migrations`` checks their references)."""
 
 
 def _states(new: str) -> None:

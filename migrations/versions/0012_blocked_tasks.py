@@ -23,6 +23,8 @@ depends_on: str | None = None
 # As ``extractor.vocab`` had them when this revision was written (migrations never import the models).
 OLD = "'READY_FOR_REVIEW', 'MANUAL_REVIEW', 'ERROR', 'INTERRUPTED', 'SKIPPED', 'INPUT_ERROR'"
 NEW = "'READY_FOR_REVIEW', 'MANUAL_REVIEW', 'BLOCKED', 'ERROR', 'INTERRUPTED', 'SKIPPED', 'INPUT_ERROR'"
+REBUILDS = ("tasks",)
+"""Tables SQLite rebuilds here (``extractor.store.db.apply_migrations`` checks their references)."""
 
 
 def _outcomes(outcomes: str) -> None:
