@@ -34,7 +34,7 @@ from extractor.generate.prompt import load_prompt, render_request
 from extractor.ingest import load
 from extractor.repair import render_repair
 from extractor.segment import segment
-from extractor.stats import rule_stats
+from extractor.stats import correction_stats, rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
 from extractor.store import tasks as store_tasks
 from extractor.store.approved import approve, approved_records, reject, reviews_for
@@ -54,7 +54,7 @@ from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, record, run_config
 
-HEAD = "0012"
+HEAD = "0013"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -123,8 +123,16 @@ def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outc
     engine = database_at(db_url, "0004")
     old = Store(engine)
     run_id = old.start_run(run_config())
-    document_run = old.claim(run_id, run_config().config_hash, old.get_or_create_document(make_document(1)),
-                             "docs/1.txt").document_run_id
+    document_id = old.get_or_create_document(make_document(1))
+    with engine.begin() as connection:  # a document run as 0004 wrote it (the store writes columns added since)
+        document_run = connection.execute(text(
+            "INSERT INTO document_runs (run_id, document_id, path, config_hash, state, needs_person, tags, started_at) "
+            f"VALUES ('{run_id}', {document_id}, 'docs/1.txt', '{run_config().config_hash}', 'PROCESSING', '[]', '[]', "
+            "'2026-01-01 00:00:00') RETURNING id")).scalar_one()
+        connection.execute(text(
+            "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
+            f"VALUES ('{run_config().config_hash}', {document_id}, {document_run}, '{run_id}', 'PROCESSING', "
+            "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"))
     with pytest.raises(IntegrityError):  # 0004 knows no BLOCKED state
         old.finish_document(document_run, DocumentState.BLOCKED)
     engine.dispose()
@@ -253,6 +261,55 @@ def test_a_migration_that_would_break_references_is_rolled_back_and_old_damage_d
         assert connection.execute(text(f"SELECT count(*) FROM document_runs WHERE id = {document_runs[1]}")).scalar() == 1
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     engine.dispose()
+
+
+def test_decisions_recorded_before_0013_are_counted_by_stats_corrections_after_the_upgrade(db_url: str) -> None:
+    """0013 fills what ``stats --corrections`` reads (reviews.run_id, current, changes; review_fields) and the file
+    name ``show PATH`` looks up, from what a log of 0012 holds: only the newest decision on a document run counts,
+    an approval recorded before 0009 (no changed fields) is counted apart."""
+    with open_store(db_url) as store:
+        first, second = store.start_run(run_config()), store.start_run(run_config(model="other"))
+        document_runs = [store.claim(run_id, run_config(model=model).config_hash,
+                                     store.get_or_create_document(make_document(n)), f"in/box/{n}.txt").document_run_id
+                         for n, (run_id, model) in enumerate([(first, "gpt-test")] * 4 + [(second, "other")] * 2)]
+    engine = create_store_engine(db_url)
+    apply_migrations(engine, "0012", downgrade=True)
+    decisions = [  # (document run, decision, changed fields) in the order they were made
+        (0, "approved", '["rules[]", "processSteps[].actorId"]'), (1, "approved", "[]"), (2, "approved", None),
+        (3, "approved", '["rules[]"]'), (3, "rejected", None),  # superseded: counts as a rejection
+        (4, "rejected", None), (4, "approved", '["rules[]"]'), (5, "approved", '["documentPurpose"]')]
+    with engine.begin() as connection:
+        for n, (index, decision, changed) in enumerate(decisions):
+            connection.execute(text("INSERT INTO reviews (document_run_id, decision, reviewer, created_at, changed_fields) "
+                                    "VALUES (:d, :decision, 'kim', :at, :changed)"),
+                               {"d": document_runs[index], "decision": decision, "changed": changed,
+                                "at": datetime(2026, 1, 1, 12, n)})
+        connection.execute(text("UPDATE document_runs SET decided = TRUE"))
+    apply_migrations(engine)
+    with engine.connect() as connection:
+        current = connection.execute(text("SELECT document_run_id, decision, run_id, changes FROM reviews "
+                                          "WHERE current ORDER BY document_run_id")).all()
+        fields = connection.execute(text("SELECT field_path, run_id FROM review_fields ORDER BY field_path, run_id")).all()
+        names = {name for (name,) in connection.execute(text("SELECT name FROM document_runs"))}
+    engine.dispose()
+    assert [(d, decision, run_id, changes) for d, decision, run_id, changes in current] == [
+        (document_runs[0], "approved", first, 2), (document_runs[1], "approved", first, 0),
+        (document_runs[2], "approved", first, None), (document_runs[3], "rejected", first, None),
+        (document_runs[4], "approved", second, 1), (document_runs[5], "approved", second, 1)]
+    assert [tuple(row) for row in fields] == [("documentPurpose", second), ("processSteps[].actorId", first),
+                                              ("rules[]", first), ("rules[]", second)]
+    assert names == {f"{n}.txt" for n in range(6)}
+    with open_store(db_url) as store:
+        groups = {group.model: group.to_json() for group in correction_stats(store)}
+        assert groups["gpt-test"] == {"model": "gpt-test", "prompt_version": "v1", "contract": "work_procedure@v1",
+                                      "approved": 2, "approved_unrecorded": 1, "approved_as_produced": 1,
+                                      "fields": {"processSteps[].actorId": {"edited": 1, "share": 0.5},
+                                                 "rules[]": {"edited": 1, "share": 0.5}}}
+        assert groups["other"]["approved"] == 2 and groups["other"]["fields"] == {
+            "documentPurpose": {"edited": 1, "share": 0.5}, "rules[]": {"edited": 1, "share": 0.5}}
+        assert [group.model for group in correction_stats(store, [second])] == ["other"]
+        assert [d.id for d in store.find_document_runs(same_file_name="elsewhere/3.txt")] == [document_runs[3]]
+        assert store.integrity_check() == []
 
 
 def test_database_from_a_newer_extractor_is_refused_with_one_line(db_url: str) -> None:
@@ -660,6 +717,50 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
     with store.engine.connect() as connection:
         plan = " | ".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
     assert "SEARCH runs USING INDEX sqlite_autoindex_runs_1" in plan, plan  # not every run read (SCAN runs)
+
+
+def query_plans(store: Store, call: Callable[[], object]) -> str:
+    """SQLite's plan of every SELECT ``call`` sends, one ``|``-joined line (``SEARCH t USING INDEX ...``)."""
+    statements: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        call()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    with store.engine.connect() as connection:
+        return " | ".join(row[3] for statement, parameters in statements if statement.lstrip().upper().startswith("SELECT")
+                          for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
+
+
+def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> None:
+    """``show PATH`` and ``show SHA-PREFIX``, ``stats --corrections`` and ``export --since`` read an index range (or
+    a covering index), never every document run, document, review or approved record."""
+    config = run_config()
+    run_id = store.start_run(config)
+    for n in range(3):
+        document_run = store.claim(run_id, config.config_hash, store.get_or_create_document(make_document(n)),
+                                   f"in/{n}/same.txt").document_run_id
+        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(store, document_run))
+        approve(store, document_run, {"rules": []}, reviewer="kim", changed_fields=["rules[]"] if n else [])
+    sha = make_document(1).sha256
+    assert [d.sha256 for d in store.find_document_runs(sha_prefix=sha[:10].upper())] == [sha]
+    assert {d.path for d in store.find_document_runs(same_file_name="x/same.txt")} == {f"in/{n}/same.txt" for n in range(3)}
+    assert store.find_document_runs(same_file_name="in/0/same") == []
+    if store.engine.dialect.name != "sqlite":
+        return
+    plan = query_plans(store, lambda: store.find_document_runs(same_file_name="in/0/same.txt"))
+    assert "SEARCH document_runs USING INDEX ix_document_runs_name" in plan, plan
+    plan = query_plans(store, lambda: store.find_document_runs(sha_prefix=sha[:10]))
+    assert "SEARCH documents USING COVERING INDEX sqlite_autoindex_documents_1 (sha256>? AND sha256<?)" in plan, plan
+    plan = query_plans(store, lambda: correction_stats(store))
+    assert "SEARCH reviews USING COVERING INDEX ix_reviews_current_decision_run_id_changes (current=? AND decision=?)" \
+        in plan, plan
+    assert "SCAN review_fields USING COVERING INDEX ix_review_fields_run_id_field_path" in plan, plan
+    assert "TEMP B-TREE" not in plan.split("runs")[0], plan  # each count in index order, no sort of what it read
 
 
 # -- integrity ----------------------------------------------------------------------------------------------
