@@ -204,7 +204,11 @@ class Store:
     # -- integrity (extractor.store.integrity, ``extract doctor``) -------------------------------------------
 
     def problems(self) -> list[integrity.Problem]:
+        """Every problem in the whole log (not recorded as a check: ``doctor`` is)."""
         return integrity.problems(self.engine)
+
+    def doctor(self, *, full: bool = False, progress: integrity.Progress | None = None) -> integrity.Doctored:
+        return integrity.doctor(self.engine, full=full, progress=progress)
 
     def integrity_check(self) -> list[str]:
         """Problems in the run log, one line each; an empty list means healthy."""
