@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Integer, cast, delete, func, insert, null, select, true, union_all, update
+from sqlalchemy import Connection, Integer, Text, cast, delete, func, insert, null, select, true, union_all, update
 from sqlalchemy.exc import IntegrityError
 
 from extractor.errors import StoreError
@@ -213,10 +213,8 @@ def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) ->
                                             reviewer=reviewer, note=reason, created_at=utcnow()))
 
 
-def approved_records(
-    store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
-) -> list[ApprovedRecordInfo]:
-    """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
+def _approved_query(contract: str | None, contract_version: int | None, since: datetime | None) -> Any:
+    """Approved records, oldest approval first (``ix_approved_records_approved_at``; ``since``: a range of it)."""
     query = select(approved_table).order_by(approved_table.c.approved_at, approved_table.c.id)
     if contract is not None:
         query = query.where(approved_table.c.contract == contract)
@@ -224,8 +222,61 @@ def approved_records(
         query = query.where(approved_table.c.contract_version == contract_version)
     if since is not None:
         query = query.where(approved_table.c.approved_at >= since)
+    return query
+
+
+def approved_records(
+    store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
+) -> list[ApprovedRecordInfo]:
+    """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
     with store.engine.connect() as connection:
-        return [plain(ApprovedRecordInfo, row) for row in connection.execute(query)]
+        return [plain(ApprovedRecordInfo, row) for row in connection.execute(_approved_query(contract, contract_version, since))]
+
+
+class StoredApproval(NamedTuple):
+    """An approved record as export streams it: its JSON columns as the text stored (``record_json``,
+    ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them."""
+
+    id: int
+    document_sha256: str
+    document_path: str
+    contract: str
+    contract_version: int
+    record_json: str
+    evidence_spans_json: str | None
+    attempt_id: int | None
+    run_id: str | None
+    reviewer: str
+    note: str | None
+    edited: bool
+    approved_at: datetime
+    block_override_json: str | None
+
+
+def approved_batches(store: Store, contract: str | None = None, contract_version: int | None = None,
+                     since: datetime | None = None, *, size: int = 1000) -> Iterator[list[StoredApproval]]:
+    """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored: the
+    database sends rows as they are read (a server-side cursor on PostgreSQL), and no record becomes Python objects
+    until its writer needs them, so memory stays flat however many records there are."""
+    columns = [cast(column, Text).label(f"{column.name}_json") if column.name in _JSON_COLUMNS else column
+               for column in approved_table.columns if column.name in StoredApproval._fields
+               or f"{column.name}_json" in StoredApproval._fields]
+    query = _approved_query(contract, contract_version, since).with_only_columns(*columns)
+    with store.engine.connect() as connection:
+        result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
+        for rows in result.partitions():
+            yield [StoredApproval(*row) for row in rows]
+
+
+_JSON_COLUMNS = ("record", "evidence_spans", "block_override")
+
+
+def count_approved(store: Store, contract: str | None = None, contract_version: int | None = None,
+                   since: datetime | None = None) -> int:
+    """How many records ``approved_batches`` gives (for progress)."""
+    query = _approved_query(contract, contract_version, since).order_by(None).with_only_columns(func.count())
+    with store.engine.connect() as connection:
+        return int(connection.execute(query).scalar() or 0)
 
 
 def reviews_for(store: Store, document_run_id: int) -> list[ReviewInfo]:
