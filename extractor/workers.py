@@ -403,14 +403,17 @@ PAGED_SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff")
 """Files whose pages may be OCR'd: their reading reports each page (``prepare``'s ``on_page``)."""
 
 
-async def prepare(path: Path, on_page: Callable[[int, int], None] | None = None) -> tuple[Document, float]:
+async def prepare(path: Path, on_page: Callable[[int, int], None] | None = None,
+                  ocr_lang: str | None = None) -> tuple[Document, float]:
     """Ingest and segment ``path``: ``(document, CPU seconds spent on it)``, in the validation worker while it is
     idle, which hands a document with Hangul back to the ingest worker unsegmented, else in the ingest worker
-    (``_reader``).
+    (``_reader``). ``ocr_lang``: the run's OCR languages (else ``EXTRACT_OCR_LANG`` of this process).
 
     ``InputError`` comes back as raised; a file a worker dies on twice is reported as unusable.
     """
     environment = {name: os.environ.get(name) for name in PASSED_ENV}
+    if ocr_lang:
+        environment["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it there (extractor.ingest.ocr)
     with _page_reports(path, on_page) as pages:
         return await _prepare(path, environment, pages)
 
