@@ -48,13 +48,29 @@ class Reservation(NamedTuple):
 
 
 class Taken(NamedTuple):
-    """The budget after a try to reserve: the output limit granted (0: none), what is spent and reserved, and why
-    the budget stopped (``""``: it has not)."""
+    """The budget after a try to reserve: the output limit granted (0: none), the answer tokens the call needed,
+    what is spent and reserved, and why the budget stopped (``""``: it has not)."""
 
     max_output: int
+    need: int
     charged: float
     reserved: float
     stopped: str
+
+
+class Ask(NamedTuple):
+    """One call's request for a reservation: its role, its prompt's cost, the output price per token, its prompt's
+    tokens and the most output tokens it may be sent with."""
+
+    role: str
+    prompt_cost: float
+    rate: float
+    prompt_tokens: int
+    most: int
+
+    def need(self, largest_answer: int) -> int:
+        """The answer tokens the call needs: the largest answer of its role so far, else as many as its prompt."""
+        return max(1, min(self.most, largest_answer or self.prompt_tokens))
 
 
 class Budget(ABC):
@@ -67,7 +83,6 @@ class Budget(ABC):
         self.prices = dict(prices)
         self.on_stop = on_stop
         self.patience = patience
-        self.largest_answer: dict[str, int] = {}
 
     async def reserve(self, prompt_tokens: int, max_output: int, role: str = GENERATE) -> Reservation:
         """Reserve the call's most expensive case: the output limit to send it with comes back. ``Interrupted``
@@ -75,10 +90,9 @@ class Budget(ABC):
         price = self.prices[role]
         prompt_cost = price.cost(prompt_tokens, 0, 0)
         rate = price.output / 1_000_000
-        need = min(max_output, self.largest_answer.get(role) or prompt_tokens)
         deadline = time.monotonic() + self.patience
         while True:
-            taken = await self._take(prompt_cost, rate, need, max_output)
+            taken = await self._take(Ask(role, prompt_cost, rate, prompt_tokens, max_output))
             if taken.max_output:
                 return Reservation(role, prompt_cost + taken.max_output * rate, taken.max_output)
             if taken.stopped:
@@ -88,20 +102,19 @@ class Budget(ABC):
                 continue
             held = f", ${taken.reserved:.4f} held by calls that never settled" if taken.reserved > EPSILON else ""
             reason = (f"--max-cost ${self.limit:g} reached: ${taken.charged:.4f} spent{held}; the next "
-                      f"{_CALL[role]} needs ${prompt_cost + need * rate:.4f} ({prompt_tokens} prompt tokens and "
-                      f"{need} answer tokens at {price.model}'s price)")
+                      f"{_CALL[role]} needs ${prompt_cost + taken.need * rate:.4f} ({prompt_tokens} prompt tokens and "
+                      f"{taken.need} answer tokens at {price.model}'s price)")
             raise Interrupted(await self._stop(reason))
 
     async def settle(self, reservation: Reservation, result: GenerationResult) -> None:
         """Charge what the server reported for the call; a bill past the reservation stops the budget, naming it."""
         price = self.prices[reservation.role]
         if result.prompt_tokens is None or result.completion_tokens is None:
-            await self._settle(reservation.cost, reservation.cost)  # the server did not say: the reservation is all
+            await self._settle(reservation, reservation.cost, 0)  # the server did not say: the reservation is all
             return
         answer = result.completion_tokens
-        self.largest_answer[reservation.role] = max(self.largest_answer.get(reservation.role, 0), answer)
         cost = price.cost(result.prompt_tokens, result.cached_tokens, answer)
-        charged = await self._settle(reservation.cost, cost)
+        charged = await self._settle(reservation, cost, answer)
         if cost > reservation.cost + EPSILON:
             await self._stop(f"--max-cost ${self.limit:g}: the server billed {answer} answer tokens for a "
                              f"{_CALL[reservation.role]} sent with an output limit of {reservation.max_output}, "
@@ -110,16 +123,17 @@ class Budget(ABC):
 
     async def release(self, reservation: Reservation) -> None:
         """A call that was not made (or whose answer never came): its reservation is free again."""
-        await self._settle(reservation.cost, 0.0)
+        await self._settle(reservation, 0.0, 0)
 
     @abstractmethod
-    async def _take(self, prompt_cost: float, rate: float, need: int, most: int) -> Taken:
+    async def _take(self, ask: Ask) -> Taken:
         """Atomically: unless stopped, grant ``min(most, what is left after prompt_cost / rate)`` output tokens if
-        that is at least ``need``, and reserve their cost."""
+        that is at least the answer the call needs (``need``), and reserve their cost."""
 
     @abstractmethod
-    async def _settle(self, reserved: float, cost: float) -> float:
-        """Atomically: free ``reserved``, charge ``cost``; the dollars charged in all."""
+    async def _settle(self, reservation: Reservation, cost: float, answer: int) -> float:
+        """Atomically: free the reservation, charge ``cost``, remember an answer of ``answer`` tokens of its role;
+        the dollars charged in all."""
 
     @abstractmethod
     async def _stop(self, reason: str) -> str:
@@ -142,20 +156,23 @@ class LocalBudget(Budget):
         self.charged = 0.0
         self.reserved = 0.0
         self.reason = ""
+        self.largest_answer: dict[str, int] = {}
         self._changed = asyncio.Event()
 
-    async def _take(self, prompt_cost: float, rate: float, need: int, most: int) -> Taken:
+    async def _take(self, ask: Ask) -> Taken:
+        need = ask.need(self.largest_answer.get(ask.role, 0))
         if not self.reason:
-            left = self.limit - self.charged - self.reserved - prompt_cost
-            granted = most if rate <= 0 else min(most, math.floor(left / rate + EPSILON)) if left >= 0 else 0
-            if left >= -EPSILON and granted >= max(need, 1):
-                self.reserved += prompt_cost + granted * rate
-                return Taken(granted, self.charged, self.reserved, "")
-        return Taken(0, self.charged, self.reserved, self.reason)
+            left = self.limit - self.charged - self.reserved - ask.prompt_cost
+            granted = ask.most if ask.rate <= 0 else min(ask.most, math.floor(left / ask.rate + EPSILON)) if left >= 0 else 0
+            if left >= -EPSILON and granted >= need:
+                self.reserved += ask.prompt_cost + granted * ask.rate
+                return Taken(granted, need, self.charged, self.reserved, "")
+        return Taken(0, need, self.charged, self.reserved, self.reason)
 
-    async def _settle(self, reserved: float, cost: float) -> float:
-        self.reserved = max(0.0, self.reserved - reserved)
+    async def _settle(self, reservation: Reservation, cost: float, answer: int) -> float:
+        self.reserved = max(0.0, self.reserved - reservation.cost)
         self.charged += cost
+        self.largest_answer[reservation.role] = max(self.largest_answer.get(reservation.role, 0), answer)
         self._changed.set()
         return self.charged
 

@@ -320,6 +320,8 @@ class Engine:
             conversion = await self.converter(job, self.calls)
         except Interrupted as stopped:
             cause = f"{stopped}; rerun to finish this document" if str(stopped) else INTERRUPTED_DOCUMENT
+            if job is not None and not self.stop.requested:  # its budget stopped it, not the run: recorded now
+                await self.recorder.finish_document(job.document_run_id, DocumentState.INTERRUPTED, cause, (), None)
             return DocumentOutcome(label, Outcome.INTERRUPTED, cause,
                                    document_run_id=None if job is None else job.document_run_id)
         except InputError as error:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from extractor.engine import AdaptiveLimit
-from extractor.engine.budget import Budget, Taken
+from extractor.engine.budget import Ask, Budget, Reservation, Taken
 from extractor.queue.limiter import SharedLimit, limit_prefix
 from extractor.queue.runner import Alone, Fleet
 from extractor.queue.settings import BatchSettings
@@ -44,18 +44,26 @@ local limit = tonumber(redis.call('HGET', key, 'limit'))
 local charged = tonumber(redis.call('HGET', key, 'charged') or '0')
 local reserved = tonumber(redis.call('HGET', key, 'reserved') or '0')
 local stopped = redis.call('HGET', key, 'stopped') or ''
-local prompt_cost, rate, need, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if stopped ~= '' then return {0, tostring(charged), tostring(reserved), stopped} end
+local largest = tonumber(redis.call('HGET', key, 'largest:' .. ARGV[7]) or '0')
+local prompt_cost, rate, prompt, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local need = prompt
+if largest > 0 then need = largest end
+need = math.max(1, math.min(most, need))
+if stopped ~= '' then return {0, need, tostring(charged), tostring(reserved), stopped} end
 local left = limit - charged - reserved - prompt_cost
 local granted = most
 if rate > 0 then granted = math.min(most, math.floor(left / rate + 1e-9)) end
-if left < -1e-9 or granted < math.max(need, 1) then return {0, tostring(charged), tostring(reserved), ''} end
+if left < -1e-9 or granted < need then return {0, need, tostring(charged), tostring(reserved), ''} end
 local now = redis.call('HINCRBYFLOAT', key, 'reserved', prompt_cost + granted * rate)
-return {granted, tostring(charged), now, ''}
+return {granted, need, tostring(charged), now, ''}
 """
 _SETTLE = """
 redis.call('HINCRBYFLOAT', KEYS[1], 'reserved', -tonumber(ARGV[1]))
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+local field = 'largest:' .. ARGV[4]
+if tonumber(ARGV[5]) > tonumber(redis.call('HGET', KEYS[1], field) or '0') then
+  redis.call('HSET', KEYS[1], field, ARGV[5])
+end
 return redis.call('HINCRBYFLOAT', KEYS[1], 'charged', ARGV[2])
 """
 _STOP = """
@@ -72,14 +80,15 @@ class SharedBudget(Budget):
         self.client = client
         self.key = f"extract:budget:{batch_id}"
 
-    async def _take(self, prompt_cost: float, rate: float, need: int, most: int) -> Taken:
-        granted, charged, reserved, stopped = await self.client.eval(  # type: ignore[misc]
-            _TAKE, 1, self.key, repr(prompt_cost), repr(rate), need, most, repr(self.limit), BUDGET_TTL_S)
-        return Taken(int(granted), float(charged), float(reserved), _text(stopped))
+    async def _take(self, ask: Ask) -> Taken:
+        granted, need, charged, reserved, stopped = await self.client.eval(  # type: ignore[misc]
+            _TAKE, 1, self.key, repr(ask.prompt_cost), repr(ask.rate), ask.prompt_tokens, ask.most, repr(self.limit),
+            BUDGET_TTL_S, ask.role)
+        return Taken(int(granted), int(need), float(charged), float(reserved), _text(stopped))
 
-    async def _settle(self, reserved: float, cost: float) -> float:
-        return float(await self.client.eval(_SETTLE, 1, self.key, repr(reserved), repr(cost),  # type: ignore[misc]
-                                            BUDGET_TTL_S))
+    async def _settle(self, reservation: Reservation, cost: float, answer: int) -> float:
+        return float(await self.client.eval(_SETTLE, 1, self.key, repr(reservation.cost), repr(cost),  # type: ignore[misc]
+                                            BUDGET_TTL_S, reservation.role, answer))
 
     async def _stop(self, reason: str) -> str:
         found = _text(await self.client.eval(_STOP, 1, self.key, reason))  # type: ignore[misc]

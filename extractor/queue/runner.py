@@ -235,6 +235,8 @@ class Runner:
             stored = await asyncio.to_thread(tasks.batch_settings, db, task.batch_id)
             settings = BatchSettings.from_json(stored or {})
             slot = await self._engine(settings, task.batch_id)
+            if await self._redoes_own(slot.engine, task, settings):  # a worker run converts a document once
+                slot = await self._engine(settings, task.batch_id, retire=slot)
         except Exception as error:  # noqa: BLE001 - a batch this worker cannot run ends ERROR, with the reason
             why = str(error) if isinstance(error, ExtractorError) else f"{type(error).__name__}: {error}"
             refused = f"{task.name}: this worker cannot run the batch's settings: {why}"
@@ -284,12 +286,26 @@ class Runner:
                 self.observer.task_finished(result.state)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
 
-    async def _engine(self, settings: BatchSettings, batch_id: str) -> _Slot:
-        """The engine (worker run) for this conversion, started on first use, marked busy for the caller."""
+    async def _redoes_own(self, engine: Engine, task: TaskInfo, settings: BatchSettings) -> bool:
+        """Whether the task redoes a document this engine's run left unfinished (INTERRUPTED: its batch's budget
+        stopped) or finished in a state its batch takes over (``force``, ``retry_errors``): a run holds one
+        document run per document, so the redo needs an engine (a worker run) of its own."""
+        from extractor.segment import SEGMENTER_ID
+
+        state = await asyncio.to_thread(tasks.state_in_run, self.store.engine, engine.run_id, task.sha256, SEGMENTER_ID)
+        return state == DocumentState.INTERRUPTED or state in settings.retry_states
+
+    async def _engine(self, settings: BatchSettings, batch_id: str, retire: _Slot | None = None) -> _Slot:
+        """The engine (worker run) for this conversion, started on first use, marked busy for the caller;
+        ``retire``: that engine takes no new document (it is closed once idle) and a new one is started."""
         async with self._creating:
             if self._janitor is None:
                 self._janitor = asyncio.create_task(self._close_idle())
             key = settings.key()
+            if retire is not None:
+                retire.busy -= 1
+                if self._slots.get(key) is retire:
+                    self._slots[f"{key}#{id(retire)}"] = self._slots.pop(key)
             slot = self._slots.get(key)
             if slot is None:
                 engine = self._new_engine(settings, batch_id)

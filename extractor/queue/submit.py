@@ -88,7 +88,7 @@ class Submission:
                        if o.state == Outcome.INTERRUPTED and o.cause and BUDGET_STOP in o.cause), None)
         if budget is not None:  # the batch's budget stopped it: it ends as an interrupted run does, resumable
             self.summary.interrupted = True
-            self.summary.stopped = budget.split(": ", 1)[-1].removesuffix("; rerun to resume")
+            self.summary.stopped = budget[budget.index(BUDGET_STOP):].partition("; rerun to ")[0]
         return self.summary
 
     def _refuse_if_full(self, count: int) -> None:
