@@ -114,43 +114,49 @@ def _discovered(paths: list[str], here: Here) -> "Discovery":
     from extractor.ui.run import print_nothing_found
 
     discovery = discover(paths)
+    note_discovery(discovery)
     if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
         print_nothing_found(discovery, as_json=here.format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
     return discovery
 
 
+def note_discovery(discovery: "Discovery") -> None:
+    """What discovery passed over that a user should know of (links pointing outside a folder), on stderr."""
+    from extractor.printable import printable
+
+    for note in discovery.notes():
+        typer.echo(f"note: {printable(note)}", err=True)
+
+
 def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
     """``extract run --queue``: submit the batch to the workers and follow it (``extractor.queue.submit``)."""
     import getpass
 
-    from extractor.heap import collector_off
-
     assert here.queue is not None
     if here.concurrency is not None:
         fail("--concurrency is each worker's own with --queue: start the workers with extract worker --concurrency N")
-    with collector_off():  # start-up: its imports, then what they made frozen
-        from extractor.queue.celery_app import make_celery
-        from extractor.queue.fleet import is_redis
-        from extractor.queue.news import wakeup_for
-        from extractor.queue.settings import BatchSettings
-        from extractor.queue.submit import Submission, celery_publisher, worker_runs
-        from extractor.store import open_store
-        from extractor.ui.run import RunProgress, print_summary
+    from extractor.queue.celery_app import make_celery
+    from extractor.queue.fleet import is_redis
+    from extractor.queue.news import wakeup_for
+    from extractor.queue.settings import BatchSettings
+    from extractor.queue.submit import Submission, celery_publisher, worker_runs
+    from extractor.store import open_store
+    from extractor.ui.run import RunProgress, print_summary
 
-        if options.max_cost is not None:
-            if not is_redis(here.queue):
-                fail(f"--max-cost with --queue keeps the batch's budget in the broker, which must be Redis, not "
-                     f"{here.queue.split(':', 1)[0]}")
-            _check_prices(options)
-        chosen = contract_named(options.contract, here.contracts)  # the workers get this very contract
-        discovery = _discovered(paths, here)
-        settings = BatchSettings.model_validate(options.to_json()).with_contract(chosen)
-        store = open_store(here.database)
-        progress = RunProgress(enabled=here.format is Format.text)
-        submission = Submission(store, settings, celery_publisher(make_celery(here.queue)),
-                                submitted_by=getpass.getuser(), max_pending=here.max_pending, wait=here.wait,
-                                progress=progress, wakeup=wakeup_for(here.queue))
+    if options.max_cost is not None:
+        if not is_redis(here.queue):
+            fail(f"--max-cost with --queue keeps the batch's budget in the broker, which must be Redis, not "
+                 f"{here.queue.split(':', 1)[0]}")
+        _check_prices(options)
+    chosen = contract_named(options.contract, here.contracts)  # the workers get this very contract
+    discovery = _discovered(paths, here)
+    settings = BatchSettings.model_validate(options.to_json()).with_contract(chosen)
+    store = open_store(here.database)
+    progress = RunProgress(enabled=here.format is Format.text)
+    submission = Submission(store, settings, celery_publisher(make_celery(here.queue)),
+                            submitted_by=getpass.getuser(), max_pending=here.max_pending, wait=here.wait,
+                            progress=progress, wakeup=wakeup_for(here.queue))
     try:
         with progress:
             summary = submission.run(discovery)
