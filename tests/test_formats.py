@@ -186,6 +186,34 @@ def test_xlsx_one_block_per_non_empty_cell_with_its_address(tmp_path: Path) -> N
     ]
 
 
+def test_xlsx_declaring_every_cell_of_a_sheet_reads_the_cells_it_has(tmp_path: Path) -> None:
+    """Gnumeric declares a sheet's range as the whole sheet (``A1:XFD1048576``, 17 billion cells); the reader
+    reads the cells the sheet holds, through the CLI, in seconds (walking the declared range never ends)."""
+    import json
+    import subprocess
+    import zipfile
+
+    from tests.support.batch import extract_command
+
+    workbook = Workbook()
+    workbook.active.append(["품목", "수량"])
+    workbook.active["C1048576"] = "합계"
+    workbook.save(tmp_path / "plain.xlsx")
+    with zipfile.ZipFile(tmp_path / "plain.xlsx") as package, \
+            zipfile.ZipFile(tmp_path / "gnumeric.xlsx", "w", zipfile.ZIP_DEFLATED) as patched:
+        for name in package.namelist():
+            data = package.read(name)
+            if name == "xl/worksheets/sheet1.xml":
+                assert b'<dimension ref="A1:C1048576"/>' in data
+                data = data.replace(b'<dimension ref="A1:C1048576"/>', b'<dimension ref="A1:XFD1048576"/>')
+            patched.writestr(name, data)
+    done = subprocess.run(extract_command("split", str(tmp_path / "gnumeric.xlsx"), "--format", "json"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [(s["text"], s["location"]) for s in json.loads(done.stdout)] == [
+        ("품목", "Sheet!A1"), ("수량", "Sheet!B1"), ("합계", "Sheet!C1048576")]
+
+
 def mail(tmp_path: Path, attachments: list[tuple[str, bytes]], html: bool = False) -> Path:
     message = EmailMessage()
     message["From"] = "김민수 <minsu.kim@example.com>"

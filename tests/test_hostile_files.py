@@ -203,3 +203,24 @@ def test_a_pdf_of_a_million_objects_is_refused(tmp_path: Path) -> None:
     outcome = read_contained(path)
     assert outcome["error"] == f"{path}: PDF declares 1000107 objects (limit 500000); refused"
     assert float(str(outcome["seconds"])) < 10
+
+
+@pytest.mark.parametrize("suffix", sorted(PACKAGES))
+def test_member_inflating_past_its_declared_size_is_refused_while_inflating(tmp_path: Path, suffix: str) -> None:
+    """A member whose directory declares 1,667 bytes (and the CRC of its first 1,667) while its deflate stream
+    holds 1 GB: ``ZipFile.read()`` would inflate it whole before comparing; streamed, it stops one megabyte in."""
+    parts, target = PACKAGES[suffix]
+    path = write_package(tmp_path / f"liar{suffix}", parts, (target, b'<?xml version="1.0"?><root>'))
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as package:
+        member = package.getinfo(target)
+        head = package.open(target).read(1667)
+    central = data.rindex(target.encode()) - 46  # its central directory entry: what readers take sizes from
+    assert data[central:central + 4] == b"PK\x01\x02"
+    data[central + 16:central + 28] = struct.pack("<III", zlib.crc32(head), member.compress_size, 1667)
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as package:
+        assert package.getinfo(target).file_size == 1667  # what a reader trusting the directory sees
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: {suffix} part {target} inflates past the 1667 bytes it declares; refused as a zip bomb"
+    assert float(str(outcome["peak_mb"])) < 300

@@ -19,7 +19,7 @@ from lxml import etree
 from extractor.document import Block, BlockKind
 from extractor.errors import InputError
 from extractor.ingest.assemble import Assembler
-from extractor.ingest.contain import open_zip, read_member
+from extractor.ingest.contain import open_zip
 from extractor.ingest.text import looks_like_title
 
 _HP = "{http://www.hancom.co.kr/hwpml/2011/paragraph}"
@@ -56,12 +56,11 @@ def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
 
 
 def _hwpx_parts(data: bytes, path: str) -> dict[str, bytes]:
-    package = open_zip(data, path, ".hwpx")  # sizes and DTDs checked before a part is inflated
-    names = set(package.namelist())
-    if "Contents/header.xml" not in names:
+    """The package's XML under ``Contents/``, each part inflated by streaming within its declared size."""
+    _, parts = open_zip(data, path, ".hwpx", keep=lambda name: name.startswith("Contents/") and name.endswith(".xml"))
+    if "Contents/header.xml" not in parts:
         raise InputError(path, "not a valid .hwpx (no Contents/header.xml in the package)")
-    return {name: read_member(package, name, path, ".hwpx") for name in names
-            if name.startswith("Contents/") and name.endswith(".xml")}
+    return parts
 
 
 def _hwp5_parts(data: bytes, path: str) -> dict[str, bytes]:
@@ -152,7 +151,7 @@ def _sections(parts: dict[str, bytes]) -> list[str]:
 
 
 def _xml(parts: dict[str, bytes], name: str, path: str) -> etree._Element:
-    """One part parsed without DTDs, entities or network (``open_zip`` refused any that declares them)."""
+    """One part parsed by lxml with entities, DTDs and network off (``open_zip`` refused a part declaring any)."""
     if name not in parts:
         raise InputError(path, f"not a valid HWP/HWPX document (no {name})")
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, load_dtd=False)

@@ -171,14 +171,15 @@ def docx(path: Path) -> Reference:
                     if _nearest(paragraph, f"{MC}Fallback") is None:
                         texts.append("".join(t.text or "" for t in paragraph.iter(f"{W}t")
                                              if _nearest(t, f"{W}p") is paragraph))
-    cells, seen = [], set()
+    cells: list[str] = []
+    seen: set[object] = set()
     tables = list(python_docx.Document(str(path)).tables)
     while tables:
         table = tables.pop(0)
         for row in table.rows:
             for cell in row.cells:
-                if id(cell._tc) not in seen:
-                    seen.add(id(cell._tc))
+                if cell._tc not in seen:
+                    seen.add(cell._tc)
                     cells.append(cell.text)
                     tables.extend(cell.tables)
     return Reference("\n".join(texts), cells)
