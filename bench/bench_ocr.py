@@ -1,5 +1,4 @@
-"""OCR accuracy and speed on clean scans, against Tesseract's own CLI on the same pages in the same run; and
-text-layer PDF pages per second.
+"""OCR accuracy and speed on clean scans, against Tesseract's own CLI on the same pages in the same run.
 
 Pages are rendered from known text (``tests/support/scans.py``: an A4 procedure page per language, Noto CJK,
 300 dpi), so accuracy is measured against what was drawn. Character accuracy is 1 - edit distance / length
@@ -15,8 +14,7 @@ of the drawn text, runs of whitespace counted as one space.
    after another with Tesseract's default threads, and two at a time with one thread each (the best the CLI
    does on two cores); the PDF also against ``pdftoppm`` + the CLI. Overhead = our seconds / the CLI's;
    target <= 1.2.
-3. **Text-layer PDF**: ``--pages`` pages printed by Chromium (the purchase order with its table), read by
-   ``load`` (pdfplumber: words, boxes, tables), next to pypdf's ``extract_text`` (text only) on the same file.
+Text-layer PDFs are measured by ``bench/bench_pdf.py``.
 
     python bench/bench_ocr.py [--pages 6] [--rounds 2]
 """
@@ -132,24 +130,6 @@ def speed(folder: Path, pages: int, rounds: int) -> None:
     print(f"   script detection (no --ocr-lang) adds {detect:.2f} s to a document\n")
 
 
-def text_layer(folder: Path, pages: int, rounds: int) -> None:
-    from io import BytesIO
-
-    from pypdf import PdfReader
-
-    from extractor.ingest import load
-    from tests.support.pdfs import ORDER_TABLE, print_pdf
-
-    pdf = print_pdf(ORDER_TABLE, folder / "printed.pdf", pages_of=pages)
-    data = pdf.read_bytes()
-    ours = best(rounds, lambda: load(pdf))
-    plain = best(rounds, lambda: [page.extract_text() for page in PdfReader(BytesIO(data)).pages])
-    count = len(PdfReader(BytesIO(data)).pages)
-    print(f"3. text-layer PDF, {count} pages printed by Chromium, best of {rounds}")
-    print(f"   extractor.ingest.load (pdfplumber: words, boxes, tables): {ours:6.2f} s  {count / ours:7.1f} pages/s")
-    print(f"   pypdf extract_text (text only, no boxes or tables):       {plain:6.2f} s  {count / plain:7.1f} pages/s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=6)
@@ -158,7 +138,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ocr-") as folder:
         settings_table(Path(folder))
         speed(Path(folder), arguments.pages, arguments.rounds)
-        text_layer(Path(folder), arguments.pages * 5, arguments.rounds)
 
 
 if __name__ == "__main__":

@@ -224,3 +224,40 @@ def test_member_inflating_past_its_declared_size_is_refused_while_inflating(tmp_
     outcome = read_contained(path)
     assert outcome["error"] == f"{path}: {suffix} part {target} inflates past the 1667 bytes it declares; refused as a zip bomb"
     assert float(str(outcome["peak_mb"])) < 300
+
+
+def pages_in_an_object_stream(path: Path, count: int) -> Path:
+    """A valid PDF of one page whose page tree, kept in a compressed object stream with its catalogue, declares
+    ``count`` pages: the raw bytes never show ``/Count``."""
+    objects = [(1, b"<< /Type /Catalog /Pages 2 0 R >>"),
+               (2, b"<< /Type /Pages /Kids [4 0 R] /Count %d >>" % count),
+               (4, b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")]
+    header, position = [], 0
+    for number, text in objects:
+        header.append(b"%d %d" % (number, position))
+        position += len(text) + 1
+    head = b" ".join(header) + b" "
+    packed = zlib.compress(head + b" ".join(text for _, text in objects))
+    body = bytearray(b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n")
+    stream_offset = len(body)
+    body.extend(b"3 0 obj\n<< /Type /ObjStm /N 3 /First %d /Filter /FlateDecode /Length %d >>\nstream\n"
+                % (len(head), len(packed)) + packed + b"\nendstream\nendobj\n")
+    rows = [struct.pack(">BIH", 0, 0, 65535), struct.pack(">BIH", 2, 3, 0), struct.pack(">BIH", 2, 3, 1),
+            struct.pack(">BIH", 1, stream_offset, 0), struct.pack(">BIH", 2, 3, 2)]
+    xref_offset = len(body)
+    rows.append(struct.pack(">BIH", 1, xref_offset, 0))
+    table = zlib.compress(b"".join(rows))
+    body.extend(b"5 0 obj\n<< /Type /XRef /Size 6 /W [1 4 2] /Root 1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
+                % len(table) + table + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_offset)
+    path.write_bytes(bytes(body))
+    return path
+
+
+def test_pages_declared_inside_an_object_stream_are_counted(tmp_path: Path) -> None:
+    """The page count comes from the page tree as PDFium parsed it, not from a scan of the bytes for ``/Count``
+    (which finds nothing here: the page tree is compressed)."""
+    path = pages_in_an_object_stream(tmp_path / "pages.pdf", 100_000)
+    assert b"/Count" not in path.read_bytes()
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: PDF has 100000 pages (limit 2000); refused"
+    assert float(str(outcome["seconds"])) < 10

@@ -116,6 +116,40 @@ def test_pdf_table_cells_in_reading_order_with_merged_headers_repeated(tmp_path:
     assert heading.box is not None and cell.box is not None and heading.box[3] < cell.box[1]
 
 
+NESTED_TABLE = """<!doctype html><html lang="en"><meta charset="utf-8"><style>
+body { font-family: 'Noto Sans CJK KR', sans-serif; font-size: 11pt; margin: 2cm; }
+table { border-collapse: collapse; } td { border: 1px solid #000; padding: 6pt; vertical-align: top; }
+.tracked { letter-spacing: 3.5pt; font-size: 18pt; }
+</style><body>
+<p>Signed on <span class="tracked">03/25/2016</span> for <span class="tracked">USD 12,500.00</span> in total.</p>
+<table>
+<tr><td>Approvers</td><td><table><tr><td>Legal</td><td>2 days</td></tr><tr><td>Finance</td><td>3 days</td></tr></table></td></tr>
+<tr><td colspan="2">Every row of this table has a merged cell</td></tr>
+</table>
+<table>
+<tr><td colspan="2">Merged across the top</td></tr>
+<tr><td colspan="2">and again below</td></tr>
+</table>
+<p>End of the agreement.</p>
+</body></html>"""
+
+
+@needs_chromium
+def test_pdf_nested_tables_keep_their_cells_and_tracked_numbers_stay_one_word(tmp_path: Path) -> None:
+    """A table inside a cell follows that cell, cell by cell (not every word in the outer cell); a table whose
+    every row is merged is read, not a reason to refuse the file; a date and an amount printed with letter
+    spacing (3.5 pt between 18 pt glyphs: more than pdfplumber's fixed 3 pt tolerance, which read
+    ``0 3 / 2 5 / 2 0 1 6``) stay one word each, as pdftotext reads them."""
+    document = segment(load(print_pdf(NESTED_TABLE, tmp_path / "nested.pdf")))
+    assert [(b.kind, document.text[b.content_start:b.end]) for b in document.blocks] == [
+        (P, "Signed on 03/25/2016 for USD 12,500.00 in total."),
+        (T, "Approvers"), (T, "Legal"), (T, "2 days"), (T, "Finance"), (T, "3 days"),
+        (T, "Every row of this table has a merged cell"),
+        (T, "Merged across the top"), (T, "and again below"),
+        (P, "End of the agreement."),
+    ]
+
+
 @needs_chromium
 def test_a_pdf_uses_its_text_layer_and_ocrs_only_its_scanned_pages(tmp_path: Path) -> None:
     printed = print_pdf(ORDER_TABLE, tmp_path / "printed.pdf")

@@ -29,7 +29,6 @@ MAX_PDF_OBJECTS = 500_000
 MAX_PAGES = 2_000
 
 _PDF_SIZE = re.compile(rb"/Size\s+(\d{1,12})")
-_PDF_COUNT = re.compile(rb"/Count\s+(\d{1,12})")
 _CHUNK = 1 << 20
 """Bytes inflated at a time: what a member's reading holds at once, whatever the member claims."""
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
@@ -174,14 +173,13 @@ def check_pixels(width: int, height: int, path: str, page: str = "image") -> Non
 
 
 def check_pdf(data: bytes, path: str) -> None:
-    """Refuse a PDF whose cross-reference tables or page tree declare more objects or pages than a document has.
+    """Refuse a PDF whose cross-reference tables declare more objects than a document has, before PDFium parses
+    them (it builds its table of objects from what they declare).
 
-    Read from the raw bytes (trailers and xref streams name ``/Size``, page trees ``/Count``), so a PDF built to
-    exhaust a parser is refused before one is started.
+    A trailer or a cross-reference stream, where ``/Size`` stands, is never inside an object stream, so the raw
+    bytes show each one. The page count is not read here: PDFium reads it from the page tree it parsed, where
+    an object stream cannot hide it (``extractor.ingest.pdf``).
     """
     objects = max((int(found) for found in _PDF_SIZE.findall(data)), default=0)
     if objects > MAX_PDF_OBJECTS:
         raise InputError(path, f"PDF declares {objects} objects (limit {MAX_PDF_OBJECTS}); refused")
-    pages = max((int(found) for found in _PDF_COUNT.findall(data)), default=0)
-    if pages > MAX_PAGES:
-        raise InputError(path, f"PDF declares {pages} pages (limit {MAX_PAGES}); refused")
