@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import unicodedata
+import warnings
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ def read(path: Path) -> Reference | None:
 def hwp(path: Path) -> Reference | None:
     """pyhwp's XML model of the records (``hwp5proc xml``): every text record of the body and its table cells."""
     tool = Path(sys.executable).with_name("hwp5proc")
+    if not tool.exists():  # pyhwp did not install (its build needs distutils: Python 3.11 at most)
+        return hwpx_parts(_converted(path))
     done = subprocess.run([str(tool), "xml", str(path)], capture_output=True, timeout=300)
     if done.returncode != 0:
         return None  # a password-protected document: pyhwp cannot read it either
@@ -115,18 +118,29 @@ def _nearest(element: etree._Element, tag: str) -> etree._Element | None:
     return parent
 
 
+def _converted(path: Path) -> dict[str, bytes]:
+    """An .hwp file as the OWPML parts python-hwpx converts it into: the fallback where pyhwp is missing (not
+    independent of our reader's converter, but of its walk)."""
+    from hwpx.hwp5.package import convert
+
+    return dict(convert(path.read_bytes()).files)
+
+
 def hwpx(path: Path) -> Reference:
+    with zipfile.ZipFile(path) as package:
+        return hwpx_parts({name: package.read(name) for name in package.namelist() if name.startswith("Contents/")})
+
+
+def hwpx_parts(parts: dict[str, bytes]) -> Reference:
     """The section XML: every ``hp:t`` of every section (body, tables, text boxes, notes, headers) and each cell's
     own paragraphs."""
     texts, cells = [], []
-    with zipfile.ZipFile(path) as package:
-        sections = sorted(name for name in package.namelist() if name.startswith("Contents/section"))
-        for name in sections:
-            root = etree.fromstring(package.read(name), _SAFE)
-            texts.extend(_hwpx_text(paragraph) for paragraph in root.iter(f"{HP}p"))
-            for cell in root.iter(f"{HP}tc"):
-                own = [_hwpx_text(p) for sub in cell.iterchildren(f"{HP}subList") for p in sub.iterchildren(f"{HP}p")]
-                cells.append("\n".join(own))
+    for name in sorted(name for name in parts if name.startswith("Contents/section")):
+        root = etree.fromstring(parts[name], _SAFE)
+        texts.extend(_hwpx_text(paragraph) for paragraph in root.iter(f"{HP}p"))
+        for cell in root.iter(f"{HP}tc"):
+            own = [_hwpx_text(p) for sub in cell.iterchildren(f"{HP}subList") for p in sub.iterchildren(f"{HP}p")]
+            cells.append("\n".join(own))
     return Reference("\n".join(texts), cells)
 
 
@@ -189,7 +203,9 @@ def xlsx(path: Path) -> Reference:
     """openpyxl's full loader (not the read-only streaming one), computed values: every cell that has one."""
     from openpyxl import load_workbook
 
-    workbook = load_workbook(path, data_only=True)
+    with warnings.catch_warnings():  # openpyxl warns of the extensions it drops (data validation); values stay
+        warnings.simplefilter("ignore", UserWarning)
+        workbook = load_workbook(path, data_only=True)
     cells = []
     for sheet in workbook.worksheets:
         for row in sheet.iter_rows():
@@ -218,13 +234,14 @@ def eml(path: Path) -> Reference:
         if body.get_content_type() == "text/html":
             visible = _Visible()
             visible.feed(content)
-            content = " ".join(visible.texts)
+            content = "".join(visible.texts)
         texts.append(content)
     return Reference("\n".join(texts), [])
 
 
 class _Visible(HTMLParser):
-    """The text a browser shows: not scripts, styles or the head."""
+    """The text a browser shows, not scripts, styles or the head: inline elements' text runs on, block elements
+    start a new line."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -234,11 +251,20 @@ class _Visible(HTMLParser):
     def handle_starttag(self, tag: str, attrs: object) -> None:
         if tag in ("script", "style", "head", "title", "template", "noscript"):
             self._hidden += 1
+        if tag in _BREAKING:
+            self.texts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("script", "style", "head", "title", "template", "noscript") and self._hidden:
             self._hidden -= 1
+        if tag in _BREAKING:
+            self.texts.append("\n")
 
     def handle_data(self, data: str) -> None:
         if not self._hidden:
             self.texts.append(data)
+
+
+_BREAKING = frozenset("address article aside blockquote body br caption dd div dl dt figcaption footer h1 h2 h3 h4 h5 h6 "
+                      "header hr li main nav ol p pre section table td th tr ul".split())
+"""Elements a browser starts on a new line (or cell): text inside inline ones (``<b>``, ``<font>``) runs on."""
