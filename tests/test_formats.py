@@ -256,6 +256,23 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
         load(f"{path}#attachment3/x.pdf")
 
 
+def test_eml_attachments_are_bounded(tmp_path: Path) -> None:
+    """The first 100 attachments are documents of their own and the e-mail says how many more it has; an e-mail
+    of more than 1,000 MIME parts is refused (each attachment read parses its e-mail again)."""
+    path = mail(tmp_path, [(f"note{number}.txt", f"메모 {number}".encode()) for number in range(1, 151)])
+    document = load(path)
+    assert document.text.endswith("note100.txt (attachment 100), and 50 more not read (limit 100)")
+    files = discover([str(path)]).files
+    assert len(files) == 101 and files[-1] == Path(f"{path}#attachment100/note100.txt")
+    assert load(files[-1]).text == "메모 100"
+    with pytest.raises(InputError, match="has no attachment 101"):
+        load(f"{path}#attachment101/note101.txt")
+    crowded = mail(tmp_path, [(f"n{number}.txt", b"x") for number in range(1_000)])
+    with pytest.raises(InputError) as error:
+        load(crowded)
+    assert str(error.value) == f"{crowded}: e-mail has 1002 MIME parts (limit 1000); refused"
+
+
 def test_eml_html_body_and_non_mail(tmp_path: Path) -> None:
     document = load(mail(tmp_path, [], html=True))
     assert [document.text[b.content_start:b.end] for b in document.blocks][1:] == [

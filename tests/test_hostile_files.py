@@ -261,3 +261,17 @@ def test_pages_declared_inside_an_object_stream_are_counted(tmp_path: Path) -> N
     outcome = read_contained(path)
     assert outcome["error"] == f"{path}: PDF has 100000 pages (limit 2000); refused"
     assert float(str(outcome["seconds"])) < 10
+
+
+def test_pages_of_an_image_are_counted_before_any_is_decoded(tmp_path: Path) -> None:
+    """A TIFF of 20 pages of 110 megapixels each (2.2 billion pixels; each page under the page limit): refused
+    from the pages' headers, before one is decoded or OCR'd."""
+    from PIL import Image
+
+    page = Image.new("1", (10_500, 10_500), 1)
+    path = tmp_path / "pages.tif"
+    page.save(path, save_all=True, append_images=[page] * 19, compression="group4")
+    assert path.stat().st_size < 1_000_000
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: image has 20 pages of 2205 megapixels in all (limit 2000); refused"
+    assert float(str(outcome["peak_mb"])) < 300

@@ -20,7 +20,14 @@ from extractor.ingest import image, load
 from extractor.ingest.marks import find_marks
 from extractor.segment import segment
 from tests.support.pdfs import CHROMIUM, ORDER_TABLE, print_pdf
-from tests.support.scans import ENGLISH_PROCEDURE, KOREAN_PROCEDURE, RUSSIAN_PROCEDURE, render, save_pdf
+from tests.support.scans import (
+    ENGLISH_PROCEDURE,
+    KOREAN_PROCEDURE,
+    KOREAN_WITH_LATIN,
+    RUSSIAN_PROCEDURE,
+    render,
+    save_pdf,
+)
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium to print PDFs")
@@ -47,7 +54,7 @@ def test_a_scanned_korean_procedure_keeps_its_lists_pages_boxes_and_confidence(t
     path, drawn = save_png(tmp_path, KOREAN_PROCEDURE, "procedure.png")
     document = segment(load(path))
     assert accuracy(document.text, drawn) >= 0.94
-    assert document.reader.startswith("ocr=tesseract-") and " lang=kor psm=6 " in document.reader
+    assert document.reader.startswith("ocr=tesseract-") and " lang=kor|kor+eng<90 psm=6 " in document.reader
     assert document.segmenter.endswith(document.reader)  # another OCR setting is another segmentation
     # the marks Tesseract cannot read start list items, as in the drawn page
     assert marked(document) == [(H, ""), (H, "1."), (P, ""), (H, "2."), (P, ""), (H, "3."), (L, "□"), (L, "○"),
@@ -58,6 +65,18 @@ def test_a_scanned_korean_procedure_keeps_its_lists_pages_boxes_and_confidence(t
     assert all(w.confidence is not None and 0 <= w.confidence <= 100 for w in document.words
                if document.text[w.start:w.end] not in "□○①②■")
     assert document.text[document.words[0].start:document.words[0].end] == "작업"
+
+
+def test_latin_words_on_a_korean_scan_are_read(tmp_path: Path) -> None:
+    """A Korean page with ERP, SAP, PDF and an e-mail address: read with Korean alone, Tesseract is unsure of it
+    (mean confidence 83) and reads none of its Latin words; read again with ``kor+eng`` it is surer (89) and reads
+    them, and that reading is kept. A page of Korean alone keeps its Korean reading (the test above)."""
+    path, drawn = save_png(tmp_path, KOREAN_WITH_LATIN, "mixed.png")
+    document = load(path)
+    assert accuracy(document.text, drawn) >= 0.9
+    words = {word.strip("()") for word in document.text.split()}
+    latin = ("ERP", "SAP", "PDF", "USD", "CFO", "FOB", "PO", "Purchase", "Order", "purchasing@example.com")
+    assert sum(word in words for word in latin) >= 6  # 7 measured (PDF read POF); none with Korean alone
 
 
 @pytest.mark.parametrize(("text", "languages"), [(RUSSIAN_PROCEDURE, "rus+eng"), (ENGLISH_PROCEDURE, "eng")])
@@ -162,7 +181,7 @@ def test_a_pdf_uses_its_text_layer_and_ocrs_only_its_scanned_pages(tmp_path: Pat
     (tmp_path / "mixed.pdf").write_bytes(buffer.getvalue())
     document = segment(load(tmp_path / "mixed.pdf"))
     assert document.pages == 2
-    assert " lang=kor " in document.reader  # the language of the text layer on page 1 chose the OCR model
+    assert " lang=kor|kor+eng<90 " in document.reader  # the text layer on page 1 chose the OCR model
     by_page = {page: [s.text for s in document.sentences if s.page == page] for page in (1, 2)}
     assert by_page[1][0] == "구매 주문서" and by_page[2][0] == "작업 요청 검토 절차"
     page_one = {w.confidence for w in document.words if w.page == 1}
