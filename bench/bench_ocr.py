@@ -142,7 +142,7 @@ def speed(folder: Path, pages: int, rounds: int) -> None:
 
     os.environ["EXTRACT_OCR_CACHE"] = "off"
     os.environ["EXTRACT_OCR_LANG"] = "kor"  # as the CLI is told; script detection is timed apart below
-    print(f"2. OCR of one {pages}-page Korean scan (kor, psm 6), best of {rounds}, {os.cpu_count()} cores")
+    print(f"3. OCR of one {pages}-page Korean scan (kor, psm 6), best of {rounds}, {os.cpu_count()} cores")
     single = best(rounds, lambda: cli_one_by_one(threads=1))
     one = best(rounds, cli_one_by_one)
     two = best(rounds, lambda: cli_two_at_a_time(pngs))
