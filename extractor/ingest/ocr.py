@@ -139,6 +139,8 @@ def read_pages(images: Sequence[Callable[[], Image.Image]], pages: Sequence[int]
     Documents are read side by side instead, each by its own reader.
     """
     found: dict[int, list[list[Placed]]] = {}
+    if on_page is not None:  # the count first: a reader is allowed time per page (extractor.offload)
+        on_page(0, len(images))
     for done, (image, page) in enumerate(zip(images, pages), start=1):
         found[page] = read_page(image(), page, settings)
         if on_page is not None:
