@@ -1,15 +1,16 @@
-"""PDF: each page's text layer read by PDFium (words with boxes), tables by pdfplumber on the pages that have
-ruling lines, OCR where a page has no text layer (docs/formats.md#pdf).
+"""PDF: each page's text layer read by PDFium (words with boxes), ruled tables found by pdfplumber's table
+finder, OCR where a page has no text layer (docs/formats.md#pdf).
 
-PDFium (pypdfium2) reads a page's text in C: its characters in reading order, with the spaces and line breaks
-it infers from the gaps between glyphs measured against the glyphs' own sizes, so ``03/25/2016`` set with
-wide tracking stays one word. A page whose drawing has ruling lines (at least two horizontal and two vertical
-edges) is also given to pdfplumber, which finds its ruled tables; each table gives one TABLE_CELL block per
-cell in reading order (row by row), a header cell merged across columns repeated for each column it spans,
-and a table inside a cell after that cell. A table that cannot be laid out costs that table only: its words
-stay in the page's text. A page without a text layer (a scan) is rendered with PDFium at 300 dpi and read by
-Tesseract (``extractor.ingest.ocr``). Text outside tables is parsed like plain text, a page at a time, a blank
-line between pages. Every word keeps its page and box.
+PDFium (pypdfium2) reads a page's glyphs in C, in reading order, each with its loose box. Words and lines are
+decided here from the glyphs themselves (``_words``, ``_same_line``), not from the spaces PDFium infers: a gap
+wider than the gaps beside it by a tenth of the glyphs' height is a space, so ``03/25/2016`` set with letter
+spacing stays one word. The page's straight edges, read from PDFium's parsed drawing, go to pdfplumber's table
+finder when there are two or more each way; each table gives one TABLE_CELL block per cell in reading order
+(row by row), a header cell merged across columns repeated for each column it spans, and a table inside a
+cell after that cell. A table that cannot be laid out costs that table only: its words stay in the page's
+text. A page without a text layer (a scan) is rendered with PDFium at 300 dpi and read by Tesseract
+(``extractor.ingest.ocr``). Text outside tables is parsed like plain text, a page at a time, a blank line
+between pages. Every word keeps its page and box.
 """
 
 from __future__ import annotations
