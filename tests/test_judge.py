@@ -41,11 +41,11 @@ from extractor.judge.labels import LabelsError, read_labels
 from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
 from extractor.judge.stage import JudgeLink, links_for, load_rubric, model_id, run_judge
 from extractor.judge.verdict import ProtocolError, parse_verdict
+from extractor.offload import read_here as load_document
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.validate import validate
 from extractor.vocab import ExitCode
-from extractor.workers import load_document
 from tests.support.calibration import STORED_REPORT, stored_report
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
@@ -737,7 +737,7 @@ def test_cli_run_warns_when_the_judge_is_the_generator_and_says_why_block_is_ref
         assert run.judge_model == "openai:same" and run.config["judge"]["same_model_as_generator"] is True
         assert run.config["judge"]["mode"] == "review" and run.config["judge"]["requested_mode"] == "block"
     refused = extract("run", str(en_doc), "--model", "openai:same", "--judge-mode", "block", env=env, cwd=tmp_path)
-    assert refused.returncode == 2 and "need --judge MODEL" in refused.stderr
+    assert refused.returncode == 2 and "error: --judge-mode needs --judge MODEL" in refused.stderr
 
 
 def test_judge_help_does_not_import_heavy_stacks() -> None:

@@ -1,9 +1,9 @@
-"""The batch engine: a fixed pool of workers takes files in order; each document goes
+"""The batch engine: a fixed number of tasks take files in order; each document goes
 skip-if-done -> ingest + segment -> claim -> convert -> record, and one bad file never stops the batch.
 
 What plugs in without editing this module: the per-document procedure (``converter``, see
 ``extractor.engine.convert``), the provider and the judge. A Celery worker (docs/queue-and-api.md) converts one document
-per task on the same path as a pool worker: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
+per task on the same path as a task of a run here: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
 run another process started, with a ``Recorder`` given that run's id), then ``Engine.close``.
 """
 
@@ -21,28 +21,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor import offload
+from extractor.engine.budget import LocalBudget, prices_for
 from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
 from extractor.engine.recorder import Observer, Recorder
-from extractor.engine.settings import RunSettings
+from extractor.engine.settings import RunSettings, Scope
 from extractor.engine.stop import Interrupted, Stop
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.errors import ExtractorError, InputError
 from extractor.generate import Provider
 from extractor.generate.limit import AdaptiveLimit
 from extractor.generate.prompt import load_prompt
-from extractor.heap import frozen_during_run
 from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
-from extractor.workers import prepare
 
 if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
     from extractor.judge.modes import Judge
     from extractor.store import RunConfig, Store
 
 HEARTBEAT_S = 10.0
+INTERRUPTED_DOCUMENT = "run interrupted; rerun to finish this document"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -67,10 +68,16 @@ class Engine:
                                              "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds, observer)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
-                                load_prompt(settings.contract, settings.prompt_version), self.stop,
+                                load_prompt(settings.contract, settings.options.prompt_version), self.stop,
                                 self.cpu_seconds, judge, self.progress)
+        money = None
+        if settings.options.max_cost is not None:  # ValueError when a model's price is unknown
+            prices = prices_for(provider, judge.provider if judge is not None else None)
+            money = LocalBudget(settings.options.max_cost, prices, self.stop.drain)
+        self.scope = Scope.of(settings.options, money)
+        """What this run's own documents bring (a worker's engine is given each batch's with its documents)."""
         self._resuming = False  # whether this configuration finished documents before (then look per file)
-        self._workers: list[asyncio.Task[None]] = []
+        self._takers: list[asyncio.Task[None]] = []
 
     @property
     def run_id(self) -> str:
@@ -79,22 +86,24 @@ class Engine:
     def run_config(self, segmenter: str) -> RunConfig:
         from extractor.store import RunConfig
 
-        s = self.settings
+        s, options = self.settings, self.settings.options
+        ocr_lang = options.ocr_lang or os.environ.get("EXTRACT_OCR_LANG") or None
         return RunConfig(
-            contract=s.contract.name, contract_version=s.contract.version, prompt_version=s.prompt_version,
+            contract=s.contract.name, contract_version=s.contract.version, prompt_version=options.prompt_version,
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
-            config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
-                    "max_input_tokens": self.calls.budget.max_input, "max_output_tokens": self.calls.budget.max_output,
-                    "overlap": s.overlap, "tags": list(s.tags), "base_url": s.base_url, "force": s.force,
-                    "retry_errors": s.retry_errors,
+            config={"options": options.to_json(), "concurrency": s.concurrency, "temperature": s.temperature,
+                    "max_tokens": options.max_tokens, "max_input_tokens": self.calls.budget.max_input,
+                    "max_output_tokens": self.calls.budget.max_output, "overlap": options.overlap,
+                    "tags": list(options.tags), "base_url": s.base_url, "force": options.force,
+                    "retry_errors": options.retry_errors,
                     "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
                     "contract_hash": s.contract.content_hash}
             | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})
             | ({"contract_files": dict(s.contract.content_files)} if s.contract.content_files else {})
             | ({"judge": self.judge.config()} if self.judge else {})
             # OCR languages asked for decide the text of scans: another choice is another configuration
-            | ({"ocr_lang": os.environ["EXTRACT_OCR_LANG"]} if os.environ.get("EXTRACT_OCR_LANG") else {}),
+            | ({"ocr_lang": ocr_lang} if ocr_lang else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )
 
@@ -109,7 +118,7 @@ class Engine:
         what is left; rerunning the same command finishes it. Nothing to read: no run is recorded.
         """
         started = time.monotonic()
-        with self._stop_on_signals(), frozen_during_run():  # signals first: none finds the run without its handler
+        with self._stop_on_signals():
             discovery = paths if isinstance(paths, Discovery) else discover(paths)
             summary = RunSummary(None, unsupported=dict(discovery.unsupported))
             summary.outcomes = [DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match")
@@ -132,7 +141,7 @@ class Engine:
         from extractor.segment import SEGMENTER_ID
 
         await self.recorder.start(self.run_config(SEGMENTER_ID))
-        self._resuming = not self.settings.force and await self.recorder.any_finished()
+        self._resuming = await self.recorder.any_finished()
 
     async def _pool(self, files: list[Path], summary: RunSummary) -> None:
         self.progress.calls(lambda: self.limit.in_flight)
@@ -141,29 +150,29 @@ class Engine:
             self.progress.finished(outcome)
         heartbeat = asyncio.create_task(self._heartbeat())
         pending = iter(files)
-        # documents waiting for the judge have workers of their own (its queue depth), so they never leave
+        # documents waiting for the judge have tasks of their own (its queue depth), so they never leave
         # the generation slots without documents to fill them
         judging = self.judge.queue.depth if self.judge is not None else 0
-        # the first wave first: the workers that read ahead start once every slot was taken (or a document
+        # the first wave first: the tasks that read ahead start once every slot was taken (or a document
         # ended); until then their reading only competes with the first wave for this process (at 64 in flight
         # the 64th call started 0.28 s into a run instead of 0.32 s, medians of six)
         opening = min(len(files), self.limit.maximum)
-        self._workers = [asyncio.create_task(self._worker(pending, summary, opens=self.limit.filled))
+        self._takers = [asyncio.create_task(self._take_files(pending, summary, opens=self.limit.filled))
                          for _ in range(opening)]
-        self._workers += [asyncio.create_task(self._worker(pending, summary, after=self.limit.filled))
+        self._takers += [asyncio.create_task(self._take_files(pending, summary, after=self.limit.filled))
                           for _ in range(min(len(files), 2 * self.limit.maximum + judging) - opening)]
         try:
             try:
-                await asyncio.wait(self._workers)  # unlike gather, a cancelled wait leaves the workers running
+                await asyncio.wait(self._takers)  # unlike gather, a cancelled wait leaves the tasks running
             except asyncio.CancelledError:  # the run's task was cancelled: stop like Ctrl-C, then finish the record
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
                 self.stop.request()
-                await asyncio.wait(self._workers)
-            for worker in self._workers:
-                if not worker.cancelled() and worker.exception() is not None:
-                    raise worker.exception()  # type: ignore[misc]  # a bug in the engine itself
+                await asyncio.wait(self._takers)
+            for taker in self._takers:
+                if not taker.cancelled() and taker.exception() is not None:
+                    raise taker.exception()  # type: ignore[misc]  # a bug in the engine itself
         finally:
             heartbeat.cancel()
         summary.interrupted = self.stop.requested
@@ -226,10 +235,10 @@ class Engine:
         if not self.stop.requested:
             self.stop.request()
             return
-        for worker in self._workers:  # asked twice: stop waiting for anything (writes still finish)
-            worker.cancel()
+        for taker in self._takers:  # asked twice: stop waiting for anything (writes still finish)
+            taker.cancel()
 
-    async def _worker(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
+    async def _take_files(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
                       after: asyncio.Event | None = None) -> None:
         """Take the next file until none is left or the run stops (the shared iterator hands each file to one).
 
@@ -276,37 +285,43 @@ class Engine:
             await asyncio.sleep(HEARTBEAT_S)
             await self.recorder.heartbeat()
 
-    async def process(self, path: Path, name: str | None = None) -> DocumentOutcome:
+    async def process(self, path: Path, name: str | None = None, scope: Scope | None = None) -> DocumentOutcome:
         """One document from file to final state; an unexpected bug in it is reported, not allowed to sink
         the batch (a claimed document then ends ERROR, so a rerun tries it again).
 
-        ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload).
+        ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload);
+        ``scope``, what its batch brings when that is not this run (a queued document's).
         """
         job: Job | None = None
         label = name or str(path)
+        scope = scope or self.scope
         try:
-            retried, skipped = await self._done_before(path)
+            retried, skipped = await self._done_before(path, scope)
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
-                document, seconds = await prepare(path, lambda done, total: self.progress.page(label, done, total))
+                document, seconds = await offload.read(path, lambda done, total: self.progress.page(label, done, total),
+                                                       self.settings.options.ocr_lang)
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds
             if self.stop.requested:  # read, but not claimed: nothing to undo
                 raise Interrupted
-            document_id, claim = await self.recorder.claim(document, label, force=self.settings.force,
-                                                           tags=self.settings.tags, retry=self.settings.retry_states)
+            document_id, claim = await self.recorder.claim(document, label, force=scope.force, tags=scope.tags,
+                                                           retry=scope.retry_states)
             if claim.status == "busy":
                 return DocumentOutcome(label, Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
                                        skip=SkipReason.busy, other_run=str(claim.ref))
             if claim.status == "done":
                 return DocumentOutcome(label, Outcome.SKIPPED, f"done before (document run {claim.ref})",
                                        skip=SkipReason.done, document_run_id=claim.document_run_id)
-            job = Job(path, document, document_id, claim.document_run_id)
+            job = Job(path, document, document_id, claim.document_run_id, scope.money, scope.force)
             conversion = await self.converter(job, self.calls)
-        except Interrupted:
-            return DocumentOutcome(label, Outcome.INTERRUPTED, "run interrupted; rerun to finish this document",
+        except Interrupted as stopped:
+            cause = f"{stopped}; rerun to finish this document" if str(stopped) else INTERRUPTED_DOCUMENT
+            if job is not None and not self.stop.requested:  # its budget stopped it, not the run: recorded now
+                await self.recorder.finish_document(job.document_run_id, DocumentState.INTERRUPTED, cause, (), None)
+            return DocumentOutcome(label, Outcome.INTERRUPTED, cause,
                                    document_run_id=None if job is None else job.document_run_id)
         except InputError as error:
             return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error))
@@ -323,19 +338,19 @@ class Engine:
         return DocumentOutcome(label, Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
                                conversion.tokens, job.document_run_id, retried=retried)
 
-    async def _done_before(self, path: Path) -> tuple[bool, DocumentOutcome | None]:
+    async def _done_before(self, path: Path, scope: Scope) -> tuple[bool, DocumentOutcome | None]:
         """Whether this configuration finished the file's content before: ``(retried, skipped outcome)``.
 
         Looked up before ingest, so a rerun does not read and segment what is done; the claim still decides.
         """
-        if not self._resuming:
+        if not self._resuming or scope.force:
             return False, None
         digest = await asyncio.to_thread(file_sha256, path)
         finished = digest and await self.recorder.finished(digest)
         if not finished:
             return False, None
         where = f"run {finished.run_id} (document run {finished.document_run_id})"
-        if finished.state in self.settings.retry_states:
+        if finished.state in scope.retry_states:
             return True, None
         if finished.state == DocumentState.ERROR:
             cause = f"ended ERROR in {where}; --retry-errors tries it again"

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from extractor import offload
 from extractor.engine.calls import Conversion, Job, ModelCalls, rule_ids
 from extractor.engine.route import route
 from extractor.engine.stop import Interrupted
@@ -34,8 +35,6 @@ from extractor.repair import render_repair
 from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
 from extractor.windows.merge import Merged, Partial, merge
 from extractor.windows.plan import Window, window_lines
-from extractor.workers import check_structure as check_in_worker
-from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
     from extractor.store import AttemptInfo
@@ -81,7 +80,7 @@ class LongDocument:
     def request_for(self, window: Window) -> GenerationRequest:
         settings = self.calls.settings
         return render_request(self.calls.prompt, self.contract, self.document, temperature=settings.temperature,
-                              max_tokens=settings.max_tokens or self.calls.budget.max_output,
+                              max_tokens=settings.options.max_tokens or self.calls.budget.max_output,
                               lines=window_lines(self.document, window, len(self.windows)))
 
     def window_of(self, sentence_id: str) -> Window | None:
@@ -110,7 +109,7 @@ class LongDocument:
         result = asked.result
         report = await self.check_structure(result.text)
         attempt_id = await self.calls.recorder.attempt(self.calls.record(
-            self.job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
+            self.job, asked.request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
             parsed=report.candidate, findings=_findings(report), outcome=_outcome(report), mode=result.mode,
             model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
             cached_tokens=result.cached_tokens,
@@ -120,7 +119,7 @@ class LongDocument:
 
     async def check_structure(self, raw: str) -> Report:
         """A window's answer against the structure rules, in the validation worker (off the event loop)."""
-        report, seconds = await check_in_worker(raw, self.contract)
+        report, seconds = await offload.check_structure(raw, self.contract)
         self.calls.cpu["validate"] += seconds
         return report
 
@@ -163,7 +162,7 @@ class LongDocument:
                     kind: AttemptKind) -> tuple[Report, int]:
         """Validate the merged candidate against the whole document and record it as the document's attempt."""
         raw = json.dumps(merged.candidate, ensure_ascii=False)
-        report, seconds = await validate_in_worker(raw, self.document, self.contract)
+        report, seconds = await offload.validate(raw, self.document, self.contract)
         self.calls.cpu["validate"] += seconds
         report.findings += merged.findings
         ids = ", ".join(str(answers[index].attempt_id) for index in sorted(answers))
@@ -215,7 +214,7 @@ class LongDocument:
         has it) keeps its rule and location and says what the rule checks, as its card words it.
         """
         sentences = self.document.sentences[answer.window.context:answer.window.end]
-        own, seconds = await validate_in_worker(answer.raw, replace(self.document, sentences=sentences), self.contract)
+        own, seconds = await offload.validate(answer.raw, replace(self.document, sentences=sentences), self.contract)
         self.calls.cpu["validate"] += seconds
         twins: dict[tuple[str, str, Any], list[Finding]] = {}
         for finding in own.findings:
@@ -268,7 +267,7 @@ def _outcome(report: Report) -> AttemptOutcome:
 async def convert_windows(job: Job, calls: ModelCalls, windows: list[Window]) -> Conversion:
     """Windows -> merge -> whole-document validation -> one repair round for the windows that own errors -> route."""
     long = LongDocument(job, calls, windows)
-    if not calls.settings.force:
+    if not job.force:
         long.reusable = await calls.recorder.window_answers(job.document_id)
     try:
         answers = {a.window.index: a for a in await long.answer_all([(w, long.request_for(w)) for w in windows],
