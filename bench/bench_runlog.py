@@ -377,13 +377,15 @@ def new_run(log: Log, folder: Path, env: dict[str, str], round_: int) -> float:
     return seconds
 
 
-def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str]) -> dict[tuple[str, int, str], list[float]]:
+def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str],
+            full: bool = True) -> dict[tuple[str, int, str], list[float]]:
     """Every timed command on every log, ``rounds`` times, the logs taking turns; seconds per (backend, size, name).
     Export adds records per second (``export jsonl rate``) and peak memory in MiB (``export jsonl peak``)."""
     found: dict[tuple[str, int, str], list[float]] = {}
 
     def note(log: Log, name: str, value: float) -> None:
         found.setdefault((log.backend, log.size, name), []).append(value)
+        print(f"  {log.backend} {log.size:,} {name}: {value:,.2f}", file=sys.stderr, flush=True)
 
     for round_ in range(rounds):
         for log in logs:
@@ -405,7 +407,8 @@ def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str]) -> 
                 note(log, f"export {fmt}", seconds)
                 note(log, f"export {fmt} rate", log.approved / seconds)
                 note(log, f"export {fmt} peak MiB", int(peak.read_text()) / 1024)
-            note(log, "doctor --full", run_extract(["doctor", "--full", *database], env)[0])
+            if full:  # what a full check costs (no target); the build ended with one, so doctor has a clean base
+                note(log, "doctor --full", run_extract(["doctor", "--full", *database], env)[0])
             note(log, "extract run (20 documents)", new_run(log, folder, env, round_))
             note(log, "doctor", run_extract(["doctor", *database], env)[0])
     return found
@@ -485,6 +488,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite", "postgresql"])
     parser.add_argument("--postgres", help="admin URL of a PostgreSQL server to use instead of a cluster in --keep")
     parser.add_argument("--build-only", action="store_true", help="build the logs missing in --keep, measure nothing")
+    parser.add_argument("--no-full", action="store_true", help="leave out timing doctor --full (minutes at 1M)")
     args = parser.parse_args()
 
     args.keep.mkdir(parents=True, exist_ok=True)
@@ -501,7 +505,7 @@ def main() -> None:
                   f"{log.sha_prefix}, run {log.run_id[:12]}", file=sys.stderr)
         if args.build_only:
             return
-        found = measure(logs, Path(tmp), args.rounds, env)
+        found = measure(logs, Path(tmp), args.rounds, env, full=not args.no_full)
     report(found, args.backends, args.sizes)
 
 
