@@ -87,8 +87,8 @@ def _encode(value: Any) -> str:
         if isinstance(item, RawJSON):
             raw.append(item)
             return f"\x00{_TOKEN}{len(raw) - 1}\x00"
-        if isinstance(item, dict):
-            return {key: mark(child) for key, child in item.items()}
+        if isinstance(item, dict):  # only values that are raw text or hold some are rebuilt
+            return {key: mark(child) if isinstance(child, RawJSON | dict) else child for key, child in item.items()}
         return item
 
     text = json.dumps(mark(value), ensure_ascii=False)
