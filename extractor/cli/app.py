@@ -35,18 +35,26 @@ class Commands(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
-        """typer draws a usage error as a five-line box; here it is ``error: <what> (<command> --help)``."""
-        from typer._click.exceptions import ClickException  # typer's own copy of click
+        """typer draws a usage error as a five-line box; here it is ``error: <what> (<command> --help)``.
 
+        Every error click finds in the command line derives from ``typer.TyperException`` (typer's public base
+        of the click it ships), which carries the exit code (2) and the message."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
             result = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-        except ClickException as error:
-            if type(error).__name__ != "NoArgsIsHelpError":  # the help was printed: nothing to add
-                typer.echo(f"error: {usage_message(error)}", err=True)
+        except typer.TyperException as error:
+            typer.echo(f"error: {usage_message(error)}", err=True)
             sys.exit(error.exit_code)
         sys.exit(result if isinstance(result, int) else 0)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """The group named alone (``extract``, ``extract gold``) prints its help and exits 2, as a usage error
+        does; typer would raise an error carrying the help as its message, which ``main`` would print again."""
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            self.format_help(ctx, None)
+            raise typer.Exit(ExitCode.USAGE)
+        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
 
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer may vendor click: its own class)
         try:
