@@ -58,10 +58,11 @@ def validated(path: str | Path, data: Any, model: type[M]) -> M:
 
 
 def problem(error: ValidationError) -> str:
-    """The first error of a pydantic ``ValidationError`` as ``a.b.c: what is wrong`` (the value's key path
-    first; "(and N more)" when there are others)."""
+    """One error of a pydantic ``ValidationError`` as ``a.b.c: what is wrong`` (the value's key path first;
+    "(and N more)" when there are others): an unknown key if there is one, since a misspelt key is also what
+    makes the key it meant missing, else the first."""
     errors = error.errors(include_url=False)
-    first = errors[0]
+    first = min(errors, key=lambda found: found["type"] != "extra_forbidden")  # a misspelt key, before what it left missing
     where, name = _key_path(first["loc"])
     message = str(first["msg"])
     if first["type"] == "value_error":  # our own validators' messages, without pydantic's "Value error, "

@@ -53,7 +53,8 @@ def test_a_price_file_overrides_and_a_bad_one_is_refused_naming_it(tmp_path: Pat
     for entry, problem in (({"input": "cheap", "output": 2.0}, "gpt-4o.input: Input should be a valid number"),
                            ({"input": 1.0}, "gpt-4o.output: missing"),
                            ({"input": 1.0, "output": -2}, "gpt-4o.output: Input should be greater than or equal to 0"),
-                           ({"input": 1.0, "output": 2, "per": "1K"}, "gpt-4o.per: unknown key")):
+                           ({"input": 1.0, "output": 2, "per": "1K"}, "gpt-4o.per: unknown key"),
+                           ({"input": 1.0, "ouput": 2}, "gpt-4o.ouput: unknown key (and 1 more)")):  # the typo first
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({"gpt-4o": entry}), "utf-8")
         monkeypatch.setenv(PRICES_ENV, str(bad))
