@@ -77,10 +77,9 @@ BARE = """if True:
 """
 """The baseline: SQLAlchemy's engine, the recorded statements as the driver received them
 (``exec_driver_sql``), every row fetched, in one transaction: the store's own BEGIN/COMMIT (it begins its
-SQLite transactions itself) are left out, so the writes a command may make (marking a dead run crashed) are rolled
-back and every round reads the same run log. Replayed as recorded, the second BEGIN failed ("cannot start a
-transaction within a transaction") and the baseline stopped after the schema check; ``timed`` now requires it to
-exit 0."""
+SQLite transactions itself) are left out: replayed, the second BEGIN would fail ("cannot start a transaction within
+a transaction"). The writes a command may make (marking a dead run crashed) are rolled back, so every round reads
+the same run log, and ``timed`` requires the baseline to exit 0 (one that stopped part way did less work)."""
 
 
 def commands(document_run: int) -> dict[str, list[str]]:
