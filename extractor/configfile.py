@@ -1,4 +1,4 @@
-"""Configuration files an operator writes (endpoints, gold manifests, prices) read into pydantic models.
+"""Configuration files (endpoints, gold manifests, prices, contracts' calibration files) read into pydantic models.
 
 Each file's shape is a pydantic model next to the code that uses it; this module reads the file (TOML or JSON,
 bounded in size), validates it, and turns the first problem into one line naming the file and the key:
@@ -41,7 +41,12 @@ def read_toml(path: str | Path, model: type[M], what: str) -> M:
 
 def read_json(path: str | Path, model: type[M], what: str) -> M:
     """The JSON file at ``path`` as ``model`` (see ``read_toml``)."""
-    text = _read(path, what)
+    return parse_json(path, read_bytes(path, what), model, what)
+
+
+def parse_json(path: str | Path, data: bytes, model: type[M], what: str) -> M:
+    """``data``, the bytes of the JSON file at ``path``, as ``model`` (see ``read_toml``)."""
+    text = _decoded(path, data, what)
     try:
         data = json.loads(text)
     except ValueError as error:
@@ -91,7 +96,8 @@ def _key_path(location: tuple[int | str, ...]) -> tuple[str, bool]:
     return "".join(parts), name
 
 
-def _read(path: str | Path, what: str) -> str:
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The file's bytes, refused past ``MAX_CONFIG_BYTES`` without reading further."""
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_CONFIG_BYTES + 1)
@@ -99,6 +105,14 @@ def _read(path: str | Path, what: str) -> str:
         raise InputError(str(path), f"cannot read the {what} ({error.strerror or error})") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise InputError(str(path), f"the {what} is over {MAX_CONFIG_BYTES // 1024 // 1024} MiB")
+    return data
+
+
+def _read(path: str | Path, what: str) -> str:
+    return _decoded(path, read_bytes(path, what), what)
+
+
+def _decoded(path: str | Path, data: bytes, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -189,3 +203,31 @@ class PriceEntry(BaseModel):
 
 class PriceFile(RootModel[dict[str, PriceEntry]]):
     """A price file: a JSON object of model name -> ``PriceEntry``."""
+
+
+Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+
+
+class CalibratedSection(BaseModel):
+    """One section of a contract's ``calibration.json`` (written by ``extract rules calibrate``): a fitted
+    threshold (``minimum_overlap`` for the claim rule), the lower edge of the judge band, and the record of the
+    calibration that fitted them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: Share | None = None
+    minimum_overlap: Share | None = None
+    judge_band_lower: Share | None = None
+    min_word_length: Annotated[int, Field(strict=True, ge=0)] | None = None
+    calibration: dict[str, Any] | None = None
+
+
+class CalibrationFile(BaseModel):
+    """A contract's ``calibration.json``: a section per calibrated rule (``extractor.contracts.settings.
+    CALIBRATED_RULES``), laid over the contract's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weak_support: CalibratedSection | None = None
+    lexical_support: CalibratedSection | None = None
+    ocr_confidence: CalibratedSection | None = None

@@ -98,58 +98,55 @@ def _file_prices(path: str) -> dict[str, Price]:
     prices with the file as it is now). Validated by ``extractor.configfile.PriceFile``; a bad file is refused
     with one line naming the file and the key.
 
-    The entries of the file as last validated are kept in the user's cache (``~/.cache/extractor/prices``,
-    keyed by the file's path, size and modification time), so a command that only reads the run log does not
-    load pydantic to price it while the file has not changed."""
+    The entries of a file as validated are kept in the user's cache (``~/.cache/extractor/prices``, by the
+    sha256 of the file's bytes), so a command that only reads the run log does not load pydantic to price it
+    while the file has not changed."""
     try:
-        stat = os.stat(path)
+        with open(path, "rb") as file:
+            data = file.read(MAX_PRICE_FILE_BYTES + 1)
     except OSError as error:
         raise InputError(path, f"cannot read the price file named by {PRICES_ENV} ({error.strerror or error})") from None
-    stamp = (stat.st_size, stat.st_mtime_ns)
-    kept = _READ.get(path)
-    if kept is not None and kept[0] == stamp:
-        return kept[1]
-    cache = _cache_file(path)
-    entries = _cached_entries(cache, stamp)
+    digest = hashlib.sha256(data).hexdigest()
+    kept = _READ.get((path, digest))
+    if kept is not None:
+        return kept
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extractor" / "prices" / f"{digest}.json"
+    entries = _cached_entries(cache)
     if entries is None:
-        from extractor.configfile import PriceFile, read_json
+        from extractor.configfile import PriceFile, parse_json
 
-        entries = {model: entry.model_dump() for model, entry in read_json(path, PriceFile, "price file").root.items()}
-        _keep(cache, stamp, entries)
+        if len(data) > MAX_PRICE_FILE_BYTES:
+            raise InputError(path, f"the price file is over {MAX_PRICE_FILE_BYTES // 1024 // 1024} MiB")
+        entries = {model: entry.model_dump() for model, entry in parse_json(path, data, PriceFile, "price file").root.items()}
+        _keep(cache, entries)
     prices = {model: Price(model, entry["input"], entry["output"], entry["cached_input"], entry["as_of"],
                            entry["source"] or path) for model, entry in entries.items()}
-    _READ[path] = (stamp, prices)
+    _READ[(path, digest)] = prices
     return prices
 
 
-_READ: dict[str, tuple[tuple[int, int], dict[str, Price]]] = {}
-"""Price files read by this process, with the size and modification time they had."""
+MAX_PRICE_FILE_BYTES = 16 * 1024 * 1024
+_READ: dict[tuple[str, str], dict[str, Price]] = {}
+"""Price files read by this process, by path and the sha256 of their bytes."""
 
 
-def _cache_file(path: str) -> Path:
-    name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extractor" / "prices" / f"{name}.json"
-
-
-def _cached_entries(cache: Path, stamp: tuple[int, int]) -> dict[str, dict[str, Any]] | None:
-    """The validated entries kept for a file of this size and modification time, or None (absent, another
-    stamp, or unreadable: the file is then validated again)."""
+def _cached_entries(cache: Path) -> dict[str, dict[str, Any]] | None:
+    """The validated entries kept for a file with these bytes, or None (absent or unreadable: the file is then
+    validated again)."""
     try:
         kept = json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(kept, dict) or kept.get("stamp") != list(stamp) or not isinstance(kept.get("entries"), dict):
-        return None
-    return kept["entries"]
+    return kept if isinstance(kept, dict) and all(isinstance(entry, dict) for entry in kept.values()) else None
 
 
-def _keep(cache: Path, stamp: tuple[int, int], entries: dict[str, dict[str, Any]]) -> None:
-    """Write the validated entries beside the others, atomically; a cache that cannot be written only means
-    the next process validates the file again."""
+def _keep(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Write the validated entries to the cache, atomically; a cache that cannot be written only means the next
+    process validates the file again."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         temporary = cache.with_name(f".{cache.name}.{os.getpid()}")
-        temporary.write_text(json.dumps({"stamp": list(stamp), "entries": entries}), encoding="utf-8")
+        temporary.write_text(json.dumps(entries), encoding="utf-8")
         os.replace(temporary, cache)
     except OSError:
         return

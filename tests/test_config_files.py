@@ -4,6 +4,7 @@ key at fault. ``gold.toml`` is written with tomli-w and reads back as written, w
 
 from __future__ import annotations
 
+import json
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,3 +99,35 @@ def test_the_gold_manifest_written_reads_back_as_written(tmp_path: Path) -> None
     assert provenance == {odd: {"sha256": "ab" * 32, "path": "docs/파일 \"1\".md", "reviewer": "kim\nlee",
                                 "approved_at": when, "edited": True, "run_id": ""}}
     assert tomllib.loads(text)["documents"][odd]["approved_at"] == when
+
+
+@pytest.mark.parametrize(("fitted", "problem"), [
+    ({"weak_suport": {"threshold": 0.7}}, "weak_suport: unknown key"),
+    ({"weak_support": {"threshold": 1.7}}, "weak_support.threshold: Input should be less than or equal to 1"),
+    ({"weak_support": {"threshold": "0.7"}}, "weak_support.threshold: Input should be a valid number"),
+    ({"lexical_support": {"min_word_length": 2.5}}, "lexical_support.min_word_length: Input should be a valid integer"),
+    ({"ocr_confidence": {"treshold": 0.6}}, "ocr_confidence.treshold: unknown key"),
+    ([], "Input should be a valid dictionary"),
+])
+def test_a_broken_calibration_file_is_one_line_naming_the_file_and_the_key(tmp_path: Path, fitted: object,
+                                                                            problem: str) -> None:
+    """``calibration.json`` (``extract rules calibrate`` writes it; a person may edit it): its values reach the rules
+    as numbers, so a wrong one is refused when the contract is read, not when a rule reads it mid-run."""
+    from extractor.contracts.files import load, problems
+    from tests.test_contract_files import write_contract
+
+    folder = write_contract(tmp_path)
+    assert problems(folder) == []
+    (folder / "calibration.json").write_text(json.dumps(fitted), "utf-8")
+    found = problems(folder)
+    assert len(found) == 1 and found[0].startswith(f"{folder / 'calibration.json'}: {problem}"), found
+    (folder / "calibration.json").write_text(json.dumps({"weak_support": {"threshold": 0.7, "judge_band_lower": 0.5}}),
+                                             "utf-8")
+    assert problems(folder) == [] and load(folder).settings["weak_support"]["threshold"] == 0.7
+
+
+def test_the_calibration_file_has_a_section_per_calibrated_rule() -> None:
+    from extractor.configfile import CalibrationFile
+    from extractor.contracts.settings import CALIBRATED_RULES
+
+    assert set(CalibrationFile.model_fields) == set(CALIBRATED_RULES.values())

@@ -33,7 +33,7 @@ from extractor.contracts.registry import (
     registered,
     search_dirs,
 )
-from extractor.errors import ContractError
+from extractor.errors import ContractError, InputError
 from extractor.evidence import fieldpath
 from extractor.evidence.text import NORMALISATIONS
 from extractor.resources import data_dir
@@ -405,7 +405,8 @@ def _modes(modes: Any, where: Path, lines: list[str]) -> dict[str, Any]:
 
 
 def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:
-    """``settings`` with what ``calibration.json`` in ``folder`` fitted laid over each section it names."""
+    """``settings`` with what ``calibration.json`` in ``folder`` fitted laid over each section it names (its
+    shape is ``extractor.configfile.CalibrationFile``; a problem is a line naming the file and the key)."""
     from extractor.contracts.settings import CALIBRATED_RULES
 
     path = folder / CALIBRATION_FILE
@@ -416,9 +417,12 @@ def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]
     except (OSError, ValueError) as error:
         lines.append(f"{path}: cannot be read ({error})")
         return dict(settings)
-    sections = set(CALIBRATED_RULES.values())
-    if not isinstance(fitted, dict) or set(fitted) - sections or not all(isinstance(v, dict) for v in fitted.values()):
-        lines.append(f"{path}: expected an object with section(s) {', '.join(sorted(sections))}")
+    from extractor.configfile import CalibrationFile, validated
+
+    try:
+        validated(path, fitted, CalibrationFile)
+    except InputError as error:
+        lines.append(f"{error} (sections: {', '.join(sorted(set(CALIBRATED_RULES.values())))})")
         return dict(settings)
     return {**settings, **{section: {**settings.get(section, {}), **values} for section, values in fitted.items()}}
 
