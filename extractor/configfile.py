@@ -1,4 +1,4 @@
-"""Configuration files (endpoints, gold manifests, prices, contracts' calibration files) read into pydantic models.
+"""Configuration files (endpoints, gold manifests, prices, contracts' [guards] and calibration files) read into pydantic models.
 
 Each file's shape is a pydantic model next to the code that uses it; this module reads the file (TOML or JSON,
 bounded in size), validates it, and turns the first problem into one line naming the file and the key:
@@ -20,6 +20,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from extractor.errors import InputError
+from extractor.vocab import PersonalDataPolicy
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -231,3 +232,26 @@ class CalibrationFile(BaseModel):
     weak_support: CalibratedSection | None = None
     lexical_support: CalibratedSection | None = None
     ocr_confidence: CalibratedSection | None = None
+
+
+Text = Annotated[str, Field(strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
+
+
+class GuardsTable(BaseModel):
+    """``[guards]`` of a contract's checks.toml (``"guards"`` of a code contract's rules.json): the switches of
+    the built-in checks (``extractor.rules.guards.Guards``; a key left out keeps its default there). A ``comment``
+    is documentation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    comment: Text | None = None
+    secrets: Flag | None = None
+    invented_personal_data: Flag | None = None
+    source_personal_data: PersonalDataPolicy | None = None
+    pipeline_instructions: Flag | None = None
+    system_prompt_echo: Flag | None = None
+    forbidden_phrases: list[Text] | None = None
+    empty_extraction: Flag | None = None
+    max_excluded_share: Share | None = None
+    value_fields: list[Text] | None = None
