@@ -1,10 +1,11 @@
-"""Configuration files (endpoints, gold manifests, prices, contracts' [guards] and calibration files) read into pydantic models.
+"""Configuration files read into pydantic models: errors name the file and the key.
 
-Each file's shape is a pydantic model next to the code that uses it; this module reads the file (TOML or JSON,
-bounded in size), validates it, and turns the first problem into one line naming the file and the key:
-``endpoints.toml: endpoints.lab.url: ...``. The shapes of the files are the models at the end. Their readers
-import this module when they read a file, never at their own import: the commands that only read the run log
-do not load pydantic (``tests/test_imports.py``).
+The endpoints file, gold manifests, the price file, and a contract's ``[evidence]``, ``[guards]`` and
+``calibration.json``: each file's shape is a pydantic model at the end of this module. ``read_toml`` and
+``read_json`` read a file (bounded in size), validate it, and turn a problem into one line naming the file and
+the key: ``endpoints.toml: endpoints.lab.url: ...``. Their readers import this module when they read a file,
+never at their own import: the commands that only read the run log do not load pydantic
+(``tests/test_imports.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, RootModel, ValidationError
 
 from extractor.errors import InputError
 from extractor.vocab import PersonalDataPolicy
@@ -73,6 +74,8 @@ def problem(error: ValidationError) -> str:
     message = str(first["msg"])
     if first["type"] == "value_error":  # our own validators' messages, without pydantic's "Value error, "
         message = str(first["ctx"]["error"])
+    elif first["type"] in ("model_type", "dict_type"):
+        message = "must be a table (an object of keys and values)"
     elif first["type"] == "extra_forbidden":
         message = "unknown key"
     elif first["type"] == "missing":
@@ -255,3 +258,26 @@ class GuardsTable(BaseModel):
     empty_extraction: Flag | None = None
     max_excluded_share: Share | None = None
     value_fields: list[Text] | None = None
+
+
+def _normalisation(name: str) -> str:
+    from extractor.evidence.text import NORMALISATIONS
+
+    if name not in NORMALISATIONS:
+        raise ValueError(f"must be one of {', '.join(NORMALISATIONS)}")
+    return name
+
+
+class EvidenceTable(BaseModel):
+    """``[evidence]`` of a contract's checks.toml: how excerpts are compared, and which fields of an object list
+    are its text (``text``) or need no evidence (``exempt``); the paths are checked against the schema where the
+    contract is read (``extractor.contracts.files``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    normalisation: Annotated[Text, AfterValidator(_normalisation)] = "nfc_whitespace"
+    max_occurrences_per_excerpt: Annotated[int, Field(strict=True, ge=1)] = 20
+    weak_support_threshold: Share = 0.5
+    text: dict[str, Annotated[list[Text], BeforeValidator(lambda names: [names] if isinstance(names, str) else names)]] = {}
+    """Per object list (``items``), the field or fields holding its text (one name, or a list of them)."""
+    exempt: list[Text] = []

@@ -107,7 +107,7 @@ def test_the_gold_manifest_written_reads_back_as_written(tmp_path: Path) -> None
     ({"weak_support": {"threshold": "0.7"}}, "weak_support.threshold: Input should be a valid number"),
     ({"lexical_support": {"min_word_length": 2.5}}, "lexical_support.min_word_length: Input should be a valid integer"),
     ({"ocr_confidence": {"treshold": 0.6}}, "ocr_confidence.treshold: unknown key"),
-    ([], "Input should be a valid dictionary"),
+    ([], "must be a table (an object of keys and values)"),
 ])
 def test_a_broken_calibration_file_is_one_line_naming_the_file_and_the_key(tmp_path: Path, fitted: object,
                                                                             problem: str) -> None:
@@ -131,3 +131,23 @@ def test_the_calibration_file_has_a_section_per_calibrated_rule() -> None:
     from extractor.contracts.settings import CALIBRATED_RULES
 
     assert set(CalibrationFile.model_fields) == set(CALIBRATED_RULES.values())
+
+
+@pytest.mark.parametrize(("evidence", "problem"), [
+    ('[evidence]\nnormalisation = "lower"\n', "[evidence] normalisation: must be one of nfc_whitespace, "),
+    ("[evidence]\nmax_occurrences_per_excerpt = 0\n",
+     "[evidence] max_occurrences_per_excerpt: Input should be greater than or equal to 1"),
+    ("[evidence]\nweak_support_threshold = true\n", "[evidence] weak_support_threshold: Input should be a valid number"),
+    ('[evidence]\ntext = { items = ["code", 3] }\n', "[evidence] text.items[1]: Input should be a valid string"),
+    ('[evidence]\nexmpt = ["note"]\n', "[evidence] exmpt: unknown key"),
+    ("evidence = 3\n", "[evidence] must be a table"),
+    ('[guards]\nsecrets = "no"\n', "[guards] secrets: Input should be a valid boolean"),
+])
+def test_a_broken_contract_setting_is_one_line_naming_the_file_and_the_key(tmp_path: Path, evidence: str,
+                                                                           problem: str) -> None:
+    from extractor.contracts.files import problems
+    from tests.test_contract_files import write_contract
+
+    folder = write_contract(tmp_path, checks=evidence)
+    found = problems(folder)
+    assert len(found) == 1 and found[0].startswith(f"{folder / 'checks.toml'}: {problem}"), found
