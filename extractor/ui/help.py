@@ -67,12 +67,14 @@ class Declared(NamedTuple):
 
 
 def declarations(command: Any) -> dict[str, Declared]:
-    """Each parameter of ``command``'s function by name (typer's commands wrap it: ``__wrapped__``)."""
+    """Each parameter of ``command``'s function by name (typer's commands wrap it: ``__wrapped__``), and those a
+    command makes besides them (``more_declarations``: ``extract run``'s from its options model)."""
+    more = getattr(command, "more_declarations", None)
+    found = dict(more()) if more is not None else {}
     if command.callback is None:
-        return {}
+        return found
     function = inspect.unwrap(command.callback)
     hints = typing.get_type_hints(function, include_extras=True)
-    found = {}
     for name, parameter in inspect.signature(function).parameters.items():
         hint = hints.get(name, parameter.annotation)
         extras: tuple[Any, ...] = ()
@@ -80,11 +82,11 @@ def declarations(command: Any) -> dict[str, Declared]:
             hint, *rest = typing.get_args(hint)
             extras = tuple(rest)
         infos = [extra for extra in (*extras, parameter.default) if isinstance(extra, typer.models.ParameterInfo)]
-        found[name] = Declared(_one_value(hint), infos[0] if infos else None)
+        found[name] = Declared(one_value(hint), infos[0] if infos else None)
     return found
 
 
-def _one_value(hint: Any) -> Any:
+def one_value(hint: Any) -> Any:
     """``int`` of ``int | None``, ``Path`` of ``list[Path] | None``."""
     while True:
         arguments = [argument for argument in typing.get_args(hint) if argument is not type(None)]
