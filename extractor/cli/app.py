@@ -123,6 +123,10 @@ def _tidy(param: Any) -> None:
         param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
 
 
+MORE_OPTIONS = "extractor.more_options"
+"""The key of ``ctx.meta`` holding the values of an ``OptionsCommand``'s made options, by name."""
+
+
 class OptionsCommand(Command):
     """A command with more options than its function declares: ``more_params`` makes them (from a model: ``extract
     run``'s from ``extractor.options.RunOptions``) the first time the command parses its arguments or shows its
@@ -136,10 +140,18 @@ class OptionsCommand(Command):
         """What ``--help`` needs of those options: each one's type and limits (``extractor.ui.help.Declared``)."""
         raise NotImplementedError
 
+    def invoke(self, ctx: Any) -> Any:
+        """The values of the options ``more_params`` made reach the function in ``ctx.meta[MORE_OPTIONS]``, not as
+        keyword arguments: typer passes a function the parameters it declares, and from 0.29 on refuses others."""
+        self.get_params(ctx)  # the options are made
+        ctx.meta[MORE_OPTIONS] = {name: ctx.params.pop(name) for name in list(ctx.params) if name in self._added}
+        return super().invoke(ctx)
+
     def get_params(self, ctx: Any) -> list[Any]:
         if not getattr(self, "_complete", False):
             self._complete = True
             added = self.more_params()
+            self._added = {param.name for param in added}
             for param in added:
                 _tidy(param)
             order = {panel.value: number for number, panel in enumerate(HelpPanel)}

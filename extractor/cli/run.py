@@ -8,7 +8,6 @@ refused in one line saying why.
 """
 
 
-import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -17,6 +16,7 @@ import typer
 
 from extractor.cli.app import (
     BATCH,
+    MORE_OPTIONS,
     OUTPUT,
     QUEUE,
     ContractsOption,
@@ -63,6 +63,7 @@ class Here(NamedTuple):
 
 @app.command(cls=RunCommand)
 def run(
+    ctx: typer.Context,
     paths: Annotated[list[str], typer.Argument(help="files, folders (searched recursively) and globs")],
     contracts: ContractsOption = None,
     concurrency: Annotated[int | None, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in "
@@ -80,7 +81,6 @@ def run(
     database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
                                                  "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
     format: FormatOption = Format.text,
-    **given: Any,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
@@ -95,7 +95,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     here = Here(contracts, concurrency, broker_url(queue), max_pending, wait, database, format)
-    options = run_options(given)
+    options = run_options(ctx.meta[MORE_OPTIONS])
     try:
         if here.queue is not None:
             _run_queued(paths, options, here)
@@ -105,9 +105,6 @@ def run(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
-run.__signature__ = inspect.signature(run).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(run).parameters.values() if p.kind is not p.VAR_KEYWORD])
-"""typer makes options of the declared parameters only; ``given`` takes ``RunCommand``'s."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
