@@ -11,6 +11,7 @@ under a command becomes its one-line ``error: ...`` and its exit code here, in `
 import json
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -123,8 +124,8 @@ def _tidy(param: Any) -> None:
         param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
 
 
-MORE_OPTIONS = "extractor.more_options"
-"""The key of ``ctx.meta`` holding the values of an ``OptionsCommand``'s made options, by name."""
+MORE_OPTIONS: ContextVar[dict[str, Any]] = ContextVar("more_options")
+"""The values of the options an ``OptionsCommand`` made, by name, while its function runs."""
 
 
 class OptionsCommand(Command):
@@ -141,11 +142,14 @@ class OptionsCommand(Command):
         raise NotImplementedError
 
     def invoke(self, ctx: Any) -> Any:
-        """The values of the options ``more_params`` made reach the function in ``ctx.meta[MORE_OPTIONS]``, not as
-        keyword arguments: typer passes a function the parameters it declares, and from 0.29 on refuses others."""
+        """The values of the options ``more_params`` made reach the function in ``MORE_OPTIONS``, not as keyword
+        arguments: typer passes a function the parameters it declares, and from 0.29 on refuses others."""
         self.get_params(ctx)  # the options are made
-        ctx.meta[MORE_OPTIONS] = {name: ctx.params.pop(name) for name in list(ctx.params) if name in self._added}
-        return super().invoke(ctx)
+        token = MORE_OPTIONS.set({name: ctx.params.pop(name) for name in list(ctx.params) if name in self._added})
+        try:
+            return super().invoke(ctx)
+        finally:
+            MORE_OPTIONS.reset(token)
 
     def get_params(self, ctx: Any) -> list[Any]:
         if not getattr(self, "_complete", False):

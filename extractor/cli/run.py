@@ -63,7 +63,6 @@ class Here(NamedTuple):
 
 @app.command(cls=RunCommand)
 def run(
-    ctx: typer.Context,
     paths: Annotated[list[str], typer.Argument(help="files, folders (searched recursively) and globs")],
     contracts: ContractsOption = None,
     concurrency: Annotated[int | None, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in "
@@ -95,7 +94,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     here = Here(contracts, concurrency, broker_url(queue), max_pending, wait, database, format)
-    options = run_options(ctx.meta[MORE_OPTIONS])
+    options = run_options(MORE_OPTIONS.get())  # RunCommand's options
     try:
         if here.queue is not None:
             _run_queued(paths, options, here)
