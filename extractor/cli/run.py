@@ -8,7 +8,6 @@ refused in one line saying why.
 """
 
 
-import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -17,6 +16,7 @@ import typer
 
 from extractor.cli.app import (
     BATCH,
+    MORE_OPTIONS,
     OUTPUT,
     QUEUE,
     ContractsOption,
@@ -41,6 +41,12 @@ class RunCommand(OptionsCommand):
         from extractor.options import RunOptions
 
         return option_params(RunOptions)
+
+    def more_declarations(self) -> dict[str, Any]:
+        from extractor.cli.options import option_declarations
+        from extractor.options import RunOptions
+
+        return option_declarations(RunOptions)
 
 
 class Here(NamedTuple):
@@ -74,7 +80,6 @@ def run(
     database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
                                                  "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
     format: FormatOption = Format.text,
-    **given: Any,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
@@ -89,7 +94,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     here = Here(contracts, concurrency, broker_url(queue), max_pending, wait, database, format)
-    options = run_options(given)
+    options = run_options(MORE_OPTIONS.get())  # RunCommand's options
     try:
         if here.queue is not None:
             _run_queued(paths, options, here)
@@ -99,9 +104,6 @@ def run(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
-run.__signature__ = inspect.signature(run).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(run).parameters.values() if p.kind is not p.VAR_KEYWORD])
-"""typer makes options of the declared parameters only; ``given`` takes ``RunCommand``'s."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
