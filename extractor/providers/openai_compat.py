@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -36,12 +37,14 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from extractor.generate import (
+    MAX_RETRY_AFTER_S,
     GenerationRequest,
     GenerationResult,
     ProviderError,
     RateLimited,
     TimedOut,
     TransportAttempt,
+    bounded_pause,
 )
 from extractor.providers.settings import ProviderSettings, ResponseFormat
 from extractor.providers.transport import AnswerMalformed, ConnectFailed, Progress, Session, TransportError
@@ -81,6 +84,7 @@ class _Failure(Exception):
         status: int | None = None,
         param: str | None = None,
         retry_after: float | None = None,
+        asked_wait: str | None = None,
         body: str = "",
         unreachable: bool = False,
         answering: bool = False,
@@ -91,7 +95,8 @@ class _Failure(Exception):
         self.retryable = retryable
         self.status = status
         self.param = param
-        self.retry_after = retry_after
+        self.retry_after = retry_after  # seconds, within MAX_RETRY_AFTER_S (``retry_after_s``)
+        self.asked_wait = asked_wait  # the Retry-After header as sent (cut short), for the cause
         self.body = body  # the raw error body, lower-cased: servers put the field name in different places
         self.unreachable = unreachable  # no connection could be made (not: the server answered wrong)
         self.answering = answering  # timed out while the answer's body was still arriving
@@ -192,8 +197,9 @@ class OpenAICompatProvider:
             except _Failure as failure:
                 latency = _ms_since(began)
                 number = len(transport) + 1
-                if failure.status == 429 and self._on_rate_limit is not None:
-                    self._on_rate_limit(failure.retry_after)
+                if failure.status == 429 and self._on_rate_limit is not None:  # the run pauses no longer than a call may
+                    self._on_rate_limit(None if failure.retry_after is None else
+                                        min(failure.retry_after, settings.retry_budget_s))
                 if failure.outcome == "timeout" and self._on_timeout is not None:
                     self._on_timeout()
                 detail = self._redact(failure.detail)
@@ -216,7 +222,8 @@ class OpenAICompatProvider:
                 if budget_deadline is None:
                     budget_deadline = time.monotonic() + settings.retry_budget_s
                 wait = self._wait(failure, retries + 1)
-                remaining = budget_deadline - time.monotonic() - wait
+                left = budget_deadline - time.monotonic()
+                remaining = left - wait
                 can_retry = failure.retryable and retries < settings.max_transport_retries
                 if can_retry and remaining > 0:
                     transport.append(TransportAttempt(number, failure.outcome, latency, wait_s=wait, detail=detail))
@@ -226,7 +233,7 @@ class OpenAICompatProvider:
                     timeout_s = min(settings.timeout_s, remaining)
                     continue
                 transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
-                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry,
+                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry, left_s=left,
                                                 capped=request.max_tokens is not None), transport) from None
             transport.append(TransportAttempt(len(transport) + 1, "ok", _ms_since(began)))
             text = answer.text
@@ -273,13 +280,14 @@ class OpenAICompatProvider:
         return _parse_completion(response.status, response.body, tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
-        """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
+        """Seconds before retry number ``retry``: the server's Retry-After (within ``MAX_RETRY_AFTER_S``), else
+        capped exponential + jitter. A call whose retry budget has less left than this ends at once."""
         if failure.retry_after is not None:
             return failure.retry_after
         ceiling = min(self._settings.backoff_max_s, self._settings.backoff_base_s * 2.0 ** (retry - 1))
         return ceiling * random.uniform(0.5, 1.0)
 
-    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, capped: bool) -> str:
+    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, left_s: float, capped: bool) -> str:
         """The one line a person reads in the run log and the ERROR route: what happened and what to try.
 
         ``capped``: the request set max_tokens. Without it a small model may write until its context is full
@@ -308,8 +316,15 @@ class OpenAICompatProvider:
             cause = f"malformed HTTP answer from {self.base_url} after {tries}: {detail}"
         else:
             cause = f"unusable response body from {self.base_url} after {tries}: {detail}"
-        if budget_spent:
-            cause += f" (retry budget of {self._settings.retry_budget_s:g} s exhausted)"
+        budget = f"retry budget of {self._settings.retry_budget_s:g} s exhausted"
+        if budget_spent and failure.asked_wait is not None:  # the server's own value, so a person sees what it asked
+            asked = self._redact(failure.asked_wait)[:40]
+            counted = (f", counted as the {MAX_RETRY_AFTER_S:g} s ceiling," if failure.retry_after == MAX_RETRY_AFTER_S
+                       and asked != f"{MAX_RETRY_AFTER_S:g}" else "")
+            left = f"{max(0.0, left_s):.1f}".removesuffix(".0")
+            cause += f" (Retry-After: {asked}{counted} is more than the {left} s left: {budget})"
+        elif budget_spent:
+            cause += f" ({budget})"
         return cause
 
     def _rejected_cause(self, mode: ResponseFormat, failure: _Failure) -> str:
@@ -386,7 +401,8 @@ def _status_failure(status: int, text: str, headers: Mapping[str, str]) -> _Fail
         retryable=status in RETRYABLE_STATUS,
         status=status,
         param=param if isinstance(param, str) else None,
-        retry_after=_retry_after(headers),
+        retry_after=retry_after_s(headers.get("retry-after")),
+        asked_wait=headers.get("retry-after"),
         body=text[:4000].lower(),
     )
 
@@ -444,19 +460,25 @@ def _tool_arguments(message: dict[str, Any], tool: str) -> str | None:
     return None
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds, given as a number or as an HTTP date; None when absent or unreadable."""
-    value = headers.get("retry-after")
-    if not value:
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` value (seconds, or an HTTP date) as the seconds to wait, within ``MAX_RETRY_AFTER_S``;
+    None when there is none. A value that is negative, not finite, over the ceiling or unreadable counts as
+    the ceiling (a server that asked for a pause gets one, never longer); a date already past is 0."""
+    if value is None or not value.strip():
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = _seconds_until(value)
+    return bounded_pause(seconds)
+
+
+def _seconds_until(value: str) -> float:
+    """Seconds from now to an HTTP date (0 once it has passed); NaN when ``value`` is no date."""
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return math.nan
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
