@@ -23,7 +23,7 @@ from extractor.engine import AdaptiveLimit
 from extractor.generate import MAX_RETRY_AFTER_S, GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.providers import ACCEPTED_FORMS, ProviderSettings, ResponseFormat, from_string
 from extractor.providers.local import BUNDLED_MODEL_NOTE, THREADS_VARIABLE, LocalProvider, _merge_system, _template_keeps_system
-from extractor.providers.openai_compat import OpenAICompatProvider, retry_after_s
+from extractor.providers.openai_compat import MAX_TOKEN_COUNT, OpenAICompatProvider, retry_after_s
 from extractor.vocab import ExitCode
 from tests.support.batch import cli_env, run_cli, summary_of, write_batch
 from tests.support.extras import needs_local_extra
@@ -345,6 +345,18 @@ def test_every_429_calls_on_rate_limit(llm_server: StartServer) -> None:
     result = generate(server, on_rate_limit=seen.append)
     assert [a.outcome for a in result.transport] == ["http_429", "http_429", "ok"]
     assert seen == [0.0, None]
+
+
+@pytest.mark.parametrize(("usage", "cached", "counts"), [
+    ((-5, 10**30), None, (None, MAX_TOKEN_COUNT, None)),  # negative: not a count; huge: the limit
+    ((10, 5), 50, (10, 5, 10)),  # cached tokens are part of the prompt's
+    ((2**63, 0), 2**63, (MAX_TOKEN_COUNT, 0, MAX_TOKEN_COUNT)),
+])
+def test_token_counts_a_server_reports_are_kept_within_their_limit(
+        llm_server: StartServer, usage: tuple[int, int], cached: int | None,
+        counts: tuple[int | None, int | None, int | None]) -> None:
+    result = generate(llm_server([Reply("ok", usage=usage, cached_tokens=cached)]))
+    assert (result.prompt_tokens, result.completion_tokens, result.cached_tokens) == counts
 
 
 def test_retry_after_as_http_date() -> None:

@@ -192,10 +192,10 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
 
     with collector_off():  # start-up: its imports, then what they made frozen
         from extractor.engine import discover
-        from extractor.queue.celery_app import make_celery
         from extractor.queue.news import wakeup_for
+        from extractor.queue.outbox import Outbox
         from extractor.queue.settings import BatchSettings
-        from extractor.queue.submit import Submission, celery_publisher, worker_runs
+        from extractor.queue.submit import Submission, worker_runs
         from extractor.store import open_store
         from extractor.ui.run import RunProgress, print_nothing_found, print_summary
 
@@ -210,14 +210,14 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
                                  response_format=response_format.value).with_contract(chosen)
         store = open_store(database)
         progress = RunProgress(enabled=format is Format.text)
-        submission = Submission(store, settings, celery_publisher(make_celery(broker)), submitted_by=getpass.getuser(),
+        submission = Submission(store, settings, Outbox(store, broker), submitted_by=getpass.getuser(),
                                 max_pending=max_pending, wait=wait, progress=progress, wakeup=wakeup_for(broker))
     try:
         with progress:
             summary = submission.run(discovery)
     except KeyboardInterrupt:
         typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
-                   "documents stay queued and workers finish them", err=True)
+                   f"documents stay queued and workers finish them{submission.unsent_note()}", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     runs = worker_runs(store, summary.run_id) if summary.run_id else []
     if format is Format.json:

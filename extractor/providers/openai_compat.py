@@ -68,6 +68,12 @@ _FIELDS = {
     ResponseFormat.json_object: re.compile(r"response_format"),
     ResponseFormat.tools: re.compile(r"\btools\b|tool_choice"),
 }
+MAX_TOKEN_COUNT = 100_000_000
+"""The most tokens a server may report for one call (a hundred times the largest context offered today): more
+is taken as this, so a hostile count can neither overflow the run log's integer columns (their sums over a
+document's attempts included) nor pass as anything but an enormous cost."""
+MAX_NAME_CHARS = 200
+"""How much of the model name and the finish reason a server sends is kept."""
 _UNSUPPORTED = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|extra (input|field)")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -434,11 +440,11 @@ def _parse_completion(status: int, body: bytes, *, tool: str | None = None) -> _
     finish_reason = choice.get("finish_reason")
     return _Answer(
         text=content if isinstance(content, str) else "",
-        model=model if isinstance(model, str) and model else None,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=_int_or_none(usage.get("completion_tokens")),
-        cached_tokens=_int_or_none(details.get("cached_tokens")) if isinstance(details := usage.get(
+        model=model[:MAX_NAME_CHARS] if isinstance(model, str) and model else None,
+        finish_reason=finish_reason[:MAX_NAME_CHARS] if isinstance(finish_reason, str) else None,
+        prompt_tokens=(prompt := _token_count(usage.get("prompt_tokens"))),
+        completion_tokens=_token_count(usage.get("completion_tokens")),
+        cached_tokens=_cached(details.get("cached_tokens"), prompt) if isinstance(details := usage.get(
             "prompt_tokens_details"), dict) else None,
     )
 
@@ -484,8 +490,18 @@ def _seconds_until(value: str) -> float:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _token_count(value: Any) -> int | None:
+    """A token count the server reports, within ``[0, MAX_TOKEN_COUNT]``; None when it is not a count (missing,
+    negative, not an integer): a visible gap, never a made-up zero."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, MAX_TOKEN_COUNT)
+
+
+def _cached(value: Any, prompt: int | None) -> int | None:
+    """Cached prompt tokens: a count, and never more than the prompt's when that is known (they are part of it)."""
+    cached = _token_count(value)
+    return cached if cached is None or prompt is None else min(cached, prompt)
 
 
 def _ms_since(began: float) -> float:
