@@ -411,13 +411,11 @@ uploads = Table(
     Column("size", Integer, nullable=False),
     Column("content", LargeBinary, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
-    Column("sent_name", NulFreeText),
     Index("ix_uploads_sha256", "sha256"),
 )
 """The bytes of a document submitted to the queue or the API: workers on other machines read them here,
 not from the submitter's disk. ``name`` is the document's name (its extension picks the reader): through the
-API the base name of the name sent, which ``sent_name`` keeps as the submission's provenance when it differs
-(``../../x.txt`` is ``x.txt``, sent as ``../../x.txt``)."""
+API the base name of the name sent, which the task keeps as sent (``tasks.sent_name``)."""
 
 batches = Table(
     "batches",
@@ -452,6 +450,7 @@ tasks = Table(
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
     Column("sent_to", String(64)),
+    Column("sent_name", NulFreeText),
     CheckConstraint(one_of("state", values_of(TaskState)), name="state"),
     CheckConstraint(f"outcome IS NULL OR {one_of('outcome', values_of(Outcome))}", name="outcome"),
     Index("ix_tasks_batch_id_state", "batch_id", "state"),
@@ -463,7 +462,8 @@ tasks = Table(
 ERROR after ``max_deliveries`` instead of looping. ``run_id`` is the worker run that last started it.
 ``sent_to`` names the broker that took its message (Redis's run id, new at every restart; NULL while
 ``unsent``): a broker that restarted without its data lost it, and the outbox sends it again
-(``extractor.queue.outbox``).
+(``extractor.queue.outbox``). ``sent_name`` is the name the document was sent with when its name (the base name
+of it) differs: ``../../x.txt`` for ``x.txt``, the submission's provenance.
 """
 
 api_tokens = Table(

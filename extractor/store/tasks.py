@@ -71,7 +71,7 @@ class Delivery:
     deliveries: int = 0
 
 
-_TASK_COLUMNS = (tasks.c.id, tasks.c.batch_id, uploads.c.name, uploads.c.sent_name, uploads.c.sha256, tasks.c.state,
+_TASK_COLUMNS = (tasks.c.id, tasks.c.batch_id, uploads.c.name, tasks.c.sent_name, uploads.c.sha256, tasks.c.state,
                  tasks.c.outcome,
                  tasks.c.cause, tasks.c.tokens, tasks.c.rule_ids, tasks.c.deliveries, tasks.c.run_id,
                  tasks.c.document_run_id, tasks.c.enqueued_at, tasks.c.started_at, tasks.c.finished_at)
@@ -110,11 +110,11 @@ def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
             name, content, sent_name = Upload(*document)
             upload = connection.execute(insert(uploads), {
                 "sha256": hashlib.sha256(content).hexdigest(), "name": name, "size": len(content),
-                "content": content, "created_at": now, "sent_name": sent_name}).inserted_primary_key
+                "content": content, "created_at": now}).inserted_primary_key
             assert upload is not None
             connection.execute(insert(tasks), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
                                               "state": state, "tokens": 0, "rule_ids": [], "deliveries": 0,
-                                              "enqueued_at": now})
+                                              "enqueued_at": now, "sent_name": sent_name})
     return batch_id, task_ids
 
 
