@@ -16,8 +16,9 @@ file unless ``--postgres ADMIN_URL`` names a server to create a fresh database o
 configuration no worker has seen, into a run log that exists already (each level's SQLite file is created
 before its clock starts, as a service's is before its batches); the clock runs from starting the workers and the
 command to the command's exit, and the speed-up of each level over one worker is printed beside it (same run).
+``--rounds N`` measures the levels N times, alternated (1, 2, 1, 2, ...), and prints each level's median.
 
-    python bench/bench_workers.py --end-to-end --workers 1 2 --documents 200 --latency 1
+    python bench/bench_workers.py --end-to-end --workers 1 2 --documents 200 --latency 1 --rounds 3
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the model takes per call")
     parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight per worker")
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="run on a fresh PostgreSQL database")
+    parser.add_argument("--rounds", type=int, default=1, help="--end-to-end: times each level is measured, "
+                        "alternated; medians are compared")
     parser.add_argument("--end-to-end", action="store_true", help="time fresh workers and `extract run --queue` "
                         "from their start to the batch's end")
     args = parser.parse_args()
@@ -181,10 +184,10 @@ def end_to_end(args: argparse.Namespace) -> None:
     base_url = server.stdout.readline().strip()
     print(f"{args.documents} documents per level, model latency {args.latency} s, {args.concurrency} calls in flight "
           f"per worker, SQLite, {os.cpu_count()} cores; fresh workers and a new configuration per level")
-    print(f"{'workers':>7} {'seconds':>8} {'ideal s':>8} {'speed-up':>9}")
-    first: float | None = None
+    print(f"{'round':>5} {'workers':>7} {'seconds':>8} {'ideal s':>8}")
+    times: dict[int, list[float]] = {count: [] for count in levels}
     try:
-        for number, count in enumerate(levels):
+        for number, count in enumerate(levels * args.rounds):
             folder = workdir / f"level{number}"
             write_batch(folder, args.documents)
             with redis_server(workdir) as broker:
@@ -209,9 +212,14 @@ def end_to_end(args: argparse.Namespace) -> None:
                         worker.wait(timeout=60)
             if run.returncode not in (0, 3):
                 raise SystemExit(f"extract run --queue exited {run.returncode}: {run.stderr[-2000:]}")
-            first = first or seconds
+            times[count].append(seconds)
             ideal = args.documents * args.latency / (count * args.concurrency)
-            print(f"{count:>7} {seconds:>8.1f} {ideal:>8.1f} {first / seconds:>8.2f}x", flush=True)
+            print(f"{number // len(levels) + 1:>5} {count:>7} {seconds:>8.1f} {ideal:>8.1f}", flush=True)
+        first = statistics.median(times[levels[0]])
+        for count in levels:
+            median = statistics.median(times[count])
+            print(f"{count} worker(s): median {median:.1f} s of {len(times[count])}, speed-up over {levels[0]}: "
+                  f"{first / median:.2f}x")
     finally:
         assert server.stdin is not None
         server.stdin.close()

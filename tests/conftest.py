@@ -40,14 +40,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Worker processes (not threads) started afresh for the test, and stopped after it."""
-    from extractor import workers
+def fresh_pool() -> Iterator[None]:
+    """The CPU pool's processes started afresh for the test, and stopped after it."""
+    from extractor import offload
 
-    monkeypatch.setenv(workers.PROCESSES_ENV, "1")
-    workers.shutdown()
+    offload.POOL.close()
     yield
-    workers.shutdown()
+    offload.POOL.close()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
+from extractor.offload import read
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.vocab import ExitCode
-from extractor.workers import prepare
 from tests.support.batch import ROOT, answer_for, cli_env, request_text, run_cli, summary_of, write_batch
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status, Truncated
 
@@ -111,7 +111,7 @@ def test_concurrency_drops_on_429_and_recovers(llm_server: Callable[..., Scripte
     """Sixteen calls at once all get 429: the limit halves on each (to 1), the sixteen retries finish, and
     the next documents start far fewer at a time while the limit grows back by one per run of successes."""
     write_batch(tmp_path / "docs", 64)
-    asyncio.run(prepare(ROOT / "samples/ko_work_request_review.txt"))  # the ingest worker is up: the burst is one
+    asyncio.run(read(ROOT / "samples/ko_work_request_review.txt"))  # a reader is up: the burst is one
     seen: dict[int, int] = {}
     throttled: set[str] = set()
     lock, burst = threading.Lock(), threading.Barrier(16)

@@ -174,9 +174,13 @@ def test_read_only_commands_import_no_parser_splitter_or_alembic(command: list[s
 
 
 def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
-    """The check above can fail: ``split`` reads and segments a file, which takes the splitter."""
+    """The check above can fail: ``validate`` checks a candidate with the rules in its own process (the source is
+    read in a reader, a process of its own)."""
     source = tmp_path / "a.md"
     source.write_text("# Title\n\nThe clerk records the order. The manager approves it.\n", encoding="utf-8")
-    code, loaded, output = probe(["split", str(source)], ("pysbd", "extractor.segment", "extractor.ingest"), tmp_path)
-    assert code == 0, output
-    assert {"pysbd", "extractor.segment", "extractor.ingest"} <= set(loaded)
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text("{}", encoding="utf-8")
+    code, loaded, output = probe(["validate", str(candidate), "--source", str(source)],
+                                 ("extractor.rules", "extractor.validate"), tmp_path)
+    assert "FAILED" in output, output  # (the probe reports the exit of its own wrapper)
+    assert {"extractor.rules", "extractor.validate"} <= set(loaded)

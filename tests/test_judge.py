@@ -41,11 +41,11 @@ from extractor.judge.labels import LabelsError, read_labels
 from extractor.judge.modes import Judge, JudgeMode, resolve_policy, same_model
 from extractor.judge.stage import JudgeLink, links_for, load_rubric, model_id, run_judge
 from extractor.judge.verdict import ProtocolError, parse_verdict
+from extractor.offload import read_here as load_document
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.validate import validate
 from extractor.vocab import ExitCode
-from extractor.workers import load_document
 from tests.support.calibration import STORED_REPORT, stored_report
 from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 

@@ -29,11 +29,11 @@ from extractor.engine.route import route
 from extractor.gate import Category, decide_release
 from extractor.judge.modes import Judge, JudgeQueue, resolve_policy
 from extractor.judge.stage import load_rubric, model_id
+from extractor.offload import read_here as load_document
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import DocumentRunInfo, RunConfig, Store, open_store
 from extractor.validate import validate
 from extractor.vocab import GateDecision, JudgeMode
-from extractor.workers import load_document
 from tests.support.calibration import stored_report
 from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run

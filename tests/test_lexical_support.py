@@ -21,8 +21,8 @@ from extractor.contracts import get_contract
 from extractor.evidence.support import support_score
 from extractor.judge.calibrate_rule import calibrate_rule, fit_band
 from extractor.judge.calibration import bootstrap_indices
+from extractor.offload import read_here as load_document
 from extractor.validate import validate
-from extractor.workers import load_document
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "samples/lexical_support").glob("*.csv"))

@@ -20,12 +20,12 @@ from rich.console import Console
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.engine.summary import Progress
+from extractor.offload import read_here as load_document
 from extractor.providers import ProviderSettings, from_string
 from extractor.review.view import document_view
 from extractor.store import AttemptInfo, Store, open_store
 from extractor.ui.review import print_document_view
 from extractor.windows.plan import costs
-from extractor.workers import load_document
 from tests.support.batch import cli_env, extract_command, run_cli, scalar, summary_of
 from tests.support.llm_server import Action, Hang, Reply, ScriptedLLMServer
 from tests.support.longdocs import Answer, is_repair, long_document, own_sentences, rules_answer, window_answer

@@ -157,7 +157,7 @@ def test_a_document_that_kills_its_worker_every_time_ends_error_after_n_deliveri
         return "kills its worker" in request_text(request)
 
     server = llm_server(lambda request, number: Hang(60) if is_poison(request) else Reply(answer_for(request)))
-    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0"))
+    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_READERS="1"))
     # One document at a time per worker: a killed worker holds only the poison document. (With more, the documents
     # beside it die with it and count deliveries too: an innocent one can be blamed after max-deliveries deaths.)
     options = ("worker", "--concurrency", "1", "--visibility-timeout", "2", "--max-deliveries", "2")
@@ -199,7 +199,7 @@ def test_a_full_queue_makes_the_submitter_wait_or_refuse(
         processes: Callable[[dict[str, str]], Processes]) -> None:
     write_batch(tmp_path / "docs", 8)
     server = llm_server(lambda request, number: Reply(answer_for(request)))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
 
     refused = subprocess.run(extract_command("run", str(tmp_path / "docs"), "--max-pending", "5", "--no-wait"),
                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -227,7 +227,7 @@ def test_the_submitter_follows_its_batch_on_a_channel_each_finished_document_is_
 
     write_batch(tmp_path / "docs", 6)
     server = llm_server(lambda request, number: Reply(answer_for(request)))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     client = redis.Redis.from_url(redis_url)
     listener = client.pubsub()
     listener.psubscribe("extractor:batch:*:finished")
@@ -272,7 +272,7 @@ def test_a_429_seen_by_one_worker_pauses_every_worker(
         return Reply(answer_for(request))
 
     server = llm_server(script)
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     workers = processes(env)
     first, second = (workers.start("worker", "--concurrency", "4") for _ in range(2))
     run = submit(env, str(tmp_path / "docs"), cwd=tmp_path)
@@ -292,7 +292,7 @@ def test_the_api_with_a_broker_hands_submissions_to_the_workers(
         llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
         processes: Callable[[dict[str, str]], Processes]) -> None:
     server = llm_server(lambda request, number: Reply(answer_for(request)))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     metrics_port = free_port()
     worker = processes(env).start("worker", "--concurrency", "2", "--metrics-port", str(metrics_port))
     service = build_service(open_store(pg_url), broker=redis_url, concurrency=1,
@@ -331,7 +331,7 @@ def test_a_task_whose_worker_died_after_the_final_state_reports_that_state_and_d
     docs = tmp_path / "docs"
     (only,) = write_batch(docs, 1)
     server = llm_server(lambda request, number: Reply(answer_for(request)))
-    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0"))
+    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_READERS="1"))
     first = workers.start("worker", "--concurrency", "1")
     done = subprocess.run(extract_command("run", str(docs), "--format", "json"), env=workers.env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
@@ -377,7 +377,7 @@ def test_a_dead_workers_documents_come_back_within_the_visibility_timeout_plus_1
         return Reply(answer_for(request))
 
     server = llm_server(script)
-    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0"))
+    workers = processes(queue_env(server, pg_url, redis_url, EXTRACT_READERS="1"))
     options = ("worker", "--concurrency", "2", "--visibility-timeout", str(visibility))
     doomed, survivor = workers.start(*options), workers.start(*options)
     run = submit(workers.env, str(tmp_path / "docs"), "--timeout", "300", cwd=tmp_path)
@@ -404,7 +404,7 @@ def test_workers_convert_with_the_contract_files_the_submitter_named_and_refuse_
     po = ROOT / "samples" / "purchase_orders"
     answer = (ROOT / "samples/expected/purchase_orders/ko_pass.candidate.json").read_text(encoding="utf-8")
     server = llm_server(lambda request, number: Reply(answer))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     env.pop("EXTRACT_CONTRACTS_PATH", None)
     submitted = tmp_path / "contracts"
     shutil.copytree(ROOT / "samples" / "contracts", submitted)
@@ -455,7 +455,7 @@ def test_an_emails_attachment_is_a_document_of_its_own_through_the_queue_and_the
     attached = f"{mail}#attachment1/ko_purchase_order.xlsx"
     workbook = (ROOT / "samples" / "formats" / "ko_purchase_order.xlsx").read_bytes()  # the file that was attached
     server = llm_server(lambda request, number: Reply(candidate_for(request)))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     processes(env).start("worker", "--concurrency", "2")
 
     run = submit(env, str(mail), cwd=tmp_path)
@@ -492,7 +492,7 @@ def test_a_queued_document_that_ends_blocked_is_recorded_and_reported_blocked(
     # the English order's answer for the Russian order: a tax id the source does not hold (a critical finding)
     answer = (ROOT / "samples/expected/purchase_orders/en_pass.candidate.json").read_text(encoding="utf-8")
     server = llm_server(lambda request, number: Reply(answer))
-    env = queue_env(server, pg_url, redis_url, EXTRACT_WORKER_PROCESSES="0")
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
     workers = processes(env)
     workers.start("worker", "--concurrency", "1")
     run = submit(env, str(ROOT / "samples/purchase_orders/ru_purchase_order.txt"), "--contract", "purchase_order",

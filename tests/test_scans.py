@@ -214,13 +214,14 @@ def test_the_ocr_confidence_threshold_is_calibrated_through_the_cli(tmp_path: Pa
     assert written["calibration"]["score"] == "confidence"
 
 
-def test_a_long_scan_reports_each_page_from_the_worker_process(tmp_path: Path, fresh_workers: None,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pages are OCR'd in the ingest worker process; each page read reaches the run's event loop as it is read."""
+def test_a_long_scan_reports_each_page_from_its_reader(tmp_path: Path, fresh_pool: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages are OCR'd in a reader process; the page count, then each page read, reaches the run's event loop as it
+    is read."""
     import asyncio
     import os
 
-    from extractor import workers
+    from extractor import offload
 
     scans = [render(ENGLISH_PROCEDURE), render("Second page\nThe order ships on Friday."),
              render("Third page\nPayment is due in 30 days.")]
@@ -228,13 +229,13 @@ def test_a_long_scan_reports_each_page_from_the_worker_process(tmp_path: Path, f
     reports: list[tuple[int, int, int]] = []
 
     async def read() -> Document:
-        document, _ = await workers.prepare(path, lambda done, total: reports.append((done, total, os.getpid())))
+        document, _ = await offload.read(path, lambda done, total: reports.append((done, total, os.getpid())))
         return document
 
-    monkeypatch.setenv("EXTRACT_OCR_CACHE", str(tmp_path / "cache"))  # passed to the worker with the file
+    monkeypatch.setenv("EXTRACT_OCR_CACHE", str(tmp_path / "cache"))  # passed to the reader with the file
     document = asyncio.run(read())
-    assert list((tmp_path / "cache").rglob("*.json"))  # the worker OCR'd (and cached) the pages
-    assert [(done, total) for done, total, _ in reports] == [(1, 3), (2, 3), (3, 3)]
+    assert list((tmp_path / "cache").rglob("*.json"))  # the reader OCR'd (and cached) the pages
+    assert [(done, total) for done, total, _ in reports] == [(0, 3), (1, 3), (2, 3), (3, 3)]
     assert {pid for _, _, pid in reports} == {os.getpid()}  # relayed into this process's loop
     assert document.pages == 3 and {w.page for w in document.words} == {1, 2, 3}
     assert document.sentences and document.sentences[-1].page == 3

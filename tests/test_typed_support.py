@@ -14,8 +14,8 @@ import pytest
 from extractor.contracts.files import load, problems
 from extractor.evidence.support import support_score
 from extractor.evidence.values import typed
+from extractor.offload import read_here as load_document
 from extractor.validate import validate
-from extractor.workers import load_document
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "typed_support"
 CONTRACT = CORPUS / "contracts" / "service_order" / "v1"

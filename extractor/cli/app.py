@@ -18,7 +18,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from extractor.errors import ExtractorError, UsageError
+from extractor.errors import ContractError, ExtractorError, UsageError
 from extractor.vocab import ExitCode
 
 
@@ -52,7 +52,10 @@ class Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except ExtractorError as error:
-            typer.echo(f"error: {error}", err=True)
+            from extractor.printable import printable
+
+            lines = error.problems if isinstance(error, ContractError) else [str(error)]
+            typer.echo("\n".join(f"error: {printable(line)}" for line in lines), err=True)
             raise typer.Exit(error.exit_code) from None
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
@@ -179,10 +182,10 @@ def emit_json(value: Any) -> None:
 
 
 def load_document(path: Path) -> Any:
-    from extractor.ingest import load
-    from extractor.segment import segment
+    """``path`` read by a sandboxed reader, with the reading limits a run has (``extractor.offload``)."""
+    from extractor.offload import read_now
 
-    return segment(load(path))
+    return read_now(path)
 
 
 def read_candidate(path: Path) -> str:

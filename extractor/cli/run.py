@@ -41,6 +41,7 @@ from extractor.vocab import (
 )
 
 if TYPE_CHECKING:
+    from extractor.engine.discover import Discovery
     from extractor.judge.modes import JudgeOptions
 
 
@@ -144,7 +145,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     if ocr_lang:
-        os.environ["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it in the worker processes (extractor.workers)
+        os.environ["EXTRACT_OCR_LANG"] = ocr_lang  # the readers read it (extractor.offload)
     broker = broker_url(queue)
     if broker is not None:
         if judge is not None:
@@ -188,30 +189,28 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
     """``extract run --queue``: submit the batch to the workers and follow it (``extractor.queue.submit``)."""
     import getpass
 
-    from extractor.heap import collector_off
+    from extractor.engine import discover
+    from extractor.queue.news import wakeup_for
+    from extractor.queue.outbox import Outbox
+    from extractor.queue.settings import BatchSettings
+    from extractor.queue.submit import Submission, worker_runs
+    from extractor.store import open_store
+    from extractor.ui.run import RunProgress, print_nothing_found, print_summary
 
-    with collector_off():  # start-up: its imports, then what they made frozen
-        from extractor.engine import discover
-        from extractor.queue.news import wakeup_for
-        from extractor.queue.outbox import Outbox
-        from extractor.queue.settings import BatchSettings
-        from extractor.queue.submit import Submission, worker_runs
-        from extractor.store import open_store
-        from extractor.ui.run import RunProgress, print_nothing_found, print_summary
-
-        chosen = contract_named(contract, contracts)  # the workers get this very contract (BatchSettings.contract_spec)
-        discovery = discover(paths)
-        if not discovery.files:
-            print_nothing_found(discovery, as_json=format is Format.json)
-            raise typer.Exit(ExitCode.USAGE)
-        settings = BatchSettings(model=resolve_model(model), prompt_version=prompt_version, base_url=base_url,
-                                 max_tokens=max_tokens, force=force, retry_errors=retry_errors, tags=tuple(tag or ()),
-                                 timeout=timeout, retries=retries, retry_budget=retry_budget,
-                                 response_format=response_format.value).with_contract(chosen)
-        store = open_store(database)
-        progress = RunProgress(enabled=format is Format.text)
-        submission = Submission(store, settings, Outbox(store, broker), submitted_by=getpass.getuser(),
-                                max_pending=max_pending, wait=wait, progress=progress, wakeup=wakeup_for(broker))
+    chosen = contract_named(contract, contracts)  # the workers get this very contract (BatchSettings.contract_spec)
+    discovery = discover(paths)
+    note_discovery(discovery)
+    if not discovery.files:
+        print_nothing_found(discovery, as_json=format is Format.json)
+        raise typer.Exit(ExitCode.USAGE)
+    settings = BatchSettings(model=resolve_model(model), prompt_version=prompt_version, base_url=base_url,
+                             max_tokens=max_tokens, force=force, retry_errors=retry_errors, tags=tuple(tag or ()),
+                             timeout=timeout, retries=retries, retry_budget=retry_budget,
+                             response_format=response_format.value).with_contract(chosen)
+    store = open_store(database)
+    progress = RunProgress(enabled=format is Format.text)
+    submission = Submission(store, settings, Outbox(store, broker), submitted_by=getpass.getuser(),
+                            max_pending=max_pending, wait=wait, progress=progress, wakeup=wakeup_for(broker))
     try:
         with progress:
             summary = submission.run(discovery)
@@ -225,6 +224,14 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
     else:
         print_summary(summary, title=f"batch {summary.run_id} (worker runs: {', '.join(runs) or 'none'})")
     raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
+
+
+def note_discovery(discovery: "Discovery") -> None:
+    """What discovery passed over that a user should know of (links pointing outside a folder), on stderr."""
+    from extractor.printable import printable
+
+    for note in discovery.notes():
+        typer.echo(f"note: {printable(note)}", err=True)
 
 
 def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
@@ -242,6 +249,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
 
     chosen = contract_named(contract, contracts)  # a broken contract is refused here, before any model call
     discovery = discover(paths)
+    note_discovery(discovery)
     if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
         print_nothing_found(discovery, as_json=format is Format.json)
         raise typer.Exit(ExitCode.USAGE)

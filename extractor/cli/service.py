@@ -48,31 +48,26 @@ def worker(
     Start as many as the model server takes, on any machines that reach the broker and the run log
     (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
     """
-    from extractor.heap import collector_off
+    from extractor.queue.celery_app import broker_url, make_celery, start_worker
+    from extractor.queue.endpoints import load_endpoints
+    from extractor.queue.limiter import shared_limit
+    from extractor.queue.runner import Runner
+    from extractor.store import open_store
 
-    with collector_off():  # start-up: its imports, then what they made frozen
-        from extractor import workers
-        from extractor.queue.celery_app import broker_url, make_celery, start_worker
-        from extractor.queue.endpoints import load_endpoints
-        from extractor.queue.limiter import shared_limit
-        from extractor.queue.runner import Runner
-        from extractor.store import open_store
+    broker = broker_url(queue)
+    if broker is None:
+        fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
+    search_contracts(contracts)  # where a batch's contract is looked for when the folder it names is not here
+    servers = load_endpoints(endpoints)
+    store = open_store(database)
+    observer = None
+    if metrics_port is not None:
+        from extractor.service.metrics import metrics, serve_health
 
-        broker = broker_url(queue)
-        if broker is None:
-            fail("extract worker needs a broker: --queue redis://host:6379/0 or EXTRACT_BROKER_URL")
-        search_contracts(contracts)  # where a batch's contract is looked for when the folder it names is not here
-        servers = load_endpoints(endpoints)
-        workers.start_early()  # the fork server is this process as it is now: its modules, no thread, nothing open
-        store = open_store(database)
-        observer = None
-        if metrics_port is not None:
-            from extractor.service.metrics import metrics, serve_health
-
-            observer = metrics()
-            serve_health(store, broker, host=metrics_host, port=metrics_port)
-        runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
-                        endpoints=servers, observer=observer)
+        observer = metrics()
+        serve_health(store, broker, host=metrics_host, port=metrics_port)
+    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
+                    endpoints=servers, observer=observer)
     runner.warm_up()  # while Celery starts and the first batch is being submitted
     start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
                  loglevel=loglevel)

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from extractor import offload
 from extractor.document import Document
 from extractor.engine.recorder import Recorder
 from extractor.engine.settings import RunSettings
@@ -24,7 +25,6 @@ from extractor.generate.prompt import PromptTemplate, render_request
 from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
 from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS, Window, costs, plan
 from extractor.windows.tokens import TokenCounter, budget_for, counter_for
-from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
     from extractor.generate.limit import AdaptiveLimit
@@ -166,7 +166,7 @@ class ModelCalls:
                     kind: AttemptKind) -> Answer:
         """Validate an answer (in the validation worker) and record it with its report, raw text verbatim."""
         result = asked.result
-        report, seconds = await validate_in_worker(result.text, job.document, self.settings.contract)
+        report, seconds = await offload.validate(result.text, job.document, self.settings.contract)
         self.cpu["validate"] += seconds
         outcome = (AttemptOutcome.passed if report.passed else
                    AttemptOutcome.unparseable if not report.parsed else AttemptOutcome.failed)

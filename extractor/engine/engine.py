@@ -1,9 +1,9 @@
-"""The batch engine: a fixed pool of workers takes files in order; each document goes
+"""The batch engine: a fixed number of tasks take files in order; each document goes
 skip-if-done -> ingest + segment -> claim -> convert -> record, and one bad file never stops the batch.
 
 What plugs in without editing this module: the per-document procedure (``converter``, see
 ``extractor.engine.convert``), the provider and the judge. A Celery worker (docs/queue-and-api.md) converts one document
-per task on the same path as a pool worker: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
+per task on the same path as a task of a run here: ``Engine.process(path)`` after ``Engine.start`` (or, joining a
 run another process started, with a ``Recorder`` given that run's id), then ``Engine.close``.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extractor import offload
 from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
@@ -32,11 +33,9 @@ from extractor.errors import ExtractorError, InputError
 from extractor.generate import Provider
 from extractor.generate.limit import AdaptiveLimit
 from extractor.generate.prompt import load_prompt
-from extractor.heap import frozen_during_run
 from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.validate import VALIDATOR_VERSION
 from extractor.vocab import FINAL_STATES, DocumentState, Outcome, RunStatus, SkipReason
-from extractor.workers import prepare
 
 if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modules that show results
     from extractor.judge.modes import Judge
@@ -70,7 +69,7 @@ class Engine:
                                 load_prompt(settings.contract, settings.prompt_version), self.stop,
                                 self.cpu_seconds, judge, self.progress)
         self._resuming = False  # whether this configuration finished documents before (then look per file)
-        self._workers: list[asyncio.Task[None]] = []
+        self._takers: list[asyncio.Task[None]] = []
 
     @property
     def run_id(self) -> str:
@@ -109,7 +108,7 @@ class Engine:
         what is left; rerunning the same command finishes it. Nothing to read: no run is recorded.
         """
         started = time.monotonic()
-        with self._stop_on_signals(), frozen_during_run():  # signals first: none finds the run without its handler
+        with self._stop_on_signals():
             discovery = paths if isinstance(paths, Discovery) else discover(paths)
             summary = RunSummary(None, unsupported=dict(discovery.unsupported))
             summary.outcomes = [DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match")
@@ -141,29 +140,29 @@ class Engine:
             self.progress.finished(outcome)
         heartbeat = asyncio.create_task(self._heartbeat())
         pending = iter(files)
-        # documents waiting for the judge have workers of their own (its queue depth), so they never leave
+        # documents waiting for the judge have tasks of their own (its queue depth), so they never leave
         # the generation slots without documents to fill them
         judging = self.judge.queue.depth if self.judge is not None else 0
-        # the first wave first: the workers that read ahead start once every slot was taken (or a document
+        # the first wave first: the tasks that read ahead start once every slot was taken (or a document
         # ended); until then their reading only competes with the first wave for this process (at 64 in flight
         # the 64th call started 0.28 s into a run instead of 0.32 s, medians of six)
         opening = min(len(files), self.limit.maximum)
-        self._workers = [asyncio.create_task(self._worker(pending, summary, opens=self.limit.filled))
+        self._takers = [asyncio.create_task(self._take_files(pending, summary, opens=self.limit.filled))
                          for _ in range(opening)]
-        self._workers += [asyncio.create_task(self._worker(pending, summary, after=self.limit.filled))
+        self._takers += [asyncio.create_task(self._take_files(pending, summary, after=self.limit.filled))
                           for _ in range(min(len(files), 2 * self.limit.maximum + judging) - opening)]
         try:
             try:
-                await asyncio.wait(self._workers)  # unlike gather, a cancelled wait leaves the workers running
+                await asyncio.wait(self._takers)  # unlike gather, a cancelled wait leaves the tasks running
             except asyncio.CancelledError:  # the run's task was cancelled: stop like Ctrl-C, then finish the record
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
                 self.stop.request()
-                await asyncio.wait(self._workers)
-            for worker in self._workers:
-                if not worker.cancelled() and worker.exception() is not None:
-                    raise worker.exception()  # type: ignore[misc]  # a bug in the engine itself
+                await asyncio.wait(self._takers)
+            for taker in self._takers:
+                if not taker.cancelled() and taker.exception() is not None:
+                    raise taker.exception()  # type: ignore[misc]  # a bug in the engine itself
         finally:
             heartbeat.cancel()
         summary.interrupted = self.stop.requested
@@ -226,10 +225,10 @@ class Engine:
         if not self.stop.requested:
             self.stop.request()
             return
-        for worker in self._workers:  # asked twice: stop waiting for anything (writes still finish)
-            worker.cancel()
+        for taker in self._takers:  # asked twice: stop waiting for anything (writes still finish)
+            taker.cancel()
 
-    async def _worker(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
+    async def _take_files(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
                       after: asyncio.Event | None = None) -> None:
         """Take the next file until none is left or the run stops (the shared iterator hands each file to one).
 
@@ -289,7 +288,7 @@ class Engine:
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
-                document, seconds = await prepare(path, lambda done, total: self.progress.page(label, done, total))
+                document, seconds = await offload.read(path, lambda done, total: self.progress.page(label, done, total))
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from extractor import offload
 from extractor.contracts.recorded import contract_of_run
 from extractor.engine.route import route
 from extractor.engine.settings import RunSettings
@@ -27,7 +28,6 @@ from extractor.store import AttemptRecord, RunInfo, Store
 from extractor.store.info import DocumentRunInfo
 from extractor.validate import validate
 from extractor.vocab import REVIEWABLE, AttemptKind, DocumentState
-from extractor.workers import load_document
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ async def judge_run(store: Store, run: RunInfo, judge: Judge, *, force: bool = F
         if final is None or final.raw_response is None:
             return _skip(document_run, "no final candidate")
         try:
-            document = await asyncio.to_thread(load_document, Path(document_run.path))
+            document, _ = await offload.read(Path(document_run.path))
         except (InputError, OSError) as error:
             return _skip(document_run, f"source unreadable: {error}")
         if document.sha256 != document_run.sha256:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from extractor import offload
 from extractor.engine.calls import Conversion, Job, ModelCalls, rule_ids
 from extractor.engine.route import route
 from extractor.engine.stop import Interrupted
@@ -34,8 +35,6 @@ from extractor.repair import render_repair
 from extractor.vocab import AttemptKind, AttemptOutcome, DocumentState
 from extractor.windows.merge import Merged, Partial, merge
 from extractor.windows.plan import Window, window_lines
-from extractor.workers import check_structure as check_in_worker
-from extractor.workers import validate as validate_in_worker
 
 if TYPE_CHECKING:
     from extractor.store import AttemptInfo
@@ -120,7 +119,7 @@ class LongDocument:
 
     async def check_structure(self, raw: str) -> Report:
         """A window's answer against the structure rules, in the validation worker (off the event loop)."""
-        report, seconds = await check_in_worker(raw, self.contract)
+        report, seconds = await offload.check_structure(raw, self.contract)
         self.calls.cpu["validate"] += seconds
         return report
 
@@ -163,7 +162,7 @@ class LongDocument:
                     kind: AttemptKind) -> tuple[Report, int]:
         """Validate the merged candidate against the whole document and record it as the document's attempt."""
         raw = json.dumps(merged.candidate, ensure_ascii=False)
-        report, seconds = await validate_in_worker(raw, self.document, self.contract)
+        report, seconds = await offload.validate(raw, self.document, self.contract)
         self.calls.cpu["validate"] += seconds
         report.findings += merged.findings
         ids = ", ".join(str(answers[index].attempt_id) for index in sorted(answers))
@@ -215,7 +214,7 @@ class LongDocument:
         has it) keeps its rule and location and says what the rule checks, as its card words it.
         """
         sentences = self.document.sentences[answer.window.context:answer.window.end]
-        own, seconds = await validate_in_worker(answer.raw, replace(self.document, sentences=sentences), self.contract)
+        own, seconds = await offload.validate(answer.raw, replace(self.document, sentences=sentences), self.contract)
         self.calls.cpu["validate"] += seconds
         twins: dict[tuple[str, str, Any], list[Finding]] = {}
         for finding in own.findings:

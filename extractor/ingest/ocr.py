@@ -130,6 +130,8 @@ def read_pages(images: Sequence[Callable[[], Image.Image]], pages: Sequence[int]
     workers = max(1, min(len(images), os.cpu_count() or 1))
     done = 0
     found: dict[int, list[list[Placed]]] = {}
+    if on_page is not None:  # the count first: a reader is allowed time per page (extractor.offload)
+        on_page(0, len(images))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ocr") as pool:
         futures = {pool.submit(_render_and_read, image, page, settings): page for image, page in zip(images, pages)}
         for future in futures:

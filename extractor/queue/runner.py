@@ -6,7 +6,7 @@ each document a process of its own (hundreds of MB each, a local model loaded N 
 ``threads`` pool alone would give each a loop of its own (no shared limit, no shared client). So the
 pool's threads only hand a task id to this loop and wait for the answer: the worker's ``--concurrency``
 is the number of documents, and so of model calls, in flight; the engine's ``AdaptiveLimit`` lowers it on
-429s and timeouts. CPU work (ingest, validation) still goes to the engine's worker processes.
+429s and timeouts. CPU work (reading, validation) still goes to the CPU pool (``extractor.offload``).
 
 Each batch configuration gets one engine, which is one run in the run log (``extract worker`` as its
 command, this host and pid, a heartbeat): the claim protocol of the run log then decides, per document,
@@ -29,7 +29,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from extractor import workers
+from extractor import offload
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.engine.recorder import Observer
@@ -103,7 +103,7 @@ class Runner:
 
     def warm_up(self) -> Future[None]:
         """Prepare, before any batch comes, what every configuration needs: the model client's modules, the
-        worker processes with their modules and the default contract (``workers.warm_up``). A batch that
+        CPU pool's processes with their modules and the default contract (``offload.warm_up``). A batch that
         arrives meanwhile waits for what it needs of it, no longer than it would have without it."""
         return asyncio.run_coroutine_threadsafe(self._warm_up(), self.loop)
 
@@ -123,9 +123,9 @@ class Runner:
             return True
         self._warmed.add(contract.ref)
         try:
-            await workers.warm_up(contract)
+            await offload.warm_up(contract)
         except Exception as error:  # noqa: BLE001 - see above
-            log.warning("could not prepare the worker processes for contract %s: %s: %s", contract.name,
+            log.warning("could not prepare the CPU pool for contract %s: %s: %s", contract.name,
                         type(error).__name__, error)
             return False
         return True
@@ -140,12 +140,13 @@ class Runner:
         return asyncio.run_coroutine_threadsafe(self.handle(task_id), self.loop)
 
     def close(self) -> None:
-        """Record every worker run as finished and stop the loop."""
+        """Record every worker run as finished, stop the loop and the CPU pool."""
         if not self.loop.is_running():
             return
         asyncio.run_coroutine_threadsafe(self._close(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
+        offload.POOL.close()  # its processes, before the interpreter's exit waits for them
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     async def _close(self) -> None:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from extractor.document import Document
+from extractor.printable import printable
 from extractor.rules import Card
 from extractor.ui.console import add_columns, open_console, print_table
 
@@ -15,11 +16,11 @@ from extractor.ui.console import add_columns, open_console, print_table
 def print_sentences(document: Document, name: str, console: Console | None = None) -> None:
     """The sentence units of a segmented document with ids, blocks and offsets."""
     console = console or open_console()
-    table = Table(title=f"{name} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
+    table = Table(title=f"{printable(name)} ({len(document.sentences)} sentences; {document.segmenter})", show_lines=False)
     add_columns(table, ("id", "block", "start", "end", "text"), wrap=("text",), right=("start", "end"))
     kinds = {block.index: block.kind.value for block in document.blocks}
     for s in document.sentences:
-        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), s.text)
+        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), printable(s.text))
     print_table(console, table)
 
 

@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from extractor.printable import printable
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import FINAL_STATES, CoverageStatus, DocumentState, SentenceMark
@@ -75,12 +76,12 @@ def _sentence_style(label: str) -> str:
 def display_path(path: str) -> str:
     """A path relative to the current folder when it lies inside it (the run log keeps paths as given)."""
     if not os.path.isabs(path):
-        return path
+        return printable(path)
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
-        return path
-    return path if relative.startswith("..") else relative
+        return printable(path)
+    return printable(path if relative.startswith("..") else relative)
 
 
 def _short(sha: str | None, n: int = 12) -> str:
@@ -101,8 +102,8 @@ def _rules(counts: dict[str, int]) -> str:
 def _cause(item: Any) -> Text:
     """The cause, with a judge warning flagged first (a READY_FOR_REVIEW document the judge warned about)."""
     if "JUDGE_WARN" in (item.needs_person or ()):
-        return Text.assemble(("JUDGE WARNING ", "bold yellow"), item.cause or "")
-    return Text(item.cause or "")
+        return Text.assemble(("JUDGE WARNING ", "bold yellow"), printable(item.cause or ""))
+    return Text(printable(item.cause or ""))
 
 
 def print_queue(items: list[Any], total: int, console: Console | None = None) -> None:
@@ -143,11 +144,11 @@ def print_approval(result: Approval) -> None:
         print(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
         return
     what = "an edited record" if a.edited else "the candidate"
-    print(f"approved {what} of document run {d.id} ({d.path}, sha256 {d.sha256[:12]}) as record {a.id}, "
+    print(f"approved {what} of document run {d.id} ({printable(d.path)}, sha256 {d.sha256[:12]}) as record {a.id}, "
           f"by {a.reviewer} at {when}")
     if a.block_override is not None:
         print(f"overrode the block ({', '.join(a.block_override['rule_ids']) or 'BLOCKED'}): "
-              f"{a.block_override['reason']}")
+              f"{printable(a.block_override['reason'])}")
     if result.previous is not None:
         print(f"replaced the approval by {result.previous.reviewer} at "
               f"{result.previous.approved_at:%Y-%m-%d %H:%M:%S} UTC")
@@ -163,7 +164,7 @@ def print_rejection(result: Rejection) -> None:
     if result.outcome == "already":
         print(f"already rejected by {r.reviewer} at {when} for the same reason; nothing written")
         return
-    print(f"rejected document run {d.id} ({d.path}) by {r.reviewer} at {when}: {r.note}")
+    print(f"rejected document run {d.id} ({printable(d.path)}) by {printable(r.reviewer)} at {when}: {printable(r.note)}")
     if result.withdrawn is not None:
         print(f"withdrew the approval by {result.withdrawn.reviewer} at "
               f"{result.withdrawn.approved_at:%Y-%m-%d %H:%M:%S} UTC; it will not be exported")
@@ -192,7 +193,7 @@ def source_text(view: DocumentView, plain: bool = False) -> Text:
     for position, sentence in enumerate(view.sentences):
         start, end = sentence.start, sentence.end
         if text is not None:
-            out.append(text[previous_end:start])
+            out.append(printable(text[previous_end:start], lines=True))
         elif position:
             out.append("\n\n" if sentence.block != previous_block else " ")
         if sentence.page is not None and sentence.page != previous_page:
@@ -202,10 +203,11 @@ def source_text(view: DocumentView, plain: bool = False) -> Text:
             out.append(f"[{sentence.location}] ", style="bold")
         style = _sentence_style(sentence.label)
         out.append(f"⟨{sentence.id} {sentence.label}⟩", style=f"{style} dim" if style else "dim")
-        body = Text(sentence.text, style=style)
+        body = Text(printable(sentence.text, lines=True), style=style)
         marks: list[tuple[int, int]] = []
-        for span in sentence.evidence:
-            relative = (span.start - start, span.end - start)
+        for span in sentence.evidence:  # offsets into the text as drawn, escapes included
+            relative = (len(printable(sentence.text[:span.start - start], lines=True)),
+                        len(printable(sentence.text[:span.end - start], lines=True)))
             body.stylize(EVIDENCE_STYLE, *relative)
             marks.append(relative)
         if plain and marks:
@@ -260,7 +262,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
     state = document_run.state
     judge_marks = [m for m in document_run.needs_person or [] if m.startswith("JUDGE_")]
     if judge_marks and document_run.cause:  # the judge's warning (or why it did not judge) comes first
-        console.print(Panel(Text(document_run.cause), title=f"judge: {', '.join(judge_marks)}", title_align="left",
+        console.print(Panel(Text(printable(document_run.cause)), title=f"judge: {', '.join(judge_marks)}", title_align="left",
                             border_style="yellow", expand=False))
     header = Text.assemble(
         (f"document run {document_run.id}  ", "bold"), (state, STATE_STYLE.get(state, "")),
@@ -270,7 +272,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         f"finished {_when(document_run.finished_at)}",
     )
     if document_run.cause:
-        header.append(f"\ncause: {document_run.cause}", style="yellow")
+        header.append(f"\ncause: {printable(document_run.cause)}", style="yellow")
     if document_run.tags:
         header.append(f"\ntags: {', '.join(document_run.tags)}")
     console.print(Panel(header, expand=False))
@@ -288,7 +290,7 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         table = Table(title="evidence on the pages", title_justify="left")
         add_columns(table, ("field", "page", "excerpt"))
         for excerpt in view.excerpts:
-            table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", excerpt.text)
+            table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", printable(excerpt.text))
         print_table(console, table)
     if view.candidate is not None and view.shown is not None:
         candidate_json = compact_json(view.candidate)
@@ -393,8 +395,10 @@ def runs_table(runs: Iterable[RunInfo], title: str = "runs (newest first)",
         outcome = run.outcome
         table.add_row(
             _short(run.id), _when(run.started_at), run.status,
-            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")), f"{run.contract} v{run.contract_version}",
-            run.prompt_version, run.model, run.validator_version, str(sum(counts.values())),
+            Text(outcome or "-", style=DECISION_STYLE.get(outcome or "", "")),
+            printable(f"{run.contract} v{run.contract_version}"),
+            printable(f"{run.contract} v{run.contract_version}"),
+            printable(run.prompt_version), printable(run.model), run.validator_version, str(sum(counts.values())),
             *(Text(str(counts.get(state, 0)), style=STATE_STYLE[state] if counts.get(state) else "") for state in STATE_COLUMNS),
             str(other), str(run.decided), *scored,
         )

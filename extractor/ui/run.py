@@ -21,6 +21,7 @@ from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.errors import UsageError
 from extractor.evidence.report import Report
 from extractor.prices import Spend
+from extractor.printable import printable
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import GateDecision, Outcome, SkipReason
@@ -70,7 +71,7 @@ def print_report(report: Report, document: Document, console: Console | None = N
             sentence = document.sentence(unit.id)
             detail = ", ".join(unit.field_paths) or unit.reason or unit.rule_id or ""
             table.add_row(unit.id, Text(unit.state or (unit.rule_id or "-"), style=STATE_STYLE[unit.state]),
-                          detail, sentence.text if sentence else "")
+                          detail, printable(sentence.text) if sentence else "")
         print_table(console, table)
 
 
@@ -192,20 +193,20 @@ class RunProgress(Progress):
         """A long document's windows as they are answered, in the bar's description."""
         if self._task is not None:
             counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
-            self._progress.update(self._task, description=f"{counts}  {path}: window {done}/{total}".strip())
+            self._progress.update(self._task, description=f"{counts}  {printable(path)}: window {done}/{total}".strip())
 
 
     def page(self, path: str, done: int, total: int) -> None:
         """A scan's pages as OCR reads them, in the bar's description."""
         if self._task is not None:
             counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
-            self._progress.update(self._task, description=f"{counts}  {path}: OCR page {done}/{total}".strip())
+            self._progress.update(self._task, description=f"{counts}  {printable(path)}: OCR page {done}/{total}".strip())
 
 
 def problem_line(outcome: DocumentOutcome) -> str:
     """``path: cause`` of an input that ended ERROR or INPUT_ERROR (a cause that starts with the path keeps it once)."""
     cause = outcome.cause or "no cause recorded"
-    return cause if cause.startswith(outcome.path) else f"{outcome.path}: {cause}"
+    return printable(cause if cause.startswith(outcome.path) else f"{outcome.path}: {cause}")
 
 
 def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
@@ -215,10 +216,10 @@ def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
     import sys
 
     for raw in discovery.missing:
-        print(f"error: {raw}: no such file, folder or glob match", file=sys.stderr)
+        print(f"error: {printable(raw)}: no such file, folder or glob match", file=sys.stderr)
     reason = discovery.nothing_found()
     if discovery.folders or not discovery.missing:
-        print(f"error: {reason}", file=sys.stderr)
+        print(f"error: {printable(reason)}", file=sys.stderr)
     if as_json:
         print(json.dumps({"run_id": None, "documents": 0, "missing": discovery.missing,
                           "unsupported_files": dict(sorted(discovery.unsupported.items())), "nothing_found": reason},
@@ -261,11 +262,12 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:
-            console.print(Text.assemble((Outcome.BLOCKED, "bold red"), f" {outcome.path}: {outcome.cause}"), highlight=False)
+            console.print(Text.assemble((Outcome.BLOCKED, "bold red"), f" {printable(outcome.path)}: {printable(outcome.cause)}"),
+                          highlight=False)
     if summary.needs_person and summary.not_answered:  # both kinds: say which is which
         console.print(f"need a person: {summary.needs_person} document(s) (extract review)")
     for cause, count in summary.not_answered_causes():
-        console.print(Text(f"not answered by the model: {count} document(s): {cause}", style="red"), highlight=False)
+        console.print(Text(f"not answered by the model: {count} document(s): {printable(cause)}", style="red"), highlight=False)
     decision = summary.outcome
     console.print(Text.assemble("outcome ", (decision.value, DECISION_STYLE[decision]),
                                 f"   exit {int(summary.exit_code)}   ({outcome_meaning(summary)})"))

@@ -87,6 +87,18 @@ class SecuredRoute(APIRoute):
         return secured
 
 
+def _shown(value: Any) -> Any:
+    """Every value a page shows, with control characters escaped as the terminal shows them (``printable``; line
+    breaks kept: the page draws a document's lines)."""
+    from markupsafe import Markup
+
+    from extractor.printable import printable
+
+    if isinstance(value, Markup):
+        return Markup(printable(value, lines=True))
+    return printable(value, lines=True) if isinstance(value, str) else value
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -95,7 +107,7 @@ def _environment() -> Any:
     from extractor.web.page import pretty
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.filters["pretty"] = pretty
     env.filters["iso"] = iso
     return env

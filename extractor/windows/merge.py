@@ -20,10 +20,8 @@ findings of the whole-document validation can be sent back to the windows that o
 
 from __future__ import annotations
 
-import gc
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,30 +271,15 @@ def _sentence_number(sentence_id: Any) -> tuple[int, str]:
     return (int(text[1:]), text) if text[:1] == "s" and text[1:].isdigit() else (1 << 62, text)
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The merge builds tens of thousands of small acyclic dicts and tuples; the cyclic collector's full
-    passes over a heap that holds the whole document made its time per sentence grow with the document
-    (1.6x from 2,000 to 20,000 sentences, measured; flat without them), so they wait until it is done."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def merge(spec: MergeSpec, partials: Sequence[Partial], locate: Locate) -> Merged:
     """One candidate from the windows' partials (in window order); the same input always gives the same output.
 
     Keys of the candidate that the spec does not name are taken from the first window that has them.
     """
-    with _collector_paused():
-        work = _Merge(spec, sorted(partials, key=lambda p: p.window), locate)
-        for partial in work.partials:
-            work.add(partial)
-        merged = work.result()
+    work = _Merge(spec, sorted(partials, key=lambda p: p.window), locate)
+    for partial in work.partials:
+        work.add(partial)
+    merged = work.result()
     named = {m.path for m in spec.lists} | set(spec.scalars) | {spec.evidence, spec.missing, spec.coverage}
     for partial in work.partials:
         for key, value in partial.candidate.items():

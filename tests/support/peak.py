@@ -25,7 +25,7 @@ if pid == 0:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 peak = usage.ru_maxrss
-while True:  # whatever the command left behind ends once the command is gone (extractor.workers._start_worker)
+while True:  # whatever the command left behind ends once the command is gone (extractor.offload._leave_with_the_run)
     try:
         _, _, usage = os.wait4(-1, 0)
     except ChildProcessError:

@@ -1,0 +1,153 @@
+"""A batch with bombs in it: how much later its good files finish, and the peak memory of the run's process tree.
+
+Two folders, measured in turn (``--rounds`` times each, alternated; each run into a fresh SQLite run log): 36 good
+documents alone, and the same 36 with 4 bombs among them (docs/formats.md#reading-limits): an xlsx whose one 900 KB
+shared string 2,000 cells name (1.8 GB of text), an HWPX of 3,000,000 characters, a PDF whose MediaBox references
+loop, and an e-mail with 5,000 attachments. Every run is ``extract run FOLDER`` as a process of its own against a
+scripted model server in its own process (``bench_throughput.py --serve``) answering after ``--latency`` seconds.
+
+Printed: for each run, when its last good document finished (from the run's start, read from the run log) and the
+largest resident size of the run's whole process tree, summed over its processes (the run, the fork server, the
+readers, the checker, Tesseract), sampled every 20 ms; then the median of each folder and the ratio with bombs to
+without (target <= 1.3x), and the peak against readers x the reading limit + 300 MB.
+
+    python bench/bench_sandbox.py [--rounds 3] [--latency 0.5] [--read-timeout 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path[:1]:
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+
+from tests.support.batch import write_batch  # noqa: E402  (after the sys.path fix)
+from tests.support.hostile import long_hwpx, many_attachments, reference_loop_pdf, shared_string_bomb  # noqa: E402
+
+GOOD = 36
+SAMPLE_S = 0.02
+
+
+def tree_rss(root: int) -> int:
+    """Bytes resident in ``root`` and every process below it, now."""
+    children: dict[int, list[int]] = {}
+    sizes: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        sizes[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += sizes.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[float, int, str]:
+    """``extract run folder``: seconds from the run's start to its last good document's end, peak tree RSS, and the
+    causes of its INPUT_ERRORs."""
+    import json
+
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite:///{database}"
+    process = subprocess.Popen([sys.executable, "-m", "extractor", "run", str(folder), "--model", "openai:bench",
+                                "--retries", "0", "--format", "json"], env=env | {"EXTRACT_DATABASE_URL": url},
+                               cwd=folder.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+
+    def sample() -> None:
+        while process.poll() is None:
+            peak[0] = max(peak[0], tree_rss(process.pid))
+            time.sleep(SAMPLE_S)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate(timeout=1800)
+    sampler.join()
+    if process.returncode not in (0, 2, 3):
+        raise SystemExit(f"extract run exited {process.returncode}: {err[-2000:]}")
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        started, last, finished = connection.execute(text(
+            "SELECT r.started_at, MAX(d.finished_at), COUNT(*) FROM runs r JOIN document_runs d ON d.run_id = r.id "
+            "WHERE d.state = 'READY_FOR_REVIEW' GROUP BY r.id")).one()
+    engine.dispose()
+    if finished != GOOD:
+        raise SystemExit(f"{finished} good documents finished, not {GOOD}: {err[-2000:]}")
+    from datetime import datetime
+
+    seconds = (datetime.fromisoformat(str(last)) - datetime.fromisoformat(str(started))).total_seconds()
+    summary = json.loads(out[out.index("{"):])
+    causes = "; ".join(o["cause"].rsplit("/", 1)[-1] for o in summary["outcomes"] if o["state"] == "INPUT_ERROR")
+    return seconds, peak[0], causes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.5, help="seconds the model takes per call")
+    parser.add_argument("--read-timeout", default="20", help="EXTRACT_READ_TIMEOUT for the runs (seconds)")
+    args = parser.parse_args()
+
+    from extractor.offload import Limits, memory_label, readers
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    alone, mixed = workdir / "alone", workdir / "mixed"
+    write_batch(alone, GOOD)
+    shutil.copytree(alone, mixed)
+    shared_string_bomb(mixed / "00009_shared_strings.xlsx")
+    long_hwpx(mixed / "00018_long.hwpx")
+    reference_loop_pdf(mixed / "00027_loop.pdf")
+    many_attachments(mixed / "00035_attachments.eml")
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_throughput.py"), "--serve", "--latency",
+                               str(args.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    base_url = server.stdout.readline().strip()
+    env = os.environ | {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench", "EXTRACT_READ_TIMEOUT": args.read_timeout}
+    limits = Limits.from_environment()
+    count = readers()
+    print(f"{GOOD} good documents alone and with 4 bombs, model latency {args.latency} s, {count} readers of "
+          f"{memory_label(limits.memory)}, read timeout {args.read_timeout} s, {os.cpu_count()} cores")
+    times: dict[str, list[float]] = {"alone": [], "with bombs": []}
+    peaks: dict[str, list[int]] = {"alone": [], "with bombs": []}
+    try:
+        for number in range(args.rounds):
+            for name, folder in (("alone", alone), ("with bombs", mixed)):
+                seconds, peak, causes = measured_run(folder, workdir / f"{name.replace(' ', '_')}{number}.db", env)
+                times[name].append(seconds)
+                peaks[name].append(peak)
+                print(f"round {number + 1} {name:>10}: good files done after {seconds:6.1f} s, peak tree "
+                      f"{peak / 2**20:6.0f} MiB" + (f"  ({causes})" if causes else ""), flush=True)
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    ratio = statistics.median(times["with bombs"]) / statistics.median(times["alone"])
+    bound = count * limits.memory + 300 * 2**20
+    peak = max(peaks["with bombs"])
+    print(f"good files with bombs / alone (medians): {ratio:.2f}x (target <= 1.3x)")
+    print(f"peak tree with bombs: {peak / 2**20:.0f} MiB; bound {count} x {memory_label(limits.memory)} + 300 MB = "
+          f"{bound / 2**20:.0f} MiB ({'within' if peak <= bound else 'OVER'})")
+
+
+if __name__ == "__main__":
+    main()

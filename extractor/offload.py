@@ -1,0 +1,632 @@
+"""The run's CPU pool (docs/design.md#glossary): files are read by sandboxed reader processes, the model's answers
+are validated by a checker process.
+
+**Readers.** Reading an untrusted file (ingest, OCR, segmentation) is where a hostile one does its harm: a zip member
+that inflates to gigabytes, a PDF whose references loop, text that grows with the square of the input. The cheap
+checks of ``extractor.ingest`` refuse what they recognise before any parse; what they miss is held by the limits
+of the process that reads it (docs/formats.md#reading-limits), not by a guard per attack:
+
+- memory: a reader's address space is capped (``RLIMIT_AS``: ``EXTRACT_READ_MEMORY``, default 1 GiB, which the
+  Tesseract processes it starts inherit each); a reader out of memory exits with ``OUT_OF_MEMORY``;
+- time: the run kills a reader still reading after ``EXTRACT_READ_TIMEOUT`` seconds (default 60) plus
+  ``EXTRACT_READ_PAGE_TIMEOUT`` (default 30) for each page it OCRs;
+- text: a document whose text is over ``EXTRACT_READ_TEXT`` characters (default 2,000,000) is refused before it
+  is segmented or sent back.
+
+Over a limit the file ends in one ``InputError`` line naming the limit; the reader is gone and a new one starts
+when next needed. ``EXTRACT_READERS`` readers (default one per core) read at once, so a slow file holds one reader
+and the others go on.
+
+**The checker** checks the model's answers (jsonschema and the rules are pure Python: in the run's own process
+they would hold the interpreter lock for milliseconds per answer, stalling every model call in flight). Answers
+come in bursts, so a validation that finds the checker busy takes an idle reader instead. A checker that dies
+is replaced; the answer is then checked in the run's own process, so a verdict never goes missing.
+
+Every process starts from the standard library's fork server, which has imported what they need once
+(``extractor.preload``); never a plain fork of the run, whose threads, locks and database connections a child must
+not inherit. Ctrl-C and SIGTERM reach the whole process group: the pool's processes ignore them and the run stops
+them itself (``CpuPool.close``, and at exit); a process whose run is gone, however it ended, leaves on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import re
+import resource
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extractor.document import Document
+from extractor.errors import InputError
+
+if TYPE_CHECKING:
+    from extractor.contracts import Contract
+    from extractor.contracts.registry import ContractRef
+    from extractor.evidence.report import Report
+
+READERS_ENV = "EXTRACT_READERS"
+MEMORY_ENV = "EXTRACT_READ_MEMORY"
+TIMEOUT_ENV = "EXTRACT_READ_TIMEOUT"
+PAGE_TIMEOUT_ENV = "EXTRACT_READ_PAGE_TIMEOUT"
+TEXT_ENV = "EXTRACT_READ_TEXT"
+DEFAULT_MEMORY = 1 << 30
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_PAGE_TIMEOUT_S = 30.0
+DEFAULT_TEXT_CHARS = 2_000_000
+PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG", "EXTRACT_OCR_CACHE", TEXT_ENV)
+"""Settings a reader reads from the environment, sent with every file: a reader started earlier must not use stale
+values."""
+OUT_OF_MEMORY = 86
+"""The exit status of a pool process that ran out of memory (``MemoryError``): its reading limit."""
+PARENT_CHECK_S = 0.5
+"""How often a pool process looks whether its run is still there."""
+PR_SET_NAME = 15
+PRELOAD = "extractor.preload"
+"""What the fork server imports before it forks the pool's processes (``_context``)."""
+_SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one reader may spend on one file (docs/formats.md#reading-limits)."""
+
+    memory: int = DEFAULT_MEMORY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    page_timeout_s: float = DEFAULT_PAGE_TIMEOUT_S
+    text_chars: int = DEFAULT_TEXT_CHARS
+
+    @staticmethod
+    def from_environment() -> Limits:
+        """The limits the environment sets; ``ValueError`` (one line naming the variable) for a value that is not
+        one."""
+        return Limits(memory=_size(MEMORY_ENV, DEFAULT_MEMORY), timeout_s=_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
+                      page_timeout_s=_seconds(PAGE_TIMEOUT_ENV, DEFAULT_PAGE_TIMEOUT_S),
+                      text_chars=_count(TEXT_ENV, DEFAULT_TEXT_CHARS))
+
+    def deadline_s(self, pages: int) -> float:
+        """Seconds a reader may take on a file that OCRs ``pages`` pages."""
+        return self.timeout_s + self.page_timeout_s * pages
+
+
+def _size(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    found = _SIZE.fullmatch(raw)
+    if found is None or int(found.group(1)) == 0:
+        raise ValueError(f"{name} must be a size such as 1G, 512M or a number of bytes, not {raw!r}")
+    return int(found.group(1)) * _UNITS[found.group(2).upper()]
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _count(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) == 0:
+        raise ValueError(f"{name} must be a positive whole number, not {os.environ[name]!r}")
+    return int(raw)
+
+
+def readers() -> int:
+    """How many files are read at once: ``EXTRACT_READERS``, else one per core."""
+    raw = os.environ.get(READERS_ENV, "").strip()
+    if not raw:
+        return os.cpu_count() or 1
+    if not raw.isdigit() or int(raw) == 0:
+        raise ValueError(f"{READERS_ENV} must be a positive whole number, not {raw!r}")
+    return int(raw)
+
+
+def memory_label(size: int) -> str:
+    """``1 GiB``, ``512 MiB``, ``1500000 bytes``: a memory limit as a person reads it."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+# -- what the pool's processes run ---------------------------------------------------------------------------------
+
+
+def read_here(path: Path) -> Document:
+    """Ingest and segment one file in this process, without the sandbox (tests and tools compare with it)."""
+    from extractor.ingest import load
+    from extractor.segment import segment
+
+    return segment(load(path))
+
+
+def _read(path: Path, environment: dict[str, str | None]) -> tuple[Document, float]:
+    """Run in a reader: ``path`` ingested and segmented with the caller's settings, and the CPU seconds it took.
+
+    The text cap is checked between ingest and segmentation: a text over it is neither split nor sent back."""
+    from extractor.ingest import load
+    from extractor.segment import segment
+
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    started = time.thread_time()
+    try:
+        cap = _count(TEXT_ENV, DEFAULT_TEXT_CHARS)
+    except ValueError as error:
+        raise InputError(str(path), str(error)) from None
+    document = load(path, _report_page)
+    if len(document.text) > cap:
+        raise InputError(str(path), f"text over {cap:,} characters (the reading limit {TEXT_ENV}); refused")
+    return segment(document), time.thread_time() - started
+
+
+def _validate(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
+    """Run in the checker: its report on one answer (the contract named, as this code defines it), CPU seconds."""
+    from extractor.contracts.recorded import resolve
+    from extractor.validate import validate
+
+    started = time.thread_time()
+    report = validate(raw, document, resolve(contract))
+    return report, time.thread_time() - started
+
+
+def _check_structure(raw: str, contract: ContractRef) -> tuple[Report, float]:
+    """Run in the checker: the structure rules' report on one window's answer and its CPU seconds."""
+    from extractor.contracts.recorded import resolve
+    from extractor.validate import check_structure
+
+    started = time.thread_time()
+    return check_structure(raw, resolve(contract)), time.thread_time() - started
+
+
+WARM_UP_TEXTS = ("Purchase request 7. The manager approved it on 3 May.", "작업 요청을 검토했습니다. 팀장이 승인했습니다.",
+                 "Заявление на отпуск. Руководитель его одобрил.")
+"""A few sentences in each language the segmenter splits differently (``warm_process``)."""
+
+
+def warm_process(contract: ContractRef | None) -> float:
+    """Read and segment a few sentences per language, and validate them against ``contract`` if given, so that the
+    modules, the Korean splitter and the contract's compiled schema are ready before the first document needs
+    them; the CPU seconds it took.
+
+    An answer that fails the contract's schema is enough: every rule module is imported with the contract, the
+    schema is compiled to find its faults, and the critical rules read its text."""
+    from extractor.ingest import from_text
+    from extractor.segment import segment
+
+    started = time.thread_time()
+    documents = [segment(from_text(text)) for text in WARM_UP_TEXTS]
+    if contract is not None:
+        from extractor.contracts.recorded import resolve
+        from extractor.validate import validate
+
+        found = resolve(contract)
+        for document in documents:
+            validate(json.dumps({"warmUp": document.text}), document, found)
+    return time.thread_time() - started
+
+
+_CONNECTION: Connection | None = None
+"""In a pool process: its end of the pipe to the run (``_report_page`` sends down it)."""
+
+
+def _report_page(done: int, total: int) -> None:
+    """In a reader: tell the run a page of a scan was OCR'd (it shows it, and allows the page its time)."""
+    if _CONNECTION is not None:
+        _CONNECTION.send(("page", done, total))
+
+
+def _serve(connection: Connection, memory: int | None, role: str) -> None:
+    """A pool process (``extract-reader`` or ``extract-checker`` in ``ps`` and ``top``): take ``(function, args)``
+    from the run, answer ``("ok", result)`` or ``("error", exception)``, until the run closes the pipe. Out of memory
+    (``MemoryError``, also as the cause of another error) it exits with ``OUT_OF_MEMORY`` at once: what it holds may
+    be half built, and the run reports the limit."""
+    global _CONNECTION
+    _name_process(f"extract-{role}")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_leave_with_the_run, args=(os.getppid(),), name="run-watch", daemon=True).start()
+    if memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    _CONNECTION = connection
+    while True:
+        try:
+            function, args = connection.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        except MemoryError:
+            os._exit(OUT_OF_MEMORY)
+        try:
+            answer: tuple[str, Any] = ("ok", function(*args))
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the run, which decides
+            if _out_of_memory(error):
+                os._exit(OUT_OF_MEMORY)
+            answer = ("error", error)
+        try:
+            connection.send(answer)
+        except MemoryError:
+            os._exit(OUT_OF_MEMORY)
+        except Exception as error:  # noqa: BLE001 - an exception that cannot be pickled: its type and text
+            connection.send(("error", RuntimeError(f"{type(error).__name__}: {error}")))
+
+
+def _name_process(name: str) -> None:
+    """The name ``ps``, ``top`` and the kernel's out-of-memory report show for this process (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the process keeps the interpreter's name
+        pass
+
+
+def _leave_with_the_run(parent: int) -> None:
+    """Leave once the process that started this one is gone, however it ended, even while busy reading: the run
+    itself (a plain fork), or the fork server, which leaves as soon as the run is gone."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
+
+
+def _out_of_memory(error: BaseException | None) -> bool:
+    """Whether ``error`` is, or was caused by, running out of memory (a reader may wrap it in its own error)."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, MemoryError):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
+# -- one process of the pool, as the run sees it -------------------------------------------------------------------
+
+
+class Gone(Exception):
+    """A pool process ended before it answered; ``str`` says why, as the end of a file's error line."""
+
+
+def _context(alone: bool = False) -> Any:
+    """How a pool process starts: from the fork server, which has imported what it needs once
+    (``extractor.preload``; public API only, ``set_forkserver_preload`` is read when the fork server starts);
+    spawn where there is none. ``alone``: one process for a command that reads one file, a plain fork of this
+    process while it has no other thread (a fork server would cost a new interpreter and its imports)."""
+    import multiprocessing
+
+    if alone and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([PRELOAD])
+    return context
+
+
+class Child:
+    """One process of the pool (``role``: ``reader`` or ``checker``), started on first use; ``alone``: see
+    ``_context``."""
+
+    def __init__(self, role: str, memory: int | None, *, alone: bool = False) -> None:
+        self.role = role
+        self.memory = memory
+        self.alone = alone
+        self._process: Any = None
+        self._connection: Connection | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else int(self._process.pid)
+
+    def start(self) -> None:
+        context = _context(self.alone)
+        ours, theirs = context.Pipe(duplex=True)
+        process = context.Process(target=_serve, args=(theirs, self.memory, self.role), name=f"extract-{self.role}", daemon=True)
+        process.start()
+        theirs.close()
+        self._process, self._connection = process, ours
+
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...], limits: Limits | None = None,
+             on_page: Callable[[int, int], None] | None = None) -> Any:
+        """``function(*args)`` in this process (started now if it is not): its result, or the exception it raised.
+
+        ``limits``: the process is killed once the deadline passes (the base time, and the pages' time as the
+        reader reports them). ``Gone`` when the process ended first (``kill``, its memory, a crash), saying why;
+        the next call starts another.
+        """
+        if self._process is None:
+            self.start()
+        assert self._connection is not None
+        connection, process = self._connection, self._process
+        started = time.monotonic()
+        pages = 0
+        try:
+            connection.send((function, args))
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            raise self._ended(None) from None
+        while True:
+            deadline = None if limits is None else started + limits.deadline_s(pages)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait([connection, process.sentinel], left)
+            if not ready and limits is not None:
+                raise self._ended(f"still reading after {limits.deadline_s(pages):g} s (the reading limit {TIMEOUT_ENV}"
+                                  + (f", and {limits.page_timeout_s:g} s per OCR page" if pages else "") + ")")
+            try:
+                if connection not in ready and not connection.poll():
+                    raise EOFError
+                message = connection.recv()
+            except (EOFError, OSError):
+                raise self._ended(None) from None
+            if message[0] == "page":
+                pages = max(pages, int(message[2]))
+                if on_page is not None:
+                    on_page(int(message[1]), int(message[2]))
+                continue
+            if message[0] == "error":
+                raise message[1]
+            return message[1]
+
+    def _ended(self, overdue: str | None) -> Gone:
+        """Stop the process and say why it ended: ``overdue`` when it is stopped for its time, else its exit
+        (its memory limit, a signal)."""
+        process = self._process
+        self.stop(grace_s=0 if overdue else 5)
+        if overdue is not None:
+            return Gone(overdue)
+        code = process.exitcode
+        if code == OUT_OF_MEMORY:
+            return Gone(f"over the {memory_label(self.memory or 0)} reading limit ({MEMORY_ENV})")
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (out of memory, or stopped)" if code == -signal.SIGKILL else ""
+            return Gone(f"the {self.role} process was killed by {name}{hint}")
+        return Gone(f"the {self.role} process ended (exit status {code})")
+
+    def kill(self) -> None:
+        """End the process now, from any thread: a call waiting on it returns ``Gone`` and stops it."""
+        process = self._process
+        if process is not None:
+            process.kill()
+
+    def stop(self, *, grace_s: float = 0) -> None:
+        """End the process (after ``grace_s`` to end by itself: nothing it holds is worth keeping) and forget it."""
+        process, connection = self._process, self._connection
+        self._process = self._connection = None
+        if process is None:
+            return
+        process.join(grace_s)
+        if process.exitcode is None:
+            process.kill()
+            process.join(5)
+        if connection is not None:
+            connection.close()
+
+
+def _relay(loop: asyncio.AbstractEventLoop, on_page: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """``on_page`` called on ``loop`` from the thread waiting on a reader (nothing once that loop has closed)."""
+    def relay(done: int, total: int) -> None:
+        try:
+            loop.call_soon_threadsafe(on_page, done, total)
+        except RuntimeError:  # the loop has closed: nobody is listening
+            pass
+
+    return relay
+
+
+# -- the pool ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Waiter:
+    roles: frozenset[str]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Child]
+
+
+class CpuPool:
+    """The readers and the checker of this process (module docstring), shared by every run and every event loop of
+    the process: a file or an answer waits for a process that may take it, in the order they came."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: deque[Child] = deque()
+        self._waiting: deque[_Waiter] = deque()
+        self._children: list[Child] = []
+        self._threads: ThreadPoolExecutor | None = None
+        self._size = 0
+
+    def _ensure(self) -> None:
+        """The processes, made (not started) on first use: ``EXTRACT_READERS`` readers, one checker."""
+        with self._lock:
+            if self._children:
+                return
+            memory = Limits.from_environment().memory
+            self._size = readers()
+            self._children = [Child("checker", None)] + [Child("reader", memory) for _ in range(self._size)]
+            self._idle.extend(self._children)
+            self._threads = ThreadPoolExecutor(max_workers=len(self._children), thread_name_prefix="offload")
+
+    async def _acquire(self, roles: frozenset[str]) -> Child:
+        self._ensure()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for child in self._idle:  # the checker is first in line for what it may take
+                if child.role in roles:
+                    self._idle.remove(child)
+                    return child
+            waiter = _Waiter(roles, loop, loop.create_future())
+            self._waiting.append(waiter)
+        try:
+            return await waiter.future
+        except asyncio.CancelledError:
+            with self._lock:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+            if waiter.future.done() and not waiter.future.cancelled():
+                self._release(waiter.future.result())
+            raise
+
+    def _release(self, child: Child) -> None:
+        """Hand ``child`` to the first waiter it may serve, on that waiter's loop, else put it back in line."""
+        with self._lock:
+            for waiter in self._waiting:
+                if child.role in waiter.roles:
+                    self._waiting.remove(waiter)
+                    break
+            else:
+                if child.role == "checker":
+                    self._idle.appendleft(child)
+                else:
+                    self._idle.append(child)
+                return
+        try:
+            waiter.loop.call_soon_threadsafe(self._hand_over, waiter.future, child)
+        except RuntimeError:  # that loop has closed: its waiter waits for nothing any more
+            self._release(child)
+
+    def _hand_over(self, future: asyncio.Future[Child], child: Child) -> None:
+        if future.done():  # cancelled meanwhile (Ctrl-C): the next waiter gets it
+            self._release(child)
+        else:
+            future.set_result(child)
+
+    async def _call(self, roles: frozenset[str], function: Callable[..., Any], args: tuple[Any, ...],
+                    limits: Limits | None = None, on_page: Callable[[int, int], None] | None = None) -> Any:
+        """``function(*args)`` in the first free process of ``roles``. Cancelled meanwhile (the run stops), the
+        process is stopped: its work is not wanted, and it would hold its slot until it finished."""
+        child = await self._acquire(roles)
+        loop = asyncio.get_running_loop()
+        relay = None if on_page is None else _relay(loop, on_page)
+        if limits is not None and child.memory != limits.memory:  # the limit changed since it started
+            child.stop()
+            child.memory = limits.memory
+        working = loop.run_in_executor(self._threads, child.call, function, args, limits, relay)
+        try:
+            return await asyncio.shield(working)
+        except asyncio.CancelledError:
+            if not working.done():
+                child.kill()  # its thread sees it end and stops it
+            raise
+        finally:
+            if working.done():
+                self._release(child)
+            else:  # free for the next call once its thread is done with it
+                working.add_done_callback(lambda _: self._release(child))
+
+    async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None) -> tuple[Document, float]:
+        """``path`` ingested and segmented by a reader: ``(document, CPU seconds spent on it)``. ``InputError`` for a
+        file that cannot be used, a reader's limit among the reasons."""
+        try:
+            limits = Limits.from_environment()
+            self._ensure()
+        except ValueError as error:
+            raise InputError(str(path), str(error)) from None
+        environment = {name: os.environ.get(name) for name in PASSED_ENV}
+        try:
+            found: tuple[Document, float] = await self._call(frozenset({"reader"}), _read, (path, environment),
+                                                             limits, on_page)
+        except Gone as gone:
+            raise InputError(str(path), str(gone)) from None
+        return found
+
+    async def validate(self, raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
+        """The checker's report on one model answer and its CPU seconds (in this process if the checker died on
+        it: a verdict never goes missing)."""
+        try:
+            found: tuple[Report, float] = await self._call(frozenset({"checker", "reader"}), _validate,
+                                                           (raw, document, contract.ref))
+            return found
+        except Gone:
+            from extractor.validate import validate as validate_here
+
+            started = time.thread_time()
+            return validate_here(raw, document, contract), time.thread_time() - started
+
+    async def check_structure(self, raw: str, contract: Contract) -> tuple[Report, float]:
+        """The structure rules alone on one window's answer (only the text travels), as ``validate``."""
+        try:
+            found: tuple[Report, float] = await self._call(frozenset({"checker", "reader"}), _check_structure,
+                                                           (raw, contract.ref))
+            return found
+        except Gone:
+            from extractor.validate import check_structure as check_here
+
+            started = time.thread_time()
+            return check_here(raw, contract), time.thread_time() - started
+
+    async def warm_up(self, contract: Contract) -> float:
+        """Start every process and have it import and build what its work needs (``warm_process``), the contract's
+        validation included: a long-lived process (``extract worker``) calls it before its first document arrives,
+        so the first documents of a batch wait for none of it. The CPU seconds it took."""
+        self._ensure()
+        spent = await asyncio.gather(*(self._call(frozenset({child.role}), warm_process, (contract.ref,))
+                                       for child in self._children))
+        return float(sum(spent))
+
+    def pids(self) -> list[int]:
+        """The processes started and not stopped."""
+        return [pid for child in self._children if (pid := child.pid) is not None]
+
+    def close(self) -> None:
+        """Stop every process of the pool (tests and benchmarks; the run's exit stops them too)."""
+        with self._lock:
+            children, self._children = self._children, []
+            self._idle.clear()
+            threads, self._threads = self._threads, None
+        for child in children:
+            child.stop()
+        if threads is not None:
+            threads.shutdown(wait=False)
+
+
+POOL = CpuPool()
+"""The pool of this process."""
+atexit.register(POOL.close)  # before multiprocessing's own exit handler, which would wait for them
+read = POOL.read
+validate = POOL.validate
+check_structure = POOL.check_structure
+warm_up = POOL.warm_up
+
+
+def read_now(path: Path) -> Document:
+    """``path`` read by one reader with the reading limits, for a command that reads one file (``extract split``,
+    ``validate``, ``show``): the document, or ``InputError``."""
+    try:
+        limits = Limits.from_environment()
+    except ValueError as error:
+        raise InputError(str(path), str(error)) from None
+    child = Child("reader", limits.memory, alone=True)
+    environment = {name: os.environ.get(name) for name in PASSED_ENV}
+    try:
+        document: Document = child.call(_read, (path, environment), limits)[0]
+    except Gone as gone:
+        raise InputError(str(path), str(gone)) from None
+    finally:
+        child.stop()
+    return document

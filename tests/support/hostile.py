@@ -1,0 +1,76 @@
+"""Hostile files built at run time with the real writers (openpyxl, python-hwpx, the standard library's e-mail
+package) or as raw bytes: each is small on disk and costs a reader far more than its size (tests/test_sandbox.py,
+bench/bench_sandbox.py)."""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from pathlib import Path
+
+import openpyxl
+from hwpx import HwpxDocument
+
+
+def shared_string_bomb(path: Path, cells: int = 2000, size: int = 900_000) -> Path:
+    """An xlsx whose one 900 KB shared string is named by 2,000 cells: 1.8 GB of text from a small file."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    text = "Purchase request approved by the manager. " * (size // 43)
+    for row in range(1, cells + 1):
+        sheet.cell(row=row, column=1, value=text)
+    book.save(path)
+    return path
+
+
+def long_hwpx(path: Path, characters: int = 3_000_000) -> Path:
+    """An HWPX document of ``characters`` characters of ordinary text: over the text cap."""
+    document = HwpxDocument.new()
+    written = number = 0
+    while written < characters:  # numbered sentences: text that deflates like a document's, not like a bomb's
+        paragraph = " ".join(f"작업 요청 {number + n}호를 검토했습니다. 팀장이 {(number + n) * 7919 % 100_003}번 항목을 승인했습니다."
+                             for n in range(50))
+        document.add_paragraph(paragraph)
+        written += len(paragraph)
+        number += 50
+    document.save_to_path(path)
+    return path
+
+
+def reference_loop_pdf(path: Path) -> Path:
+    """A PDF whose page's MediaBox is a reference to a reference to itself (7 0 R -> 8 0 R -> 7 0 R)."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox 7 0 R /Contents 4 0 R >>",
+               b"<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 712 Td (Loop) Tj ET\nendstream", b"<< >>", b"<< >>",
+               b"8 0 R", b"7 0 R"]
+    body = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, data in enumerate(objects, start=1):
+        offsets.append(len(body))
+        body += b"%d 0 obj\n" % number + data + b"\nendobj\n"
+    xref = len(body)
+    body += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    body += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    body += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(body))
+    return path
+
+
+def sparse_text(path: Path, size: int = 600 << 20) -> Path:
+    """600 MB of NUL bytes that take no disk: more than a reader may hold once the size limit is raised for it."""
+    with path.open("wb") as stream:
+        stream.truncate(size)
+    return path
+
+
+def many_attachments(path: Path, count: int = 5000) -> Path:
+    """An e-mail with ``count`` small text attachments: work that grows with their number, or with its square."""
+    message = EmailMessage()
+    message["Subject"] = "Purchase orders"
+    message["From"] = "buyer@example.com"
+    message["To"] = "clerk@example.com"
+    message.set_content("The purchase orders are attached.")
+    for number in range(count):
+        message.add_attachment(f"Order {number}: 3 boxes of paper.".encode(), maintype="text", subtype="plain",
+                               filename=f"order{number}.txt")
+    path.write_bytes(message.as_bytes())
+    return path
