@@ -15,6 +15,7 @@ from extractor.cli import app
 from extractor.errors import InputError
 from extractor.prices import BUILT_IN, PRICES_ENV, Price, Spend, price_for
 from extractor.store import open_store
+from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS
 from tests.support.corpus import GOOD, write_documents
 from tests.support.llm_server import Action, Reply
 
@@ -122,7 +123,8 @@ def test_max_cost_stops_cleanly_before_the_budget_and_a_rerun_resumes(tmp_path: 
 
 
 def first_estimate(path: Path, base_url: str, rate: float) -> float:
-    """What the budget reserves for the first call of ``path``: its prompt as the run counts it, in and out."""
+    """What the budget needs for the first call of ``path``: its prompt as the run counts it (with each message's chat
+    markup), in and out."""
     from extractor.contracts import get_contract
     from extractor.generate.prompt import load_prompt, render_request
     from extractor.ingest import load
@@ -133,7 +135,7 @@ def first_estimate(path: Path, base_url: str, rate: float) -> float:
     contract = get_contract("work_procedure")
     request = render_request(load_prompt(contract), contract, segment(load(path)))
     counter = counter_for(from_string("openai:good", base_url=base_url))
-    return sum(counter.count(m["content"]) for m in request.messages) * rate / 1e6
+    return sum(counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in request.messages) * rate / 1e6
 
 
 def test_eval_and_compare_show_cost_per_document_and_per_correct_field(tmp_path: Path, llm_server: Any,
@@ -233,7 +235,7 @@ def test_judge_calls_record_their_tokens_count_in_the_cost_and_in_max_cost(tmp_p
     # a judge request's prompt as the run counts it: the first judge call is estimated at it, in and out
     assert extract(f"sqlite:///{tmp_path / 'probe.db'}", server, paths[:1], "free", *judged).exit_code == 0
     counter = counter_for(from_string("openai:free", base_url=server.base_url))
-    prompt = sum(counter.count(m["content"]) for m in judge.chat_requests[0].json["messages"])
+    prompt = sum(counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in judge.chat_requests[0].json["messages"])
     usage["prompt"], probed = prompt, len(judge.chat_requests)  # the server reports what the run counts
     judge_call = ((prompt - 20) * 3.0 + 20 * 1.0 + 10 * 12.0) / 1e6
     budget = prompt * (3.0 + 12.0) / 1e6  # the first judge call's estimate: a few calls fit, not ten
@@ -260,3 +262,46 @@ def test_judge_calls_record_their_tokens_count_in_the_cost_and_in_max_cost(tmp_p
                                         "--judge", "openai:mystery", "--judge-base-url", judge.base_url, "--database",
                                         db, "--max-cost", "1", "--force"])
     assert unpriced.exit_code == 2 and "--max-cost needs the price of the judge's model mystery" in unpriced.stderr
+
+
+NEWLINES = 40_000
+
+
+def test_a_server_that_ignores_the_output_limit_stops_the_run_at_its_first_answer_naming_the_overspend(
+        tmp_path: Path, llm_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call goes out with an output limit the rest of the budget pays for; a server that answers valid JSON
+    followed by 40,000 newlines (as JSON mode may) and bills them all is the one way past ``--max-cost``: the run
+    stops at that answer, names the overspend, and spends nothing more."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    prompt = 1_000
+    billed = 150 + NEWLINES  # the JSON, then one token per newline
+
+    def rambling(request: dict[str, Any] | None, number: int) -> Action:
+        return Reply(json.dumps(GOOD) + "\n" * NEWLINES, usage=(prompt, billed))
+
+    server = llm_server(rambling)
+    paths = write_documents(tmp_path / "docs", range(6))
+    budget = 0.05
+    result = extract(f"sqlite:///{tmp_path / 'log.db'}", server, paths, "good", "--max-cost", str(budget),
+                     "--concurrency", "2")
+    assert result.exit_code == 130, result.output
+    summary = json.loads(result.output)
+    sent = [request.json for request in server.chat_requests]
+    # every call was sent with an output limit the budget could pay for, prompt included (as the run counts it)
+    for body in sent:
+        assert body["max_tokens"] * 8.0 / 1e6 <= budget, body["max_tokens"]
+    first_call = (prompt * 2.0 + billed * 8.0) / 1e6
+    assert first_call > budget  # the server's bill alone passes the budget: the documented case
+    assert "--max-cost" in summary["stopped"] and f"billed {billed} answer tokens" in summary["stopped"]
+    assert "overspend" in summary["stopped"] and f"output limit of {sent[0]['max_tokens']}" in summary["stopped"]
+    # the run stopped at the first such answer: at most the calls already under way then (two slots) were sent
+    assert 1 <= len(sent) <= 2 and summary["counts"]["INTERRUPTED"] >= len(paths) - 2
+    overspend = len(sent) * first_call - budget
+    assert summary["cost"]["cost_usd"] == pytest.approx(len(sent) * first_call)
+    assert summary["cost"]["cost_usd"] <= budget + overspend
+    again = extract(f"sqlite:///{tmp_path / 'log.db'}", server, paths[:1], "good", "--max-cost", "0.000001", "--force")
+    refused = json.loads(again.output)
+    assert again.exit_code == 130 and "the next call needs" in refused["stopped"]  # a budget too small sends nothing
+    assert len(server.chat_requests) == len(sent)

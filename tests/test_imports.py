@@ -106,9 +106,10 @@ def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path, monkeypatch: 
 # --- read-only commands -----------------------------------------------------------------------------
 
 LIBRARIES = ("docx", "pypdf", "bs4", "lxml", "PIL", "openpyxl", "hwpx", "numpy", "scipy", "pysbd", "razdel", "kss",
-             "alembic", "jsonschema", "jsonschema_rs", "httpx", "celery", "llama_cpp")
+             "alembic", "jsonschema", "jsonschema_rs", "httpx", "celery", "llama_cpp", "pydantic")
 """Parsers, splitters, the migration tool, the maths of calibration, schema validators, the model and queue
-clients: none of them is needed to read the run log."""
+clients, pydantic (``extract run``'s options are made from ``extractor.options.RunOptions`` only when that command
+runs or shows its help): none of them is needed to read the run log."""
 SQLALCHEMY_UNUSED = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql")
 """SQLAlchemy's ORM (the store reads and writes Core tables; with declarative classes it cost about 0.1 s) and its
 PostgreSQL dialect (about 40 ms: a run log in SQLite needs only SQLite's)."""

@@ -287,7 +287,7 @@ def test_ids_and_limits_out_of_range_and_unknown_contracts_get_422_as_documented
         assert [error_loc for error_loc, _ in validation_errors(answer)] == [loc], path
     assert client.get("/v1/document-runs/2147483647", headers=admin).status_code == 404  # the largest id: just missing
 
-    settings = {"endpoint": "default", "model": "openai:scripted-model", "contract": "", "prompt_version": "v1",
+    settings = {"endpoint": "default", "model": "openai:scripted-model", "contract": "nope", "prompt_version": "v1",
                 "timeout": 30.0, "retries": 1, "response_format": "auto"}
     refused = [client.post("/v1/documents/text", headers=admin, json={"name": "a.md", "text": "x", "contract": ""}),
                client.post("/v1/documents", headers=admin, data={"contract": "nope"},

@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from extractor.errors import ContractError, ExtractorError, UsageError
-from extractor.vocab import ExitCode
+from extractor.vocab import ExitCode, HelpPanel
 
 
 def _plain_help(option: TyperOption | None) -> TyperOption | None:
@@ -87,10 +87,7 @@ class Command(TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for param in self.params:
-            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
-                param.metavar = ""
-            elif isinstance(param, TyperArgument) and param.metavar is None and param.name:
-                param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
+            _tidy(param)
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _plain_help(super().get_help_option(ctx))
@@ -109,6 +106,34 @@ class Command(TyperCommand):
             else:
                 pieces.extend(param.get_usage_pieces(ctx))
         return pieces
+
+
+def _tidy(param: Any) -> None:
+    if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+        param.metavar = ""
+    elif isinstance(param, TyperArgument) and param.metavar is None and param.name:
+        param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
+
+
+class OptionsCommand(Command):
+    """A command with more options than its function declares: ``more_params`` makes them (from a model: ``extract
+    run``'s from ``extractor.options.RunOptions``) the first time the command parses its arguments or shows its
+    help, so ``extract --help`` and the other commands never import what they are made from. The function takes
+    them as keyword arguments; every option sits in its panel, the panels in ``HelpPanel``'s order."""
+
+    def more_params(self) -> list[Any]:
+        raise NotImplementedError
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        if not getattr(self, "_complete", False):
+            self._complete = True
+            added = self.more_params()
+            for param in added:
+                _tidy(param)
+            order = {panel.value: number for number, panel in enumerate(HelpPanel)}
+            self.params = sorted(added + self.params, key=lambda param: order.get(getattr(param, "rich_help_panel",
+                                                                                          None) or "", -1))
+        return super().get_params(ctx)
 
 
 class App(typer.Typer):
@@ -135,12 +160,12 @@ class Format(StrEnum):
 
 # Help panels (``rich_help_panel``): a command with many options groups them under these titles, in this
 # order; ``extractor.ui.help`` draws them and tests/test_help.py keeps every ``--help`` within 80 columns.
-MODEL = "Model"
-CONTRACT = "Contract"
-BATCH = "Batch"
-JUDGE = "Judge"
-QUEUE = "Queue"
-OUTPUT = "Output"
+MODEL = HelpPanel.model.value
+CONTRACT = HelpPanel.contract.value
+BATCH = HelpPanel.batch.value
+JUDGE = HelpPanel.judge.value
+QUEUE = HelpPanel.queue.value
+OUTPUT = HelpPanel.output.value
 
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="text for people, json for machines",
                                               rich_help_panel=OUTPUT)]

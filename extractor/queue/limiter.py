@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.engine import AdaptiveLimit
 from extractor.generate import MAX_RETRY_AFTER_S, bounded_pause
-from extractor.queue.runner import LimitFactory, local_limit
 from extractor.queue.settings import BatchSettings
 
 if TYPE_CHECKING:
@@ -135,21 +134,3 @@ def limit_prefix(settings: BatchSettings) -> str:
     where = settings.endpoint or settings.base_url or os.environ.get("OPENAI_BASE_URL", "")
     server = f"{settings.model}|{where}"
     return "extract:limit:" + hashlib.sha256(server.encode()).hexdigest()[:16]
-
-
-def shared_limit(broker_url: str) -> LimitFactory:
-    """The limit factory of a worker: shared through the broker's Redis (a non-Redis broker: each worker alone)."""
-    if not broker_url.startswith(("redis://", "rediss://", "unix://")):
-        log.warning("429s are shared only through a Redis broker; %s workers each throttle alone",
-                    broker_url.split(":", 1)[0])
-        return local_limit
-    clients: list[Redis] = []
-
-    def factory(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
-        from redis.asyncio import Redis
-
-        if not clients:  # one connection pool per worker, made in the worker's event loop
-            clients.append(Redis.from_url(broker_url, socket_timeout=5))
-        return SharedLimit(concurrency, clients[0], limit_prefix(settings))
-
-    return factory

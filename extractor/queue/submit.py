@@ -28,6 +28,8 @@ from extractor.vocab import Outcome, SkipReason, TaskState
 
 CHUNK = 100
 """Documents read and committed per transaction while submitting."""
+BUDGET_STOP = "--max-cost"
+"""What the cause of a document the batch's budget stopped says (``extractor.engine.budget``)."""
 FIRST_CHUNK = 16
 """Documents in the first transaction: the workers have them while the next chunk is read."""
 
@@ -84,6 +86,11 @@ class Submission:
         finally:
             self.wakeup.close()
         self.summary.seconds = time.monotonic() - started
+        budget = next((o.cause for o in self.summary.outcomes
+                       if o.state == Outcome.INTERRUPTED and o.cause and BUDGET_STOP in o.cause), None)
+        if budget is not None:  # the batch's budget stopped it: it ends as an interrupted run does, resumable
+            self.summary.interrupted = True
+            self.summary.stopped = budget[budget.index(BUDGET_STOP):].partition("; rerun to ")[0]
         return self.summary
 
     def _refuse_if_full(self, count: int) -> None:

@@ -105,7 +105,7 @@ class SentenceView:
     evidence: list[EvidenceMark]
     page: int | None = None  # where the format has pages (docs/formats.md#pages-and-boxes)
     box: list[float] | None = None
-    location: str | None = None  # a workbook cell's address
+    location: str | None = None  # a workbook cell's address, or a place outside the body flow (footnote 2)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "text": self.text, "start": self.start, "end": self.end, "block": self.block,

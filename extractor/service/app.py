@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
@@ -33,15 +33,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from extractor.engine.discover import with_attachments
 from extractor.errors import ExtractorError, UsageError
 from extractor.ingest import max_document_bytes
-from extractor.providers.settings import ResponseFormat
+from extractor.options import RunOptions
 from extractor.queue.endpoints import Endpoints, load_endpoints
+from extractor.queue.fleet import is_redis
 from extractor.queue.outbox import BrokerAway, Outbox, Sweeper
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
@@ -95,7 +96,8 @@ class Service:
 
     store: Store
     publish: Callable[[list[str]], None]
-    defaults: BatchSettings
+    defaults: RunOptions
+    """The options of submissions (``PUT /v1/settings``); a submission may name its contract and tags."""
     endpoints: Endpoints
     """The model servers the operator configured: the API chooses among their names and models only."""
     max_upload_bytes: int = field(default_factory=max_document_bytes)
@@ -138,7 +140,7 @@ def build_service(store: Store, *, broker: str | None, concurrency: int, model: 
     serving = endpoints.first_with(model)
     if serving is None:
         raise UsageError(f"--model {model} is not a model of any configured endpoint ({endpoints.source})")
-    defaults = BatchSettings(model=model, endpoint=serving.name)
+    defaults = RunOptions(model=model, endpoint=serving.name)
     max_upload_bytes = max_document_bytes() if max_upload_bytes is None else max_upload_bytes
     if broker is not None:
         outbox = Outbox(store, broker)
@@ -228,21 +230,6 @@ class Reject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
     force: bool = False  # withdraw an approval a person gave this document run
-
-
-class Settings(BaseModel):
-    """The settings submissions get when they name none (admin only). The model server is one of the
-    operator's endpoints, by name (``GET /v1/endpoints``): no URL, no key, no local model file."""
-
-    model_config = ConfigDict(extra="forbid")
-    endpoint: str = Field(min_length=1, max_length=64)
-    model: str = Field(min_length=1, max_length=210, examples=["openai:gpt-4o-mini"])
-    contract: str = Field(max_length=200)
-    prompt_version: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    timeout: float = Field(gt=0, le=3600)
-    retries: int = Field(ge=0, le=20)
-    response_format: ResponseFormat
 
 
 # -- the app ---------------------------------------------------------------------------------------------
@@ -413,24 +400,16 @@ def create_app(service: Service) -> FastAPI:
 
     @api.get("/settings")
     def settings(principal: Submitter) -> dict[str, Any]:
-        """The settings submissions get when they name none."""
+        """The options submissions get: those of ``extract run`` (docs/runs.md#options), with the model
+        servers named by endpoint."""
         return service.defaults.to_json()
 
     @api.put("/settings")
-    def change_settings(principal: Admin, body: Settings) -> dict[str, Any]:
-        """Change the default settings of later submissions (admin only): an endpoint and model of
-        ``GET /v1/endpoints``, a contract the service has."""
-        _check_contract(body.contract, ("body", "contract"))
-        try:
-            service.endpoints.get(body.endpoint)
-        except ValueError as error:
-            raise unprocessable(("body", "endpoint"), str(error), body.endpoint) from None
-        try:
-            service.endpoints.allowed(body.endpoint, body.model)
-        except ValueError as error:
-            raise unprocessable(("body", "model"), str(error), body.model) from None
-        chosen = body.model_dump() | {"response_format": body.response_format.value, "base_url": None}
-        service.defaults = replace(service.defaults, **chosen)
+    def change_settings(principal: Admin, body: RunOptions) -> dict[str, Any]:
+        """Change the options of later submissions (admin only): the options of ``extract run``, each model server
+        named by one of ``GET /v1/endpoints`` (never a URL), a contract the service has. An option left out takes
+        its default."""
+        service.defaults = _checked(service, body)
         return service.defaults.to_json()
 
     @api.get("/endpoints")
@@ -444,6 +423,40 @@ def create_app(service: Service) -> FastAPI:
 
     mount_review(app, service.store, service.records)  # the review pages for people, under /review (sign in with a token)
     return app
+
+
+REFUSED_URL = ("the API names a model server by endpoint (GET /v1/endpoints), never by URL: a key goes only where "
+               "the operator configured it")
+
+
+def _checked(service: Service, body: RunOptions) -> RunOptions:
+    """The options as the service can use them: its contract, endpoints and models; 422 naming the field why not."""
+    _check_contract(body.contract, ("body", "contract"))
+    for url in ("base_url", "judge_base_url"):
+        if getattr(body, url) is not None:
+            raise unprocessable(("body", url), REFUSED_URL, getattr(body, url))
+    if body.model is None:
+        raise unprocessable(("body", "model"), "name the model (one of an endpoint's, GET /v1/endpoints)", None)
+    endpoint = body.endpoint or getattr(service.endpoints.first_with(body.model), "name", None)
+    _allowed(service, ("endpoint", endpoint), ("model", body.model))
+    if body.judge is not None:
+        _allowed(service, ("judge_endpoint", body.judge_endpoint or endpoint), ("judge", body.judge))
+    if body.max_cost is not None and service.broker is not None and not is_redis(service.broker):
+        raise unprocessable(("body", "max_cost"), "a budget is kept in the broker, which must be Redis; this service's "
+                            f"is {service.broker.split(':', 1)[0]}", body.max_cost)
+    return body.model_copy(update={"endpoint": endpoint})
+
+
+def _allowed(service: Service, endpoint: tuple[str, str | None], model: tuple[str, str]) -> None:
+    """422 at the endpoint's field when the service has no such endpoint, at the model's when it may not serve it."""
+    try:
+        service.endpoints.get(endpoint[1] or "")
+    except ValueError as error:
+        raise unprocessable(("body", endpoint[0]), str(error), endpoint[1]) from None
+    try:
+        service.endpoints.allowed(endpoint[1] or "", model[1])
+    except ValueError as error:
+        raise unprocessable(("body", model[0]), str(error), model[1]) from None
 
 
 def _check_contract(name: str, loc: tuple[str, ...]) -> None:
@@ -468,12 +481,17 @@ def _submit(service: Service, principal: Principal, sent: list[tuple[str | None,
     if len(documents) > MAX_REQUEST_DOCUMENTS:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"{len(documents)} documents in one request (e-mails' "
                             f"attachments counted), over the limit of {MAX_REQUEST_DOCUMENTS}; submit them in several")
-    settings = service.defaults
+    chosen: dict[str, Any] = {}
     if contract is not None:
         _check_contract(contract, ("body", "contract"))
-        settings = replace(settings, contract=contract)
+        chosen["contract"] = contract
     if tags:
-        settings = replace(settings, tags=tuple(tags))
+        chosen["tags"] = tags
+    try:
+        settings = BatchSettings.model_validate(service.defaults.to_json() | chosen)
+    except ValidationError as error:
+        raise RequestValidationError([problem | {"loc": ("body", *problem["loc"])}
+                                      for problem in error.errors(include_url=False)]) from None
     pending = tasks.pending_count(service.store.engine)
     if pending + len(documents) > service.max_pending:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"queue full: {pending} documents wait for a worker "

@@ -26,7 +26,7 @@ from sqlalchemy import Engine, and_, case, func, insert, or_, select, update
 
 from extractor.store.db import utcnow, write_connection
 from extractor.store.runs import is_alive
-from extractor.store.tables import batches, documents, runs, tasks, uploads
+from extractor.store.tables import batches, document_runs, documents, runs, tasks, uploads
 from extractor.vocab import Outcome, TaskState
 
 
@@ -298,6 +298,14 @@ def document_with(engine: Engine, sha256: str, segmenter: str) -> int | None:
     with engine.connect() as connection:
         return connection.execute(select(documents.c.id).where(documents.c.sha256 == sha256, documents.c.segmenter == segmenter)
                                ).scalar()
+
+
+def state_in_run(engine: Engine, run_id: str, sha256: str, segmenter: str) -> str | None:
+    """The state of the run's document run of this content, if it has one (a run converts a document once)."""
+    query = (select(document_runs.c.state).join(documents, documents.c.id == document_runs.c.document_id)
+             .where(document_runs.c.run_id == run_id, documents.c.sha256 == sha256, documents.c.segmenter == segmenter))
+    with engine.connect() as connection:
+        return connection.execute(query).scalar()
 
 
 def upload_with(engine: Engine, sha256: str, named: Callable[[str], bool]) -> bytes | None:
