@@ -225,6 +225,7 @@ def test_what_a_request_states_is_bounded_before_it_is_used(api: tuple[httpx.Cli
     over them is a 4xx naming the limit, and nothing is queued."""
     from email.message import EmailMessage
 
+    from extractor.ingest.eml import MAX_ATTACHMENTS
     from extractor.service.app import MAX_REQUEST_DOCUMENTS, MAX_TAG_CHARS, MAX_TAGS
 
     client, tokens, service = api
@@ -251,12 +252,14 @@ def test_what_a_request_states_is_bounded_before_it_is_used(api: tuple[httpx.Cli
         mail = EmailMessage()
         mail["From"], mail["To"], mail["Subject"] = "a@example.com", "b@example.com", "orders"
         mail.set_content("The orders are attached.")
-        for number in range(MAX_REQUEST_DOCUMENTS):
+        for number in range(MAX_ATTACHMENTS):
             mail.add_attachment(f"# Order {number}\n\nText.".encode(), maintype="text", subtype="markdown",
                                 filename=f"{number}.md")
-        refused = roomy.post("/v1/documents", headers=headers, files=[("files", ("m.eml", mail.as_bytes(), "message/rfc822"))])
+        mails = MAX_REQUEST_DOCUMENTS // MAX_ATTACHMENTS  # each one a document, and its attachments too
+        refused = roomy.post("/v1/documents", headers=headers,
+                             files=[("files", (f"m{n}.eml", mail.as_bytes(), "message/rfc822")) for n in range(mails)])
         assert refused.status_code == 413, refused.text
-        assert refused.json()["detail"].startswith(f"{MAX_REQUEST_DOCUMENTS + 1} documents in one request")
+        assert refused.json()["detail"].startswith(f"{mails * (MAX_ATTACHMENTS + 1)} documents in one request")
     assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0
 
 
