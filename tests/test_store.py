@@ -151,6 +151,62 @@ def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outc
         assert store.integrity_check() == []
 
 
+def test_a_log_of_revision_0012_with_queued_tasks_is_upgraded_to_know_unsent_tasks_and_back(db_url: str) -> None:
+    """0013 widens the tasks' CHECK in batch mode (a table copy on SQLite) and adds the broker a message went to and
+    the name an upload was sent with: queued tasks of an older service keep their rows, and the outbox sends them
+    once (their broker is unknown); downgraded, unsent tasks are queued again."""
+    from extractor.store import tasks
+    from extractor.vocab import TaskState
+
+    engine = database_at(db_url, "0012")
+    legacy, _ = tasks_of_0012(engine)
+    engine.dispose()
+    with open_store(db_url) as store:
+        found = tasks.get_task(store.engine, legacy)
+        assert found is not None and (found.state, found.name, found.sent_name) == ("queued", "a.md", None)
+        batch, (unsent,) = tasks.add_batch(store.engine, {}, "sam", [tasks.Upload("b.md", b"# B", "../b.md")])
+        assert tasks.get_task(store.engine, unsent).state == TaskState.unsent  # type: ignore[union-attr]
+        due = tasks.to_send(store.engine, "broker-1", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                            stale_after_s=60, limit=10)
+        assert sorted(due) == sorted([legacy, unsent])
+        tasks.mark_sent(store.engine, due, "broker-1")
+        assert tasks.to_send(store.engine, "broker-1", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                             stale_after_s=60, limit=10) == []
+        assert tasks.to_send(store.engine, "broker-2", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                             stale_after_s=60, limit=10) == due  # a broker that restarted lost them
+        assert tasks.to_send(store.engine, "broker-2", unsent_before=datetime.now(UTC), stale_after_s=60, limit=10,
+                             batch_id=batch) == [unsent]
+        with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the CHECK still holds
+            connection.execute(text("UPDATE tasks SET state = 'lost'"))
+        assert store.integrity_check() == []
+        with store.engine.begin() as connection:
+            connection.execute(text("UPDATE tasks SET state = 'unsent' WHERE id = :id"), {"id": unsent})
+    engine = create_store_engine(db_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0012")
+    with engine.connect() as connection:
+        assert sorted(connection.execute(text("SELECT state FROM tasks")).scalars()) == ["queued", "queued"]
+    engine.dispose()
+
+
+def tasks_of_0012(engine: Engine) -> tuple[str, int]:
+    """A batch of one queued task as a service of revision 0012 wrote it: the task's id and its upload's."""
+    now = datetime.now(UTC).isoformat()
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO batches (id, settings, submitted_by, created_at) "
+                                "VALUES ('b1', '{}', 'sam', :now)"), {"now": now})
+        connection.execute(text("INSERT INTO uploads (sha256, name, size, content, created_at) "
+                                "VALUES (:sha, 'a.md', 3, :content, :now)"),
+                           {"sha": hashlib.sha256(b"# A").hexdigest(), "content": b"# A", "now": now})
+        upload = int(connection.execute(text("SELECT MAX(id) FROM uploads")).scalar_one())
+        connection.execute(text("INSERT INTO tasks (id, batch_id, upload_id, state, tokens, rule_ids, deliveries, "
+                                "enqueued_at) VALUES ('t1', 'b1', :upload, 'queued', 0, '[]', 0, :now)"),
+                           {"upload": upload, "now": now})
+    return "t1", upload
+
+
 def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:
     open_store(db_url).close()
     engine = create_store_engine(db_url)

@@ -138,11 +138,11 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
     assert here.queue is not None
     if here.concurrency is not None:
         fail("--concurrency is each worker's own with --queue: start the workers with extract worker --concurrency N")
-    from extractor.queue.celery_app import make_celery
     from extractor.queue.fleet import is_redis
     from extractor.queue.news import wakeup_for
+    from extractor.queue.outbox import Outbox
     from extractor.queue.settings import BatchSettings
-    from extractor.queue.submit import Submission, celery_publisher, worker_runs
+    from extractor.queue.submit import Submission, worker_runs
     from extractor.store import open_store
     from extractor.ui.run import RunProgress, print_summary
 
@@ -156,7 +156,7 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
     settings = BatchSettings.model_validate(options.to_json()).with_contract(chosen)
     store = open_store(here.database)
     progress = RunProgress(enabled=here.format is Format.text)
-    submission = Submission(store, settings, celery_publisher(make_celery(here.queue)),
+    submission = Submission(store, settings, Outbox(store, here.queue),
                             submitted_by=getpass.getuser(), max_pending=here.max_pending, wait=here.wait,
                             progress=progress, wakeup=wakeup_for(here.queue))
     try:
@@ -164,7 +164,7 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
             summary = submission.run(discovery)
     except KeyboardInterrupt:
         typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
-                   "documents stay queued and workers finish them", err=True)
+                   f"documents stay queued and workers finish them{submission.unsent_note()}", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     runs = worker_runs(store, summary.run_id) if summary.run_id else []
     if here.format is Format.json:

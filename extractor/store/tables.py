@@ -461,7 +461,8 @@ uploads = Table(
     Index("ix_uploads_sha256", "sha256"),
 )
 """The bytes of a document submitted to the queue or the API: workers on other machines read them here,
-not from the submitter's disk. ``name`` is the file name as submitted (its extension picks the reader)."""
+not from the submitter's disk. ``name`` is the document's name (its extension picks the reader): through the
+API the base name of the name sent, which the task keeps as sent (``tasks.sent_name``)."""
 
 batches = Table(
     "batches",
@@ -495,6 +496,8 @@ tasks = Table(
     Column("enqueued_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
+    Column("sent_to", String(64)),
+    Column("sent_name", NulFreeText),
     CheckConstraint(one_of("state", values_of(TaskState)), name="state"),
     CheckConstraint(f"outcome IS NULL OR {one_of('outcome', values_of(Outcome))}", name="outcome"),
     Index("ix_tasks_batch_id_state", "batch_id", "state"),
@@ -504,6 +507,10 @@ tasks = Table(
 
 ``deliveries`` counts how many times a worker started it: a document whose worker keeps dying ends
 ERROR after ``max_deliveries`` instead of looping. ``run_id`` is the worker run that last started it.
+``sent_to`` names the broker that took its message (Redis's run id, new at every restart; NULL while
+``unsent``): a broker that restarted without its data lost it, and the outbox sends it again
+(``extractor.queue.outbox``). ``sent_name`` is the name the document was sent with when its name (the base name
+of it) differs: ``../../x.txt`` for ``x.txt``, the submission's provenance.
 """
 
 api_tokens = Table(
