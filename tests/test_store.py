@@ -54,7 +54,7 @@ from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, record, run_config
 
-HEAD = "0013"
+HEAD = "0014"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -152,7 +152,7 @@ def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outc
 
 
 def test_a_log_of_revision_0012_with_queued_tasks_is_upgraded_to_know_unsent_tasks_and_back(db_url: str) -> None:
-    """0013 widens the tasks' CHECK in batch mode (a table copy on SQLite) and adds the broker a message went to and
+    """0014 widens the tasks' CHECK in batch mode (a table copy on SQLite) and adds the broker a message went to and
     the name an upload was sent with: queued tasks of an older service keep their rows, and the outbox sends them
     once (their broker is unknown); downgraded, unsent tasks are queued again."""
     from extractor.store import tasks

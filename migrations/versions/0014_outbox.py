@@ -11,8 +11,8 @@ All in one step of Alembic's batch mode on ``tasks``: SQLite recreates the table
 foreign keys are reflected and carried over; no table refers to ``tasks``, so its copy replaces it with foreign
 keys enforced), PostgreSQL alters it.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-20
 """
 
@@ -21,10 +21,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013"
-down_revision: str | None = "0012"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | None = None
 depends_on: str | None = None
+
+REBUILDS = ("tasks",)  # SQLite copies the table: extractor.store.db checks its references before committing
 
 # As ``extractor.vocab`` had them when this revision was written (migrations never import the models).
 OLD = "state IN ('queued', 'started', 'finished')"
