@@ -539,15 +539,19 @@ class CpuPool:
             else:  # free for the next call once its thread is done with it
                 working.add_done_callback(lambda _: self._release(child))
 
-    async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None) -> tuple[Document, float]:
+    async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None,
+                   ocr_lang: str | None = None) -> tuple[Document, float]:
         """``path`` ingested and segmented by a reader: ``(document, CPU seconds spent on it)``. ``InputError`` for a
-        file that cannot be used, a reader's limit among the reasons."""
+        file that cannot be used, a reader's limit among the reasons. ``ocr_lang``: the run's OCR languages (else
+        ``EXTRACT_OCR_LANG`` of this process)."""
         try:
             limits = Limits.from_environment()
             self._ensure()
         except ValueError as error:
             raise InputError(str(path), str(error)) from None
         environment = {name: os.environ.get(name) for name in PASSED_ENV}
+        if ocr_lang:
+            environment["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it in the reader (extractor.ingest.ocr)
         try:
             found: tuple[Document, float] = await self._call(frozenset({"reader"}), _read, (path, environment),
                                                              limits, on_page)

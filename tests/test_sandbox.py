@@ -35,10 +35,10 @@ def test_a_batch_with_hostile_files_finishes_its_good_files(llm_server: Callable
     folder.mkdir()
     for name in GOOD:
         shutil.copy(ROOT / "samples" / name, folder / name)
+    loop = reference_loop_pdf(folder / "loop.pdf")  # PDFium reads it (no reference loop to follow): a document
     hostile = {
         shared_string_bomb(folder / "shared_strings.xlsx"): None,  # the memory limit, or a reader's own refusal
         long_hwpx(folder / "long.hwpx"): "text over 2,000,000 characters (the reading limit EXTRACT_READ_TEXT); refused",
-        reference_loop_pdf(folder / "loop.pdf"): None,  # the deadline, or pdf's own refusal
         sparse_text(folder / "huge.txt"): "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)",
     }
     server = llm_server(lambda request, number: Reply(answer_for(request)))
@@ -51,6 +51,7 @@ def test_a_batch_with_hostile_files_finishes_its_good_files(llm_server: Callable
     assert "Traceback" not in result.stderr and "internal error" not in result.stdout
     outcomes = {Path(o["path"]).name: o for o in summary_of(result)["outcomes"]}
     assert {name: outcomes[name]["state"] for name in GOOD} == dict.fromkeys(GOOD, "READY_FOR_REVIEW")
+    assert outcomes[loop.name]["state"] not in ("INPUT_ERROR", "ERROR"), outcomes[loop.name]
     for path, says in hostile.items():
         outcome = outcomes[path.name]
         cause = outcome["cause"]

@@ -188,3 +188,6 @@ class Progress:
 
     def answered(self, tokens: int) -> None:
         """Called as each model call is answered, with its prompt and completion tokens (0 when not reported)."""
+
+    def note(self, line: str) -> None:
+        """A line a person should read while the batch goes on (the broker is away, and back)."""

@@ -205,6 +205,9 @@ class RunProgress(Progress):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
 
+    def note(self, line: str) -> None:
+        self._progress.console.print(line, markup=False, highlight=False)
+
     def left(self) -> str | None:
         """The time left at the pace so far (``2:05``), once a document that needed work is done; else None."""
         with self._lock:
