@@ -75,7 +75,7 @@ class Commands(TyperGroup):
         from extractor.cli.examples import COMMAND_GROUPS
 
         names = super().list_commands(ctx)
-        if ctx.parent is not None:
+        if getattr(ctx, "parent", None) is not None:  # a group of its own (and click may ask without a context)
             return names
         order = [name for _, group in COMMAND_GROUPS for name in group]
         return sorted(names, key=lambda name: order.index(name) if name in order else len(order))
