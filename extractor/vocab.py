@@ -201,6 +201,13 @@ class JudgeMode(StrEnum):
     block = "block"
 
 
+JUDGE_METRICS = ("support", "invented_facts", "contradicts_context", "grounded", "verdict")
+"""What a judge answer measures, each with its own mode in the contract settings (``modes.judge``):
+``support`` a link scored below the threshold, ``invented_facts`` the judge listed invented facts,
+``contradicts_context`` a value contradicts its excerpt, ``grounded`` the judge said not grounded,
+``verdict`` the judge's own fail or warn."""
+
+
 class JudgeVerdict(StrEnum):
     """The verdict a judge writes in its answer."""
 

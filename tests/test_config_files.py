@@ -134,14 +134,14 @@ def test_the_calibration_file_has_a_section_per_calibrated_rule() -> None:
 
 
 @pytest.mark.parametrize(("evidence", "problem"), [
-    ('[evidence]\nnormalisation = "lower"\n', "[evidence] normalisation: must be one of nfc_whitespace, "),
+    ('[evidence]\nnormalisation = "lower"\n', "evidence.normalisation: must be one of nfc_whitespace, "),
     ("[evidence]\nmax_occurrences_per_excerpt = 0\n",
-     "[evidence] max_occurrences_per_excerpt: Input should be greater than or equal to 1"),
-    ("[evidence]\nweak_support_threshold = true\n", "[evidence] weak_support_threshold: Input should be a valid number"),
-    ('[evidence]\ntext = { items = ["code", 3] }\n', "[evidence] text.items[1]: Input should be a valid string"),
-    ('[evidence]\nexmpt = ["note"]\n', "[evidence] exmpt: unknown key"),
-    ("evidence = 3\n", "[evidence] must be a table"),
-    ('[guards]\nsecrets = "no"\n', "[guards] secrets: Input should be a valid boolean"),
+     "evidence.max_occurrences_per_excerpt: Input should be greater than or equal to 1"),
+    ("[evidence]\nweak_support_threshold = true\n", "evidence.weak_support_threshold: Input should be a valid number"),
+    ('[evidence]\ntext = { items = ["code", 3] }\n', "evidence.text.items[1]: Input should be a valid string"),
+    ('[evidence]\nexmpt = ["note"]\n', "evidence.exmpt: unknown key"),
+    ("evidence = 3\n", "evidence: must be a table (an object of keys and values)"),
+    ('[guards]\nsecrets = "no"\n', "guards.secrets: Input should be a valid boolean"),
 ])
 def test_a_broken_contract_setting_is_one_line_naming_the_file_and_the_key(tmp_path: Path, evidence: str,
                                                                            problem: str) -> None:
@@ -151,3 +151,67 @@ def test_a_broken_contract_setting_is_one_line_naming_the_file_and_the_key(tmp_p
     folder = write_contract(tmp_path, checks=evidence)
     found = problems(folder)
     assert len(found) == 1 and found[0].startswith(f"{folder / 'checks.toml'}: {problem}"), found
+
+
+REPOSITORY_CHECKS = sorted(Path(__file__).resolve().parents[1].glob("**/v[0-9]*/checks.toml"))
+
+
+def test_every_checks_file_of_the_repository_is_its_model_and_writes_back_as_read() -> None:
+    """samples/contracts, contracts/ and the tests' contracts: each reads into ``ChecksFile`` and ``toml()`` writes
+    what reads back as the same model."""
+    from extractor.configfile import ChecksFile
+
+    found = [path for path in REPOSITORY_CHECKS if ".venv" not in path.parts]
+    assert len(found) >= 4, found
+    for path in found:
+        checks = ChecksFile.model_validate(tomllib.loads(path.read_text("utf-8")))
+        assert checks.check or path.parent.parent.name == "work_procedure", path
+        assert ChecksFile.model_validate(tomllib.loads(checks.toml())) == checks, path
+
+
+def test_checks_declared_in_python_make_the_contract_the_file_makes(tmp_path: Path) -> None:
+    """The check models are the Python API's too: the sample purchase_order's checks written as model instances (a
+    catalogue given as a path) make the same rules, cards and merge as its checks.toml."""
+    import shutil
+
+    from extractor import configfile as models
+    from extractor.contracts.files import load
+
+    sample = Path(__file__).resolve().parents[1] / "samples/contracts/purchase_order/v1"
+    checks = models.ChecksFile(
+        description="Purchase orders: supplier, buyer, currency, line items checked against the SKU catalogue, "
+                    "approvals.",
+        evidence=models.EvidenceTable(text={"lineItems": ["description"], "approvals": ["role"], "parties": ["name"]}),
+        check=[models.LookupCheck(id="SKU_UNKNOWN", field="lineItems[].sku", catalogue=Path("skus.csv"), column="sku",
+                           description="an ordered article is not in the SKU catalogue (a SKU with two digits swapped "
+                                       "looks right to a reviewer)"),
+               models.RangeCheck(id="QUANTITY_OUT_OF_RANGE", field="lineItems[].quantity", min=1, max=10000,
+                          description="a quantity outside what one order line may hold"),
+               models.RangeCheck(id="UNIT_PRICE_OUT_OF_RANGE", field="lineItems[].unitPrice", min=0.01, max=1000000,
+                          severity="review", description="a unit price no article of the catalogue costs"),
+               models.UniqueCheck(id="SKU_REPEATED", field="lineItems[].sku", severity="warning",
+                           description="the same article on two lines"),
+               models.SequenceCheck(id="LINE_NUMBER", field="lineItems[].line", follow_source="warning"),
+               models.UniqueCheck(id="PARTY_ID_DUPLICATE", field="parties[].id"),
+               models.ReferenceCheck(id="APPROVER_UNKNOWN", field="approvals[].approverId", target="parties[].id",
+                              description="an approval names someone who is not a party of the order"),
+               models.PatternCheck(id="TAX_ID_FORMAT", field="supplier.taxId", matches="^[0-9][0-9-]{8,13}[0-9]$",
+                            severity="warning", description="a supplier tax id that is not digits and dashes")])
+    folder = tmp_path / "purchase_order" / "v1"
+    folder.mkdir(parents=True)
+    for name in ("schema.json", "skus.csv"):
+        shutil.copy(sample / name, folder / name)
+    (folder / "checks.toml").write_text(checks.toml(), "utf-8")
+    written, shipped = load(folder), load(sample)
+    assert [rule.card for rule in written.rules] == [rule.card for rule in shipped.rules]
+    assert written.settings == shipped.settings and written.merge == shipped.merge
+    assert written.needs_person == shipped.needs_person and written.guards == shipped.guards
+    with pytest.raises(ValueError, match="needs exactly one of matches or forbids"):
+        models.PatternCheck(id="TAX_ID_FORMAT", field="supplier.taxId")
+
+
+def test_every_check_type_has_a_model_and_a_builder() -> None:
+    from extractor.configfile import CHECK_TYPES
+    from extractor.rules.declared import TYPES
+
+    assert CHECK_TYPES == tuple(TYPES) == ("reference", "unique", "sequence", "lookup", "range", "pattern")

@@ -265,13 +265,6 @@ BROKEN: dict[str, tuple[Any, str, str]] = {
                           "$defs": {"Node": {"type": "object", "properties": {
                               "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}},
                          "", "recursive schema (Node -> Node)"),
-    "missing path": (SCHEMA, '[[check]]\ntype = "reference"\nid = "X"\nfield = "items[].nope"\ntarget = "people[].id"\n',
-                     "field 'items[].nope' names no field of schema.json"),
-    "missing catalogue": (SCHEMA, '[[check]]\ntype = "lookup"\nid = "X"\nfield = "items[].code"\n'
-                                  'catalogue = "gone.csv"\ncolumn = "code"\n', "catalogue gone.csv does not exist"),
-    "missing column": (SCHEMA, '[[check]]\ntype = "lookup"\nid = "X"\nfield = "items[].code"\n'
-                               'catalogue = "codes.csv"\ncolumn = "sku"\n', "has no column 'sku' (columns: code, label)"),
-    "unknown check type": (SCHEMA, '[[check]]\ntype = "regex"\nid = "X"\nfield = "note"\n', "unknown check type 'regex'"),
     "not TOML": (SCHEMA, "[[check]\n", "not TOML"),
 }
 
@@ -283,6 +276,137 @@ def test_broken_contract_gives_one_line_naming_the_file(tmp_path: Path, case: st
     found = problems(folder)
     assert len(found) == 1, found
     assert words in found[0] and str(folder) in found[0] and "\n" not in found[0]
+
+
+def declared(kind: str, **keys: Any) -> str:
+    """One ``[[check]]`` table of ``kind`` with ``keys`` (``None``: left out), as checks.toml writes it."""
+    import tomli_w
+
+    return tomli_w.dumps({"check": [{"type": kind, **{key: value for key, value in keys.items() if value is not None}}]})
+
+
+BAD_CHECKS: dict[str, tuple[str, str]] = {
+    # case: (checks.toml, the one line after "<folder>/checks.toml: ")
+    "unknown top-level key": ("colour = 1\n", "colour: unknown key"),
+    "description not text": ("description = 3\n", "description: Input should be a valid string"),
+    "check not a list": ("check = 3\n", "check: Input should be a valid list"),
+    "check not a table": ("check = [1]\n", "check[0]: must be a table (an object of keys and values)"),
+    "type missing": ('[[check]]\nid = "X"\nfield = "note"\n',
+                     "check[0].type: missing (known: reference, unique, sequence, lookup, range, pattern)"),
+    "type unknown": (declared("regex", id="X", field="note"),
+                     "check[0].type: unknown check type 'regex' (known: reference, unique, sequence, lookup, range, "
+                     "pattern)"),
+    "key unknown": (declared("pattern", id="X", field="note", matches="a", colour="red"), "check[0].colour: unknown key"),
+    "id missing": (declared("pattern", field="note", matches="a"), "check[0].id: missing"),
+    "id not UPPER_SNAKE": (declared("pattern", id="x-1", field="note", matches="a"),
+                           "check[0].id: 'x-1' must be UPPER_SNAKE_CASE"),
+    "id of a rule every contract runs": (declared("pattern", id="SECRET_IN_OUTPUT", field="note", matches="a"),
+                                         "check[0].id: rule id SECRET_IN_OUTPUT is taken"),
+    "severity unknown": (declared("pattern", id="X", field="note", matches="a", severity="fatal"),
+                         "check[0].severity: Input should be 'error', 'warning' or 'review', not 'fatal'"),
+    "field not a path": (declared("pattern", id="X", field="items..code", matches="a"),
+                         "check[0].field: 'items..code' is not a field path"),
+    "field not in the schema": (declared("reference", id="X", field="items[].nope", target="people[].id"),
+                                "check[0].field: 'items[].nope' names no field of schema.json"),
+    "reference without target": (declared("reference", id="X", field="items[].owner"), "check[0].target: missing"),
+    "reference target not in the schema": (declared("reference", id="X", field="items[].owner", target="people[].key"),
+                                           "check[0].target: 'people[].key' names no field of schema.json"),
+    "unique normalise unknown": (declared("unique", id="X", field="people[].name", normalise="lower"),
+                                 "check[0].normalise: Input should be 'none' or 'casefold', not 'lower'"),
+    "unique same_item not a sibling": (declared("unique", id="X", field="people[].name", same_item="key"),
+                                       "check[0].same_item: 'key' names no field next to people[].name"),
+    "sequence of text": (declared("sequence", id="X", field="items[].code"),
+                         "check[0].field: 'items[].code' must be an integer field of list items"),
+    "sequence start as text": (declared("sequence", id="X", field="items[].line", start="1"),
+                               "check[0].start: Input should be a valid integer"),
+    "sequence follow_source unknown": (declared("sequence", id="X", field="items[].line", follow_source="maybe"),
+                                       "check[0].follow_source: must be true, false or a severity (error, warning, "
+                                       "review), not 'maybe'"),
+    "lookup without a source": (declared("lookup", id="X", field="items[].code"),
+                                "check[0]: needs catalogue + column, or database + query (one of the two)"),
+    "lookup with two sources": (declared("lookup", id="X", field="items[].code", catalogue="codes.csv", column="code",
+                                         database="sqlite:///c.db", query="SELECT 1"),
+                                "check[0]: needs catalogue + column, or database + query (one of the two)"),
+    "lookup without column": (declared("lookup", id="X", field="items[].code", catalogue="codes.csv"),
+                              "check[0]: needs column too (catalogue + column)"),
+    "lookup catalogue not CSV or JSONL": (declared("lookup", id="X", field="items[].code", catalogue="codes.xlsx",
+                                                   column="code"),
+                                          "check[0].catalogue: 'codes.xlsx' must be a .csv or .jsonl file"),
+    "lookup catalogue outside the folder": (declared("lookup", id="X", field="items[].code", catalogue="../codes.csv",
+                                                     column="code"),
+                                            "check[0].catalogue: '../codes.csv' must be inside the contract folder"),
+    "lookup catalogue missing": (declared("lookup", id="X", field="items[].code", catalogue="gone.csv", column="code"),
+                                 "check[0].catalogue: gone.csv does not exist in "),
+    "lookup column missing": (declared("lookup", id="X", field="items[].code", catalogue="codes.csv", column="sku"),
+                              "check[0].column: codes.csv has no column 'sku' (columns: code, label)"),
+    "lookup database from an unset variable": (
+        declared("lookup", id="X", field="items[].code", database="env:EXTRACT_TEST_UNSET_URL", query="SELECT 1"),
+        "check[0].database: 'env:EXTRACT_TEST_UNSET_URL' is empty (is the environment variable set?)"),
+    "range without bounds": (declared("range", id="X", field="items[].qty"), "check[0]: needs min, max or both"),
+    "range min above max": (declared("range", id="X", field="items[].qty", min=10, max=1),
+                            "check[0]: min 10 is above max 1: every value would be out of range"),
+    "range bound not a date": (declared("range", id="X", field="items[].due", min="2026-13-01"),
+                               "check[0].min: '2026-13-01' is not an ISO date (YYYY-MM-DD)"),
+    "range bound a boolean": (declared("range", id="X", field="items[].qty", max=True),
+                              "check[0].max: must be a number or an ISO date (YYYY-MM-DD), not true"),
+    "range bounds of two kinds": (declared("range", id="X", field="items[].qty", min=1, max="2026-01-01"),
+                                  "check[0]: min and max must both be numbers or both be dates"),
+    "range of a date with a number": (declared("range", id="X", field="items[].due", max=5),
+                                      "check[0].max: 5 is not an ISO date (YYYY-MM-DD): the field is a date"),
+    "range of text": (declared("range", id="X", field="items[].code", max=5),
+                      "check[0].field: 'items[].code' is neither a number nor a date"),
+    "pattern with neither": (declared("pattern", id="X", field="note"), "check[0]: needs exactly one of matches or "
+                                                                        "forbids"),
+    "pattern with both": (declared("pattern", id="X", field="note", matches="a", forbids="b"),
+                          "check[0]: needs exactly one of matches or forbids"),
+    "pattern not a regular expression": (declared("pattern", id="X", field="note", forbids="(a"),
+                                         "check[0].forbids: '(a' is not a regular expression: missing ), "),
+    "modes of a rule the contract lacks": ('[modes]\nrules = { CODE_UNKOWN = "block" }\n',
+                                           "modes.rules.CODE_UNKOWN (the name): names no rule of this contract"),
+    "modes observe on an error rule": ('[modes]\nrules = { SCHEMA_VIOLATION = "observe" }\n',
+                                       "modes.rules.SCHEMA_VIOLATION: observe, but SCHEMA_VIOLATION is an error rule"),
+    "modes of an unknown judge metric": ('[modes]\njudge = { suport = "block" }\n',
+                                         "modes.judge.suport (the name): 'suport' is not one of support, "),
+    "modes unknown": ('[modes]\njudge = { support = "sometimes" }\n',
+                      "modes.judge.support: Input should be 'observe', 'review' or 'block', not 'sometimes'"),
+    "modes key unknown": ('[modes]\nrule = {}\n', "modes.rule: unknown key"),
+    "guards value field not the record's": ('[guards]\nvalue_fields = ["people", "nobody"]\n',
+                                            "guards.value_fields[1]: 'nobody' is no field of schema.json's record"),
+    "guards forbidden phrase blank": ('[guards]\nforbidden_phrases = ["ok", " "]\n',
+                                      "guards.forbidden_phrases[1]: must not be empty"),
+    "evidence text not a field": ('[evidence]\ntext = { items = "colour" }\n',
+                                  "evidence.text.items: items[].colour names no field of schema.json"),
+    "evidence exempt not a field": ('[evidence]\nexempt = ["note", "nobody"]\n',
+                                    "evidence.exempt[1]: 'nobody' names no field of schema.json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CHECKS))
+def test_a_broken_checks_file_is_one_line_naming_the_file_and_the_key(tmp_path: Path, case: str) -> None:
+    """Every key of checks.toml (its tables, every [[check]] type): a wrong value is refused when the contract is
+    read, one line naming the file and the key path (``check[0]`` is the first [[check]])."""
+    checks, problem = BAD_CHECKS[case]
+    folder = write_contract(tmp_path, checks=checks)
+    found = problems(folder)
+    assert len(found) == 1 and found[0].startswith(f"{folder / 'checks.toml'}: {problem}"), found
+
+
+def test_every_problem_of_a_checks_file_is_a_line_of_its_own(tmp_path: Path) -> None:
+    import tomli_w
+
+    checks = tomli_w.dumps({"check": [{"type": "range", "id": "A", "field": "items[].qty", "min": "soon", "colour": 1},
+                                      {"type": "unique", "id": "b", "field": "people[].id"}]})
+    folder = write_contract(tmp_path, checks=checks)
+    where = folder / "checks.toml"
+    assert problems(folder) == [f"{where}: check[0].colour: unknown key",
+                                f"{where}: check[0].min: 'soon' is not an ISO date (YYYY-MM-DD)",
+                                f"{where}: check[1].id: 'b' must be UPPER_SNAKE_CASE (a capital letter first, then "
+                                "capitals, digits, _)"]
+    checks = tomli_w.dumps({"check": [{"type": "unique", "id": "A", "field": "people[].id"},
+                                      {"type": "unique", "id": "A", "field": "people[].name"}]})
+    folder = write_contract(tmp_path / "ids", checks=checks)
+    assert problems(folder) == [f"{folder / 'checks.toml'}: check[1].id: rule id A is taken (by a check before this "
+                                "one, or a rule every contract runs)"]
 
 
 def extract(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -303,10 +427,14 @@ def test_run_refuses_a_broken_contract_before_any_model_call(llm_server: Callabl
                      cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "the root must be an object" in lines[0]
+    folder = root / "orders" / "v1"
+    assert lines == [f"error: {folder / 'schema.json'}: the root must be an object with properties (\"type\": "
+                     "\"object\"), not 'array'",
+                     f"error: {folder / 'checks.toml'}: check[0].type: unknown check type 'regex' (known: reference, "
+                     "unique, sequence, lookup, range, pattern)"]
     assert server.chat_requests == [] and not (tmp_path / "r.db").exists()
     lint = extract("contracts", "check", "orders", env=env)
-    assert lint.returncode == 1 and lint.stdout.strip() == lines[0].removeprefix("error: ")
+    assert lint.returncode == 1 and lint.stdout.splitlines() == [line.removeprefix("error: ") for line in lines]
     listing = extract("contracts", "--format", "json", env=env)
     rows = {row["name"]: row for row in json.loads(listing.stdout)}
     assert rows["orders"]["problems"] and len(rows["work_procedure"]["content_hash"]) == 64

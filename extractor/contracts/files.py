@@ -3,11 +3,14 @@
 ``schema.json`` is JSON Schema 2020-12 of the record alone (its ``description``s reach the prompt; a field
 that may be null is one the source may leave open, so NEEDS_INPUT); the standard envelope is added
 (``extractor.contracts.envelope``). ``checks.toml`` (TOML: comments, no quoting of keys; read by the
-standard library's ``tomllib``) holds ``[evidence]`` settings and the ``[[check]]`` declarations
-(``extractor.rules.declared``). Templates in ``prompts/<version>/`` override the generic ones part by part.
+standard library's ``tomllib``) holds ``[evidence]``, ``[guards]`` and ``[modes]`` settings and the ``[[check]]``
+declarations: its shape is ``extractor.configfile.ChecksFile``, and what it says about the schema, the folder and
+the rules is checked here and in ``extractor.rules.declared``. Templates in ``prompts/<version>/`` override the
+generic ones part by part.
 
 A contract is checked completely when it is loaded, before any model call: every problem is one line
-naming the file (``problems``), and a broken contract is refused with all of them (``ContractError``).
+naming the file and the key (``problems``; ``checks.toml: check[2].catalogue: ...``), and a broken contract is
+refused with all of them (``ContractError``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,12 +46,13 @@ from extractor.rules.guards import Guards
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from extractor.configfile import ChecksFile, EvidenceTable, GuardsTable, ModesTable
+
 SCHEMA_FILE = "schema.json"
 CHECKS_FILE = "checks.toml"
 TEMPLATES_DIR = "prompts"
 _VERSION = re.compile(r"^v([1-9][0-9]*)$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_TOP_KEYS = {"description", "evidence", "check", "guards", "modes"}
 CALIBRATION_FILE = "calibration.json"
 """Written by ``extract rules calibrate`` (machine-made, beside the person-made checks.toml): the fitted
 threshold, judge band and calibration record of each lexical-support rule, read over ``[evidence]``."""
@@ -143,44 +146,36 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
     if record is None or checks is None:
         raise ContractError(lines)
     where = folder / CHECKS_FILE
-    settings, shape_text, exempt = _evidence_settings(checks.get("evidence", {}), record, where, lines)
-    guards = _guards(checks.get("guards", {}), record, where, lines)
-    settings = with_calibration(settings | _modes(checks.get("modes"), where, lines), folder, lines)
+    settings, shape_text, exempt = _evidence_settings(checks.evidence, record, where, lines)
+    guards = _guards(checks.guards, record, where, lines)
+    settings = with_calibration(settings | _modes(checks.modes), folder, lines)
     example_list = next((key for key, value in record.get("properties", {}).items()
                          if key not in ENVELOPE and value.get("type") == "array"), "items")
     example_field = next((key for key in record.get("properties", {}) if key not in ENVELOPE), "field")
     schema = with_envelope(record, example_field, example_list)
+    from extractor.configfile import SequenceCheck, UniqueCheck
     from extractor.rules import declared
 
     rules: list[Rule[Any]] = generic_rules.for_contract(name)
-    known = {rule.card.rule_id for rule in rules} | {"OUTPUT_NOT_JSON", "SCHEMA_VIOLATION"}
+    known = {rule.card.rule_id for rule in rules} | {card.rule_id for card in shared_cards()}
     uniques: list[tuple[str, bool]] = []
     sequences: list[str] = []
     references: list[tuple[str, str]] = []
     labels: list[generic_rules.Label] = []
     needs_person: set[str] = set()
     catalogues: list[Path] = []
-    checks_list = checks.get("check", [])
-    if not isinstance(checks_list, list):
-        lines.append(f"{where}: check must be a list of [[check]] tables")
-        checks_list = []
-    for number, entry in enumerate(checks_list, 1):
-        label = f"check {number} ({entry.get('type', '?')} {entry.get('id', '?')})" if isinstance(entry, dict) \
-            else f"check {number}"
-        if not isinstance(entry, dict):
-            lines.append(f"{where}: {label} must be a table")
-            continue
+    for index, check in enumerate(checks.check):
         try:
-            made = declared.build(name, schema, folder, entry, known)
+            made = declared.build(name, schema, folder, check, known)
         except declared.CheckError as error:
-            lines.append(f"{where}: {label}: {error}")
+            lines.append(f"{where}: check[{index}].{error.key}: {error}")
             continue
         rules.extend(made.rules)
         needs_person |= made.needs_person
         catalogues.extend(made.files)
-        if made.type == "unique":
-            uniques.append((made.field, entry.get("normalise", "none") != "none"))
-        elif made.type == "sequence":
+        if isinstance(check, UniqueCheck):
+            uniques.append((made.field, check.normalise != "none"))
+        elif isinstance(check, SequenceCheck):
             sequences.append(made.field)
         elif made.type == "reference" and made.target:
             references.append((made.field, made.target))
@@ -189,6 +184,9 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
             if source_list and target_list and "[]" not in source_field + target_key:
                 labels.append(generic_rules.Label(tuple(source_list.split(".")), source_field,
                                                   tuple(target_list.split(".")), target_key))
+    if checks.modes is not None and not lines:
+        lines.extend(f"{where}: {problem}" for problem in _mode_problems(
+            checks.modes, [rule.card for rule in rules] + shared_cards(), settings, needs_person))
     if lines:
         raise ContractError(lines)
     rules.sort(key=lambda rule: STAGES.index(rule.card.stage))
@@ -357,49 +355,67 @@ def _recursion(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _read_checks(path: Path, lines: list[str]) -> dict[str, Any] | None:
+def _read_checks(path: Path, lines: list[str]) -> ChecksFile | None:
+    """``checks.toml`` as ``extractor.configfile.ChecksFile`` (an empty one when the folder has none), or ``None``
+    with a line per problem of its shape, each naming the key (``check[2].column: missing``)."""
+    import tomllib
+
+    from pydantic import ValidationError
+
+    from extractor.configfile import ChecksFile, problems, read_text
+
     if not path.exists():
-        return {}
+        return ChecksFile()
     try:
-        checks = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        lines.append(f"{path}: cannot be read ({error})")
+        data = tomllib.loads(read_text(path, "checks file"))
+    except InputError as error:
+        lines.append(str(error))
         return None
     except tomllib.TOMLDecodeError as error:
         lines.append(f"{path}: not TOML: {error}")
         return None
-    unknown = sorted(set(checks) - _TOP_KEYS)
-    if unknown:
-        lines.append(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
-    return checks
+    try:
+        return ChecksFile.model_validate(data)
+    except ValidationError as error:
+        lines.extend(f"{path}: {problem}" for problem in problems(error))
+        return None
 
 
-def _guards(table: Any, record: Mapping[str, Any], where: Path, lines: list[str]) -> Guards:
+def _guards(table: GuardsTable, record: Mapping[str, Any], where: Path, lines: list[str]) -> Guards:
     """``[guards]``: the built-in critical and extent checks (``extractor.rules.guards.Guards``); the values
     they read are the record's own fields unless ``value_fields`` says otherwise."""
-    if not isinstance(table, dict):
-        lines.append(f"{where}: [guards] must be a table")
-        table = {}
     fields = [key for key in record.get("properties", {}) if key not in ENVELOPE]
-    try:
-        return Guards.from_mapping({"value_fields": fields, **table})
-    except ValueError as error:
-        lines.append(f"{where}: [guards] {error}")
-        return Guards()
+    for index, named in enumerate(table.value_fields or ()):
+        if named not in fields:
+            lines.append(f"{where}: guards.value_fields[{index}]: {named!r} is no field of schema.json's record "
+                         f"(fields: {', '.join(fields)})")
+    return Guards.from_table(table, value_fields=fields)
 
 
-def _modes(modes: Any, where: Path, lines: list[str]) -> dict[str, Any]:
-    """``[modes]``: observe/review/block per rule id and per judge metric (``extractor.contracts.settings``)."""
-    from extractor.contracts.settings import Modes, SettingsError
+def _modes(modes: ModesTable | None) -> dict[str, Any]:
+    """``[modes]`` as the settings hold it: observe/review/block per rule id and per judge metric
+    (``extractor.contracts.settings``)."""
+    return {} if modes is None else {"modes": modes.model_dump(mode="json", exclude_unset=True)}
 
-    if modes is None:
-        return {}
-    try:
-        Modes.parse({"modes": modes})
-    except SettingsError as error:
-        lines.append(f"{where}: [modes] {error}")
-        return {}
-    return {"modes": modes}
+
+def _mode_problems(modes: ModesTable, cards: Iterable[Card], settings: Mapping[str, Any],
+                   needs_person: Collection[str]) -> Iterable[str]:
+    """What is wrong with ``[modes] rules``: a rule id the contract does not run (a misspelt one would change
+    nothing), an error rule set to observe."""
+    from extractor.contracts.settings import Modes, SettingsError, rule_mode
+    from extractor.vocab import Severity
+
+    severity = {card.rule_id: card.severity for card in cards}
+    parsed = Modes.parse(_modes(modes))
+    for rule_id in modes.rules:
+        if rule_id not in severity:
+            yield f"modes.rules.{rule_id} (the name): names no rule of this contract (extract rules --contract NAME " \
+                  "lists them)"
+            continue
+        try:
+            rule_mode(settings, parsed, rule_id, error=severity[rule_id] is Severity.ERROR, needs_person=needs_person)
+        except SettingsError as error:
+            yield str(error)
 
 
 def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:
@@ -425,35 +441,25 @@ def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]
     return {**settings, **{section: {**settings.get(section, {}), **values} for section, values in fitted.items()}}
 
 
-def _evidence_settings(table: Any, record: Mapping[str, Any], where: Path, lines: list[str]
+def _evidence_settings(evidence: EvidenceTable, record: Mapping[str, Any], where: Path, lines: list[str]
                        ) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], list[tuple[str, ...]]]:
     """``[evidence]`` (``extractor.configfile.EvidenceTable``): normalisation, limits, an object list's text fields
-    and the exempt paths, checked; the fields they name must be the schema's."""
-    from pydantic import ValidationError
-
-    from extractor.configfile import EvidenceTable, problem
-
-    try:
-        evidence = EvidenceTable.model_validate(table)
-    except ValidationError as error:
-        lines.append(f"{where}: [evidence] {problem(error)}")
-        evidence = EvidenceTable()
+    and the exempt paths; the fields they name must be the schema's."""
     settings: dict[str, Any] = {"evidence_normalisation": evidence.normalisation,
                                 "max_occurrences_per_excerpt": evidence.max_occurrences_per_excerpt,
                                 "weak_support": {"threshold": evidence.weak_support_threshold}}
     text: dict[str, tuple[str, ...]] = {}
     for list_path, fields in evidence.text.items():
-        names = (fields,) if isinstance(fields, str) else tuple(fields)
-        for name in names:
+        for name in fields:
             steps = fieldpath.parse(f"{list_path}[0].{name}")
             if steps is None or not fieldpath.in_schema(record, steps):
-                lines.append(f"{where}: [evidence] text: {list_path}[].{name} names no field of schema.json")
-        text[list_path] = names
+                lines.append(f"{where}: evidence.text.{list_path}: {list_path}[].{name} names no field of schema.json")
+        text[list_path] = tuple(fields)
     exempt: list[tuple[str, ...]] = []
-    for raw in evidence.exempt:
+    for index, raw in enumerate(evidence.exempt):
         steps = fieldpath.parse(raw)
         if steps is None or not fieldpath.in_schema(record, steps) or any(isinstance(s, int) for s in steps):
-            lines.append(f"{where}: [evidence] exempt: {raw!r} names no field of schema.json (no indices)")
+            lines.append(f"{where}: evidence.exempt[{index}]: {raw!r} names no field of schema.json (no indices)")
         else:
             exempt.append(tuple(str(s) for s in steps))
     return settings, text, exempt

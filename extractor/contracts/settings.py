@@ -74,7 +74,7 @@ def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error:
     default = JudgeMode.review if error or rule_id in needs_person else JudgeMode.observe
     wanted = modes.rules.get(rule_id, default)
     if error and wanted is JudgeMode.observe:
-        raise SettingsError(f"modes.rules.{rule_id} is observe, but {rule_id} is an error rule: a candidate that "
+        raise SettingsError(f"modes.rules.{rule_id}: observe, but {rule_id} is an error rule: a candidate that "
                             "breaks it is never passed (use review or block)")
     section = CALIBRATED_RULES.get(rule_id)
     if wanted is JudgeMode.block and section is not None:

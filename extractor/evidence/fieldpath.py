@@ -14,6 +14,9 @@ Step = str | int
 _PATH = re.compile(r"^(?:\$\.)?[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])*(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])*)*$")
 _STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 MISSING = object()  # resolve() result for a path that points at nothing; null is a value
+Pattern = tuple[str | None, ...]
+"""A field path of a declared check: ``None`` stands for every item of the list at that point."""
+_PATTERN_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\])*)")
 
 
 def parse(path: str) -> tuple[Step, ...] | None:
@@ -24,6 +27,19 @@ def parse(path: str) -> tuple[Step, ...] | None:
     if path.startswith("$."):
         path = path[2:]
     return tuple(name if name else int(index) for name, index in _STEP.findall(path))
+
+
+def parse_pattern(text: str) -> Pattern | None:
+    """A declared check's path (``[]`` for every item): ``processSteps[].actorId`` -> ``("processSteps", None,
+    "actorId")``; ``None`` when it is no path."""
+    steps: list[str | None] = []
+    for part in text.strip().removeprefix("$.").split("."):
+        match = _PATTERN_PART.fullmatch(part)
+        if not match:
+            return None
+        steps.append(match.group(1))
+        steps.extend([None] * (len(match.group(2)) // 2))
+    return tuple(steps)
 
 
 def render(steps: Iterable[Step]) -> str:

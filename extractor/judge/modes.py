@@ -29,6 +29,7 @@ from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, ren
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
     DEFAULT_JUDGE_QUEUE,
+    JUDGE_METRICS,
     MARK_BLOCK,
     AttemptOutcome,
     CalibrationVerdict,
@@ -51,12 +52,6 @@ MARKS: dict[JudgeResult, str] = {
 }
 """Marks added to a document run's ``needs_person`` so a reviewer sees why the judge sent it (a warning is
 marked on a READY_FOR_REVIEW document too, and shown first in ``extract review``)."""
-
-JUDGE_METRICS = ("support", "invented_facts", "contradicts_context", "grounded", "verdict")
-"""What a judge answer measures, each with its own mode in the contract settings (``modes.judge``):
-``support`` a link scored below the threshold, ``invented_facts`` the judge listed invented facts,
-``contradicts_context`` a value contradicts its excerpt, ``grounded`` the judge said not grounded,
-``verdict`` the judge's own fail or warn."""
 
 _STRENGTH = {JudgeMode.observe: 0, JudgeMode.review: 1, JudgeMode.block: 2}
 

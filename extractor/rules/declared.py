@@ -2,7 +2,9 @@
 
 Every ``[[check]]`` has a ``type``, a stable rule ``id`` and a ``severity``: ``error``, ``warning`` or
 ``review`` (a warning that sends the document to a person). Field paths use ``[]`` for "every item":
-``processSteps[].actorId``. Types:
+``processSteps[].actorId``. A declaration's shape is its model in ``extractor.configfile`` (``ReferenceCheck``,
+``LookupCheck``, ...: checks.toml and the Python API share them); what needs the contract is checked here, each
+problem a ``CheckError`` naming the key. Types:
 
 - ``reference``: ``field`` must be one of the values at ``target`` (``participants[].id``);
 - ``unique``: no two values at ``field`` are equal (``normalise = "casefold"``: NFC, case folded, whitespace
@@ -26,26 +28,40 @@ import unicodedata
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from heapq import heapify, heapreplace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from extractor.configfile import (
+    Check,
+    CheckBase,
+    CheckSeverity,
+    LookupCheck,
+    PatternCheck,
+    RangeCheck,
+    ReferenceCheck,
+    SequenceCheck,
+    UniqueCheck,
+)
 from extractor.evidence import fieldpath
-from extractor.evidence.fieldpath import Step, location
+from extractor.evidence.fieldpath import Pattern, Step, location, parse_pattern
 from extractor.rules import Card, Hit, Rule
 from extractor.rules.generic import Context, variants
 from extractor.rules.lookup import Catalogue, columns, database_url, load_file, load_query
 from extractor.vocab import Severity
 
-SEVERITIES = ("error", "warning", "review")
-_RULE_ID = re.compile(r"^[A-Z][A-Z0-9_]*$")
-Pattern = tuple[str | None, ...]  # None: every item of the list at that point
+C = TypeVar("C", bound=CheckBase)
 
 
 class CheckError(ValueError):
-    """A declaration that cannot be checked; the message is one line a contract author can act on."""
+    """A declaration that cannot be checked with this contract; the message is one line a contract author can act
+    on, about the declaration's ``key``."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -59,18 +75,6 @@ class Declared:
     target: str | None = None
     identity: bool = False  # a unique check on raw values: the field identifies an item of its list
     files: tuple[Path, ...] = ()  # catalogue files: part of the contract's content hash
-
-
-def parse_pattern(text: str) -> Pattern | None:
-    """``processSteps[].actorId`` -> ``("processSteps", None, "actorId")``; ``None`` when it is no path."""
-    steps: list[str | None] = []
-    for part in text.strip().removeprefix("$.").split("."):
-        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\])*)", part)
-        if not match:
-            return None
-        steps.append(match.group(1))
-        steps.extend([None] * (len(match.group(2)) // 2))
-    return tuple(steps)
 
 
 def pattern_nodes(schema: Mapping[str, Any], pattern: Pattern) -> list[Mapping[str, Any]] | None:
@@ -120,65 +124,51 @@ def _key(value: Any, normalise: str) -> Any:
 
 
 @dataclass
-class Build:
-    """What building a check needs: the contract, its full schema and folder, and the declaration."""
+class Build(Generic[C]):
+    """What building a check needs: the contract, its full schema and folder, the declaration, and the rule ids
+    taken so far (the rules every contract runs, the checks before this one)."""
 
     contract: str
     schema: Mapping[str, Any]
     folder: Path
-    entry: Mapping[str, Any]
-    known: set[str] = field(default_factory=set)
-
-    def text(self, name: str, required: bool = True) -> str | None:
-        value = self.entry.get(name)
-        if value is None and not required:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise CheckError(f"needs {name} = \"...\"" if value is None else f"{name} must be a non-empty string")
-        return value.strip()
+    check: C
+    known: set[str]
 
     def path(self, name: str) -> tuple[str, Pattern, list[Mapping[str, Any]]]:
-        raw = self.text(name)
-        assert raw is not None
+        raw: str = getattr(self.check, name)
         pattern = parse_pattern(raw)
-        if pattern is None:
-            raise CheckError(f"{name} {raw!r} is not a field path (write items of a list as name[], e.g. lines[].sku)")
+        assert pattern is not None, raw  # the declaration's model checked it is a path
         nodes = pattern_nodes(self.schema, pattern)
         if nodes is None:
-            raise CheckError(f"{name} {raw!r} names no field of schema.json")
+            raise CheckError(name, f"{raw!r} names no field of schema.json")
         return raw, pattern, nodes
 
-    def severity(self, name: str = "severity", default: str = "error") -> tuple[Severity, bool]:
-        value = self.entry.get(name, default)
-        if value not in SEVERITIES:
-            raise CheckError(f"{name} must be one of {', '.join(SEVERITIES)}, not {value!r}")
+    @staticmethod
+    def severity(value: CheckSeverity) -> tuple[Severity, bool]:
         return (Severity.ERROR if value == "error" else Severity.WARNING), value == "review"
 
     def rule_id(self, suffix: str = "") -> str:
-        base = self.text("id")
-        assert base is not None
-        if not _RULE_ID.match(base):
-            raise CheckError(f"id {base!r} must be UPPER_SNAKE_CASE")
-        rule_id = base + suffix
+        rule_id = self.check.id + suffix
         if rule_id in self.known:
-            raise CheckError(f"rule id {rule_id} is used twice in this contract")
+            raise CheckError("id", f"rule id {rule_id} is taken (by a check before this one, or a rule every "
+                             "contract runs)")
         self.known.add(rule_id)
         return rule_id
 
     def card(self, rule_id: str, stage: str, severity: Severity, review: bool, fires_when: str, inputs: str,
              normalisation: str, passes: str, where: str) -> Card:
-        described = self.entry.get("description")
+        described = self.check.description
         return Card(rule_id, self.contract, stage, severity,
-                    f"{described} ({fires_when})" if isinstance(described, str) and described else fires_when,
+                    f"{described} ({fires_when})" if described else fires_when,
                     inputs, normalisation, passes, where,
                     "yes: severity review, a person decides" if review else "no")
 
 
-def _reference(build: Build) -> Declared:
+def _reference(build: Build[ReferenceCheck]) -> Declared:
     raw, pattern, _ = build.path("field")
     target_raw, target, _ = build.path("target")
     rule_id = build.rule_id()
-    severity, review = build.severity()
+    severity, review = build.severity(build.check.severity)
     leaf = next((step for step in reversed(pattern) if step), raw)
 
     def check(ctx: Context) -> Iterator[Hit]:
@@ -196,17 +186,14 @@ def _reference(build: Build) -> Declared:
     return Declared("reference", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, target_raw)
 
 
-def _unique(build: Build) -> Declared:
+def _unique(build: Build[UniqueCheck]) -> Declared:
     raw, pattern, _ = build.path("field")
     rule_id = build.rule_id()
-    severity, review = build.severity()
-    normalise = build.entry.get("normalise", "none")
-    if normalise not in ("none", "casefold"):
-        raise CheckError(f"normalise must be none or casefold, not {normalise!r}")
-    same_item = build.text("same_item", required=False)
+    severity, review = build.severity(build.check.severity)
+    normalise, same_item = build.check.normalise, build.check.same_item
     if same_item is not None and (not pattern or pattern[-1] is None
                                   or pattern_nodes(build.schema, (*pattern[:-1], same_item)) is None):
-        raise CheckError(f"same_item {same_item!r} names no field next to {raw}")
+        raise CheckError("same_item", f"{same_item!r} names no field next to {raw}")
 
     def check(ctx: Context) -> Iterator[Hit]:
         first: dict[Any, tuple[tuple[Step, ...], Any]] = {}
@@ -276,15 +263,12 @@ def _placed(occurrences: list[list[Span]], sentence_of: Callable[[int], int]) ->
                    if any(low <= sentence_of(span[0]) <= high for low, high in windows)})
 
 
-def _sequence(build: Build) -> Declared:
+def _sequence(build: Build[SequenceCheck]) -> Declared:
     raw, pattern, nodes = build.path("field")
     if not any(node.get("type") == "integer" for node in nodes) or len(pattern) < 2 or pattern[-2] is not None:
-        raise CheckError(f"field {raw!r} must be an integer field of list items (like steps[].order)")
+        raise CheckError("field", f"{raw!r} must be an integer field of list items (like steps[].order)")
     lists_at = pattern[:-2]
-    start = build.entry.get("start", 1)
-    if not isinstance(start, int):
-        raise CheckError("start must be an integer")
-    follow = build.entry.get("follow_source", False)
+    start, follow = build.check.start, build.check.follow_source
     duplicate_id, gap_id = build.rule_id("_DUPLICATE"), build.rule_id("_GAP")
     shown = _show(raw)
 
@@ -307,7 +291,7 @@ def _sequence(build: Build) -> Declared:
                 yield Hit(location(*list_steps), f"{pattern[-1]} values are {numbers}, expected {expected}"
                           + (f" (missing {missing})" if missing else ""))
 
-    severity, _ = build.severity()
+    severity, _ = build.severity(build.check.severity)
     rules = [
         Rule(build.card(duplicate_id, "order", severity, False, f"two items share a {shown} number", shown, "none",
                         "every number is used once", f"$.{shown} of every repeat after the first"), duplicates),
@@ -317,8 +301,7 @@ def _sequence(build: Build) -> Declared:
     ]
     needs_person: set[str] = set()
     if follow is not False:
-        inverted_severity, review = build.severity("follow_source", "review") if follow is not True \
-            else (Severity.WARNING, True)
+        inverted_severity, review = build.severity("review" if follow is True else follow)
         inverted_id = build.rule_id("_INVERTED")
         if review:
             needs_person.add(inverted_id)
@@ -365,38 +348,33 @@ def _sequence(build: Build) -> Declared:
     return Declared("sequence", rules, frozenset(needs_person), raw)
 
 
-def _catalogue_source(build: Build) -> tuple[Callable[[], Catalogue], tuple[Path, ...], str]:
-    file = build.text("catalogue", required=False)
-    if file is not None:
-        column = build.text("column")
-        assert column is not None
+def _catalogue_source(build: Build[LookupCheck]) -> tuple[Callable[[], Catalogue], tuple[Path, ...], str]:
+    file, column = build.check.catalogue, build.check.column
+    if file is not None and column is not None:
         path = (build.folder / file).resolve()
         if not path.is_relative_to(build.folder.resolve()):
-            raise CheckError(f"catalogue {file!r} must be inside the contract folder")
+            raise CheckError("catalogue", f"{file!r} must be inside the contract folder")
         if not path.is_file():
-            raise CheckError(f"catalogue {file} does not exist in {build.folder}")
-        if path.suffix.lower() not in (".csv", ".jsonl"):
-            raise CheckError(f"catalogue {file} must be a .csv or .jsonl file")
+            raise CheckError("catalogue", f"{file} does not exist in {build.folder}")
         try:
             names = columns(path)
         except (OSError, UnicodeDecodeError, ValueError) as error:
-            raise CheckError(f"catalogue {file} cannot be read ({error})") from None
+            raise CheckError("catalogue", f"{file} cannot be read ({error})") from None
         if column not in names:
-            raise CheckError(f"catalogue {file} has no column {column!r} (columns: {', '.join(names) or 'none'})")
+            raise CheckError("column", f"{file} has no column {column!r} (columns: {', '.join(names) or 'none'})")
         return (lambda: load_file(path, column)), (path,), f"{file} column {column}"
-    database, query = build.text("database", required=False), build.text("query", required=False)
-    if database is None or query is None:
-        raise CheckError("needs catalogue + column, or database + query")
+    database, query = build.check.database, build.check.query
+    assert database is not None and query is not None  # the declaration's model: a catalogue or a query
     if not database_url(database):
-        raise CheckError(f"database {database!r} is empty (is the environment variable set?)")
-    name = build.text("name", required=False) or "the catalogue query"
+        raise CheckError("database", f"{database!r} is empty (is the environment variable set?)")
+    name = build.check.name or "the catalogue query"
     return (lambda: load_query(database_url(database), query, name)), (), f"{database}: {query}"
 
 
-def _lookup(build: Build) -> Declared:
+def _lookup(build: Build[LookupCheck]) -> Declared:
     raw, pattern, _ = build.path("field")
     rule_id = build.rule_id()
-    severity, review = build.severity()
+    severity, review = build.severity(build.check.severity)
     load, files, described = _catalogue_source(build)
     leaf = next((step for step in reversed(pattern) if step), raw)
 
@@ -420,32 +398,21 @@ def _lookup(build: Build) -> Declared:
     return Declared("lookup", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, files=files)
 
 
-def _bound(value: Any, name: str, dated: bool) -> float | date | None:
-    if value is None:
-        return None
-    if dated:
-        if isinstance(value, date):
-            return value
-        try:
-            return date.fromisoformat(str(value))
-        except ValueError:
-            raise CheckError(f"{name} {value!r} is not an ISO date (YYYY-MM-DD)") from None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CheckError(f"{name} must be a number, not {value!r}")
+def _bound(value: float | date | None, name: str, dated: bool) -> float | date | None:
+    if dated and value is not None and not isinstance(value, date):
+        raise CheckError(name, f"{value!r} is not an ISO date (YYYY-MM-DD): the field is a date")
     return value
 
 
-def _range(build: Build) -> Declared:
+def _range(build: Build[RangeCheck]) -> Declared:
     raw, pattern, nodes = build.path("field")
     rule_id = build.rule_id()
-    severity, review = build.severity()
-    dated = any(node.get("format") == "date" for node in nodes) or isinstance(build.entry.get("min", build.entry.get("max")),
-                                                                                 str | date)
+    severity, review = build.severity(build.check.severity)
+    dated = any(node.get("format") == "date" for node in nodes) or isinstance(
+        build.check.max if build.check.min is None else build.check.min, date)
     if not dated and not any(node.get("type") in ("integer", "number") for node in nodes):
-        raise CheckError(f"field {raw!r} is neither a number nor a date (format: date) in schema.json")
-    low, high = _bound(build.entry.get("min"), "min", dated), _bound(build.entry.get("max"), "max", dated)
-    if low is None and high is None:
-        raise CheckError("needs min, max or both")
+        raise CheckError("field", f"{raw!r} is neither a number nor a date (format: date) in schema.json")
+    low, high = _bound(build.check.min, "min", dated), _bound(build.check.max, "max", dated)
     corridor = f"[{'' if low is None else low}, {'' if high is None else high}]"
 
     def check(ctx: Context) -> Iterator[Hit]:
@@ -470,19 +437,13 @@ def _range(build: Build) -> Declared:
     return Declared("range", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
 
 
-def _regex(build: Build) -> Declared:
+def _regex(build: Build[PatternCheck]) -> Declared:
     raw, pattern, _ = build.path("field")
     rule_id = build.rule_id()
-    severity, review = build.severity()
-    matches, forbids = build.text("matches", required=False), build.text("forbids", required=False)
-    if (matches is None) == (forbids is None):
-        raise CheckError("needs exactly one of matches or forbids")
-    expression = matches or forbids or ""
-    try:
-        compiled = re.compile(expression)
-    except re.error as error:
-        raise CheckError(f"regular expression {expression!r} is invalid: {error}") from None
-    must_match = matches is not None
+    severity, review = build.severity(build.check.severity)
+    must_match = build.check.matches is not None
+    expression = build.check.matches or build.check.forbids or ""
+    compiled = re.compile(expression)  # the declaration's model checked it compiles
 
     def check(ctx: Context) -> Iterator[Hit]:
         for steps, value in values_at(ctx.candidate, pattern):
@@ -497,15 +458,13 @@ def _regex(build: Build) -> Declared:
     return Declared("pattern", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
 
 
-TYPES: dict[str, Callable[[Build], Declared]] = {
+TYPES: dict[str, Callable[[Build[Any]], Declared]] = {
     "reference": _reference, "unique": _unique, "sequence": _sequence, "lookup": _lookup, "range": _range,
     "pattern": _regex,
 }
 
 
-def build(contract: str, schema: Mapping[str, Any], folder: Path, entry: Mapping[str, Any], known: set[str]) -> Declared:
-    """One declared check as rules; ``CheckError`` says in one line why it cannot be."""
-    kind = entry.get("type")
-    if kind not in TYPES:
-        raise CheckError(f"unknown check type {kind!r} (known: {', '.join(TYPES)})")
-    return TYPES[kind](Build(contract, schema, folder, entry, known))
+def build(contract: str, schema: Mapping[str, Any], folder: Path, check: Check, known: set[str]) -> Declared:
+    """One declared check (its shape already checked by its model) as rules; ``CheckError`` says in one line why it
+    cannot be with this contract (a path the schema lacks, a missing catalogue, a rule id in ``known``)."""
+    return TYPES[check.type](Build(contract, schema, folder, check, known))

@@ -14,10 +14,10 @@ content, and one that marks more than ``max_excluded_share`` of the sentences EX
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extractor.evidence import sensitive
 from extractor.evidence.fieldpath import Step, location
@@ -25,6 +25,9 @@ from extractor.evidence.report import Finding, Report
 from extractor.evidence.source import Source
 from extractor.rules import Hit, get, rule
 from extractor.vocab import CoverageStatus, PersonalDataPolicy, Severity
+
+if TYPE_CHECKING:
+    from extractor.configfile import GuardsTable
 
 PROMPT_ECHO_WORDS = 8
 """An output echoes the prompt when it holds this many consecutive words of it (shorter runs are common prose)."""
@@ -60,8 +63,8 @@ class Guards:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Guards:
-        """Settings as a file holds them (``checks.toml``; ``extractor.configfile.GuardsTable`` is their shape); an
-        unknown key or a wrong value is a ``ValueError`` naming the key."""
+        """Settings as a file holds them (``"guards"`` of a code contract's rules.json; ``extractor.configfile.
+        GuardsTable`` is their shape); an unknown key or a wrong value is a ``ValueError`` naming the key."""
         from pydantic import ValidationError
 
         from extractor.configfile import GuardsTable, problem
@@ -70,8 +73,16 @@ class Guards:
             table = GuardsTable.model_validate(dict(data))
         except ValidationError as error:
             raise ValueError(problem(error)) from None
+        return cls.from_table(table)
+
+    @classmethod
+    def from_table(cls, table: GuardsTable, value_fields: Sequence[str] | None = None) -> Guards:
+        """The settings ``table`` gives, the defaults for what it leaves out (``value_fields``: the record's fields,
+        when the table names none)."""
         given: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
                                  for name, value in table.model_dump(exclude_none=True, exclude={"comment"}).items()}
+        if value_fields is not None:
+            given.setdefault("value_fields", tuple(value_fields))
         return cls(**given)
 
     def to_json(self) -> dict[str, Any]:
