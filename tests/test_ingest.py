@@ -396,6 +396,32 @@ def test_docx_blocks_in_document_order(tmp_path: Path) -> None:
     ]
 
 
+
+def test_docx_merged_cells_are_one_block_each(tmp_path: Path) -> None:
+    """A cell merged across columns or down rows is read once, where it starts; a cell marked as continuing one
+    above it in a table's first row continues nothing, and its text is read rather than the document refused."""
+    from docx.oxml import parse_xml
+
+    word = docx.Document()
+    table = word.add_table(rows=3, cols=3)
+    for row in range(3):
+        for column in range(3):
+            table.cell(row, column).text = f"{row}{column}"
+    table.cell(0, 0).merge(table.cell(2, 0))  # down: the texts of all three move into the first
+    table.cell(1, 1).merge(table.cell(1, 2))  # across
+    buffer = io.BytesIO()
+    word.save(buffer)
+    doc = load_ok(write(tmp_path, "merged.docx", buffer.getvalue()))
+    assert spans(doc) == [(T, "00\n10\n20"), (T, "01"), (T, "02"), (T, "11\n12"), (T, "21"), (T, "22")]
+    orphan = docx.Document()
+    table = orphan.add_table(rows=2, cols=1)
+    table.cell(0, 0).text, table.cell(1, 0).text = "top", "bottom"
+    table.rows[0].cells[0]._tc.get_or_add_tcPr().append(parse_xml(f"<w:vMerge {W_NS}/>"))
+    buffer = io.BytesIO()
+    orphan.save(buffer)
+    assert spans(load_ok(write(tmp_path, "orphan.docx", buffer.getvalue()))) == [(T, "top"), (T, "bottom")]
+
+
 W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 TEXT_BOX = (  # as Word writes a text box: DrawingML, and the same text again as a VML fallback for old readers
     '<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" ' + W_NS + '>'

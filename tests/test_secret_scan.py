@@ -122,3 +122,11 @@ def test_a_pipeline_phrase_is_never_skipped_on_a_text_it_matches(text: str) -> N
 def test_a_pattern_with_no_literal_has_no_shortcut() -> None:
     assert Needs.of([re.compile(r"[a-z]{3}\d+")]) is None
     assert Needs.of([re.compile("(?:abc|de)-x", re.IGNORECASE)]) == Needs(((True, (frozenset({"abc", "de"}), frozenset({"-x"}))),))
+
+
+def test_the_standard_library_parser_the_shortcut_reads_is_there() -> None:
+    """The literal shortcut reads ``re._parser`` (no public API gives a pattern's parsed form;
+    docs/design.md#dependencies). A Python without it, or with another shape of it, fails here instead of silently
+    scanning every text with every pattern."""
+    assert Needs.of([re.compile("password")]) == Needs(((False, (frozenset({"password"}),)),))
+    assert sum(needs is not None for _, needs in _secret_plugins()) >= 20  # 21 of detect-secrets 1.5.0's 24 plugins

@@ -21,9 +21,8 @@ the span without re-parsing anything.
 
 from __future__ import annotations
 
+import importlib
 import re
-import re._constants as _constants  # the parsed form of a pattern (no public API has it)
-import re._parser as _parser
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -82,9 +81,9 @@ class Needs:
         found = []
         for pattern in patterns:
             try:
-                sets = _required_literals(_parser.parse(pattern.pattern, pattern.flags).data)
-            except (re.error, TypeError, ValueError, AttributeError):
-                return None
+                sets = _required_literals(_parsed(pattern))
+            except (ImportError, re.error, TypeError, ValueError, AttributeError):
+                return None  # the parser gone or changed: no shortcut, every text is scanned
             ignore_case = bool(pattern.flags & re.IGNORECASE)
             if not sets or (ignore_case and not all(word.isascii() for need in sets for word in need)):
                 return None  # some pattern needs no literal (or one str.lower cannot compare): always scan
@@ -100,6 +99,20 @@ class Needs:
         return False
 
 
+@cache
+def _regex_internals() -> tuple[Any, Any]:
+    """The standard library's regular-expression parser and its opcodes (``re._parser``, ``re._constants``): no
+    public API gives a pattern's parsed form (docs/design.md#dependencies). Should they go or change, ``Needs.of``
+    gives no shortcut (every text is scanned), and tests/test_secret_scan.py fails on the literals it no longer
+    finds."""
+    return importlib.import_module("re._parser"), importlib.import_module("re._constants")
+
+
+def _parsed(pattern: re.Pattern[str]) -> Any:
+    """The parsed form of ``pattern`` (``_regex_internals``)."""
+    return _regex_internals()[0].parse(pattern.pattern, pattern.flags).data
+
+
 def _required_literals(items: Sequence[tuple[Any, Any]]) -> list[frozenset[str]]:
     """Sets of literals every match of the parsed sequence ``items`` holds one of (each set of 2+ characters)."""
     sets: list[frozenset[str]] = []
@@ -110,16 +123,17 @@ def _required_literals(items: Sequence[tuple[Any, Any]]) -> list[frozenset[str]]
             sets.append(frozenset({"".join(run)}))
         run.clear()
 
+    opcodes = _regex_internals()[1]
     for op, argument in items:
-        if op is _constants.LITERAL:
+        if op is opcodes.LITERAL:
             run.append(chr(argument))
             continue
         flush()
-        if op is _constants.SUBPATTERN and not argument[1] and not argument[2]:  # a group with no flags of its own
+        if op is opcodes.SUBPATTERN and not argument[1] and not argument[2]:  # a group with no flags of its own
             sets += _required_literals(argument[3])
-        elif op in (_constants.MAX_REPEAT, _constants.MIN_REPEAT) and argument[0] >= 1:
+        elif op in (opcodes.MAX_REPEAT, opcodes.MIN_REPEAT) and argument[0] >= 1:
             sets += _required_literals(argument[2])
-        elif op is _constants.BRANCH:
+        elif op is opcodes.BRANCH:
             options = [_required_literals(branch) for branch in argument[1]]
             if all(options):  # each alternative's longest literal set; their union is needed
                 sets.append(frozenset().union(*(max(o, key=lambda need: min(map(len, need))) for o in options)))

@@ -5,6 +5,11 @@ A table's cells are one block each (a merged cell once), a table inside a cell r
 box, a footnote and an endnote follow the paragraph that anchors them; headers come first and footers last.
 Each block outside the body flow says what it is in ``Block.location`` (``footnote 1``, ``text box 2``,
 ``header``), so ``extract show`` marks it and evidence quoting it says where it came from.
+
+python-docx opens the package and gives each paragraph's text and style; the walk itself goes over the XML of
+the parts (``Document.element``, a header's ``part.element``: python-docx's public element accessors) with lxml,
+since the paragraph and cell objects python-docx hands out keep their elements only in private attributes
+(docs/design.md#dependencies).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from typing import Any
 import docx
 from docx.document import Document as WordDocument
 from docx.oxml import parse_xml
-from docx.table import Table
 from docx.text.paragraph import Paragraph
 from lxml import etree
 
@@ -35,6 +39,10 @@ _BOXES = etree.XPath("./w:r//w:txbxContent[not(ancestor::mc:Fallback)] | ./w:hyp
 """A paragraph's text boxes, each once: Word writes a box twice, as DrawingML and as its VML fallback."""
 _REFERENCES = {kind: etree.XPath(f"./w:r/w:{kind}Reference | ./w:hyperlink/w:r/w:{kind}Reference", namespaces=_NAMES)
                for kind in _NOTES}
+_P, _TBL, _TR, _TC = (f"{{{_W}}}{name}" for name in ("p", "tbl", "tr", "tc"))
+_CONTINUED = etree.XPath("./w:tcPr/w:vMerge[not(@w:val) or @w:val = 'continue']", namespaces=_NAMES)
+"""A cell that continues the cell above it (a vertical merge): its text is the first cell's, read there."""
+_NUMBERED = etree.XPath("./w:pPr/w:numPr", namespaces=_NAMES)
 
 
 def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
@@ -65,63 +73,59 @@ class _Walk:
         for kind, part in margins:
             if kind == "header" and id(part.part) not in seen:
                 seen.add(id(part.part))
-                self.content(part.iter_inner_content(), "header")
-        self.content(self.word.iter_inner_content())
+                self.content(part.part.element, "header")
+        body = self.word.element.find(f"{{{_W}}}body")
+        if body is not None:
+            self.content(body)
         for kind, part in margins:
             if kind == "footer" and id(part.part) not in seen:
                 seen.add(id(part.part))
-                self.content(part.iter_inner_content(), "footer")
+                self.content(part.part.element, "footer")
 
-    def content(self, items: Iterator[Paragraph | Table], location: str | None = None) -> None:
-        for item in items:
-            if isinstance(item, Paragraph):
-                self.paragraph(item, location)
+    def content(self, container: Any, location: str | None = None) -> None:
+        """The paragraphs and tables directly in ``container`` (a body, header, footer, text box or cell)."""
+        for child in container.iterchildren(_P, _TBL):
+            if child.tag == _P:
+                self.paragraph(child, location)
             else:
-                self.table(item, location)
+                self.table(child, location)
 
-    def paragraph(self, paragraph: Paragraph, location: str | None = None) -> None:
+    def paragraph(self, element: Any, location: str | None = None) -> None:
         """The paragraph as a block, then what it anchors: text boxes, footnotes and endnotes, in that order."""
-        kind = _kind(paragraph) if location is None else BlockKind.PARAGRAPH
+        paragraph = Paragraph(element, self.word)
         style = getattr(paragraph.style, "name", None) or ""
+        kind = _kind(element, style) if location is None else BlockKind.PARAGRAPH
         if location is None and style.lower().startswith("caption"):
             location = "caption"
         self.assembler.block(kind, paragraph.text, location=location)
-        self.anchored(paragraph)
+        self.anchored(element)
 
-    def anchored(self, paragraph: Paragraph) -> None:
-        element = paragraph._p
+    def anchored(self, element: Any) -> None:
         for box in _BOXES(element):
             if _nearest_paragraph(box) is element:  # a box inside a box is read with the box that holds it
                 self._boxes += 1
-                self.box(box, f"text box {self._boxes}")
+                self.content(box, f"text box {self._boxes}")
         for kind in _NOTES:
             for reference in _REFERENCES[kind](element):
                 number = reference.get(f"{{{_W}}}id", "")
                 for note in self.notes[kind].get(number, []):
-                    self.paragraph(Paragraph(note, self.word), f"{kind} {number}")
+                    self.paragraph(note, f"{kind} {number}")
 
-    def box(self, box: Any, location: str) -> None:
-        for child in box.iterchildren(f"{{{_W}}}p", f"{{{_W}}}tbl"):
-            if child.tag == f"{{{_W}}}p":
-                self.paragraph(Paragraph(child, self.word), location)
-            else:
-                self.table(Table(child, self.word), location)
-
-    def table(self, table: Table, location: str | None = None) -> None:
-        """Each cell once (merged cells repeat the same ``w:tc``), its paragraphs as one block; what the cell
-        holds besides (a table inside it, a text box, a note) follows it."""
-        seen: set[object] = set()  # the elements themselves: an lxml proxy's id() is reused once it is freed
-        for row in table.rows:
-            for cell in row.cells:
-                if cell._tc in seen:
+    def table(self, table: Any, location: str | None = None) -> None:
+        """Each cell once (a cell spanning columns is one ``w:tc``; one continuing a vertical merge is skipped, unless
+        it is in the first row: it continues nothing, and its text is kept), its paragraphs as one block; what the
+        cell holds besides (a table inside it, a text box, a note) follows it."""
+        for number, row in enumerate(table.iterchildren(_TR)):
+            for cell in row.iterchildren(_TC):
+                if number and _CONTINUED(cell):
                     continue
-                seen.add(cell._tc)
-                self.assembler.block(BlockKind.TABLE_CELL, cell.text, location=location)
-                for item in cell.iter_inner_content():
-                    if isinstance(item, Paragraph):
-                        self.anchored(item)
+                texts = [Paragraph(paragraph, self.word).text for paragraph in cell.iterchildren(_P)]
+                self.assembler.block(BlockKind.TABLE_CELL, "\n".join(texts), location=location)
+                for child in cell.iterchildren(_P, _TBL):
+                    if child.tag == _P:
+                        self.anchored(child)
                     else:
-                        self.table(item, location)
+                        self.table(child, location)
 
 
 def _margins(section: Any) -> Iterator[tuple[str, Any]]:
@@ -155,12 +159,10 @@ def _nearest_paragraph(element: Any) -> Any:
     return parent
 
 
-def _kind(paragraph: Paragraph) -> BlockKind:
+def _kind(element: Any, style: str) -> BlockKind:
     """Heading/Title styles are headings; "List ..." styles or direct numbering (numPr) are list items."""
-    style = getattr(paragraph.style, "name", None) or ""
     if style.startswith(_HEADINGS):
         return BlockKind.HEADING
-    properties = paragraph._p.pPr
-    if style.startswith("List") or (properties is not None and properties.numPr is not None):
+    if style.startswith("List") or _NUMBERED(element):
         return BlockKind.LIST_ITEM
     return BlockKind.PARAGRAPH

@@ -16,8 +16,8 @@ a second and a few MB. ``bench/bench_korean.py`` holds ``extract split`` of the 
 the English one's time. A later ``import kss`` in the process still gets all of kss
 (``_complete_on_first_use``).
 
-This relies on kss internals, so it is used only with the kss versions it was read and tested against
-(``CHECKED_VERSIONS``). Any other version goes through the public function, imported whole.
+This relies on kss internals (docs/design.md#dependencies), so it is used only with the kss versions it was read
+and tested against (``CHECKED_VERSIONS``). Any other version goes through the public function, imported whole.
 ``tests/test_segment.py`` checks that both give the same sentences, on the test corpus and on generated
 Korean text, and that a fresh process splitting Korean imports none of kss's other tools.
 """
