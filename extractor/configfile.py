@@ -435,7 +435,7 @@ RuleId = Annotated[Name, AfterValidator(_rule_id)]
 FieldPath = Annotated[Name, AfterValidator(_field_path)]
 """A path to the values checked: ``.`` between names, ``[]`` for every item of a list (``lineItems[].sku``)."""
 Regex = Annotated[str, Field(strict=True, min_length=1), AfterValidator(_regex)]
-Bound = Annotated[int | float | date, PlainValidator(_bound, json_schema_input_type=int | float | date | str)]
+Bound = Annotated[int | float | date, PlainValidator(_bound)]
 
 
 class CheckBase(BaseModel):
@@ -480,8 +480,7 @@ class SequenceCheck(CheckBase):
 
     type: Literal["sequence"] = "sequence"
     start: int = 1
-    follow_source: Annotated[bool | CheckSeverity, PlainValidator(
-        _follow, json_schema_input_type=bool | CheckSeverity)] = False
+    follow_source: Annotated[bool | CheckSeverity, PlainValidator(_follow)] = False
 
 
 class LookupCheck(CheckBase):
