@@ -19,10 +19,10 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -38,9 +38,6 @@ from pydantic import (
 
 from extractor.errors import InputError
 from extractor.vocab import JUDGE_METRICS, JudgeMode, PersonalDataPolicy
-
-if TYPE_CHECKING:
-    from pydantic_core import ErrorDetails
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -99,7 +96,7 @@ def problems(error: ValidationError) -> list[str]:
     return [_line(found) for found in errors]
 
 
-def _line(error: ErrorDetails) -> str:
+def _line(error: Mapping[str, Any]) -> str:
     kind, location = error["type"], tuple(error["loc"])
     message = str(error["msg"])
     if kind == "value_error":  # our own validators' messages, without pydantic's "Value error, "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
@@ -262,17 +263,17 @@ def create_app(service: Service) -> FastAPI:
         while handling its ``MultiPartException``; both are malformed bodies, so 422 with the error list like
         any other."""
         if isinstance(error.__cause__, BodyTooLarge):  # FastAPI was reading the body when it passed the limit
-            return JSONResponse({"detail": over_limit(body_limit)}, status_code=status.HTTP_413_CONTENT_TOO_LARGE,
+            return JSONResponse({"detail": over_limit(body_limit)}, status_code=HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                 headers={"Connection": "close"})
         if error.status_code == status.HTTP_400_BAD_REQUEST and isinstance(error.__context__, MultiPartException):
             detail = [{"type": "body_invalid", "loc": ["body"], "input": None,
                        "msg": f"the form cannot be read: {error.__context__.message}"}]
-            return JSONResponse({"detail": detail}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+            return JSONResponse({"detail": detail}, status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
         if error.status_code == status.HTTP_400_BAD_REQUEST and isinstance(error.__cause__, Exception):
             cause = error.__cause__
             detail = [{"type": "body_invalid", "loc": ["body"], "input": None,
                        "msg": f"the body cannot be parsed: {type(cause).__name__}"}]
-            return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+            return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
         return await http_exception_handler(request, error)
 
     @app.get("/health")
@@ -298,7 +299,7 @@ def create_app(service: Service) -> FastAPI:
         for upload in files:  # spooled by Starlette (to disk past 1 MB); read once, to be stored
             content = upload.file.read(service.max_upload_bytes + 1)
             if len(content) > service.max_upload_bytes:
-                raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+                raise HTTPException(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                     f"{plain_name(upload.filename)}: over the limit of {service.max_upload_bytes} bytes")
             documents.append((upload.filename, content))
         return _submit(service, principal, documents, contract, tags or [])
@@ -308,7 +309,7 @@ def create_app(service: Service) -> FastAPI:
         """Submit one document as JSON text."""
         content = document.text.encode("utf-8")
         if len(content) > service.max_upload_bytes:
-            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+            raise HTTPException(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                 f"{plain_name(document.name)}: over the limit of {service.max_upload_bytes} bytes")
         return _submit(service, principal, [(document.name, content)], document.contract, document.tags)
 
@@ -479,7 +480,7 @@ def _submit(service: Service, principal: Principal, sent: list[tuple[str | None,
                  for as_sent, content in sent
                  for index, (name, data) in enumerate(with_attachments(plain_name(as_sent), content))]
     if len(documents) > MAX_REQUEST_DOCUMENTS:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"{len(documents)} documents in one request (e-mails' "
+        raise HTTPException(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"{len(documents)} documents in one request (e-mails' "
                             f"attachments counted), over the limit of {MAX_REQUEST_DOCUMENTS}; submit them in several")
     chosen: dict[str, Any] = {}
     if contract is not None:
