@@ -425,9 +425,10 @@ def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json
 
 class _Runs:
     """The runs of the records being exported, looked up a batch at a time and kept while they keep coming
-    (records come in approval order, so a run's records come together): at most ``KEEP`` at once."""
+    (records come in approval order, so a run's records come together): at most ``KEEP`` at once (each holds its
+    configuration: 10,000 of them grew an export of a million document runs by 36 MB)."""
 
-    KEEP = 10_000
+    KEEP = 256
 
     def __init__(self, run_log: Store | None) -> None:
         self.run_log = run_log

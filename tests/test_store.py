@@ -795,6 +795,8 @@ def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> 
     assert "SEARCH document_runs USING INDEX ix_document_runs_name" in plan, plan
     plan = query_plans(store.engine, lambda: store.find_document_runs(sha_prefix=sha[:10]))
     assert "SEARCH documents USING COVERING INDEX sqlite_autoindex_documents_1 (sha256>? AND sha256<?)" in plan, plan
+    plan = query_plans(store.engine, lambda: store.finished_run_of(config.config_hash, sha))  # extract run's skip
+    assert "SEARCH claims USING INDEX sqlite_autoindex_claims_1 (config_hash=? AND document_id=?)" in plan, plan
     plan = query_plans(store.engine, lambda: correction_stats(store))
     assert "SEARCH reviews USING COVERING INDEX ix_reviews_current_decision_run_id_changes (current=? AND decision=?)" \
         in plan, plan
