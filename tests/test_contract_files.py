@@ -447,6 +447,27 @@ def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_orjson_refus
     assert rows[1]["memo"] == "\\ud800b"  # UTF-8 cannot hold it: its escape, never a crash
 
 
+def test_csv_pads_the_rows_before_a_late_column_and_copies_the_rest_into_a_file(tmp_path: Path) -> None:
+    """Into a file the rows after the last new column are copied by the kernel from where the padded ones end: the
+    same bytes as into memory."""
+    import csv
+    import io
+
+    from extractor.export import _csv
+
+    rows = [({"a": n, "b": "x,y"}, _origin(f"{n}.md")) for n in range(3)] + [({"a": 3, "late": "z"}, _origin("3.md"))] \
+        + [({"a": n, "b": '"q"', "late": "w"}, _origin(f"{n}.md")) for n in range(4, 40)]
+    memory = io.BytesIO()
+    _csv(rows)(memory)
+    with (tmp_path / "out.csv").open("wb") as handle:
+        _csv(rows, spool=tmp_path)(handle)
+    written = (tmp_path / "out.csv").read_bytes()
+    assert written == memory.getvalue()
+    table = list(csv.DictReader(io.StringIO(written.decode(), newline="")))
+    assert [(r["a"], r["b"], r["late"]) for r in table[2:5]] == [("2", "x,y", ""), ("3", "", "z"), ("4", '"q"', "w")]
+    assert len(table) == 40 and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # no spool left
+
+
 def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
     hostile = ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
     record = {"notes": hostile, **{f"n{i}": text for i, text in enumerate(hostile)}, "count": -5, "plain": "a=b"}
