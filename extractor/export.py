@@ -355,8 +355,8 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
                         spooled.write("".join(lines).encode(errors="backslashreplace"))
                         lines.clear()
                         short, padded_until = written, spooled.tell()
-                    lines.append(_csv_line([*[origin[c] for c in PROVENANCE_COLUMNS], *[row.get(k) for k in columns]],
-                                           nested))
+                    lines.append(_csv_line(itertools.chain(map(origin.__getitem__, PROVENANCE_COLUMNS),
+                                                           map(row.get, columns)), nested))
                     written += 1
                 if len(lines) >= WRITE_EVERY:
                     spooled.write("".join(lines).encode(errors="backslashreplace"))
