@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import pwd
+import resource
 import statistics
 import subprocess
 import sys
@@ -305,29 +306,71 @@ def replicate(url: str, size: int, seed_runs: list[str]) -> None:
             for name in steps:
                 connection.execute(text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
                                         f"(SELECT max(id) FROM {name}))"))
-            connection.execute(text("ANALYZE"))
-    else:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("ANALYZE")
+            connection.execute(text("ANALYZE"))  # (autovacuum would, a while later)
+    # SQLite gets no statistics: the product never gathers them, so its plans must hold without (sqlite_stat1)
     store.close()
 
 
 # ---------------------------------------------------------------- 3. the commands
 
 
+@dataclass(frozen=True)
+class Timed:
+    """What one command cost: wall seconds, the CPU seconds of its process (and whatever it started), and those of
+    the PostgreSQL server (None: not measured; SQLite, or a server not in this bench's own cluster)."""
+
+    wall: float
+    cpu: float
+    server: float | None
+
+
+SERVER_CPU: list[Callable[[], float]] = []
+"""How to read the bench's own PostgreSQL cluster's CPU seconds so far, once it runs (``cluster_cpu``)."""
+
+
+def cluster_cpu(folder: Path) -> Callable[[], float]:
+    """CPU seconds of the cluster in ``folder``: its postmaster, every backend it has reaped (a connection's backend
+    ends with the command) and those alive, read from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(pid: str) -> list[str]:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+
+    def read() -> float:
+        postmaster = (folder / "data" / "postmaster.pid").read_text().split()[0]
+        total = sum(int(value) for value in fields(postmaster)[11:15])  # utime stime cutime cstime
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                found = fields(pid)
+            except OSError:
+                continue  # gone meanwhile: reaped, so counted in the postmaster's cutime
+            if found[1] == postmaster:
+                total += int(found[11]) + int(found[12])
+        return total / tick
+
+    return read
+
+
 def run_extract(args: list[str], env: dict[str, str], *, peak: Path | None = None,
-                exits: tuple[int, ...] = (0,)) -> tuple[float, str]:
-    """Wall seconds of one ``extract ...`` in a new process, and its stdout; with ``peak``, its peak resident
-    memory (KiB) is written there (``tests/support/peak.py``)."""
+                exits: tuple[int, ...] = (0,)) -> tuple[Timed, str]:
+    """What one ``extract ...`` in a new process cost, and its stdout; with ``peak``, its peak resident memory (KiB)
+    is written there (``tests/support/peak.py``). Its CPU is what the children of this process used meanwhile (it is
+    the only one running)."""
     command = [sys.executable, "-m", "extractor", *args]
     if peak is not None:
         command = [sys.executable, str(ROOT / "tests/support/peak.py"), str(peak), "--", *command]
+    server = SERVER_CPU[0] if SERVER_CPU and "postgresql" in " ".join(args) else None
+    server_before = server() if server else 0.0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     seconds = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if result.returncode not in exits:
         raise SystemExit(f"extract {' '.join(args)} exited {result.returncode}: {result.stderr[-2000:]}")
-    return seconds, result.stdout
+    return Timed(seconds, cpu, server() - server_before if server else None), result.stdout
 
 
 @dataclass
@@ -364,28 +407,44 @@ def describe(log: Log) -> None:
     log.path, log.sha_prefix, log.run_id = oldest.path, oldest.sha256[:12], biggest
 
 
-def new_run(log: Log, folder: Path, env: dict[str, str], round_: int) -> float:
-    """An ``extract run`` of ``NEW_RUN`` new documents against the scripted server; returns its seconds."""
+def new_run(log: Log, folder: Path, env: dict[str, str], round_: int) -> Timed:
+    """An ``extract run`` of ``NEW_RUN`` new documents against the scripted server (in this process: its CPU is not
+    counted); returns what it cost."""
     from tests.support.corpus import script, write_documents
     from tests.support.llm_server import ScriptedLLMServer
 
     numbers = range(100_000 + round_ * NEW_RUN, 100_000 + (round_ + 1) * NEW_RUN)
     paths = write_documents(folder / f"new-{log.backend}-{log.size}-{round_}", numbers)
     with ScriptedLLMServer(script({"model-a": behaviour})) as server:
-        seconds, _ = run_extract(["run", *map(str, paths), "--model", "openai:model-a", "--base-url", server.base_url,
-                                  "--database", log.url, "--format", "json"], env, exits=(0, 1, 3, 4))
-    return seconds
+        timed, _ = run_extract(["run", *map(str, paths), "--model", "openai:model-a", "--base-url", server.base_url,
+                                "--database", log.url, "--format", "json"], env, exits=(0, 1, 3, 4))
+    return timed
 
 
-def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str],
-            full: bool = True) -> dict[tuple[str, int, str], list[float]]:
-    """Every timed command on every log, ``rounds`` times, the logs taking turns; seconds per (backend, size, name).
-    Export adds records per second (``export jsonl rate``) and peak memory in MiB (``export jsonl peak``)."""
-    found: dict[tuple[str, int, str], list[float]] = {}
+Found = dict[tuple[str, int, str], list[float]]
+"""Every value measured, per (backend, size, name): ``NAME`` wall seconds, ``NAME cpu`` the process's CPU seconds and
+``NAME server`` PostgreSQL's, ``export FMT rate`` records per CPU second of the process, ``export FMT server rate``
+per CPU second of the server, ``export FMT peak MiB``, and ``load`` the 1-minute load average as each was measured."""
+
+
+def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str], full: bool = True) -> Found:
+    """Every timed command on every log, ``rounds`` times, the logs taking turns."""
+    found: Found = {}
 
     def note(log: Log, name: str, value: float) -> None:
         found.setdefault((log.backend, log.size, name), []).append(value)
-        print(f"  {log.backend} {log.size:,} {name}: {value:,.2f}", file=sys.stderr, flush=True)
+
+    def noted(log: Log, name: str, timed: Timed) -> Timed:
+        load = os.getloadavg()[0]
+        note(log, name, timed.wall)
+        note(log, f"{name} cpu", timed.cpu)
+        if timed.server is not None:
+            note(log, f"{name} server", timed.server)
+        note(log, "load", load)
+        server = "" if timed.server is None else f" + {timed.server:.2f} s server"
+        print(f"  {log.backend} {log.size:,} {name}: {timed.wall:.2f} s wall, {timed.cpu:.2f} s CPU{server} "
+              f"(load {load:.1f})", file=sys.stderr, flush=True)
+        return timed
 
     for round_ in range(rounds):
         for log in logs:
@@ -400,37 +459,70 @@ def measure(logs: list[Log], folder: Path, rounds: int, env: dict[str, str],
                 "export --since 1d": ["export", "--since", "1d", "--out", str(folder / "since.jsonl")],
             }
             for name, args in timed.items():
-                note(log, name, run_extract([*args, *database], env, exits=(0, 3))[0])
+                noted(log, name, run_extract([*args, *database], env, exits=(0, 3))[0])
             for fmt in ("jsonl", "csv"):
                 out, peak = folder / f"all.{fmt}", folder / "peak"
-                seconds, _ = run_extract(["export", "--format", fmt, "--out", str(out), *database], env, peak=peak)
-                note(log, f"export {fmt}", seconds)
-                note(log, f"export {fmt} rate", log.approved / seconds)
+                spent = noted(log, f"export {fmt}", run_extract(["export", "--format", fmt, "--out", str(out),
+                                                                 *database], env, peak=peak)[0])
+                note(log, f"export {fmt} rate", log.approved / spent.cpu)
+                if spent.server:
+                    note(log, f"export {fmt} server rate", log.approved / spent.server)
                 note(log, f"export {fmt} peak MiB", int(peak.read_text()) / 1024)
+                out.unlink()
             if full:  # what a full check costs (no target); the build ended with one, so doctor has a clean base
-                note(log, "doctor --full", run_extract(["doctor", "--full", *database], env)[0])
-            note(log, "extract run (20 documents)", new_run(log, folder, env, round_))
-            note(log, "doctor", run_extract(["doctor", *database], env)[0])
+                noted(log, "doctor --full", run_extract(["doctor", "--full", *database], env)[0])
+            noted(log, "extract run (20 documents)", new_run(log, folder, env, round_))
+            noted(log, "doctor", run_extract(["doctor", *database], env)[0])
     return found
 
 
-def report(found: dict[tuple[str, int, str], list[float]], backends: list[str], sizes: list[int]) -> None:
+def report(found: Found, backends: list[str], sizes: list[int]) -> None:
+    """Per backend, the median of each command at both sizes: wall seconds, CPU seconds (the process's, plus the
+    server's on PostgreSQL: what a machine running both spends), the ratio of the CPU seconds, and the target checked
+    on the CPU seconds (wall seconds follow the machine's load; CPU seconds what the command does)."""
     small, large = sizes[0], sizes[-1]
-    names = list(dict.fromkeys(name for _, _, name in found))
+    names = [name for name in dict.fromkeys(name for _, _, name in found)
+             if not name.endswith((" cpu", " server")) and name != "load"]
     for backend in backends:
-        print(f"\n{backend}: median of {len(next(iter(found.values())))} rounds; {small:,} and {large:,} document runs")
-        print(f"  {'command':<28} {f'{small:,}':>12} {f'{large:,}':>12} {'ratio':>7}   target")
+        loads = [value for (b, _, name), values in found.items() if b == backend and name == "load" for value in values]
+        print(f"\n{backend}: median of {rounds_of(found)} round(s); {small:,} and {large:,} document runs; load average "
+              f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+        print(f"  {'command':<28} {'wall ' + f'{small:,}':>13} {f'{large:,}':>10} {'CPU ' + f'{small:,}':>12} "
+              f"{f'{large:,}':>10} {'ratio':>7}   target (on CPU)")
         for name in names:
-            a, b = (statistics.median(found[(backend, size, name)]) for size in (small, large))
-            unit = "/s" if name.endswith("rate") else " MiB" if name.endswith("MiB") else " s"
-            print(f"  {name:<28} {a:>10.2f}{unit:<2} {b:>10.2f}{unit:<2} {b / a:>6.2f}x   {verdict(name, a, b)}")
+            wall = [median(found, backend, size, name) for size in (small, large)]
+            if name.endswith(("rate", "MiB")):
+                unit = "/s" if name.endswith("rate") else " MiB"
+                a, b = wall
+                if not a or not b:
+                    continue  # a server's rate on SQLite
+                print(f"  {name:<28} {'':>13} {'':>10} {a:>10,.0f}{unit:<2} {b:>10,.0f}{unit:<2} {b / a:>6.2f}x   "
+                      f"{verdict(name, a, b)}")
+                continue
+            a, b = (median(found, backend, size, f"{name} cpu") + median(found, backend, size, f"{name} server")
+                    for size in (small, large))
+            print(f"  {name:<28} {wall[0]:>11.2f} s {wall[1]:>8.2f} s {a:>10.2f} s {b:>8.2f} s {b / a:>6.2f}x   "
+                  f"{verdict(name, a, b)}")
+
+
+def rounds_of(found: Found) -> int:
+    return max(len(values) for (_, _, name), values in found.items() if name.endswith(" cpu"))
+
+
+def median(found: Found, backend: str, size: int, name: str) -> float:
+    """The median of what was measured, 0 when nothing was (a server's CPU on SQLite)."""
+    values = found.get((backend, size, name))
+    return statistics.median(values) if values else 0.0
 
 
 def verdict(name: str, small: float, large: float) -> str:
+    rate = f">= {TARGET_EXPORT_RATE:,} records/s"
     checks: dict[str, Callable[[], tuple[bool, str]]] = {
         "stats --corrections": lambda: (large < TARGET_CORRECTIONS_S, f"< {TARGET_CORRECTIONS_S:.0f} s at the largest"),
-        "export jsonl rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, f">= {TARGET_EXPORT_RATE:,} records/s"),
-        "export csv rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, f">= {TARGET_EXPORT_RATE:,} records/s"),
+        "export jsonl rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, rate),
+        "export csv rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, rate),
+        "export jsonl server rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, rate),
+        "export csv server rate": lambda: (min(small, large) >= TARGET_EXPORT_RATE, rate),
         "export jsonl peak MiB": lambda: (large <= small * 1.1, "flat (within 10%)"),
         "export csv peak MiB": lambda: (large <= small * 1.1, "flat (within 10%)"),
         "doctor": lambda: (large < TARGET_DOCTOR_S, f"< {TARGET_DOCTOR_S:.0f} s at the largest"),
@@ -515,6 +607,7 @@ def contextmanager_or_none(wanted: bool, folder: Path) -> Iterator[str | None]:
         yield None
         return
     with kept_cluster(folder) as url:
+        SERVER_CPU.append(cluster_cpu(folder))
         yield url
 
 

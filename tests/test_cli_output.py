@@ -183,6 +183,24 @@ def test_id_prefixes_have_one_minimum_length(runlog: RunLog) -> None:
     assert shown.returncode == 2 and f"first {MIN_ID_PREFIX} or more characters" in shown.stderr
 
 
+def test_show_run_lists_its_first_documents_and_says_how_many_it_has(runlog: RunLog) -> None:
+    """A run of a hundred thousand documents is not printed whole: the first --limit, how many in all, how to see
+    the rest; --all lists every one."""
+    run_id = runlog.run_ids["model-a"]
+    everything = runlog.json("show", run_id, "--all")
+    assert everything["documents_total"] == 4 and len(everything["documents"]) == 4  # type: ignore[index,arg-type]
+    first = runlog.extract("show", run_id, "--limit", "2", "--format", "json")
+    shown = json.loads(first.stdout)
+    assert shown["documents"] == everything["documents"][:2] and shown["documents_total"] == 4  # type: ignore[index]
+    assert first.stderr == "note: listed 2 of 4 documents; --limit N or --all for more\n"
+    table = runlog.extract("show", run_id, "--limit", "3", columns=200)
+    paths = [Path(d["path"]).name for d in everything["documents"]]  # type: ignore[index]
+    assert table.returncode == 0 and [name in table.stdout for name in paths] == [True, True, True, False]
+    assert f"listed the first 3 of 4 documents: --limit N or --all to list more, `extract review --run {run_id[:12]}`" \
+        in table.stdout
+    assert "listed the first" not in runlog.extract("show", run_id, columns=200).stdout  # 4 fit in the default 50
+
+
 # ---------------------------------------------------------------- help
 
 

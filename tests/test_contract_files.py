@@ -537,9 +537,9 @@ def _csv_rows(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | 
 
     from extractor.export import _csv
 
-    stream = io.StringIO()
+    stream = io.BytesIO()
     _csv(rows, explode)(stream)
-    return list(csv.DictReader(io.StringIO(stream.getvalue())))
+    return list(csv.DictReader(io.StringIO(stream.getvalue().decode("utf-8"), newline="")))
 
 
 def _origin(path: str) -> dict[str, Any]:
@@ -558,6 +558,42 @@ def test_csv_flattens_objects_keeps_lists_as_json_and_explodes_on_request() -> N
         ("en.md", "0", "483920"), ("en.md", "1", "551204"), ("en.md", "2", "600117"), ("empty.md", "", "")]
     assert all(r["supplier.taxId"] == "214-86-12345" and r["reviewer"] == "lee" for r in exploded)
     assert "lineItems" not in exploded[0]
+
+
+def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_orjson_refuses() -> None:
+    """A record's lists are compact JSON text, read and written by orjson; a record orjson refuses (NaN, an integer
+    past 64 bits, a lone surrogate: the standard library wrote them) is read and written by the standard library,
+    so nothing becomes something else (orjson writes NaN as null)."""
+    from extractor.export import RawJSON
+
+    plain = {"items": [{"name": "Ω, ж", "qty": 2}], "memo": "a"}
+    odd = '{"items":[NaN,123456789012345678901234567890,"\\ud800"],"memo":"\\ud800b"}'
+    rows = _csv_rows([(RawJSON(json.dumps(plain, ensure_ascii=False)), _origin("plain.md")),
+                      (RawJSON(odd), _origin("odd.md"))])
+    assert rows[0]["items"] == '[{"name":"Ω, ж","qty":2}]' and rows[0]["memo"] == "a"
+    assert rows[1]["items"] == '[NaN,123456789012345678901234567890,"\\ud800"]'
+    assert rows[1]["memo"] == "\\ud800b"  # UTF-8 cannot hold it: its escape, never a crash
+
+
+def test_csv_pads_the_rows_before_a_late_column_and_copies_the_rest_into_a_file(tmp_path: Path) -> None:
+    """Into a file the rows after the last new column are copied by the kernel from where the padded ones end: the
+    same bytes as into memory."""
+    import csv
+    import io
+
+    from extractor.export import _csv
+
+    rows = [({"a": n, "b": "x,y"}, _origin(f"{n}.md")) for n in range(3)] + [({"a": 3, "late": "z"}, _origin("3.md"))] \
+        + [({"a": n, "b": '"q"', "late": "w"}, _origin(f"{n}.md")) for n in range(4, 40)]
+    memory = io.BytesIO()
+    _csv(rows)(memory)
+    with (tmp_path / "out.csv").open("wb") as handle:
+        _csv(rows, spool=tmp_path)(handle)
+    written = (tmp_path / "out.csv").read_bytes()
+    assert written == memory.getvalue()
+    table = list(csv.DictReader(io.StringIO(written.decode(), newline="")))
+    assert [(r["a"], r["b"], r["late"]) for r in table[2:5]] == [("2", "x,y", ""), ("3", "", "z"), ("4", '"q"', "w")]
+    assert len(table) == 40 and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # no spool left
 
 
 def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
@@ -629,17 +665,26 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from extractor.export import _csv_line
+    from extractor.export import FORMULA_STARTS, _csv_line
 
-    cells = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.text(),
+    cells = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(),
                       st.sampled_from(["", ",", '"', '""', "a,b", 'say "hi"', "line\nbreak", "cr\r", "\r\n", " x ",
-                                       "'=SUM(A1)", "Ω, ж, 한"]))
+                                       "'=SUM(A1)", "=SUM(A1)", "-1", "Ω, ж, 한"]),
+                      st.lists(st.text(max_size=5), max_size=3))
+
+    def as_written(value: Any) -> Any:
+        """The cell the csv module is given: neutralised text, JSON text of a list, true/false, an empty None."""
+        if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+            return "'" + value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")) if isinstance(value, list) else value
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(cells, min_size=2, max_size=12))
     def same(row: list[Any]) -> None:
         expected = io.StringIO()
-        csv.writer(expected).writerow(row)
+        csv.writer(expected).writerow([as_written(value) for value in row])
         assert _csv_line(row) == expected.getvalue()
 
     same()

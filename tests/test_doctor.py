@@ -18,9 +18,10 @@ from sqlalchemy import make_url, text, update
 from extractor.store import open_store, tables
 from extractor.store.approved import approve
 from extractor.store.integrity import checks
+from extractor.store.integrity import doctor as check_log
 from extractor.vocab import DocumentState, ExitCode
 from tests.support.processes import on_terminal
-from tests.support.runlog import dead_pid, healthy_log, make_document, plant, record, run_config
+from tests.support.runlog import dead_pid, healthy_log, make_document, plant, query_plans, record, run_config
 
 
 def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -203,6 +204,33 @@ def test_doctor_checks_what_changed_since_its_last_clean_check_and_everything_wi
     assert doctor(db_url).returncode == ExitCode.OK  # full, clean
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] and report["full"] is False and report["last_full"] is not None
+
+
+GROWING = ("documents", "document_runs", "in_scope", "claims", "attempts", "reviews", "review_fields")
+"""The tables that grow with every document run (``in_scope``: the scope's own read of document runs)."""
+
+
+def test_a_default_check_reads_what_changed_through_indexes(db_url: str) -> None:
+    """What a check since the last clean one reads is found through an index on both databases: a default
+    ``doctor`` reads none of the growing tables whole, whatever the log's size (docs/runs.md)."""
+    with open_store(db_url) as store:
+        _, document_runs, _ = healthy_log(store)
+        assert check_log(store.engine).scope is None  # the first check reads everything
+        config = run_config(model="newer")
+        newer = store.start_run(config)
+        fresh = store.claim(newer, config.config_hash, store.get_or_create_document(make_document(7)), "docs/7.txt")
+        store.finish_document(fresh.document_run_id, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(
+            store, fresh.document_run_id))
+        store.finish_run(newer, "finished")
+        approve(store, document_runs[0], {"rules": []}, reviewer="kim", changed_fields=["rules[]"])
+        checked: list[object] = []
+        plan = query_plans(store.engine, lambda: checked.append(check_log(store.engine)))
+    [result] = checked
+    assert result.scope is not None and newer in result.scope.run_ids and result.problems == []  # type: ignore[attr-defined]
+    scans = ("SCAN {}" if db_url.startswith("sqlite") else "Seq Scan on {}").format
+    steps = [step.removeprefix("->").strip() for step in plan.split(" | ")]
+    read_whole = [table for table in GROWING if any(f"{step} ".startswith(f"{scans(table)} ") for step in steps)]
+    assert read_whole == [], plan
 
 
 def test_doctor_full_shows_its_progress_on_a_terminal(db_url: str) -> None:

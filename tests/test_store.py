@@ -52,7 +52,7 @@ from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
 from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, record, run_config
+from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, query_plans, record, run_config
 
 HEAD = "0014"
 RACE_DOCUMENTS = 50
@@ -775,23 +775,6 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
     assert "SEARCH runs USING INDEX sqlite_autoindex_runs_1" in plan, plan  # not every run read (SCAN runs)
 
 
-def query_plans(store: Store, call: Callable[[], object]) -> str:
-    """SQLite's plan of every SELECT ``call`` sends, one ``|``-joined line (``SEARCH t USING INDEX ...``)."""
-    statements: list[tuple[str, Any]] = []
-
-    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        statements.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", seen)
-    try:
-        call()
-    finally:
-        event.remove(store.engine, "before_cursor_execute", seen)
-    with store.engine.connect() as connection:
-        return " | ".join(row[3] for statement, parameters in statements if statement.lstrip().upper().startswith("SELECT")
-                          for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
-
-
 def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> None:
     """``show PATH`` and ``show SHA-PREFIX``, ``stats --corrections`` and ``export --since`` read an index range (or
     a covering index), never every document run, document, review or approved record."""
@@ -808,11 +791,13 @@ def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> 
     assert store.find_document_runs(same_file_name="in/0/same") == []
     if store.engine.dialect.name != "sqlite":
         return
-    plan = query_plans(store, lambda: store.find_document_runs(same_file_name="in/0/same.txt"))
+    plan = query_plans(store.engine, lambda: store.find_document_runs(same_file_name="in/0/same.txt"))
     assert "SEARCH document_runs USING INDEX ix_document_runs_name" in plan, plan
-    plan = query_plans(store, lambda: store.find_document_runs(sha_prefix=sha[:10]))
+    plan = query_plans(store.engine, lambda: store.find_document_runs(sha_prefix=sha[:10]))
     assert "SEARCH documents USING COVERING INDEX sqlite_autoindex_documents_1 (sha256>? AND sha256<?)" in plan, plan
-    plan = query_plans(store, lambda: correction_stats(store))
+    plan = query_plans(store.engine, lambda: store.finished_run_of(config.config_hash, sha))  # extract run's skip
+    assert "SEARCH claims USING INDEX sqlite_autoindex_claims_1 (config_hash=? AND document_id=?)" in plan, plan
+    plan = query_plans(store.engine, lambda: correction_stats(store))
     assert "SEARCH reviews USING COVERING INDEX ix_reviews_current_decision_run_id_changes (current=? AND decision=?)" \
         in plan, plan
     assert "SCAN review_fields USING COVERING INDEX ix_review_fields_run_id_field_path" in plan, plan

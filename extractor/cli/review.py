@@ -142,6 +142,8 @@ def show(
                                        f"sha256 or path (ids and hashes may be cut to {MIN_ID_PREFIX}+ characters)")],
     requests: Annotated[bool, typer.Option("--requests", help="also print every attempt's request exactly as "
                                            "sent (always in --format json)")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="a run: list its first this many documents")] = DEFAULT_REVIEW_PAGE,
+    all_: Annotated[bool, typer.Option("--all", help="a run: list every document (no --limit)")] = False,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
     format: FormatOption = Format.text,
@@ -151,7 +153,7 @@ def show(
     For a document run: the source with every sentence marked MAPPED / UNMAPPED / EXCLUDED / UNACCOUNTED and
     the evidence spans highlighted, the candidate, field states, the missingFields questions, every attempt's
     findings (with --requests, its request as sent) and the decisions taken. For a run: its configuration and
-    documents.
+    first --limit documents, with how many it processed (a note on stderr with --format json).
     """
     from extractor.review.resolve import Resolved, resolve_shown
     from extractor.review.view import DocumentView, RunView, document_view, run_view
@@ -159,9 +161,12 @@ def show(
     store, records = open_stores(database, approved_database)
     shown = resolve_shown(store, ref)
     view: DocumentView | RunView = (document_view(store, records, shown.document_run, shown.others)
-                                    if isinstance(shown, Resolved) else run_view(store, shown))
+                                    if isinstance(shown, Resolved) else run_view(store, shown, None if all_ else limit))
     if format is Format.json:
         emit_json(view.to_json())
+        if isinstance(view, RunView) and len(view.documents) < view.total:
+            typer.echo(f"note: listed {len(view.documents)} of {view.total} documents; --limit N or --all for more",
+                       err=True)
         return
     from extractor.ui.review import print_document_view, print_run_view
 

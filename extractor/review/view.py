@@ -466,16 +466,23 @@ class RunDocument:
 
 @dataclass(frozen=True)
 class RunView:
-    """One run (``extract show RUN``): its configuration and counts, and every document it processed."""
+    """One run (``extract show RUN``): its configuration and counts, and the documents it processed (the first of
+    them, with a limit)."""
 
     run: RunInfo
     documents: list[RunDocument]
     kind: ClassVar[str] = "run"
 
+    @property
+    def total(self) -> int:
+        """How many documents the run processed (its counts per state)."""
+        return sum(self.run.counts.values())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "run": run_summary(self.run),
+            "documents_total": self.total,
             "documents": [
                 {"document_run_id": d.document_run.id, "path": d.document_run.path, "sha256": d.document_run.sha256,
                  "state": d.document_run.state, "cause": d.document_run.cause, "tags": d.document_run.tags,
@@ -485,9 +492,10 @@ class RunView:
         }
 
 
-def run_view(store: Store, run: RunInfo) -> RunView:
-    """One run: its configuration, counts per state, and every document with its state and rule ids."""
-    document_runs = store.document_runs_for(run.id)
+def run_view(store: Store, run: RunInfo, limit: int | None = None) -> RunView:
+    """One run: its configuration, counts per state, and every document (the first ``limit``) with its state and
+    rule ids."""
+    document_runs = store.document_runs_for(run.id, limit)
     findings = store.findings_of_attempts(d.final_attempt_id for d in document_runs if d.final_attempt_id)
     return RunView(run, [RunDocument(d, sorted({f["rule_id"] for f in findings.get(d.final_attempt_id or -1, [])}))
                          for d in document_runs])

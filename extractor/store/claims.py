@@ -229,10 +229,13 @@ def finished_run_of(engine: Engine, config_hash: str, sha256: str) -> FinishedCl
     """The document run (and its run and state) that finished this content for this configuration, if any:
     a cheap look-up before ingest, so a rerun does not read and segment what is done (``claim`` still
     decides)."""
+    # the content's documents (one per segmenter) first, then their claims by the claims' key: a join let SQLite
+    # read every claim of the configuration (a million, for a configuration a department keeps using)
     query = (
         select(claims.c.document_run_id, claims.c.run_id, claims.c.state)
-        .join(documents, documents.c.id == claims.c.document_id)
-        .where(claims.c.config_hash == config_hash, documents.c.sha256 == sha256, claims.c.state.in_(FINAL_STATES))
+        .where(claims.c.config_hash == config_hash,
+               claims.c.document_id.in_(select(documents.c.id).where(documents.c.sha256 == sha256)),
+               claims.c.state.in_(FINAL_STATES))
         .limit(1)
     )
     with engine.connect() as connection:

@@ -135,8 +135,9 @@ def _state_counts(connection: Connection, run_ids: list[str]) -> defaultdict[str
     return counts
 
 
-def document_runs_for(engine: Engine, run_id: str) -> list[DocumentRunInfo]:
-    return _document_runs(engine, document_runs.c.run_id == run_id, order=(document_runs.c.id,))
+def document_runs_for(engine: Engine, run_id: str, limit: int | None = None) -> list[DocumentRunInfo]:
+    """The run's document runs in the order they started (the first ``limit``: a range of its unique index)."""
+    return _document_runs(engine, document_runs.c.run_id == run_id, order=(document_runs.c.id,), limit=limit)
 
 
 def latest_document_run(engine: Engine, ref: str | int) -> DocumentRunInfo | None:

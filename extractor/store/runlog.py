@@ -152,8 +152,8 @@ class Store:
                                  prompt_version=prompt_version, contract=contract, validator_version=validator_version,
                                  since=since, until=until, limit=limit, with_documents=with_documents, counts=counts)
 
-    def document_runs_for(self, run_id: str) -> list[DocumentRunInfo]:
-        return queries.document_runs_for(self.engine, run_id)
+    def document_runs_for(self, run_id: str, limit: int | None = None) -> list[DocumentRunInfo]:
+        return queries.document_runs_for(self.engine, run_id, limit)
 
     def latest_document_run(self, ref: str | int) -> DocumentRunInfo | None:
         return queries.latest_document_run(self.engine, ref)

@@ -437,6 +437,9 @@ def print_run_view(view: RunView, console: Console | None = None) -> None:
         table.add_row(str(d.id), Text(d.state, style=STATE_STYLE.get(d.state, "")), display_path(d.path),
                       _short(d.sha256), ", ".join(d.tags), ", ".join(entry.rule_ids), d.cause or "")
     print_table(console, table)
+    if len(view.documents) < view.total:
+        console.print(f"listed the first {len(view.documents):,} of {view.total:,} documents: --limit N or --all to list "
+                      f"more, `extract review --run {view.run.id[:12]}` for those waiting for a person")
 
 
 # -- runs and stats -----------------------------------------------------------------------------------------

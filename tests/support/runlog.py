@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Engine, event, text
 
 from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
@@ -138,3 +139,26 @@ def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
             block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
     store.finish_run(third, "finished", GateDecision.BLOCK)
     return [first, second, third], document_runs, attempts
+
+
+def query_plans(engine: Engine, call: Callable[[], object]) -> str:
+    """The plan of every SELECT ``call`` sends, one ``|``-joined line: SQLite's (``SEARCH t USING INDEX ...``), or
+    PostgreSQL's with sequential scans priced out (``Seq Scan on t`` then means no index could answer it)."""
+    statements: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        call()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    selects = [(s, p) for s, p in statements if s.lstrip().upper().startswith("SELECT")]
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            return " | ".join(row[3] for statement, parameters in selects
+                              for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
+        connection.exec_driver_sql("SET enable_seqscan = off")
+        return " | ".join(row[0].strip() for statement, parameters in selects
+                          for row in connection.exec_driver_sql(f"EXPLAIN {statement}", parameters))
