@@ -7,7 +7,6 @@ Imported only by a command that shows or parses such options (``OptionsCommand``
 
 from __future__ import annotations
 
-import os
 from typing import Any, get_args, get_origin
 
 import annotated_types
@@ -18,7 +17,7 @@ from typer.main import get_click_param
 from typer.models import ParamMeta
 
 from extractor.cli.app import fail
-from extractor.options import Cli, RunOptions, explain
+from extractor.options import Cli, RunOptions, explain, resolve_model
 
 
 def option_params(model: type[BaseModel], names: tuple[str, ...] | None = None) -> list[Any]:
@@ -51,20 +50,6 @@ def _command_line_type(field: FieldInfo) -> Any:
     if get_origin(kind) is tuple:
         return list[get_args(kind)[0]] | None  # type: ignore[index,misc]
     return kind
-
-
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-
-
-def resolve_model(model: str | None) -> str:
-    """--model, else EXTRACT_MODEL, else OpenAI when a key is set, else the bundled local demo model."""
-    if model:
-        return model
-    if os.environ.get("EXTRACT_MODEL"):
-        return os.environ["EXTRACT_MODEL"]
-    if os.environ.get("OPENAI_API_KEY"):
-        return f"openai:{DEFAULT_OPENAI_MODEL}"
-    return "local"
 
 
 def run_options(given: dict[str, Any]) -> RunOptions:

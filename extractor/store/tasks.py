@@ -255,6 +255,21 @@ def uploads_with(engine: Engine, sha256: str) -> list[tuple[int, str]]:
         return [(row.id, row.name) for row in connection.execute(query)]
 
 
+def add_upload(engine: Engine, name: str, content: bytes) -> int:
+    """Keep a document given as bytes (to the Python API) in the run log, as a queued one is kept, so that review,
+    approval and the document view read it from there (``extractor.queue.uploads.source_file``); once per content and
+    name. Returns the upload's id."""
+    digest = hashlib.sha256(content).hexdigest()
+    known = next((found for found, named in uploads_with(engine, digest) if named == name), None)
+    if known is not None:
+        return known
+    with write_connection(engine) as connection:
+        upload = connection.execute(insert(uploads), {"sha256": digest, "name": name, "size": len(content),
+                                                      "content": content, "created_at": utcnow()}).inserted_primary_key
+    assert upload is not None
+    return int(upload[0])
+
+
 def upload_content(engine: Engine, upload_id: int) -> bytes:
     with engine.connect() as connection:
         return bytes(connection.execute(select(uploads.c.content).where(uploads.c.id == upload_id)).scalar_one())
