@@ -9,6 +9,8 @@ needs it.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -16,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["CLI_RUN_LOG", "Attempt", "Batch", "Contract", "ContractError", "Document", "Evidence", "ExtractorError",
            "FieldResult", "Finding", "InputError", "Interrupted", "Place", "Progress", "Report", "Result", "RunLog",
            "RunOptions", "Sentence", "SentenceState", "Source", "Tokens", "UsageError", "__version__", "aextract_many",
-           "approve", "export", "extract", "extract_many", "reject", "split", "validate"]
+           "approve", "export_records", "extract", "extract_many", "reject", "split", "validate"]
 _ELSEWHERE = {"ExtractorError": "extractor.errors", "InputError": "extractor.errors",
               "ContractError": "extractor.errors", "UsageError": "extractor.errors", "RunOptions": "extractor.options",
               "Document": "extractor.document"}
@@ -43,7 +45,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time ``__getattr
         Tokens,
         aextract_many,
         approve,
-        export,
+        export_records,
         extract,
         extract_many,
         reject,
@@ -53,6 +55,20 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time ``__getattr
     from extractor.document import Document
     from extractor.errors import ContractError, ExtractorError, InputError, UsageError
     from extractor.options import RunOptions
+
+
+class _Package(types.ModuleType):
+    """This package, whose ``validate`` stays the API's function: importing the stage of the same name
+    (``extractor.validate``, a subpackage) would set the attribute to the subpackage, whenever it first happens.
+    The subpackage stays in ``sys.modules``, so ``from extractor.validate import ...`` is unchanged."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "validate" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

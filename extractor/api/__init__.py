@@ -10,7 +10,7 @@ from extractor.api.calls import (
     RunLog,
     aextract_many,
     approve,
-    export,
+    export_records,
     extract,
     extract_many,
     reject,
@@ -35,4 +35,4 @@ from extractor.api.sources import Source
 
 __all__ = ["CLI_RUN_LOG", "Attempt", "Batch", "Contract", "Evidence", "FieldResult", "Finding", "Interrupted", "Place",
            "Progress", "Report", "Result", "RunLog", "Sentence", "SentenceState", "Source", "Tokens", "aextract_many",
-           "approve", "export", "extract", "extract_many", "reject", "split", "validate"]
+           "approve", "export_records", "extract", "extract_many", "reject", "split", "validate"]

@@ -1,5 +1,5 @@
 """The Python API's calls (docs/python-api.md): ``extract``, ``extract_many``, ``aextract_many``, ``validate``, ``split``,
-and a person's ``approve``, ``reject`` and ``export``.
+and a person's ``approve``, ``reject`` and ``export_records``.
 
 A batch runs on the engine ``extract run`` runs on, built by the same code from the same options
 (``extractor.engine.build``, ``extractor.options.RunOptions``), and writes the same run log, so ``extract review``,
@@ -461,7 +461,7 @@ def reject(document: Result | str | int, *, reviewer: str, reason: str, force: b
         return result.to_json()
 
 
-def export(out: PathLike, *, format: str = "jsonl", contract: str | None = None, contract_version: int | None = None,
+def export_records(out: PathLike, *, format: str = "jsonl", contract: str | None = None, contract_version: int | None = None,
            explode: str | None = None, run_log: RunLogLike = CLI_RUN_LOG, contracts: Iterable[PathLike] = ()) -> int:
     """``extract export``: write the approved records (only those), with provenance, atomically; the number written."""
     from extractor.export import export as write_export

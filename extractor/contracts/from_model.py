@@ -124,7 +124,7 @@ def _toml(table: Mapping[str, Any], label: str) -> str:
 
 def _written(files: Mapping[str, bytes], name: str, version: int) -> Path:
     """The folder holding ``files`` under the cache (written once: a folder of that digest holds them already)."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"{name}/v{version}".encode())
     for file, data in sorted(files.items()):
         digest.update(file.encode() + b"\0" + hashlib.sha256(data).digest())
     home = cache_root() / digest.hexdigest()[:24]
