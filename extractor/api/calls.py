@@ -423,15 +423,16 @@ def _candidate_text(candidate: Any) -> str:
 
 def approve(document: Result | str | int, *, reviewer: str, note: str | None = None,
             edited: str | Mapping[str, Any] | BaseModel | os.PathLike[str] | None = None, force: bool = False,
-            override_block: bool = False, reason: str | None = None, run_log: RunLogLike = CLI_RUN_LOG,
-            contracts: Iterable[PathLike] = ()) -> dict[str, Any]:
+            override_block: bool = False, reason: str | None = None, run_log: RunLogLike = CLI_RUN_LOG
+            ) -> dict[str, Any]:
     """``extract approve``: a person approves a document's final candidate (or ``edited``, validated against the same
     source first); only approved records are exported. ``document``: a ``Result``, or what ``extract approve DOC``
-    takes. Returns what ``extract approve --format json`` prints; a refusal raises ``ExtractorError`` with its line."""
+    takes. Returns what ``extract approve --format json`` prints; a refusal raises ``ExtractorError`` with its line.
+    An edit is checked by the contract as the run used it, found where the run recorded it (or where
+    ``Contract.named(..., contracts=)`` and ``EXTRACT_CONTRACTS_PATH`` look)."""
     from extractor.review import resolve
     from extractor.review.decide import approve_document
 
-    _search(contracts)
     with opened_store(run_log, create=False) as store:
         from extractor.store.approved import open_approved
 
