@@ -389,3 +389,26 @@ def test_importing_the_package_imports_no_stage_and_validate_no_model_client(tmp
                           str(SAMPLES / "en_purchase_approval.md")], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[] [] True"
+
+
+def test_ctrl_c_stops_a_sync_batch_called_inside_a_running_loop(llm_server: Callable[..., ScriptedLLMServer],
+                                                                 tmp_path: Path) -> None:
+    """A notebook's interrupt: the cell's thread runs a loop and waits on the batch, which runs on a loop of its own in
+    another thread; KeyboardInterrupt in the waiting thread stops the batch as Ctrl-C stops extract run."""
+    server = llm_server([Hang(600)] * 3)
+    db = tmp_path / "log.db"
+
+    async def cell() -> None:
+        extractor.extract_many(sample_paths(), model="openai:scripted", base_url=server.base_url, run_log=db,
+                               timeout=600)
+
+    threading.Thread(target=lambda: (wait_for(lambda: len(server.chat_requests) == 3, "three calls", 120),
+                                     os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+    loop = asyncio.new_event_loop()  # as a kernel's loop: no SIGINT handler of its own
+    try:
+        with pytest.raises(extractor.Interrupted) as stopped:
+            loop.run_until_complete(cell())
+    finally:
+        loop.close()
+    assert [r.outcome for r in stopped.value.batch.results] == ["INTERRUPTED"] * 3
+    assert run_statuses(db)[0][0] == "interrupted" and sorted(document_states(db)) == ["INTERRUPTED"] * 3

@@ -330,7 +330,7 @@ def _run_sync(make: Callable[[], Coroutine[Any, Any, tuple[T, bool]]]) -> tuple[
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())
-    started = threading.Event()
+    started, ended = threading.Event(), threading.Event()
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -344,16 +344,16 @@ def _run_sync(make: Callable[[], Coroutine[Any, Any, tuple[T, bool]]]) -> tuple[
             started.set()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+            ended.set()
 
-    thread = threading.Thread(target=run, name="extractor-batch", daemon=True)
-    thread.start()
+    threading.Thread(target=run, name="extractor-batch", daemon=True).start()
     started.wait()
     try:
-        while thread.is_alive():
-            thread.join(0.2)  # in slices: Ctrl-C (KeyboardInterrupt) reaches this thread between them
+        while not ended.wait(0.2):  # in slices: Ctrl-C (KeyboardInterrupt) reaches this thread between them (an
+            pass                    # interrupted Thread.join would leave the thread looking stopped)
     except KeyboardInterrupt:
         box["loop"].call_soon_threadsafe(box["task"].cancel)
-        thread.join()
+        ended.wait()
         result, _ = box["task"].result()
         return result, True
     found: tuple[T, bool] = box["task"].result()
