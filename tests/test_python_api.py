@@ -412,3 +412,25 @@ def test_ctrl_c_stops_a_sync_batch_called_inside_a_running_loop(llm_server: Call
         loop.close()
     assert [r.outcome for r in stopped.value.batch.results] == ["INTERRUPTED"] * 3
     assert run_statuses(db)[0][0] == "interrupted" and sorted(document_states(db)) == ["INTERRUPTED"] * 3
+
+
+def test_the_judge_and_the_budget_run_as_in_extract_run(llm_server: Callable[..., ScriptedLLMServer],
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_judge_flow import verdict
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"scripted": {"input": 1.0, "output": 2.0}, "judge": {"input": 1.0, "output": 2.0}}))
+    monkeypatch.setenv("EXTRACT_PRICES", str(prices))
+    server = scripted(llm_server)
+    judge = llm_server(lambda request, number: Reply(verdict(request)))
+    batch = extractor.extract_many(sample_paths(), model="openai:scripted", base_url=server.base_url,
+                                   judge="openai:judge", judge_base_url=judge.base_url, run_log=tmp_path / "log.db")
+    assert [r.outcome for r in batch.results] == ["READY_FOR_REVIEW"] * 3 and len(judge.chat_requests) == 3
+    assert batch.judge is not None and all([a.label for a in r.attempts] == ["generate", "judge"] for r in batch.results)
+    calls = 3 * (900 * 1.0 + 400 * 2.0) / 1e6 + sum(r.attempts[1].cost_usd or 0 for r in batch.results)
+    assert batch.cost_usd == pytest.approx(calls) and all(r.cost_usd is not None for r in batch.results)
+
+    poor = extractor.extract_many(sample_paths(), model="openai:scripted", base_url=server.base_url, force=True,
+                                  max_cost=0.000001, run_log=tmp_path / "log.db")  # not even one call's prompt
+    assert poor.stopped and poor.interrupted and [r.outcome for r in poor.results] == ["INTERRUPTED"] * 3
+    assert len(server.chat_requests) == 3  # no call was sent: the budget stops before, and no exception is raised

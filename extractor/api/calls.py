@@ -266,7 +266,7 @@ def _as_batch(store: Store, summary: RunSummary, discovery: Discovery, plan: _Pl
                  tokens=Tokens(prompt=sum(r.tokens.prompt for r in results if r.outcome is not Outcome.SKIPPED),
                                completion=sum(r.tokens.completion for r in results if r.outcome is not Outcome.SKIPPED),
                                cached=sum(r.tokens.cached for r in results if r.outcome is not Outcome.SKIPPED)),
-                 cost_usd=None if spend is None else spend.to_json().get("usd"), notes=notes, judge=judge)
+                 cost_usd=None if spend is None else spend.known, notes=notes, judge=judge)
 
 
 def _finish(batch: Batch, cancelled: bool) -> Batch:
