@@ -434,3 +434,17 @@ def test_the_judge_and_the_budget_run_as_in_extract_run(llm_server: Callable[...
                                   max_cost=0.000001, run_log=tmp_path / "log.db")  # not even one call's prompt
     assert poor.stopped and poor.interrupted and [r.outcome for r in poor.results] == ["INTERRUPTED"] * 3
     assert len(server.chat_requests) == 3  # no call was sent: the budget stops before, and no exception is raised
+
+
+def test_a_folder_with_nothing_to_read_and_a_folder_of_several_say_so(tmp_path: Path) -> None:
+    empty = tmp_path / "docs"
+    empty.mkdir()
+    (empty / "archive.bin").write_bytes(b"\x00\x01")
+    with pytest.raises(extractor.InputError) as nothing:
+        extractor.extract_many(empty, run_log=None)
+    ran = subprocess.run([sys.executable, "-m", "extractor", "run", str(empty)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert ran.returncode == 2 and ran.stderr.strip() == f"error: {nothing.value}"
+    with pytest.raises(extractor.UsageError, match="one source named 3 documents"):
+        extractor.extract(SAMPLES / "purchase_orders", model="openai:never", base_url="http://127.0.0.1:9/v1",
+                          retries=0, run_log=None)

@@ -64,6 +64,17 @@ class Interrupted(KeyboardInterrupt):
         self.batch = batch
 
 
+class NothingToRead(InputError):
+    """Paths that hold no document to read (an empty folder, one of other files): the line ``extract run`` prints."""
+
+    def __init__(self, paths: str, reason: str) -> None:
+        ExtractorError.__init__(self, reason)
+        self.path, self.problem = paths, reason
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
+        return type(self), (self.path, self.problem)
+
+
 class Progress(NamedTuple):
     """What a ``progress`` callback gets as each input reaches its outcome (called on the batch's event loop)."""
 
@@ -171,8 +182,8 @@ async def _batch(plan: _Plan) -> tuple[Batch, bool]:
 
             summary = RunSummary(None, outcomes=_missing(discovery))
             reason = discovery.nothing_found()
-            if not summary.outcomes and reason:
-                raise InputError(", ".join(plan.paths) or "sources", reason)
+            if reason and (discovery.folders or not discovery.missing):
+                raise NothingToRead(", ".join(plan.paths), reason)
             return _as_batch(store, summary, discovery, plan, notes, None), False
         progress, showing = _progress(plan.progress)
         engine = build_engine(plan.options, plan.contract.spec, store, concurrency=plan.concurrency, command=COMMAND,
@@ -313,8 +324,9 @@ def extract(source: SourceLike, *, contract: str | Contract = DEFAULT_CONTRACT, 
     batch = extract_many(source, contract=contract, model=model, options=options, contracts=contracts,
                          run_log=run_log, progress=progress, **fields)
     if len(batch.results) != 1:
-        raise UsageError(f"{os.fspath(source) if not isinstance(source, Source | tuple) else source}: names "
-                         f"{len(batch.results)} documents; extract_many converts several")
+        raise UsageError(f"{', '.join(r.path for r in batch.results[:3])}...: one source named "
+                         f"{len(batch.results)} documents (a folder, a glob, an e-mail's attachments); extract_many "
+                         "converts several")
     [result] = batch.results
     if result.outcome is Outcome.INPUT_ERROR:
         cause = result.cause or f"{result.path}: cannot be read"
