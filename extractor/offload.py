@@ -558,7 +558,14 @@ class CpuPool:
             if working.done():
                 self._release(child)
             else:  # free for the next call once its thread is done with it
-                working.add_done_callback(lambda _: self._release(child))
+                working.add_done_callback(lambda done: self._abandoned(done, child))
+
+    def _abandoned(self, done: asyncio.Future[Any], child: Child) -> None:
+        """A call nobody waits for any more (the run stopped) has ended: its outcome is read, not reported (the child
+        killed for it ends it with ``Gone``), and the child is free."""
+        if not done.cancelled():
+            done.exception()
+        self._release(child)
 
     async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None,
                    ocr_lang: str | None = None) -> tuple[Document, float]:
