@@ -163,6 +163,8 @@ def _plan(sources: SourceLike | Iterable[SourceLike], contract: str | Contract, 
     found = [as_source(item) for item in given]
     if concurrency is not None and (not isinstance(concurrency, int) or not 1 <= concurrency <= 256):
         raise UsageError(f"concurrency: a whole number from 1 to 256, not {concurrency!r}")
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise UsageError(f"progress= takes True, a callable or None, not {type(progress).__name__}")
     chosen = resolve_contract(contract, contracts)  # a broken contract is refused before any model call
     return _Plan([item for item in found if isinstance(item, str)], [item for item in found if isinstance(item, Source)],
                  chosen, run_options(chosen, model, options, fields), concurrency or DEFAULT_CONCURRENCY, run_log,
@@ -172,9 +174,18 @@ def _plan(sources: SourceLike | Iterable[SourceLike], contract: str | Contract, 
 async def _batch(plan: _Plan) -> tuple[Batch, bool]:
     """Run the batch; ``(batch, cancelled)``: a cancelled task stops the run as Ctrl-C does (the run log records it
     interrupted) and returns what was done, for the caller to raise."""
+    opening = opened_store(plan.run_log)
+    store = await asyncio.to_thread(opening.__enter__)  # a schema check, maybe a migration: not on the caller's loop
+    try:
+        return await _batch_in(plan, store)
+    finally:
+        await asyncio.to_thread(opening.__exit__, None, None, None)
+
+
+async def _batch_in(plan: _Plan, store: Store) -> tuple[Batch, bool]:
     from extractor.engine.build import build_engine
 
-    with opened_store(plan.run_log) as store, tempfile.TemporaryDirectory(prefix="extract-sources-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="extract-sources-") as scratch:
         discovery = await asyncio.to_thread(_discover, plan, Path(scratch), store if plan.run_log is not None else None)
         notes = [f"note: {note}" for note in discovery.notes()]
         if not discovery.files:
@@ -218,8 +229,6 @@ def _progress(progress: ProgressLike) -> tuple[Any, AbstractContextManager[Any]]
         return bar, bar
     if progress is None or progress is False:
         return Hooks(), nullcontext()
-    if not callable(progress):
-        raise UsageError(f"progress= takes True, a callable or None, not {type(progress).__name__}")
     report = progress
 
     class Callback(Hooks):
