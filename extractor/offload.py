@@ -37,11 +37,14 @@ import os
 import re
 import resource
 import signal
+import sys
 import threading
 import time
+import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -326,6 +329,23 @@ def _context(alone: bool = False) -> Any:
     return context
 
 
+@contextmanager
+def _main_left_alone() -> Iterator[None]:
+    """While a pool process starts, multiprocessing sees no main module: it would have the process run the program's
+    own script again first (``python script.py``, ``python -m module``), as it does for its targets defined there. A
+    pool process runs only this module's functions, so a script calling the Python API needs no ``if __name__ ==
+    "__main__"`` guard (without one, each reader would run the whole script again, model calls and all)."""
+    main = sys.modules.get("__main__")
+    if main is None or (getattr(main, "__file__", None) is None and getattr(main, "__spec__", None) is None):
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 class Child:
     """One process of the pool (``role``: ``reader`` or ``checker``), started on first use; ``alone``: see
     ``_context``."""
@@ -345,7 +365,8 @@ class Child:
         context = _context(self.alone)
         ours, theirs = context.Pipe(duplex=True)
         process = context.Process(target=_serve, args=(theirs, self.memory, self.role), name=f"extract-{self.role}", daemon=True)
-        process.start()
+        with _main_left_alone():
+            process.start()
         theirs.close()
         self._process, self._connection = process, ours
 
@@ -537,7 +558,14 @@ class CpuPool:
             if working.done():
                 self._release(child)
             else:  # free for the next call once its thread is done with it
-                working.add_done_callback(lambda _: self._release(child))
+                working.add_done_callback(lambda done: self._abandoned(done, child))
+
+    def _abandoned(self, done: asyncio.Future[Any], child: Child) -> None:
+        """A call nobody waits for any more (the run stopped) has ended: its outcome is read, not reported (the child
+        killed for it ends it with ``Gone``), and the child is free."""
+        if not done.cancelled():
+            done.exception()
+        self._release(child)
 
     async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None,
                    ocr_lang: str | None = None) -> tuple[Document, float]:

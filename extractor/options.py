@@ -18,6 +18,7 @@ Importing this module imports pydantic: the commands that only read the run log 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Annotated, Any, ClassVar, NamedTuple
 
@@ -178,6 +179,21 @@ class RunOptions(BaseModel):
     def conversion_key(self) -> str:
         """What makes two runs' conversions differ, as one string: a worker keeps one engine per key."""
         return json.dumps(self.conversion(), sort_keys=True)
+
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+
+def resolve_model(model: str | None) -> str:
+    """The model a run uses when none is given: ``EXTRACT_MODEL``, else OpenAI when a key is set, else the bundled
+    local demo model (``extract run --model``'s default, and the Python API's)."""
+    if model:
+        return model
+    if os.environ.get("EXTRACT_MODEL"):
+        return os.environ["EXTRACT_MODEL"]
+    if os.environ.get("OPENAI_API_KEY"):
+        return f"openai:{DEFAULT_OPENAI_MODEL}"
+    return "local"
 
 
 def flag_of(name: str) -> str:

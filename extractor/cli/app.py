@@ -256,35 +256,3 @@ def load_document(path: Path) -> Any:
     from extractor.offload import read_now
 
     return read_now(path)
-
-
-def read_candidate(path: Path) -> str:
-    """The candidate's text, read 1 MB at a time: one over the validator's limit is refused before it is
-    all in memory (a file that cannot fit even at 4 bytes a character, before any of it is read)."""
-    import codecs
-
-    from extractor.rules.structure import MAX_CANDIDATE_CHARS
-
-    pieces: list[str] = []
-    count = offset = 0
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    try:
-        size = path.stat().st_size
-        if size > MAX_CANDIDATE_CHARS * 4:
-            fail(f"{path}: candidate is {size / 1e6:.1f} MB, over the {MAX_CANDIDATE_CHARS * 4 / 1e6:.0f} MB limit")
-        with path.open("rb") as stream:
-            while chunk := stream.read(1 << 20):
-                pending = len(decoder.getstate()[0])
-                pieces.append(decoder.decode(chunk))
-                offset += len(chunk)
-                count += len(pieces[-1])
-                if count > MAX_CANDIDATE_CHARS:
-                    fail(f"{path}: candidate is over the limit of {MAX_CANDIDATE_CHARS:,} characters "
-                         f"({size / 1e6:.1f} MB)")
-            pending = len(decoder.getstate()[0])
-            pieces.append(decoder.decode(b"", final=True))
-    except OSError as error:
-        fail(f"{path}: cannot read candidate ({error.strerror or error})")
-    except UnicodeDecodeError as error:
-        fail(f"{path}: candidate is not UTF-8 text (byte {offset - pending + error.start})")
-    return "".join(pieces)

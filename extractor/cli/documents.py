@@ -19,7 +19,6 @@ from extractor.cli.app import (
     emit_json,
     fail,
     load_document,
-    read_candidate,
 )
 from extractor.vocab import DEFAULT_CONTRACT, ExitCode
 
@@ -46,6 +45,7 @@ def validate(
     format: FormatOption = Format.text,
 ) -> None:
     """Check CANDIDATE against SOURCE. Exit 0 when no error finding, 1 when any, 2 for unusable input."""
+    from extractor.rules.structure import read_candidate
     from extractor.validate import validate as run_validation
 
     chosen = contract_named(contract, contracts)

@@ -8,7 +8,6 @@ Imported only by a command that shows or parses such options (``OptionsCommand``
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Iterator
 from typing import Any, get_args, get_origin
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from extractor.cli.app import fail
-from extractor.options import Cli, RunOptions, explain
+from extractor.options import Cli, RunOptions, explain, resolve_model
 from extractor.ui.help import Declared, one_value
 
 
@@ -72,20 +71,6 @@ def _command_line_type(field: FieldInfo) -> Any:
     if get_origin(kind) is tuple:
         return list[get_args(kind)[0]] | None  # type: ignore[index,misc]
     return kind
-
-
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-
-
-def resolve_model(model: str | None) -> str:
-    """--model, else EXTRACT_MODEL, else OpenAI when a key is set, else the bundled local demo model."""
-    if model:
-        return model
-    if os.environ.get("EXTRACT_MODEL"):
-        return os.environ["EXTRACT_MODEL"]
-    if os.environ.get("OPENAI_API_KEY"):
-        return f"openai:{DEFAULT_OPENAI_MODEL}"
-    return "local"
 
 
 def run_options(given: dict[str, Any]) -> RunOptions:

@@ -21,7 +21,6 @@ from extractor.cli.app import (
     app,
     emit_json,
     fail,
-    read_candidate,
     search_contracts,
 )
 from extractor.vocab import DEFAULT_REVIEW_PAGE, MIN_ID_PREFIX
@@ -203,6 +202,7 @@ def approve(
     """
     from extractor.review import resolve
     from extractor.review.decide import Refused, approve_document
+    from extractor.rules.structure import read_candidate
 
     search_contracts(contracts)  # an edit is checked by the contract as the run used it
     store, records = open_stores(database, approved_database, reads_only=False)

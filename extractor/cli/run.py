@@ -188,48 +188,25 @@ def _check_prices(options: "RunOptions") -> None:
 def _run(paths: list[str], options: "RunOptions", here: Here) -> None:
     import asyncio
 
-    from extractor.engine import AdaptiveLimit, Engine, RunSettings
-    from extractor.providers import ProviderSettings, from_string
+    from extractor.engine.build import build_engine
     from extractor.store import open_store
     from extractor.ui.run import RunProgress, print_summary
 
     chosen = contract_named(options.contract, here.contracts)  # a broken contract is refused before any model call
     discovery = _discovered(paths, here)
-    concurrency = here.concurrency or DEFAULT_CONCURRENCY
-    limit = AdaptiveLimit(concurrency)
-    if options.endpoint is not None or options.judge_endpoint is not None:
-        fail("an endpoint names a model server of `extract serve` and its workers; give --base-url here")
-    try:
-        provider = from_string(options.model or "local", base_url=options.base_url,
-                               settings=ProviderSettings.of(options, connections=concurrency),
-                               on_rate_limit=limit.on_rate_limit, on_timeout=limit.on_timeout)
-    except (ValueError, ImportError) as error:
-        fail(str(error))
-    if getattr(provider, "is_bundled", False):
-        from extractor.providers.local import BUNDLED_MODEL_NOTE
-
-        typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
     store = open_store(here.database)
-    settings = RunSettings(contract=chosen, options=options, concurrency=concurrency,
-                           command=" ".join(["extract", *sys.argv[1:]]), base_url=options.base_url)
-    run_judge = None
-    if options.judge is not None:
-        from extractor.cli.judge import build_run_judge
-
-        run_judge = build_run_judge(options, generator=provider, store=store, contract=chosen)
     progress = RunProgress(enabled=here.format is Format.text)
-    try:
-        engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
-    except (FileNotFoundError, ValueError) as error:  # a missing prompt version, an unknown price, a bad limits file
-        fail(str(error))
+    engine = build_engine(options, chosen, store, concurrency=here.concurrency or DEFAULT_CONCURRENCY,
+                          command=" ".join(["extract", *sys.argv[1:]]), progress=progress,
+                          note=lambda line: typer.echo(line, err=True))
     with progress:
         summary = asyncio.run(engine.run(discovery))
     if here.format is Format.json:
-        emit_json(summary.to_json() | ({"judge": run_judge.summary()} if run_judge else {}))
+        emit_json(summary.to_json() | ({"judge": engine.judge.summary()} if engine.judge else {}))
     else:
         print_summary(summary)
-        if run_judge is not None:
+        if engine.judge is not None:
             from extractor.ui.judge import print_judge_summary
 
-            print_judge_summary(run_judge)
+            print_judge_summary(engine.judge)
     raise typer.Exit(summary.exit_code)

@@ -96,7 +96,7 @@ def serve(
 
     import uvicorn
 
-    from extractor.cli.options import resolve_model
+    from extractor.options import resolve_model
     from extractor.queue.celery_app import broker_url
     from extractor.queue.endpoints import load_endpoints
     from extractor.service.app import build_service, create_app

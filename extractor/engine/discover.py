@@ -29,6 +29,13 @@ class Discovery:
     unsupported: Counter[str] = field(default_factory=Counter)  # suffix -> files skipped in folders
     folders: list[str] = field(default_factory=list)
     links_outside: Counter[str] = field(default_factory=Counter)  # folder -> links in it pointing outside it, skipped
+    names: dict[Path, str] = field(default_factory=dict)
+    """The path the run log records for a file that is only a local copy (a document the Python API was given as
+    bytes): ``Engine.process``' ``name``."""
+
+    def name_of(self, path: Path) -> str:
+        """What the run log and the outcomes call ``path``."""
+        return self.names.get(path) or str(path)
 
     @property
     def skipped_files(self) -> str:

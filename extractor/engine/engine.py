@@ -131,7 +131,7 @@ class Engine:
             try:
                 await self.start()
                 summary.run_id = self.run_id
-                await self._pool(discovery.files, summary)
+                await self._pool(discovery, summary)
             finally:
                 await self.close(summary, started)
         return summary
@@ -143,7 +143,8 @@ class Engine:
         await self.recorder.start(self.run_config(SEGMENTER_ID))
         self._resuming = await self.recorder.any_finished()
 
-    async def _pool(self, files: list[Path], summary: RunSummary) -> None:
+    async def _pool(self, discovery: Discovery, summary: RunSummary) -> None:
+        files = discovery.files
         self.progress.calls(lambda: self.limit.in_flight)
         self.progress.started(len(files) + len(summary.outcomes))
         for outcome in summary.outcomes:
@@ -157,9 +158,9 @@ class Engine:
         # ended); until then their reading only competes with the first wave for this process (at 64 in flight
         # the 64th call started 0.28 s into a run instead of 0.32 s, medians of six)
         opening = min(len(files), self.limit.maximum)
-        self._takers = [asyncio.create_task(self._take_files(pending, summary, opens=self.limit.filled))
+        self._takers = [asyncio.create_task(self._take_files(pending, discovery, summary, opens=self.limit.filled))
                          for _ in range(opening)]
-        self._takers += [asyncio.create_task(self._take_files(pending, summary, after=self.limit.filled))
+        self._takers += [asyncio.create_task(self._take_files(pending, discovery, summary, after=self.limit.filled))
                           for _ in range(min(len(files), 2 * self.limit.maximum + judging) - opening)]
         try:
             try:
@@ -179,7 +180,7 @@ class Engine:
         summary.stopped = self.stop.reason
         if summary.interrupted:
             await self.recorder.interrupted()
-            summary.outcomes += await self._left_over(files, summary)
+            summary.outcomes += await self._left_over([discovery.name_of(path) for path in files], summary)
 
     async def close(self, summary: RunSummary, started: float) -> None:
         """Record how the run ended, close the providers and the run-log writer."""
@@ -238,8 +239,8 @@ class Engine:
         for taker in self._takers:  # asked twice: stop waiting for anything (writes still finish)
             taker.cancel()
 
-    async def _take_files(self, pending: Iterator[Path], summary: RunSummary, *, opens: asyncio.Event | None = None,
-                      after: asyncio.Event | None = None) -> None:
+    async def _take_files(self, pending: Iterator[Path], discovery: Discovery, summary: RunSummary, *,
+                          opens: asyncio.Event | None = None, after: asyncio.Event | None = None) -> None:
         """Take the next file until none is left or the run stops (the shared iterator hands each file to one).
 
         ``after``: start only once that event is set; ``opens``: set it when a document ends here (documents
@@ -255,7 +256,7 @@ class Engine:
             for path in pending:
                 if self.stop.requested:
                     return
-                outcome = await self.process(path)
+                outcome = await self.process(path, discovery.names.get(path))
                 summary.outcomes.append(outcome)
                 self.progress.finished(outcome)
                 if opens is not None:
@@ -264,12 +265,12 @@ class Engine:
             if opens is not None:  # (a run that stopped before any document ended)
                 opens.set()
 
-    async def _left_over(self, files: list[Path], summary: RunSummary) -> list[DocumentOutcome]:
-        """After an interruption: the files without an outcome, as the run log has them."""
+    async def _left_over(self, files: list[str], summary: RunSummary) -> list[DocumentOutcome]:
+        """After an interruption: the files (as the run log names them) without an outcome, as the run log has them."""
         done = {outcome.path for outcome in summary.outcomes}
         recorded = {run.path: run for run in await self.recorder.document_runs()}
         left = []
-        for path in map(str, files):
+        for path in files:
             if path in done:
                 continue
             run = recorded.get(path)
@@ -296,7 +297,7 @@ class Engine:
         label = name or str(path)
         scope = scope or self.scope
         try:
-            retried, skipped = await self._done_before(path, scope)
+            retried, skipped = await self._done_before(path, label, scope)
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
@@ -323,8 +324,8 @@ class Engine:
                 await self.recorder.finish_document(job.document_run_id, DocumentState.INTERRUPTED, cause, (), None)
             return DocumentOutcome(label, Outcome.INTERRUPTED, cause,
                                    document_run_id=None if job is None else job.document_run_id)
-        except InputError as error:
-            return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error))
+        except InputError as error:  # named as the run log names it (a local copy's own path means nothing)
+            return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error).replace(str(path), label))
         except Exception as error:  # noqa: BLE001 - reported with its type, the batch goes on
             # one a user can act on (the contract's files edited during the run) is its own line, not a bug
             why = str(error) if isinstance(error, ExtractorError) else f"internal error {type(error).__name__}: {error}"
@@ -338,7 +339,7 @@ class Engine:
         return DocumentOutcome(label, Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
                                conversion.tokens, job.document_run_id, retried=retried)
 
-    async def _done_before(self, path: Path, scope: Scope) -> tuple[bool, DocumentOutcome | None]:
+    async def _done_before(self, path: Path, label: str, scope: Scope) -> tuple[bool, DocumentOutcome | None]:
         """Whether this configuration finished the file's content before: ``(retried, skipped outcome)``.
 
         Looked up before ingest, so a rerun does not read and segment what is done; the claim still decides.
@@ -356,8 +357,8 @@ class Engine:
             cause = f"ended ERROR in {where}; --retry-errors tries it again"
         else:
             cause = f"done before by {where}"
-        return False, DocumentOutcome(str(path), Outcome.SKIPPED, cause, skip=SkipReason.done,
-                                      other_run=finished.run_id)
+        return False, DocumentOutcome(label, Outcome.SKIPPED, cause, skip=SkipReason.done, other_run=finished.run_id,
+                                      document_run_id=finished.document_run_id)
 
 
 def file_sha256(path: Path, largest: int = 64 << 20) -> str | None:

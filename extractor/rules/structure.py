@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractor.evidence.fieldpath import location
@@ -19,6 +20,40 @@ if TYPE_CHECKING:
 
 MAX_CANDIDATE_CHARS = 20_000_000
 MAX_DEPTH = 64
+
+
+def read_candidate(path: Path) -> str:
+    """A candidate file's text (``extract validate``, ``approve --edited``, the Python API), read 1 MB at a time: one
+    over the validator's limit is refused before it is all in memory (a file that cannot fit even at 4 bytes a
+    character, before any of it is read)."""
+    import codecs
+
+    from extractor.errors import UsageError
+
+    pieces: list[str] = []
+    count = offset = 0
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    try:
+        size = path.stat().st_size
+        if size > MAX_CANDIDATE_CHARS * 4:
+            raise UsageError(f"{path}: candidate is {size / 1e6:.1f} MB, over the {MAX_CANDIDATE_CHARS * 4 / 1e6:.0f} MB "
+                             "limit")
+        with path.open("rb") as stream:
+            while chunk := stream.read(1 << 20):
+                pending = len(decoder.getstate()[0])
+                pieces.append(decoder.decode(chunk))
+                offset += len(chunk)
+                count += len(pieces[-1])
+                if count > MAX_CANDIDATE_CHARS:
+                    raise UsageError(f"{path}: candidate is over the limit of {MAX_CANDIDATE_CHARS:,} characters "
+                                     f"({size / 1e6:.1f} MB)")
+            pending = len(decoder.getstate()[0])
+            pieces.append(decoder.decode(b"", final=True))
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read candidate ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{path}: candidate is not UTF-8 text (byte {offset - pending + error.start})") from None
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)

@@ -317,3 +317,15 @@ def upload_with(engine: Engine, sha256: str, named: Callable[[str], bool]) -> by
             if named(name):
                 return bytes(content)
     return None
+
+
+def add_upload(engine: Engine, name: str, content: bytes) -> None:
+    """Keep a document given as bytes (to the Python API) in the run log, as a queued one is kept, so that review,
+    approval and the document view read it from there (``extractor.queue.uploads.source_file``); once per content and
+    name."""
+    digest = hashlib.sha256(content).hexdigest()
+    known = select(uploads.c.id).where(uploads.c.sha256 == digest, uploads.c.name == name).limit(1)
+    with write_connection(engine) as connection:
+        if connection.execute(known).first() is None:
+            connection.execute(insert(uploads), {"sha256": digest, "name": name, "size": len(content),
+                                                 "content": content, "created_at": utcnow()})
