@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from extractor.errors import StoreError
 from extractor.store.db import DATABASE_URL_ENV, DEFAULT_DATABASE_URL
+from extractor.store.evaluations import NewEvaluation
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -35,6 +36,7 @@ __all__ = [
     "DocumentInfo",
     "DocumentRunInfo",
     "FinishedClaim",
+    "NewEvaluation",
     "RunConfig",
     "RunInfo",
     "Store",

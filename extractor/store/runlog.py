@@ -27,7 +27,7 @@ from sqlalchemy import Engine
 from extractor.errors import StoreError
 from extractor.store import attempts, calibrations, claims, evaluations, integrity, queries, runs
 from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
-from extractor.store.evaluations import EvaluationInfo, FinalCandidate
+from extractor.store.evaluations import EvaluationInfo, FinalCandidate, NewEvaluation
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -186,11 +186,8 @@ class Store:
 
     # -- evaluations against gold (extractor.store.evaluations, ``extract eval``) ------------------------------
 
-    def save_evaluation(self, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
-                        summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
-        return evaluations.save_evaluation(self.engine, selection=selection, gold=gold, gold_sha256=gold_sha256,
-                                           resamples=resamples, seed=seed, summary=summary, report=report,
-                                           run_ids=run_ids)
+    def save_evaluation(self, evaluation: NewEvaluation) -> int:
+        return evaluations.save_evaluation(self.engine, evaluation)
 
     def latest_evaluations(self, run_ids: Sequence[str]) -> dict[str, EvaluationInfo]:
         return evaluations.latest_for_runs(self.engine, run_ids)
