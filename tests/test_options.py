@@ -253,12 +253,8 @@ MAX_PARAMETERS = 8
 """No function takes more than this many parameters besides an options object (``RunOptions`` and its kind)."""
 OVER_THE_LIMIT = {
     "extractor/cli/review.py:review", "extractor/cli/review.py:approve", "extractor/cli/review.py:export",
-    "extractor/engine/calls.py:__init__", "extractor/evaluation/evaluate.py:score_document", "extractor/export.py:export",
-    "extractor/providers/openai_compat.py:__init__", "extractor/review/decide.py:approve_document",
-    "extractor/review/queue.py:waiting", "extractor/rules/__init__.py:rule", "extractor/rules/declared.py:card",
-    "extractor/rules/generic.py:generic_rule", "extractor/store/approved.py:approve",
-    "extractor/store/approved.py:_approve_once", "extractor/store/claims.py:claim_document",
-    "extractor/store/claims.py:claim", "extractor/store/claims.py:_decide_existing", "extractor/store/claims.py:_take_over",
+    "extractor/export.py:export", "extractor/review/decide.py:approve_document", "extractor/review/queue.py:waiting",
+    "extractor/store/approved.py:approve", "extractor/store/approved.py:_approve_once",
     "extractor/store/queries.py:find_runs", "extractor/store/runlog.py:find_runs", "extractor/web/router.py:_edit_page",
 }
 """Functions that took more when the limit came (each to be given an options object); the list only shrinks."""

@@ -32,6 +32,7 @@ from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
     CalibrationInfo,
+    Claimant,
     ClaimResult,
     DocumentInfo,
     DocumentRunInfo,
@@ -97,13 +98,13 @@ class Store:
 
     def claim(self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
               tags: Sequence[str] = (), retry: Collection[str] = ()) -> ClaimResult:
-        return claims.claim(self.engine, run_id, config_hash, document_id, path, force, tags, retry,
-                            stale_after_s=self.stale_after_s)
+        return claims.claim(self.engine, Claimant(run_id, config_hash, path, tuple(tags), force, frozenset(retry)),
+                            document_id, stale_after_s=self.stale_after_s)
 
     def claim_document(self, run_id: str, config_hash: str, document: SourceDocument, path: str, force: bool = False,
                        tags: Sequence[str] = (), retry: Collection[str] = ()) -> tuple[int, ClaimResult]:
-        return claims.claim_document(self.engine, run_id, config_hash, document, path, force, tags, retry,
-                                     stale_after_s=self.stale_after_s)
+        return claims.claim_document(self.engine, Claimant(run_id, config_hash, path, tuple(tags), force,
+                                                           frozenset(retry)), document, stale_after_s=self.stale_after_s)
 
     def has_finished(self, config_hash: str) -> bool:
         return claims.has_finished(self.engine, config_hash)
