@@ -528,3 +528,37 @@ def test_a_command_takes_its_options_as_groups_and_its_line_and_help_show_them_o
     with pytest.raises(TypeError, match="declared twice: loud"):
         @probe.command()
         def twice(again: Loud = Loud(), loud: bool = False) -> None: ...
+
+
+def test_every_option_a_request_states_is_bounded() -> None:
+    """A run's options and a batch's settings come from requests and from the broker: each number, text and
+    collection has a limit, and a value past it (a megabyte of text, 10**18, 100,000 items) is refused at that field.
+    A field added without a limit fails here."""
+    import types
+    import typing
+    from enum import Enum
+
+    from pydantic import ValidationError
+
+    from extractor.queue.settings import BatchSettings
+
+    huge = "a" * (1 << 20)
+    past: dict[type, list[Any]] = {int: [10**18], float: [1e300], str: [huge],
+                                   tuple: [("a",) * 100_000, (huge,)],
+                                   dict: [{f"f{n}": "0" * 64 for n in range(100_000)}, {huge: "0" * 64}]}
+    checked = []
+    for model in (RunOptions, BatchSettings):
+        for name, field in model.model_fields.items():
+            kind = field.annotation
+            if typing.get_origin(kind) in (typing.Union, types.UnionType):
+                (kind,) = [k for k in typing.get_args(kind) if k is not type(None)]
+            kind = typing.get_origin(kind) or kind
+            if kind is bool or (isinstance(kind, type) and issubclass(kind, Enum)):
+                continue  # a choice: nothing to bound
+            assert kind in past, f"{model.__name__}.{name}: {field.annotation} has no case here"
+            for value in past[kind]:
+                with pytest.raises(ValidationError) as refused:
+                    model.model_validate({"judge": "openai:judge-model", name: value})
+                assert {problem["loc"][0] for problem in refused.value.errors()} == {name}, (name, str(value)[:40])
+            checked.append(name)
+    assert {"tags", "max_cost", "timeout", "ocr_lang", "contract_files", "contract_folder"} <= set(checked)
