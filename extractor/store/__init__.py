@@ -21,6 +21,7 @@ from extractor.store.info import (
     FinishedClaim,
     RunConfig,
     RunInfo,
+    RunQuery,
 )
 from extractor.store.runlog import Store, open_store
 from extractor.store.runs import STALE_AFTER_S
@@ -39,6 +40,7 @@ __all__ = [
     "NewEvaluation",
     "RunConfig",
     "RunInfo",
+    "RunQuery",
     "Store",
     "StoreError",
     "open_store",

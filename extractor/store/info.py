@@ -74,6 +74,24 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class RunQuery:
+    """Which runs ``Store.find_runs`` returns: every filter given must match.
+
+    ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string, see
+    ``extractor.providers.provider_model``) a run of that provider and model matches too."""
+
+    ids: tuple[str, ...] | None = None
+    id_prefix: str | None = None
+    model: str | None = None
+    provider_model: tuple[str, str | None] | None = None
+    prompt_version: str | None = None
+    contract: str | None = None
+    validator_version: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Claimant:
     """A run asking for a document under its configuration (``extractor.store.claims``): the name it read it by,
     the tags its new document run gets, and which finished claims it takes over instead of being told ``done``

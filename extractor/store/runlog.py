@@ -19,7 +19,6 @@ or ``reviews`` (see ``extractor.store.approved``).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -46,6 +45,7 @@ from extractor.store.info import (
     FinishedClaim,
     RunConfig,
     RunInfo,
+    RunQuery,
 )
 from extractor.store.queries import AttemptFindings
 from extractor.store.runs import STALE_AFTER_S
@@ -144,14 +144,9 @@ class Store:
     def get_run(self, run_id: str) -> RunInfo | None:
         return queries.get_run(self.engine, run_id)
 
-    def find_runs(self, *, ids: Iterable[str] | None = None, id_prefix: str | None = None, model: str | None = None,
-                  provider_model: tuple[str, str | None] | None = None, prompt_version: str | None = None,
-                  contract: str | None = None, validator_version: str | None = None, since: datetime | None = None,
-                  until: datetime | None = None, limit: int | None = None,
-                  with_documents: bool = False, counts: bool = True) -> list[RunInfo]:
-        return queries.find_runs(self.engine, ids=ids, id_prefix=id_prefix, model=model, provider_model=provider_model,
-                                 prompt_version=prompt_version, contract=contract, validator_version=validator_version,
-                                 since=since, until=until, limit=limit, with_documents=with_documents, counts=counts)
+    def find_runs(self, wanted: RunQuery = RunQuery(), *, limit: int | None = None, with_documents: bool = False,
+                  counts: bool = True) -> list[RunInfo]:
+        return queries.find_runs(self.engine, wanted, limit=limit, with_documents=with_documents, counts=counts)
 
     def document_runs_for(self, run_id: str) -> list[DocumentRunInfo]:
         return queries.document_runs_for(self.engine, run_id)
