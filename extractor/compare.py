@@ -29,7 +29,7 @@ to each category's share of the compared documents, or traffic shares given with
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -303,22 +303,36 @@ def parse_weights(text: str) -> dict[str, float]:
     return weights
 
 
-def _category(document: SideDocument, other: SideDocument, by_tag: bool, prefix: str | None) -> str:
-    if not by_tag:
-        return DEFAULT_CATEGORY
-    for tags in (document.tags, other.tags):
-        for tag in tags:
-            if prefix is None or tag.startswith(prefix):
-                return tag
-    return UNTAGGED
+@dataclass(frozen=True)
+class Categories:
+    """What the gate's categories are and how much each weighs: one category, or the documents' tags (all of them,
+    or the one starting with ``tag_prefix``), weighed by traffic shares when given (which implies tags), else by
+    their shares of the compared documents."""
+
+    by_tag: bool = False
+    tag_prefix: str | None = None
+    weights: Mapping[str, float] | None = None
+
+    @property
+    def tagged(self) -> bool:
+        return self.by_tag or self.tag_prefix is not None or self.weights is not None
+
+    def of(self, document: SideDocument, other: SideDocument) -> str:
+        """The category of a matched document (its tags on either side)."""
+        if not self.tagged:
+            return DEFAULT_CATEGORY
+        for tags in (document.tags, other.tags):
+            for tag in tags:
+                if self.tag_prefix is None or tag.startswith(self.tag_prefix):
+                    return tag
+        return UNTAGGED
 
 
 def compare(store: Store, baseline: str, candidate: str, settings: GateSettings = GateSettings(), *,
-            weights: dict[str, float] | None = None, by_tag: bool = False, tag_prefix: str | None = None,
-            max_unevaluable: float = 0.0, gold: Sequence[Path] = (),
+            categories: Categories = Categories(), max_unevaluable: float = 0.0,
             accuracy: AccuracySettings | None = None) -> Comparison:
-    """Both sides, their matching, the gate and the per-document and per-rule differences; with ``gold``, both
-    sides scored against it too, and a significant accuracy regression decides like the gate does
+    """Both sides, their matching, the gate and the per-document and per-rule differences; with ``accuracy.gold``,
+    both sides scored against it too, and a significant accuracy regression decides like the gate does
     (``extractor.evaluation.paired``: the release decision is the more severe of the two)."""
     if not 0.0 <= max_unevaluable <= 1.0:
         raise UsageError(f"max_unevaluable must be a share in [0, 1], not {max_unevaluable}")
@@ -336,12 +350,12 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
     only_b = sorted(set(b) - set(a), key=lambda sha: (b[sha].path, sha))
     paired = [sha for sha in matched if a[sha].evaluable and b[sha].evaluable]
     unevaluable = [sha for sha in matched if sha not in set(paired)]
-    category_of = {sha: _category(a[sha], b[sha], by_tag or tag_prefix is not None, tag_prefix) for sha in matched}
+    category_of = {sha: categories.of(a[sha], b[sha]) for sha in matched}
 
     counts: Counter[str] = Counter(category_of[sha] for sha in paired)
     names = sorted(counts)
-    shares = normalise_weights(weights, names) if weights else default_weights(counts)
-    categories = [
+    shares = normalise_weights(categories.weights, names) if categories.weights else default_weights(counts)
+    per_category = [
         Category(
             name=name,
             passed_a=sum(1 for sha in paired if category_of[sha] == name and a[sha].passed),
@@ -352,7 +366,7 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
         )
         for name in names
     ]
-    gate = decide_release(categories, settings)
+    gate = decide_release(per_category, settings)
     if gate.decision is GateDecision.NOT_EVALUABLE and not matched:
         gate = replace(gate, reason="no document is on both sides (matched by content sha256)")
     elif gate.decision is GateDecision.NOT_EVALUABLE and not paired:
@@ -397,12 +411,11 @@ def compare(store: Store, baseline: str, candidate: str, settings: GateSettings 
                         key=lambda r: (-r.change, r.rule_id))
     scored = None
     pass_rate = None
-    if gold:
+    if accuracy is not None and accuracy.gold:
         from extractor.evaluation.paired import combined, compare_accuracy
 
-        options = accuracy or AccuracySettings()
-        scored = compare_accuracy(store, side_a.runs, side_b.runs, gold, max_drop=options.max_drop,
-                                  alpha=options.alpha, resamples=options.resamples, seed=settings.seed)
+        scored = compare_accuracy(store, side_a.runs, side_b.runs, accuracy.gold, max_drop=accuracy.max_drop,
+                                  alpha=accuracy.alpha, resamples=accuracy.resamples, seed=settings.seed)
         decision = combined(gate.decision, scored.decision)
         if decision is not gate.decision:
             pass_rate = gate.decision
@@ -428,6 +441,8 @@ def side_cost(store: Store, side: Side, shas: list[str]) -> dict[str, Any]:
 class AccuracySettings:
     """How ``compare --gold`` decides on accuracy (docs/design.md#evaluation)."""
 
+    gold: tuple[Path, ...] = ()
+    """The gold folders both sides are scored against (one per contract); none: no accuracy decision."""
     max_drop: float = 0.0
     """The F1 drop that is tolerated: BLOCK when the whole 95% interval of B - A lies below minus this."""
     alpha: float = 0.05

@@ -225,6 +225,29 @@ class GoldManifest(BaseModel):
     documents: dict[str, GoldDocument] = {}
 
 
+MAX_LIMITED_MODELS = 10_000
+"""Models a limits file (``EXTRACT_MODEL_LIMITS``) may hold."""
+MAX_INPUT_TOKENS = 10_000_000
+MAX_OUTPUT_TOKENS = 1_000_000
+"""The largest budgets a limits file may set: ``extract run --max-input-tokens`` / ``--max-output-tokens``'s."""
+
+ModelName = Annotated[str, AfterValidator(_matching(
+    _MODEL_NAME, "a model name, without spaces or control characters (at most 200)"))]
+
+
+class ModelLimits(BaseModel):
+    """One model of a limits file: the tokens a prompt may hold and an answer may take."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_input_tokens: Annotated[int, Field(ge=1, le=MAX_INPUT_TOKENS)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | None = None
+
+
+class ModelLimitsFile(RootModel[Annotated[dict[ModelName, ModelLimits], Field(max_length=MAX_LIMITED_MODELS)]]):
+    """A limits file (``extractor.windows.tokens``): ``{"<model>": {"max_input_tokens": N, "max_output_tokens": M}}``."""
+
+
 USD_PER_MILLION = Field(strict=True, ge=0, allow_inf_nan=False)
 
 

@@ -461,7 +461,9 @@ class _Runs:
             return
         if len(self.known) + len(wanted) > self.KEEP:
             self.known.clear()
-        found = {run.id: run for run in self.run_log.find_runs(ids=wanted, counts=False)}
+        from extractor.store import RunQuery
+
+        found = {run.id: run for run in self.run_log.find_runs(RunQuery(ids=tuple(wanted)), counts=False)}
         self.known.update({run_id: found.get(run_id) for run_id in wanted})
 
     def get(self, run_id: str | None) -> RunInfo | None:

@@ -20,9 +20,19 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from extractor.vocab import (
     DEFAULT_CONTRACT,
@@ -56,6 +66,41 @@ NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """A contract's, a prompt's, a rubric's or an endpoint's name: no path, no space."""
 URL = r"^https?://\S+$"
 MODEL = r"^[^\s\x00-\x1f]{1,500}$"
+OCR_LANGUAGES = r"^[A-Za-z_]{3,16}(\+[A-Za-z_]{3,16}){0,7}$"
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+SHA256 = r"^[0-9a-f]{64}$"
+SHA256_OR_NONE = r"^([0-9a-f]{64})?$"
+MAX_TAG_CHARS = 100
+MAX_RUN_TAGS = 100
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS, pattern=PRINTABLE)]
+"""One tag of a run's documents: a category for ``extract compare --by-tag``, one line of printable text."""
+
+PATTERN_WORDS = {
+    NAME: "a name: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit (no space, no slash)",
+    URL: "an http:// or https:// URL without spaces",
+    MODEL: "a model: 1 to 500 characters without spaces, e.g. openai:gpt-4o-mini or local:<path.gguf>",
+    OCR_LANGUAGES: "Tesseract languages joined by '+', e.g. kor or rus+eng (each 3 to 16 letters, at most 8)",
+    PRINTABLE: "one line of printable text (no control characters)",
+    SHA256: "a sha256 (64 lower-case hexadecimal digits)",
+    SHA256_OR_NONE: "a sha256 (64 lower-case hexadecimal digits) or empty",
+}
+"""What each pattern of these options asks for, in words: an error says this, never the regular expression."""
+SHOWN_CHARS = 60
+"""How much of a rejected value an error shows (a value can be a megabyte long)."""
+
+
+def shown(value: Any) -> str:
+    """A rejected value as an error shows it: its ``repr``, cut to ``SHOWN_CHARS`` with its length said."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
+def message(problem: Mapping[str, Any]) -> str:
+    """A pydantic error's message for people: a pattern it did not match said in words, with the value given."""
+    pattern = (problem.get("ctx") or {}).get("pattern")
+    if problem.get("type") == "string_pattern_mismatch" and pattern in PATTERN_WORDS:
+        return f"{shown(problem.get('input'))} is not {PATTERN_WORDS[pattern]}"
+    return str(problem["msg"]).removeprefix("Value error, ")
 
 
 class RunOptions(BaseModel):
@@ -104,10 +149,11 @@ class RunOptions(BaseModel):
         default=False, description="redo documents this configuration already finished")
     retry_errors: Annotated[bool, Cli(HelpPanel.batch)] = Field(
         default=True, description="retry documents that ended ERROR in an earlier run (the model was never heard)")
-    tags: Annotated[tuple[str, ...], Cli(HelpPanel.batch, "TAG", flag="--tag")] = Field(
-        default=(), max_length=100, description="tag the documents of this run (categories for `extract compare --by-tag`)")
+    tags: Annotated[tuple[Tag, ...], Cli(HelpPanel.batch, "TAG", flag="--tag")] = Field(
+        default=(), max_length=MAX_RUN_TAGS,
+        description="tag the documents of this run (categories for `extract compare --by-tag`)")
     ocr_lang: Annotated[str | None, Cli(HelpPanel.batch, "LANGS", envvar="EXTRACT_OCR_LANG")] = Field(
-        default=None, pattern=r"^[A-Za-z_]{3,16}(\+[A-Za-z_]{3,16}){0,7}$", description="Tesseract languages for scans "
+        default=None, pattern=OCR_LANGUAGES, description="Tesseract languages for scans "
         "and images, e.g. kor or rus+eng [default: from the document]")
 
     judge: Annotated[str | None, Cli(HelpPanel.judge, "MODEL", flag="--judge")] = Field(
@@ -216,10 +262,11 @@ def explain(error: ValidationError, name: Any = flag_of) -> str:
     problems = []
     for problem in error.errors(include_url=False):
         where = ".".join(str(part) for part in problem["loc"])
-        message = problem["msg"].removeprefix("Value error, ")
-        if where and where in RunOptions.model_fields:
-            message = f"{name(where)}: {message}"
+        head = str(problem["loc"][0]) if problem["loc"] else ""
+        said = message(problem)
+        if head in RunOptions.model_fields:  # "tags.3" is a value of --tag
+            said = f"{name(head)}: {said}"
         elif where:
-            message = f"{where}: {message}"
-        problems.append(_QUOTED.sub(lambda found: name(found.group(1)), message))  # a check across fields
+            said = f"{where}: {said}"
+        problems.append(_QUOTED.sub(lambda found: name(found.group(1)), said))  # a check across fields
     return "; ".join(problems)

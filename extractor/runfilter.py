@@ -152,14 +152,14 @@ class RunFilter:
             found = replace(self, run=None).select(store, every_run=every_run)
             return found[newest:newest + 1]
         from extractor.providers import provider_model  # (here: listing runs needs no provider unless asked)
+        from extractor.store import RunQuery
 
-        runs = store.find_runs(
-            id_prefix=self.run, model=self.model, provider_model=provider_model(self.model) if self.model else None,
-            prompt_version=self.prompt_version, contract=self.contract,
-            validator_version=self.validator_version, since=self.since, until=self.until,
-            limit=None if self.contract_hash else limit, with_documents=self.run is None and not every_run,
-            counts=counts,
-        )
+        query = RunQuery(id_prefix=self.run, model=self.model,
+                         provider_model=provider_model(self.model) if self.model else None,
+                         prompt_version=self.prompt_version, contract=self.contract,
+                         validator_version=self.validator_version, since=self.since, until=self.until)
+        runs = store.find_runs(query, limit=None if self.contract_hash else limit,
+                               with_documents=self.run is None and not every_run, counts=counts)
         if self.contract_hash is not None:  # recorded in the run's configuration, not a column: filtered here
             wanted = self.contract_hash
             runs = [run for run in runs if str((run.config or {}).get("contract_hash", "")).startswith(wanted)][:limit]

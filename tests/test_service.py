@@ -226,7 +226,8 @@ def test_what_a_request_states_is_bounded_before_it_is_used(api: tuple[httpx.Cli
     from email.message import EmailMessage
 
     from extractor.ingest.eml import MAX_ATTACHMENTS
-    from extractor.service.app import MAX_REQUEST_DOCUMENTS, MAX_TAG_CHARS, MAX_TAGS
+    from extractor.options import MAX_TAG_CHARS
+    from extractor.service.app import MAX_REQUEST_DOCUMENTS, MAX_TAGS
 
     client, tokens, service = api
     headers = bearer(tokens["submitter"])
@@ -261,6 +262,34 @@ def test_what_a_request_states_is_bounded_before_it_is_used(api: tuple[httpx.Cli
         assert refused.status_code == 413, refused.text
         assert refused.json()["detail"].startswith(f"{mails * (MAX_ATTACHMENTS + 1)} documents in one request")
     assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0
+
+
+def test_a_422_says_in_words_what_was_wrong_and_never_sends_back_a_large_value(
+        api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    """A value that breaks a pattern is refused saying what the field asks for (never the regular expression);
+    a rejected value of a megabyte comes back cut to a few dozen characters, its length said."""
+    from fastapi.testclient import TestClient
+
+    from extractor.options import SHOWN_CHARS
+    from extractor.service.app import create_app
+
+    _, tokens, service = api
+    service.max_upload_bytes = 4 << 20  # room for the megabyte values
+    huge = "kor rus " * 131_072  # 1 MiB
+    settings = {"endpoint": "default", "model": "openai:scripted-model", "ocr_lang": huge, "tags": ["t" * (1 << 20)]}
+    with TestClient(create_app(service)) as roomy:
+        answer = roomy.put("/v1/settings", headers=bearer(tokens["admin"]), json=settings)
+        sent = roomy.post("/v1/documents/text", headers=bearer(tokens["submitter"]),
+                          json={"name": "n" * (1 << 20), "text": "Text."})
+    assert answer.status_code == 422 and len(answer.content) < 4000, len(answer.content)
+    problems = {tuple(problem["loc"]): problem for problem in answer.json()["detail"]}
+    assert set(problems) == {("body", "ocr_lang"), ("body", "tags", 0)}
+    ocr = problems[("body", "ocr_lang")]
+    assert ocr["msg"].endswith("is not Tesseract languages joined by '+', e.g. kor or rus+eng (each 3 to 16 letters, "
+                               "at most 8)") and "[A-Za-z" not in ocr["msg"], ocr["msg"]
+    assert ocr["input"] == huge[:SHOWN_CHARS] + f"... ({len(huge):,} characters)"
+    assert problems[("body", "tags", 0)]["input"].endswith(f"... ({1 << 20:,} characters)")
+    assert sent.status_code == 422 and len(sent.content) < 4000, len(sent.content)
 
 
 def validation_errors(response: httpx.Response) -> list[tuple[list[str | int], str]]:

@@ -35,7 +35,7 @@ from extractor.ingest import load
 from extractor.repair import render_repair
 from extractor.segment import segment
 from extractor.stats import correction_stats, rule_stats
-from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
+from extractor.store import RunConfig, RunQuery, Store, StoreError, open_store, requests, tables
 from extractor.store import tasks as store_tasks
 from extractor.store.approved import approve, approved_records, reject, reviews_for
 from extractor.store.db import (
@@ -729,11 +729,11 @@ def test_queries_for_the_cli(store: Store) -> None:
 
     assert run is not None and run.counts == {"MANUAL_REVIEW": 2, "READY_FOR_REVIEW": 1, "ERROR": 1}
     assert [r.id for r in store.find_runs()] == [other_id, run_id]
-    assert [r.id for r in store.find_runs(model="gpt-test")] == [run_id]
+    assert [r.id for r in store.find_runs(RunQuery(model="gpt-test"))] == [run_id]
     assert [r.id for r in store.find_runs(limit=1)] == [other_id]
-    assert store.find_runs(prompt_version="v9") == [] and store.find_runs(contract="rag_answer") == []
-    assert store.find_runs(since=datetime.now(UTC) + timedelta(minutes=1)) == []
-    assert len(store.find_runs(since=datetime.now(UTC) - timedelta(minutes=1))) == 2
+    assert store.find_runs(RunQuery(prompt_version="v9")) == [] and store.find_runs(RunQuery(contract="rag_answer")) == []
+    assert store.find_runs(RunQuery(since=datetime.now(UTC) + timedelta(minutes=1))) == []
+    assert len(store.find_runs(RunQuery(since=datetime.now(UTC) - timedelta(minutes=1)))) == 2
 
     listed = store.document_runs_for(run_id)
     assert [d.id for d in listed] == [*document_runs, errored.document_run_id]
@@ -756,7 +756,7 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
         with store.engine.begin() as connection:
             connection.execute(update(tables.runs).where(tables.runs.c.id == started).values(id=wanted))
     for prefix in ("ab9", "ab9f", "aba", "abf", "ab", "a", "9", "99999999", "ac0", "ffffff", *ids, "ab9" + "0" * 28 + "1"):
-        assert sorted(r.id for r in store.find_runs(id_prefix=prefix)) == [i for i in sorted(ids) if i.startswith(prefix)], prefix
+        assert sorted(r.id for r in store.find_runs(RunQuery(id_prefix=prefix))) == [i for i in sorted(ids) if i.startswith(prefix)], prefix
     if store.engine.dialect.name != "sqlite":
         return
     statements: list[tuple[str, Any]] = []
@@ -766,7 +766,7 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
 
     event.listen(store.engine, "before_cursor_execute", seen)
     try:
-        store.find_runs(id_prefix=ids[1][:8])
+        store.find_runs(RunQuery(id_prefix=ids[1][:8]))
     finally:
         event.remove(store.engine, "before_cursor_execute", seen)
     statement, parameters = next((s, p) for s, p in statements if "FROM runs" in s)

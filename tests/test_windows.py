@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from extractor.configfile import MAX_CONFIG_BYTES
 from extractor.contracts import get_contract
 from extractor.contracts.merge_spec import EVIDENCE_KEY, ListMerge, MergeSpec, Reference
 from extractor.document import Block, BlockKind, Document, Sentence
+from extractor.errors import InputError
 from extractor.windows.merge import Partial, merge
 from extractor.windows.plan import ANSWER_SKELETON_TOKENS, BudgetError, Costs, Window, costs, plan, window_lines
 from extractor.windows.tokens import Budget, EstimateCounter, budget_for, configured_budget, counter_for
@@ -84,8 +86,25 @@ def test_budgets_come_from_the_options_then_the_model_file_then_the_provider(tmp
     assert budget_for(Local()) == Budget(4096, 4096)
     assert budget_for(Remote()) == Budget(30000, 16384)
     assert budget_for(Remote(), 500, 300) == Budget(500, 300)
-    limits.write_text(json.dumps({"big-model": {"max_input_tokens": "lots"}}), encoding="utf-8")
-    with pytest.raises(ValueError, match="limits.json: limits of 'big-model' must be integers"):
+    for table, says in (({"big-model": {"max_input_tokens": "lots"}}, "big-model.max_input_tokens: Input should be a "
+                                                                          "valid integer"),
+                        ({"big-model": {"max_input_tokens": True}}, "big-model.max_input_tokens: Input should be a "
+                                                                    "valid integer"),
+                        ({"big-model": {"max_output_tokens": 0}}, "big-model.max_output_tokens: Input should be "
+                                                                  "greater than or equal to 1"),
+                        ({"big-model": {"max_input_tokens": 10**12}}, "big-model.max_input_tokens: Input should be "
+                                                                      "less than or equal to 10000000"),
+                        ({"big-model": {"max_tokens": 5}}, "big-model.max_tokens: unknown key"),
+                        ({f"model-{n}": {} for n in range(10_001)}, "Dictionary should have at most 10000 items"),
+                        ({"a b": {}}, "(the name): a model name, without spaces"),
+                        ([1, 2], "must be a table")):
+        limits.write_text(json.dumps(table), encoding="utf-8")
+        with pytest.raises(InputError) as refused:
+            configured_budget("big-model")
+        assert str(refused.value).startswith(f"{limits}: ") and says in str(refused.value), str(refused.value)
+    with limits.open("wb") as grown:  # past the size any configuration file may have, refused before it is parsed
+        grown.truncate(MAX_CONFIG_BYTES + 1)
+    with pytest.raises(InputError, match="limits.json"):
         configured_budget("big-model")
 
 

@@ -8,13 +8,16 @@ under a command becomes its one-line ``error: ...`` and its exit code here, in `
 """
 
 
+import dataclasses
+import inspect
 import json
 import sys
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -181,11 +184,61 @@ class OptionsCommand(Command):
         return super().get_params(ctx)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def spread(function: F) -> Callable[..., Any]:
+    """``function`` as typer reads a command: each parameter whose type is an option group (a dataclass whose fields
+    are declared as a command's parameters are, ``Annotated[type, typer.Option(...)] = default``) stands for that
+    group's options, in its place; called with their values, it calls ``function`` with the group made of them.
+
+    So a command with many options takes a few typed objects that travel together (what ``extract compare``'s gate
+    is told, where ``extract judge calibrate``'s scores come from) while typer, ``--help`` and the command line see
+    the options one by one, as before. The groups are plain dataclasses: a read-only command stays light."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    groups = {name: kind for name, kind in hints.items() if isinstance(kind, type) and dataclasses.is_dataclass(kind)}
+    if not groups:
+        return function
+    parameters: list[inspect.Parameter] = []
+    for name, parameter in inspect.signature(function).parameters.items():
+        kind = groups.get(name)
+        if kind is None:
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[name]))
+            continue
+        declared = typing.get_type_hints(kind, include_extras=True)
+        parameters += [inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=declared[field.name],
+                                         default=inspect.Parameter.empty if field.default is dataclasses.MISSING
+                                         else field.default)
+                       for field in dataclasses.fields(kind)]
+    names = [parameter.name for parameter in parameters]
+    twice = sorted(name for name in set(names) if names.count(name) > 1)  # by two groups, or a group and the function
+    if twice:
+        raise TypeError(f"{function.__qualname__}: options declared twice: {', '.join(twice)}")
+
+    def command(**values: Any) -> Any:
+        for name, kind in groups.items():
+            values[name] = kind(**{field.name: values.pop(field.name) for field in dataclasses.fields(kind)})
+        return function(**values)
+
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):  # no __wrapped__: --help reads this signature
+        setattr(command, attribute, getattr(function, attribute))
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return command
+
+
 class App(typer.Typer):
-    """A typer app whose commands are ``Command`` unless told otherwise (``extract`` and its groups)."""
+    """A typer app whose commands are ``Command`` unless told otherwise (``extract`` and its groups), and whose
+    commands may take option groups (``spread``)."""
 
     def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
-        return super().command(*args, cls=cls or Command, **kwargs)
+        register = super().command(*args, cls=cls or Command, **kwargs)
+
+        def decorator(function: F) -> F:
+            register(spread(function))
+            return function
+
+        return decorator
 
 
 app = App(

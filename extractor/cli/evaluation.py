@@ -6,6 +6,7 @@ bad usage or a gold folder it cannot use (one line naming the file).
 """
 
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +19,14 @@ from extractor.vocab import MIN_ID_PREFIX, ExitCode
 GoldOption = Annotated[list[Path], typer.Option(
     "--gold", help="a gold folder (gold.toml + one JSON record per document); repeat it for runs of several "
     "contracts")]
-ResamplesOption = Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples of the documents")]
-SeedOption = Annotated[int, typer.Option(help="bootstrap seed (same runs, gold and seed: same intervals)")]
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """How the intervals are drawn: kept with a stored score, so the same runs, gold and seed give the same ones."""
+
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples of the documents")] = 1_000
+    seed: Annotated[int, typer.Option(help="bootstrap seed (same runs, gold and seed: same intervals)")] = 42
 
 
 @app.command("eval")
@@ -29,8 +36,7 @@ def evaluate(
                                              "as `extract runs` shows them: model=gpt-4o-mini,prompt=v2 (every "
                                              "matching run's newest result per document)")],
     gold: GoldOption,
-    resamples: ResamplesOption = 1_000,
-    seed: SeedOption = 42,
+    bootstrap: Bootstrap = Bootstrap(),
     plot: Annotated[Path | None, typer.Option(help="also write a PNG of per-field F1 with intervals")] = None,
     save: Annotated[bool, typer.Option(help="keep the score in the run log (`extract runs` shows it)")] = True,
     contracts: ContractsOption = None,
@@ -50,16 +56,18 @@ def evaluate(
 
     search_contracts(contracts)  # where each run's contract is looked for after the folder it recorded
     store = open_run_log(database)
-    result = run_evaluation(store, selection, gold, resamples=resamples, seed=seed)
+    result = run_evaluation(store, selection, gold, resamples=bootstrap.resamples, seed=bootstrap.seed)
     data = result.to_json()
     if save and store.read_only is not None:
         typer.echo("note: the score is not kept: the run log is read-only (--no-save leaves it out without this note)",
                    err=True)
     elif save and result.documents and result.outcome is None:
-        data["evaluation_id"] = store.save_evaluation(
+        from extractor.store import NewEvaluation
+
+        data["evaluation_id"] = store.save_evaluation(NewEvaluation(
             selection=selection, gold=" ".join(str(g.folder) for g in result.gold),
-            gold_sha256=_combined(g.digest() for g in result.gold), resamples=resamples, seed=seed,
-            summary=result.summary(), report=data, run_ids=[r.id for r in result.runs])
+            gold_sha256=_combined(g.digest() for g in result.gold), resamples=bootstrap.resamples, seed=bootstrap.seed,
+            summary=result.summary(), report=data, run_ids=tuple(r.id for r in result.runs)))
     if plot is not None and result.outcome is None:
         from extractor.ui.evaluation import plot_fields
 
@@ -90,13 +98,20 @@ gold_app = App(cls=Commands, help="Gold sets: the records runs are scored agains
 app.add_typer(gold_app, name="gold")
 
 
+@dataclass(frozen=True)
+class Approvals:
+    """Which approved records a gold set is written from."""
+
+    contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None
+    version: Annotated[int | None, typer.Option("--version", help="only this contract version")] = None
+    since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 7d, 12h")] = None
+    reviewer: Annotated[str | None, typer.Option(help="only records this person approved")] = None
+
+
 @gold_app.command("export")
 def export_gold(
     folder: Annotated[Path, typer.Argument(metavar="DIR", help="the gold folder to write")],
-    contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None,
-    version: Annotated[int | None, typer.Option("--version", help="only this contract version")] = None,
-    since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 7d, 12h")] = None,
-    reviewer: Annotated[str | None, typer.Option(help="only records this person approved")] = None,
+    approvals: Approvals = Approvals(),
     replace: Annotated[bool, typer.Option(help="write over an existing gold folder")] = False,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
@@ -109,10 +124,10 @@ def export_gold(
     from extractor.store.approved import approved_records
 
     _, records = open_stores(database, approved_database)
-    chosen = approved_records(records, contract=contract, contract_version=version,
-                              since=parse_when(since) if since else None)
-    if reviewer is not None:
-        chosen = [r for r in chosen if r.reviewer == reviewer]
+    chosen = approved_records(records, contract=approvals.contract, contract_version=approvals.version,
+                              since=parse_when(approvals.since) if approvals.since else None)
+    if approvals.reviewer is not None:
+        chosen = [r for r in chosen if r.reviewer == approvals.reviewer]
     written = write_gold(chosen, folder, replace=replace)
     if format is Format.json:
         emit_json({"folder": str(folder), "contract": chosen[0].contract, "version": chosen[0].contract_version,

@@ -7,6 +7,8 @@ Exit codes of ``calibrate``: 0 admit-block / admit-review, 1 reject, 2 bad input
 """
 
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -63,28 +65,58 @@ def build_run_judge(options: "RunOptions", *, generator: "Provider | None", stor
 # ---------------------------------------------------------------- extract judge calibrate
 
 
+@dataclass(frozen=True)
+class Scores:
+    """Where ``calibrate``'s scores come from: a judge run now on the CSV's value and excerpt columns, or a column of
+    scores a judge gave before."""
+
+    judge: Annotated[str | None, typer.Option("--judge", help="run this judge on the value/excerpt columns "
+                                              "(openai:<model>, local:<path.gguf>, local)")] = None
+    scores_column: Annotated[str | None, typer.Option(help="take the judge's scores (0..1) from this column")] = None
+    model_id: Annotated[str | None, typer.Option(help="with --scores-column: the judge model that produced the scores, "
+                                                 "e.g. openai:gpt-4o-mini [default: the CSV's judge_model column]")] = None
+    rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>) the scores come from")] = DEFAULT_RUBRIC
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the report is measured at and what each verdict needs (``extractor.judge.calibration.VerdictPolicy``)."""
+
+    threshold: Annotated[float, typer.Option(help="operating threshold the report is tied to")] = DEFAULT_JUDGE_THRESHOLD
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000
+    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42
+    reject_below: Annotated[float, typer.Option(help="reject when the AUROC CI lower bound is below this")] = 0.6
+    block_auroc: Annotated[float, typer.Option(help="admit-block needs the AUROC CI lower bound >= this")] = 0.75
+    block_mcc: Annotated[float, typer.Option(help="admit-block needs the MCC CI lower bound >= this")] = 0.4
+    block_min_cases: Annotated[int, typer.Option(help="admit-block needs at least this many usable cases")] = 100
+
+    def policy(self) -> Any:
+        from extractor.judge.calibration import VerdictPolicy
+
+        return VerdictPolicy(threshold=self.threshold, resamples=self.resamples, seed=self.seed,
+                             reject_auroc_lower=self.reject_below, block_auroc_lower=self.block_auroc,
+                             block_mcc_lower=self.block_mcc, block_min_cases=self.block_min_cases)
+
+
+@dataclass(frozen=True)
+class JudgeCalls:
+    """How ``calibrate --judge`` calls its model."""
+
+    base_url: Annotated[str | None, typer.Option(help="with --judge: OpenAI-compatible base URL [env "
+                                                 "OPENAI_BASE_URL]")] = None
+    timeout: Annotated[float, typer.Option(help="with --judge: seconds per call")] = 120.0
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="with --judge: calls in flight")] = 4
+    response_format: ResponseFormatOption = ResponseFormat.auto
+
+
 @judge_app.command()
 def calibrate(
     labels: Annotated[Path, typer.Argument(help="CSV: case_id, human_label_1, human_label_2 (1 = supported), and a "
                                            "score column or value + excerpt columns")],
-    judge: Annotated[str | None, typer.Option("--judge", help="run this judge on the value/excerpt columns "
-                                              "(openai:<model>, local:<path.gguf>, local)")] = None,
-    scores_column: Annotated[str | None, typer.Option(help="take the judge's scores (0..1) from this column")] = None,
-    model_id: Annotated[str | None, typer.Option(help="with --scores-column: the judge model that produced the scores, "
-                                                 "e.g. openai:gpt-4o-mini [default: the CSV's judge_model column]")] = None,
-    rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>) the scores come from")] = DEFAULT_RUBRIC,
-    threshold: Annotated[float, typer.Option(help="operating threshold the report is tied to")] = DEFAULT_JUDGE_THRESHOLD,
+    scores: Scores = Scores(),
+    verdict: Verdict = Verdict(),
     plot: Annotated[Path | None, typer.Option(help="sweep plot PNG [default: <labels>.sweep.png next to the CSV]")] = None,
-    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42,
-    reject_below: Annotated[float, typer.Option(help="reject when the AUROC CI lower bound is below this")] = 0.6,
-    block_auroc: Annotated[float, typer.Option(help="admit-block needs the AUROC CI lower bound >= this")] = 0.75,
-    block_mcc: Annotated[float, typer.Option(help="admit-block needs the MCC CI lower bound >= this")] = 0.4,
-    block_min_cases: Annotated[int, typer.Option(help="admit-block needs at least this many usable cases")] = 100,
-    base_url: Annotated[str | None, typer.Option(help="with --judge: OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
-    timeout: Annotated[float, typer.Option(help="with --judge: seconds per call")] = 120.0,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="with --judge: calls in flight")] = 4,
-    response_format: ResponseFormatOption = ResponseFormat.auto,
+    calls: JudgeCalls = JudgeCalls(),
     store: Annotated[bool, typer.Option("--store/--no-store", help="store the report in the database")] = True,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL; "
                                                  "default sqlite:///extract.db]")] = None,
@@ -96,34 +128,31 @@ def calibrate(
     threshold; only an admit-block report lets `extract run --judge-mode block` block. Exit 0 admitted,
     1 rejected, 2 bad input.
     """
-    if (judge is None) == (scores_column is None):
+    if (scores.judge is None) == (scores.scores_column is None):
         fail("give exactly one of --judge MODEL (run the judge) or --scores-column NAME (scores in the CSV)")
-    if not 0.0 < threshold < 1.0:
-        fail(f"--threshold must be between 0 and 1 (exclusive), not {threshold:g}")
+    if not 0.0 < verdict.threshold < 1.0:
+        fail(f"--threshold must be between 0 and 1 (exclusive), not {verdict.threshold:g}")
 
-    from extractor.judge.calibration import CalibrationInput, VerdictPolicy, sha256_of
+    from extractor.judge.calibration import CalibrationInput, sha256_of
     from extractor.judge.calibration import calibrate as compute
     from extractor.judge.labels import read_labels
 
-    cases, csv_model = read_labels(labels, scores_column, need_texts=judge is not None)
+    cases, csv_model = read_labels(labels, scores.scores_column, need_texts=scores.judge is not None)
     notes: list[str] = []
-    if judge is not None:
-        cases, judge_model = _score_with_judge(cases, judge, rubric, base_url, timeout, concurrency, format,
-                                               response_format)
-        source = f"judge run ({judge_model}, rubric {rubric})"
+    if scores.judge is not None:
+        cases, judge_model = _score_with_judge(cases, scores.judge, scores.rubric, calls, format)
+        source = f"judge run ({judge_model}, rubric {scores.rubric})"
     else:
-        judge_model = (model_id or csv_model or "unspecified").strip()
-        source = f"column {scores_column}"
+        judge_model = (scores.model_id or csv_model or "unspecified").strip()
+        source = f"column {scores.scores_column}"
         if judge_model == "unspecified":
             notes.append("the scores' model is unspecified (--model-id or a judge_model column): this report can "
                          "admit no model into block mode")
         elif ":" not in judge_model:
             notes.append(f"model id {judge_model!r} has no provider prefix; runs look judges up as "
                          "<provider>:<model> (e.g. openai:gpt-4o-mini)")
-    policy = VerdictPolicy(threshold=threshold, resamples=resamples, seed=seed, reject_auroc_lower=reject_below,
-                           block_auroc_lower=block_auroc, block_mcc_lower=block_mcc, block_min_cases=block_min_cases)
-    report = compute(CalibrationInput(cases, judge_model, rubric, str(labels), sha256_of(str(labels)), source, notes),
-                     policy)
+    report = compute(CalibrationInput(cases, judge_model, scores.rubric, str(labels), sha256_of(str(labels)), source,
+                                      notes), verdict.policy())
 
     from extractor.ui.judge import print_calibration, write_sweep_plot
 
@@ -146,8 +175,8 @@ def calibrate(
     raise typer.Exit(1 if report.verdict is CalibrationVerdict.reject else 0)
 
 
-def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url: str | None, timeout: float,
-                      concurrency: int, format: Format, response_format: ResponseFormat) -> tuple[list[Any], str]:
+def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, calls: JudgeCalls,
+                      format: Format) -> tuple[list[Any], str]:
     import asyncio
 
     from extractor.judge.labels import score_cases
@@ -160,16 +189,16 @@ def _score_with_judge(cases: list[Any], spec: str, rubric_version: str, base_url
     except FileNotFoundError as error:
         fail(str(error))
     try:
-        provider = from_string(spec, base_url=base_url,
-                               settings=ProviderSettings(timeout_s=timeout, response_format=response_format,
-                                                         connections=concurrency))
+        provider = from_string(spec, base_url=calls.base_url,
+                               settings=ProviderSettings(timeout_s=calls.timeout, response_format=calls.response_format,
+                                                         connections=calls.concurrency))
     except (ValueError, ImportError) as error:
         fail(f"--judge: {error}")
 
     async def scored() -> list[Any]:
         try:
             with judging_progress(model_id(provider), len(cases), enabled=format is Format.text) as advance:
-                return await score_cases(cases, provider, rubric, concurrency=concurrency,
+                return await score_cases(cases, provider, rubric, concurrency=calls.concurrency,
                                          on_case=lambda _case: advance())
         finally:
             await provider.aclose()
@@ -187,18 +216,32 @@ def _store_report(report: "CalibrationReport", database: str | None) -> int:
 # ---------------------------------------------------------------- extract judge run
 
 
+@dataclass(frozen=True)
+class JudgeChoice:
+    """The judge ``judge run`` runs, as ``extract run --judge`` and its options would (``RunOptions``)."""
+
+    judge: Annotated[str, typer.Option("--judge", help="the judge model (openai:<model>, local:<path.gguf>, local)")]
+    judge_mode: Annotated[JudgeMode | None, typer.Option(help="every judge metric in this mode [default: the "
+                                                             "contract settings, else review]")] = None
+    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD
+    judge_rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC
+    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [env OPENAI_BASE_URL]")] = None
+    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight")] = DEFAULT_JUDGE_CONCURRENCY
+    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT
+    response_format: ResponseFormatOption = ResponseFormat.auto
+
+    def options(self) -> "RunOptions":
+        """As a run's options (checked as ``extract run`` checks them: one line on what is wrong); the judge's queue
+        holds what its calls in flight need."""
+        from extractor.cli.options import run_options
+
+        return run_options(dataclasses.asdict(self) | {"judge_queue": max(self.judge_concurrency, DEFAULT_JUDGE_QUEUE)})
+
+
 @judge_app.command("run")
 def run_afterwards(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id (or a unique prefix of 6+ characters)")],
-    judge: Annotated[str, typer.Option("--judge", help="the judge model (openai:<model>, local:<path.gguf>, local)")],
-    judge_mode: Annotated[JudgeMode | None, typer.Option(help="every judge metric in this mode [default: the "
-                                                             "contract settings, else review]")] = None,
-    judge_threshold: Annotated[float, typer.Option(help="a link scoring below this is unsupported")] = DEFAULT_JUDGE_THRESHOLD,
-    judge_rubric: Annotated[str, typer.Option(help="rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
-    judge_base_url: Annotated[str | None, typer.Option(help="base URL of the judge's server [env OPENAI_BASE_URL]")] = None,
-    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, help="judge calls in flight")] = DEFAULT_JUDGE_CONCURRENCY,
-    judge_timeout: Annotated[float, typer.Option(help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
-    response_format: ResponseFormatOption = ResponseFormat.auto,
+    choice: JudgeChoice,
     force: Annotated[bool, typer.Option(help="judge again documents a judge has seen")] = False,
     contracts: ContractsOption = None,
     database: Annotated[str | None, typer.Option(help="database URL [env EXTRACT_DATABASE_URL]")] = None,
@@ -210,7 +253,6 @@ def run_afterwards(
     them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
     here). Exit 0 when nothing judged needs a person, 3 when some document now does.
     """
-    from extractor.cli.options import run_options
     from extractor.engine.judge_afterwards import judge_finished_run
     from extractor.review import resolve_run
     from extractor.store import open_store
@@ -223,10 +265,7 @@ def run_afterwards(
 
     search_contracts(contracts)
     contract = contract_of_run(found)  # as the run used it, or one line on why it cannot be
-    options = run_options(dict(judge=judge, judge_mode=judge_mode, judge_threshold=judge_threshold,
-                               judge_rubric=judge_rubric, judge_base_url=judge_base_url,
-                               judge_concurrency=judge_concurrency, judge_queue=max(judge_concurrency, DEFAULT_JUDGE_QUEUE),
-                               judge_timeout=judge_timeout, response_format=response_format))
+    options = choice.options()
     built = build_run_judge(options, generator=None, store=store, contract=contract)
 
     results = judge_finished_run(store, found, built, force=force)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
 import annotated_types
 import typer
@@ -69,7 +69,10 @@ def _command_line_type(field: FieldInfo) -> Any:
     """The field's type as the option takes it: a tuple of values is a repeatable option."""
     kind = field.annotation
     if get_origin(kind) is tuple:
-        return list[get_args(kind)[0]] | None  # type: ignore[index,misc]
+        one = get_args(kind)[0]
+        if get_origin(one) is Annotated:  # its constraints are the model's to check
+            one = get_args(one)[0]
+        return list[one] | None  # type: ignore[valid-type]
     return kind
 
 

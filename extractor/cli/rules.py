@@ -6,6 +6,7 @@ block), 1 rejected (the score cannot tell the classes apart: nothing is written)
 """
 
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -109,6 +110,18 @@ def card(
     print_rule_card(match[0])
 
 
+@dataclass(frozen=True)
+class Fit:
+    """How the threshold and band are fitted and measured (``extractor.judge.calibrate_rule``)."""
+
+    max_miss: Annotated[float, typer.Option(help="share of wrong rows allowed in the fail and pass zones; the rest "
+                                            "is the judge band")] = 0.1
+    min_word_length: Annotated[int | None, typer.Option(help="shortest Latin/Cyrillic word counted "
+                                                        "[default: the rule's]")] = None
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000
+    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42
+
+
 @rules_app.command()
 def calibrate(
     rule_id: Annotated[str, typer.Argument(help="EVIDENCE_WEAK_SUPPORT or CLAIM_LOW_LEXICAL_SUPPORT")],
@@ -122,12 +135,7 @@ def calibrate(
     contracts: ContractsOption = None,
     write: Annotated[bool, typer.Option("--write/--no-write", help="write the threshold and band into the "
                                         "settings")] = True,
-    max_miss: Annotated[float, typer.Option(help="share of wrong rows allowed in the fail and pass zones; the rest "
-                                            "is the judge band")] = 0.1,
-    min_word_length: Annotated[int | None, typer.Option(help="shortest Latin/Cyrillic word counted "
-                                                        "[default: the rule's]")] = None,
-    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="bootstrap resamples")] = 1000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed (numpy PCG64)")] = 42,
+    fit: Fit = Fit(),
     format: FormatOption = Format.text,
 ) -> None:
     """Fit a lexical-support rule's threshold and judge band on labelled rows; write them into the contract settings.
@@ -138,8 +146,8 @@ def calibrate(
     from extractor.judge.calibrate_rule import calibrate_rule, calibrated_rule, write_settings
 
     target = settings or _calibration_file(calibrated_rule(rule_id), contract, contracts)  # refused before the work
-    calibration = calibrate_rule(rule_id, labels, max_miss=max_miss, min_word_length=min_word_length,
-                                 resamples=resamples, seed=seed)
+    calibration = calibrate_rule(rule_id, labels, max_miss=fit.max_miss, min_word_length=fit.min_word_length,
+                                 resamples=fit.resamples, seed=fit.seed)
     rejected = calibration.report.verdict is CalibrationVerdict.reject
     written = write and not rejected
     if written:

@@ -5,6 +5,7 @@
 """
 
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,31 +15,33 @@ from extractor.cli.app import Format, FormatOption, app, emit_json, fail
 from extractor.cli.review import DatabaseOption, open_run_log
 from extractor.vocab import MIN_ID_PREFIX
 
-ModelOption = Annotated[str | None, typer.Option(help="only runs of this model: as `extract runs` shows it, or as given "
-                                                      "to `extract run --model` (openai:gpt-4o-mini)")]
-PromptOption = Annotated[str | None, typer.Option("--prompt-version", "--prompt", help="only this prompt version")]
-ContractOption = Annotated[str | None, typer.Option(help="only this contract")]
-ValidatorOption = Annotated[str | None, typer.Option("--validator", help="only this validator version")]
-SinceOption = Annotated[str | None, typer.Option(help="started at or after: 2026-05-01, 2026-05-01T12:00 (UTC), 7d, 12h")]
-UntilOption = Annotated[str | None, typer.Option(help="started before (same forms as --since)")]
 
+@dataclass(frozen=True)
+class Filters:
+    """Which runs ``runs`` and ``stats`` show: the filters they share."""
 
-def _filter(model: str | None, prompt_version: str | None, contract: str | None, validator: str | None,
-            since: str | None, until: str | None) -> Any:
-    from extractor.runfilter import RunFilter, parse_when
+    model: Annotated[str | None, typer.Option(help="only runs of this model: as `extract runs` shows it, or as given "
+                                                   "to `extract run --model` (openai:gpt-4o-mini)")] = None
+    prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
+                                                       help="only this prompt version")] = None
+    contract: Annotated[str | None, typer.Option(help="only this contract")] = None
+    validator: Annotated[str | None, typer.Option("--validator", help="only this validator version")] = None
+    since: Annotated[str | None, typer.Option(help="started at or after: 2026-05-01, 2026-05-01T12:00 (UTC), 7d, "
+                                                   "12h")] = None
+    until: Annotated[str | None, typer.Option(help="started before (same forms as --since)")] = None
 
-    return RunFilter(model=model, prompt_version=prompt_version, contract=contract, validator_version=validator,
-                     since=parse_when(since) if since else None, until=parse_when(until) if until else None)
+    def run_filter(self) -> Any:
+        """The selection as the run log is asked (``extractor.runfilter.RunFilter``); a bad date is one line."""
+        from extractor.runfilter import RunFilter, parse_when
+
+        return RunFilter(model=self.model, prompt_version=self.prompt_version, contract=self.contract,
+                         validator_version=self.validator, since=parse_when(self.since) if self.since else None,
+                         until=parse_when(self.until) if self.until else None)
 
 
 @app.command()
 def runs(
-    model: ModelOption = None,
-    prompt_version: PromptOption = None,
-    contract: ContractOption = None,
-    validator: ValidatorOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
+    filters: Filters = Filters(),
     limit: Annotated[int, typer.Option(min=1, help="at most this many runs")] = 20,
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
@@ -46,9 +49,8 @@ def runs(
     """Recent runs, newest first: configuration, documents per state, and accuracy against gold (`extract eval`)."""
     from extractor.review.view import run_summary
 
-    selection = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
-    found = selection.select(store, limit=limit, every_run=True)
+    found = filters.run_filter().select(store, limit=limit, every_run=True)
     accuracy = store.latest_evaluations([run.id for run in found])
     spend = run_spend(store, found)
     if format is Format.json:
@@ -84,12 +86,7 @@ def stats(
     selections: Annotated[list[str] | None, typer.Argument(
         metavar="[RUN_OR_FILTER]...", help=f"run ids (or their first {MIN_ID_PREFIX}+ characters) or key=value filters "
         "(prompt=v2,model=x); default: the newest runs matching the options")] = None,
-    model: ModelOption = None,
-    prompt_version: PromptOption = None,
-    contract: ContractOption = None,
-    validator: ValidatorOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
+    filters: Filters = Filters(),
     rule: Annotated[str | None, typer.Option(help="only this rule id")] = None,
     corrections: Annotated[bool, typer.Option(help="per field, the share of approved records whose value a person "
                                               "edited, by model, prompt version and contract version")] = False,
@@ -106,7 +103,7 @@ def stats(
     from extractor.runfilter import select_runs
     from extractor.stats import correction_stats, rule_stats
 
-    options = _filter(model, prompt_version, contract, validator, since, until)
+    options = filters.run_filter()
     store = open_run_log(database)
     if corrections:
         every = not selections and options.empty and limit == 5  # no selection: every run, no list of ids to pass
@@ -130,33 +127,73 @@ def stats(
     print_stats(result)
 
 
+@dataclass(frozen=True)
+class Gate:
+    """How the pass-rate gate decides (``extractor.gate.GateSettings``) and how many unevaluable documents it lets
+    pass."""
+
+    delta: Annotated[float, typer.Option(min=0.0, max=0.99, help="smallest drop in pass rate that matters")] = 0.03
+    block: Annotated[float, typer.Option(min=0.0, max=1.0, help="BLOCK when rho >= this")] = 0.8
+    review_at: Annotated[float, typer.Option("--review", min=0.0, max=1.0,
+                                             help="MANUAL_REVIEW when rho >= this")] = 0.5
+    samples: Annotated[int, typer.Option(min=100, help="Monte Carlo samples")] = 10_000
+    seed: Annotated[int, typer.Option(help="random seed (same counts + seed = same rho)")] = 42
+    max_unevaluable: Annotated[float, typer.Option(min=0.0, max=1.0, help="share of matched documents that may be "
+                                                   "not evaluable (ERROR) before PROMOTE becomes MANUAL_REVIEW")] = 0.0
+
+    def settings(self) -> Any:
+        from extractor.gate import GateSettings
+
+        return GateSettings(delta=self.delta, block=self.block, review=self.review_at, samples=self.samples,
+                            seed=self.seed)
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """What the gate's categories are and how they weigh (``extractor.compare.Categories``)."""
+
+    weights: Annotated[str | None, typer.Option(help="category traffic shares, e.g. hr=0.7,finance=0.3; implies "
+                                                "--by-tag (default: shares of the compared documents)")] = None
+    by_tag: Annotated[bool, typer.Option(help="categories = document tags (extract run --tag)")] = False
+    tag_prefix: Annotated[str | None, typer.Option(help="categories = the tag starting with this, e.g. domain:")] = None
+
+    def categories(self) -> Any:
+        from extractor.compare import Categories, parse_weights
+
+        return Categories(by_tag=self.by_tag, tag_prefix=self.tag_prefix,
+                          weights=parse_weights(self.weights) if self.weights else None)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """``--gold``: both sides scored against gold records, and how that decides (``extractor.compare.AccuracySettings``)."""
+
+    gold: Annotated[list[Path] | None, typer.Option(
+        "--gold", help="also score both sides against this gold folder (repeatable: one per contract); a "
+        "significant accuracy regression BLOCKs")] = None
+    max_f1_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --gold: BLOCK when F1 dropped by more "
+                                               "than this, significantly (the whole 95% interval below -this)")] = 0.0
+    alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help="with --gold: McNemar's significance level on "
+                                         "documents fully right")] = 0.05
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="with --gold: paired bootstrap resamples")] = 1_000
+
+    def settings(self) -> Any:
+        from extractor.compare import AccuracySettings
+
+        return AccuracySettings(gold=tuple(self.gold or ()), max_drop=self.max_f1_drop, alpha=self.alpha,
+                                resamples=self.resamples)
+
+
 @app.command()
 def compare(
     baseline: Annotated[str, typer.Argument(help=f"run id (or its first {MIN_ID_PREFIX}+ characters), or key=value "
                                             "filters: prompt=, model=, contract=, contract_hash=, validator=, run=, "
                                             "since=, until=")],
     candidate: Annotated[str, typer.Argument(help="the same forms as BASELINE")],
-    delta: Annotated[float, typer.Option(min=0.0, max=0.99, help="smallest drop in pass rate that matters")] = 0.03,
-    block: Annotated[float, typer.Option(min=0.0, max=1.0, help="BLOCK when rho >= this")] = 0.8,
-    review_at: Annotated[float, typer.Option("--review", min=0.0, max=1.0,
-                                             help="MANUAL_REVIEW when rho >= this")] = 0.5,
-    samples: Annotated[int, typer.Option(min=100, help="Monte Carlo samples")] = 10_000,
-    seed: Annotated[int, typer.Option(help="random seed (same counts + seed = same rho)")] = 42,
-    weights: Annotated[str | None, typer.Option(help="category traffic shares, e.g. hr=0.7,finance=0.3; implies "
-                                                "--by-tag (default: shares of the compared documents)")] = None,
-    by_tag: Annotated[bool, typer.Option(help="categories = document tags (extract run --tag)")] = False,
-    tag_prefix: Annotated[str | None, typer.Option(help="categories = the tag starting with this, e.g. domain:")] = None,
-    max_unevaluable: Annotated[float, typer.Option(min=0.0, max=1.0, help="share of matched documents that may be "
-                                                   "not evaluable (ERROR) before PROMOTE becomes MANUAL_REVIEW")] = 0.0,
+    gate: Gate = Gate(),
+    grouping: Grouping = Grouping(),
     plot: Annotated[Path | None, typer.Option(help="also write a PNG of the posteriors")] = None,
-    gold: Annotated[list[Path] | None, typer.Option(
-        "--gold", help="also score both sides against this gold folder (repeatable: one per contract); a "
-        "significant accuracy regression BLOCKs")] = None,
-    max_f1_drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --gold: BLOCK when F1 dropped by more "
-                                               "than this, significantly (the whole 95% interval below -this)")] = 0.0,
-    alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help="with --gold: McNemar's significance level on "
-                                         "documents fully right")] = 0.05,
-    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="with --gold: paired bootstrap resamples")] = 1_000,
+    accuracy: Accuracy = Accuracy(),
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
@@ -167,17 +204,13 @@ def compare(
     regression BLOCKs, a significantly regressed field needs MANUAL_REVIEW. Exit 0 PROMOTE, 1 BLOCK,
     3 MANUAL_REVIEW, 4 NOT_EVALUABLE, 2 bad usage.
     """
-    from extractor.compare import AccuracySettings, parse_weights
     from extractor.compare import compare as run_compare
     from extractor.compare import plot as write_plot
-    from extractor.gate import GateSettings
 
-    settings = GateSettings(delta=delta, block=block, review=review_at, samples=samples, seed=seed)
-    shares = parse_weights(weights) if weights else None
+    settings, categories = gate.settings(), grouping.categories()  # a bad --weights is refused before the run log
     store = open_run_log(database)
-    result = run_compare(store, baseline, candidate, settings, weights=shares, by_tag=by_tag or weights is not None,
-                         tag_prefix=tag_prefix, max_unevaluable=max_unevaluable, gold=gold or (),
-                         accuracy=AccuracySettings(max_f1_drop, alpha, resamples))
+    result = run_compare(store, baseline, candidate, settings, categories=categories,
+                         max_unevaluable=gate.max_unevaluable, accuracy=accuracy.settings())
     data = result.to_json()
     if plot is not None:
         try:

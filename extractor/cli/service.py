@@ -2,6 +2,7 @@
 ``extract tokens`` (the API's bearer tokens)."""
 
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -22,25 +23,39 @@ tokens_app = App(cls=Commands, help="Bearer tokens of `extract serve`: create (t
 app.add_typer(tokens_app, name="tokens")
 
 
+@dataclass(frozen=True)
+class Redelivery:
+    """What becomes of the documents of a worker that died: when they are delivered again, and when no more."""
+
+    max_deliveries: Annotated[int, typer.Option(min=1, help="a document whose worker died this many times ends ERROR "
+                                                "instead of being delivered again")] = DEFAULT_MAX_DELIVERIES
+    visibility_timeout: Annotated[float, typer.Option(min=1, help="seconds after its delivery a document not "
+                                                      "acknowledged goes back on the queue: the documents of a worker "
+                                                      f"that died are back within this + {REDELIVERY_SLACK_S:.0f} s "
+                                                      "(another worker takes them when it has room). Longer than any "
+                                                      "document takes (a longer one is delivered again, and that copy "
+                                                      "waits for it)")] = DEFAULT_VISIBILITY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """Where a worker serves its metrics and health (none by default)."""
+
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics, /healthz and /readyz on this "
+                                                     "port")] = None
+    metrics_host: Annotated[str, typer.Option(help="address of the metrics port")] = "127.0.0.1"
+
+
 @app.command()
 def worker(
     queue: QueueOption = None,
     database: DatabaseOption = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="documents, and so model calls, in flight in this "
                                              "worker (halved on each 429 or timeout, then grown back)")] = 8,
-    max_deliveries: Annotated[int, typer.Option(min=1, help="a document whose worker died this many times ends ERROR "
-                                                "instead of being delivered again")] = DEFAULT_MAX_DELIVERIES,
-    visibility_timeout: Annotated[float, typer.Option(min=1, help="seconds after its delivery a document not "
-                                                      "acknowledged goes back on the queue: the documents of a worker "
-                                                      f"that died are back within this + {REDELIVERY_SLACK_S:.0f} s "
-                                                      "(another worker takes them when it has room). Longer than any "
-                                                      "document takes (a longer one is delivered again, and that copy "
-                                                      "waits for it)")] = DEFAULT_VISIBILITY_TIMEOUT_S,
+    redelivery: Redelivery = Redelivery(),
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
     endpoints: EndpointsOption = None,
-    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics, /healthz and /readyz on this "
-                                                     "port")] = None,
-    metrics_host: Annotated[str, typer.Option(help="address of the metrics port")] = "127.0.0.1",
+    monitoring: Monitoring = Monitoring(),
     contracts: ContractsOption = None,
 ) -> None:
     """A Celery worker converting queued documents (`extract run --queue`, `extract serve --queue`).
@@ -61,15 +76,15 @@ def worker(
     servers = load_endpoints(endpoints)
     store = open_store(database)
     observer = None
-    if metrics_port is not None:
+    if monitoring.metrics_port is not None:
         from extractor.service.metrics import metrics, serve_health
 
         observer = metrics()
-        serve_health(store, broker, host=metrics_host, port=metrics_port)
-    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, fleet=fleet_for(broker),
+        serve_health(store, broker, host=monitoring.metrics_host, port=monitoring.metrics_port)
+    runner = Runner(store, concurrency=concurrency, max_deliveries=redelivery.max_deliveries, fleet=fleet_for(broker),
                     endpoints=servers, observer=observer)
     runner.warm_up()  # while Celery starts and the first batch is being submitted
-    start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
+    start_worker(make_celery(broker, visibility_timeout_s=redelivery.visibility_timeout), runner, concurrency=concurrency,
                  loglevel=loglevel)
 
 

@@ -84,21 +84,31 @@ class Conversion:
     tokens: int = 0
 
 
+@dataclass(frozen=True)
+class RunHandles:
+    """What the model calls of one run share with its engine: the run log's writer, the run's stop, its CPU
+    seconds by stage and its progress display."""
+
+    recorder: Recorder
+    stop: Stop
+    cpu: dict[str, float]
+    progress: Progress
+
+
 class ModelCalls:
     """The model calls of one run: each takes a slot of the limit, ends when the run stops, and is recorded."""
 
-    def __init__(self, provider: Provider, limit: AdaptiveLimit, recorder: Recorder, settings: RunSettings,
-                 prompt: PromptTemplate, stop: Stop, cpu: dict[str, float], judge: Judge | None = None,
-                 progress: Progress | None = None) -> None:
+    def __init__(self, provider: Provider, limit: AdaptiveLimit, settings: RunSettings, prompt: PromptTemplate,
+                 run: RunHandles, judge: Judge | None = None) -> None:
         self.provider = provider
         self.limit = limit
-        self.recorder = recorder
+        self.recorder = run.recorder
         self.settings = settings
         self.prompt = prompt
-        self.stop = stop
-        self.cpu = cpu
+        self.stop = run.stop
+        self.cpu = run.cpu
         self.judge_model = judge
-        self.progress = progress or Progress()
+        self.progress = run.progress
         self.budget = budget_for(provider, settings.options.max_input_tokens, settings.options.max_output_tokens)
 
     @cached_property

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor import offload
 from extractor.engine.budget import LocalBudget, prices_for
-from extractor.engine.calls import Converter, Job, ModelCalls
+from extractor.engine.calls import Converter, Job, ModelCalls, RunHandles
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover
 from extractor.engine.recorder import Observer, Recorder
@@ -67,9 +67,9 @@ class Engine:
         self.cpu_seconds: dict[str, float] = {"ingest+segment": 0.0, "windows": 0.0, "merge": 0.0, "validate": 0.0,
                                              "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds, observer)
-        self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
-                                load_prompt(settings.contract, settings.options.prompt_version), self.stop,
-                                self.cpu_seconds, judge, self.progress)
+        self.calls = ModelCalls(provider, self.limit, settings,
+                                load_prompt(settings.contract, settings.options.prompt_version),
+                                RunHandles(self.recorder, self.stop, self.cpu_seconds, self.progress), judge)
         money = None
         if settings.options.max_cost is not None:  # ValueError when a model's price is unknown
             prices = prices_for(provider, judge.provider if judge is not None else None)

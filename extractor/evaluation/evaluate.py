@@ -11,7 +11,7 @@ record, and gold records of documents the selection never ran, are listed, never
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ import numpy as np
 from extractor.document import language_of
 from extractor.errors import UsageError
 from extractor.evaluation.align import COLUMNS, EVIDENCE_COLUMNS, DocumentScore, Scorer
-from extractor.evaluation.gold import GoldSet, load_gold, read_manifest
+from extractor.evaluation.gold import GoldRecord, GoldSet, load_gold, read_manifest
 from extractor.evaluation.metrics import (
     CANDIDATE,
     DEFAULT_RESAMPLES,
@@ -268,16 +268,15 @@ def score_selection(store: Store, runs: Sequence[RunInfo], gold_folders: Sequenc
             used.add(record.name)
             final = finals.get(document_run.final_attempt_id or -1)
             text = sentences.get(document_run.document_id, [])
-            documents.append(score_document(scorer, record.record, record.evidence, document_run, final, text,
-                                            gold.contract_id, record.name, normalisation))
+            documents.append(score_document(scorer, gold.contract_id, record, document_run, final, text,
+                                            normalisation))
         gold_not_run += [{"gold": str(r.path), "contract": gold.contract_id} for r in gold.records
                          if r.name not in used]
     return documents, gold_sets, not_in_gold, gold_not_run
 
 
-def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Sequence[tuple[str, str]],
-                   document_run: Any, final: FinalCandidate | None, sentences: list[dict[str, Any]],
-                   contract: str, gold_name: str, normalisation: str) -> ScoredDocument:
+def score_document(scorer: Scorer, contract: str, gold: GoldRecord, document_run: Any, final: FinalCandidate | None,
+                   sentences: list[dict[str, Any]], normalisation: str) -> ScoredDocument:
     """One document: its candidate (if any) against its gold record, evidence by the sentences it cites."""
     candidate = final.candidate if final is not None and isinstance(final.candidate, dict) else None
     why = None
@@ -288,7 +287,7 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
                else f"{document_run.state}: the final answer is not a JSON object")
         if final is not None and final.outcome == "unparseable":
             why = f"{document_run.state}: the final answer was unparseable"
-    located = locate(gold_evidence, sentences, normalisation) if gold_evidence and candidate is not None else []
+    located = locate(gold.evidence, sentences, normalisation) if gold.evidence and candidate is not None else []
     spans = final.evidence_spans if final is not None else []
     excerpts = candidate.get(EVIDENCE) if candidate is not None else None
     if not spans and isinstance(excerpts, list) and excerpts:
@@ -300,9 +299,9 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
     else:
         cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ()) for entry in spans
                  if isinstance(entry, dict)]
-    score = scorer.score(gold, candidate, located, cited)
+    score = scorer.score(gold.record, candidate, located, cited)
     language = language_of(" ".join(s.get("text", "") for s in sentences[:50])[:4000])  # the script of its start
-    return ScoredDocument(document_run.sha256, document_run.path, gold_name, contract, language, document_run.id,
+    return ScoredDocument(document_run.sha256, document_run.path, gold.name, contract, language, document_run.id,
                           document_run.run_id, document_run.state, score, why)
 
 

@@ -78,38 +78,23 @@ _UNSUPPORTED = re.compile(r"unsupported|not supported|unrecognized|unknown|not p
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class _Failure(Exception):
-    """One failed try, classified: what to record and whether another try could help."""
+@dataclass(frozen=True)
+class _ErrorAnswer:
+    """What a server's HTTP error answer said."""
 
-    def __init__(
-        self,
-        outcome: str,
-        detail: str,
-        *,
-        retryable: bool,
-        status: int | None = None,
-        param: str | None = None,
-        retry_after: float | None = None,
-        asked_wait: str | None = None,
-        body: str = "",
-        unreachable: bool = False,
-        answering: bool = False,
-    ) -> None:
-        super().__init__(detail)
-        self.outcome = outcome
-        self.detail = detail
-        self.retryable = retryable
-        self.status = status
-        self.param = param
-        self.retry_after = retry_after  # seconds, within MAX_RETRY_AFTER_S (``retry_after_s``)
-        self.asked_wait = asked_wait  # the Retry-After header as sent (cut short), for the cause
-        self.body = body  # the raw error body, lower-cased: servers put the field name in different places
-        self.unreachable = unreachable  # no connection could be made (not: the server answered wrong)
-        self.answering = answering  # timed out while the answer's body was still arriving
+    status: int
+    param: str | None = None
+    """The request field the error names (the ``openai`` client's ``param``)."""
+    body: str = ""
+    """The raw error body, lower-cased and cut short: servers put the field name in different places."""
+    retry_after: float | None = None
+    """The wait it asked for, in seconds, within MAX_RETRY_AFTER_S (``retry_after_s``)."""
+    asked_wait: str | None = None
+    """The Retry-After header as sent (cut short), for the cause."""
 
     def rejects(self, mode: ResponseFormat) -> bool:
         """The server says it lacks ``mode``: a 400/422 about it, or a 5xx naming its request field."""
-        if mode not in _FIELDS or self.status is None:
+        if mode not in _FIELDS:
             return False
         if self.param is not None and _FIELDS[mode].search(self.param):
             return self.status in (400, 422) or self.status >= 500
@@ -126,6 +111,36 @@ class _Failure(Exception):
             return True
         names_it = self.param == "max_tokens" or "max_tokens" in self.body
         return names_it and bool(_UNSUPPORTED.search(self.body))
+
+
+class _Failure(Exception):
+    """One failed try, classified: what to record and whether another try could help; ``answer``: what the server
+    said, when it answered with an HTTP error."""
+
+    def __init__(self, outcome: str, detail: str, *, retryable: bool, answer: _ErrorAnswer | None = None,
+                 unreachable: bool = False, answering: bool = False) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+        self.retryable = retryable
+        self.answer = answer
+        self.unreachable = unreachable  # no connection could be made (not: the server answered wrong)
+        self.answering = answering  # timed out while the answer's body was still arriving
+
+    @property
+    def status(self) -> int | None:
+        return None if self.answer is None else self.answer.status
+
+    @property
+    def retry_after(self) -> float | None:
+        return None if self.answer is None else self.answer.retry_after
+
+    def rejects(self, mode: ResponseFormat) -> bool:
+        return self.answer is not None and self.answer.rejects(mode)
+
+    @property
+    def wants_max_completion_tokens(self) -> bool:
+        return self.answer is not None and self.answer.wants_max_completion_tokens
 
 
 @dataclass(frozen=True)
@@ -323,8 +338,9 @@ class OpenAICompatProvider:
         else:
             cause = f"unusable response body from {self.base_url} after {tries}: {detail}"
         budget = f"retry budget of {self._settings.retry_budget_s:g} s exhausted"
-        if budget_spent and failure.asked_wait is not None:  # the server's own value, so a person sees what it asked
-            asked = self._redact(failure.asked_wait)[:40]
+        asked_wait = None if failure.answer is None else failure.answer.asked_wait
+        if budget_spent and asked_wait is not None:  # the server's own value, so a person sees what it asked
+            asked = self._redact(asked_wait)[:40]
             counted = (f", counted as the {MAX_RETRY_AFTER_S:g} s ceiling," if failure.retry_after == MAX_RETRY_AFTER_S
                        and asked != f"{MAX_RETRY_AFTER_S:g}" else "")
             left = f"{max(0.0, left_s):.1f}".removesuffix(".0")
@@ -410,16 +426,9 @@ def _status_failure(status: int, text: str, headers: Mapping[str, str]) -> _Fail
         # what the server objected to.
         raw = text[:500]
         message = summary if raw in summary else f"{summary} - {raw}"
-    return _Failure(
-        f"http_{status}",
-        message,
-        retryable=status in RETRYABLE_STATUS,
-        status=status,
-        param=param if isinstance(param, str) else None,
-        retry_after=retry_after_s(headers.get("retry-after")),
-        asked_wait=headers.get("retry-after"),
-        body=text[:4000].lower(),
-    )
+    answer = _ErrorAnswer(status, param=param if isinstance(param, str) else None, body=text[:4000].lower(),
+                          retry_after=retry_after_s(headers.get("retry-after")), asked_wait=headers.get("retry-after"))
+    return _Failure(f"http_{status}", message, retryable=status in RETRYABLE_STATUS, answer=answer)
 
 
 def _parse_completion(status: int, body: bytes, *, tool: str | None = None) -> _Answer:

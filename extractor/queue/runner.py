@@ -122,7 +122,9 @@ class Runner:
         self.command = command
         self.fleet = fleet or Alone()
         self.idle_s = idle_s
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, _Slot] = {}  # the engine each conversion takes new documents on
+        self._open: set[Engine] = set()  # every engine started and not yet closed (``engines``)
+        self._closing: set[asyncio.Task[None]] = set()
         self._budgets: OrderedDict[str, Budget] = OrderedDict()
         self._janitor: asyncio.Task[None] | None = None
         self._warmed: set[ContractRef] = set()
@@ -185,29 +187,38 @@ class Runner:
     async def _close(self) -> None:
         if self._janitor is not None:
             self._janitor.cancel()
+        await asyncio.gather(*self._closing)  # what the janitor was closing is closed whole, its run recorded
         slots, self._slots = list(self._slots.values()), {}
         for slot in slots:
             await self._close_slot(slot)
 
     async def _close_slot(self, slot: _Slot) -> None:
+        """Record the slot's worker run as ended and close its engine; only then is it no longer counted open."""
         slot.heartbeat.cancel()
-        await slot.engine.close(await asyncio.to_thread(self._summary, slot.engine.run_id), slot.started)
+        try:
+            await slot.engine.close(await asyncio.to_thread(self._summary, slot.engine.run_id), slot.started)
+        finally:
+            self._open.discard(slot.engine)
 
     @property
     def engines(self) -> int:
-        """Engines (worker runs, each with its model client) open now."""
-        return len(self._slots)
+        """Engines (worker runs, each with its model client) open now: one being closed counts until its run is
+        recorded as ended, so ``engines == 0`` means every worker run of this runner is."""
+        return len(self._open)
 
     async def _close_idle(self) -> None:
-        """Every so often, close the engines no document used for ``idle_s`` seconds."""
+        """Every so often, close the engines no document used for ``idle_s`` seconds. Each close is a task of its
+        own that ``close()`` waits for: cancelling the janitor never leaves a worker run half closed."""
         while True:
             await asyncio.sleep(max(0.05, min(self.idle_s / 2, 30.0)))
             async with self._creating:
                 now = time.monotonic()
                 idle = [key for key, slot in self._slots.items() if not slot.busy and now - slot.used > self.idle_s]
-                closing = [self._slots.pop(key) for key in idle]
-            for slot in closing:
-                await self._close_slot(slot)
+                closing = [asyncio.create_task(self._close_slot(self._slots.pop(key))) for key in idle]
+                self._closing.update(closing)
+            for task in closing:
+                task.add_done_callback(self._closing.discard)
+            await asyncio.shield(asyncio.gather(*closing))
 
     def _summary(self, run_id: str) -> RunSummary:
         """A worker run's documents as the run log has them, so the run ends with their outcome (with none, every
@@ -310,7 +321,12 @@ class Runner:
             slot = self._slots.get(key)
             if slot is None:
                 engine = self._new_engine(settings, batch_id)
-                await engine.start()
+                self._open.add(engine)  # counted before its run is recorded as running
+                try:
+                    await engine.start()
+                except BaseException:
+                    self._open.discard(engine)
+                    raise
                 # a contract of its own is made ready in the worker processes while the first calls wait for the model
                 warming = asyncio.create_task(self._warm_contract(engine.settings.contract))
                 self._warming.add(warming)

@@ -17,18 +17,23 @@ gets the contract of that name the worker has.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, StringConstraints, ValidationError
 
 from extractor.engine import AdaptiveLimit, RunSettings
 from extractor.generate import Provider
-from extractor.options import RunOptions, explain
+from extractor.options import PRINTABLE, SHA256, SHA256_OR_NONE, RunOptions, explain
 from extractor.providers import ProviderSettings, from_string
 from extractor.queue.endpoints import OPENAI_URL, Endpoints, normal_url
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
+
+MAX_CONTRACT_VERSION = 1_000_000
+MAX_PATH_CHARS = 4096
+MAX_CONTRACT_FILES = 10_000
+"""A contract written as files recorded with more files than this is refused (each is hashed when it loads)."""
 
 Server = tuple[str | None, str | None]
 """``(base URL, key)`` of a model server in this process's configuration; ``(None, None)``: a local model."""
@@ -37,11 +42,14 @@ Server = tuple[str | None, str | None]
 class BatchSettings(RunOptions):
     """The options of a queued batch, and its contract as the submitter had it."""
 
-    contract_version: int | None = Field(default=None, description="with the next three, the contract as the submitter had "
-                                         "it; None: the worker's contract of that name")
-    contract_folder: str | None = None
-    contract_hash: str = ""
-    contract_files: dict[str, str] | None = None  # each file's sha256: a refusal names the files that changed
+    contract_version: int | None = Field(default=None, ge=1, le=MAX_CONTRACT_VERSION, description="with the next "
+                                         "three, the contract as the submitter had it; None: the worker's contract of "
+                                         "that name")
+    contract_folder: str | None = Field(default=None, min_length=1, max_length=MAX_PATH_CHARS, pattern=PRINTABLE)
+    contract_hash: str = Field(default="", pattern=SHA256_OR_NONE)
+    contract_files: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS, pattern=PRINTABLE)],
+                         Annotated[str, StringConstraints(pattern=SHA256)]] | None = Field(
+        default=None, max_length=MAX_CONTRACT_FILES)  # each file's sha256: a refusal names the files that changed
 
     def with_contract(self, contract: Contract) -> BatchSettings:
         """These settings for ``contract`` as this process has it (its version, folder and content hash)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from extractor.review.resolve import ReviewError
 from extractor.runfilter import RunFilter
-from extractor.store import DocumentRunInfo, Store
+from extractor.store import DocumentRunInfo, RunQuery, Store
 from extractor.vocab import FAILING, REVIEWABLE, DocumentState
 
 QUEUE_STATES: dict[str, tuple[DocumentState, ...]] = {
@@ -87,7 +87,7 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
     from extractor.store.approved import approved_among
 
     document_runs = store.undecided_document_runs(states, run_ids)
-    runs = {run.id: run for run in store.find_runs(ids={d.run_id for d in document_runs})}
+    runs = {run.id: run for run in store.find_runs(RunQuery(ids=tuple({d.run_id for d in document_runs})))}
     candidates = [d for d in document_runs if (contract is None or runs[d.run_id].contract == contract)
                   and (tag is None or tag in d.tags)]
     approved = approved_among(records, ((d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from extractor.errors import ExtractorError
 from extractor.runfilter import RunFilter, newest
-from extractor.store import DocumentRunInfo, RunInfo, Store
+from extractor.store import DocumentRunInfo, RunInfo, RunQuery, Store
 from extractor.vocab import FINAL_STATES, MIN_ID_PREFIX, REVIEWABLE, ExitCode
 
 _HEX = re.compile(rf"^[0-9a-fA-F]{{{MIN_ID_PREFIX},64}}$")
@@ -150,7 +150,7 @@ def resolve_run(store: Store, ref: str) -> RunInfo | None:
         return found[0]
     if not _RUN_ID.fullmatch(text):
         return None
-    runs = store.find_runs(id_prefix=text, limit=10)
+    runs = store.find_runs(RunQuery(id_prefix=text), limit=10)
     exact = [run for run in runs if run.id == text]
     if exact:
         return exact[0]

@@ -19,7 +19,7 @@ both (``extractor.contracts.catalogue`` lists the cards of each contract's rules
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from typing import Any, Generic, TypeVar
 
 from extractor.document import Document
@@ -33,18 +33,20 @@ C = TypeVar("C")
 
 @dataclass(frozen=True)
 class Card:
-    """Documentation of one rule, printed by ``extract rules RULE_ID``."""
+    """Documentation of one rule, printed by ``extract rules RULE_ID``: the rule id, then by name its contract
+    (``*``: every contract, or a generic rule before a contract takes a copy), its stage and the four answers."""
 
     rule_id: str
-    contract: str
+    _: KW_ONLY
+    contract: str = "*"
     stage: str
-    severity: Severity
+    severity: Severity = Severity.ERROR
     fires_when: str
     inputs: str
     normalisation: str
     passes: str
     location: str
-    judge_needed_after_failure: str
+    judge_needed_after_failure: str = "no"
 
     def to_json(self) -> dict[str, str]:
         return {key: (value.value if isinstance(value, Severity) else value) for key, value in asdict(self).items()}
@@ -96,24 +98,11 @@ class EvidenceModel(Generic[C]):
 _REGISTRY: dict[str, Rule[Any]] = {}
 
 
-def rule(
-    rule_id: str,
-    *,
-    contract: str,
-    stage: str,
-    fires_when: str,
-    inputs: str,
-    normalisation: str,
-    passes: str,
-    location: str,
-    judge_needed_after_failure: str = "no",
-    severity: Severity = Severity.ERROR,
-) -> Callable[[Callable[[C], Iterable[Hit]]], Callable[[C], Iterable[Hit]]]:
+def rule(card: Card) -> Callable[[Callable[[C], Iterable[Hit]]], Callable[[C], Iterable[Hit]]]:
     """Register a rule function under its card; registration order within a stage is run order."""
-    if stage not in STAGES:
-        raise ValueError(f"{rule_id}: unknown stage {stage!r}")
-    card = Card(rule_id, contract, stage, severity, fires_when, inputs, normalisation, passes, location,
-                judge_needed_after_failure)
+    if card.stage not in STAGES:
+        raise ValueError(f"{card.rule_id}: unknown stage {card.stage!r}")
+    rule_id = card.rule_id
 
     def register(check: Callable[[C], Iterable[Hit]]) -> Callable[[C], Iterable[Hit]]:
         if rule_id in _REGISTRY:

@@ -28,7 +28,7 @@ import unicodedata
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import date
 from heapq import heapify, heapreplace
 from pathlib import Path
@@ -155,13 +155,13 @@ class Build(Generic[C]):
         self.known.add(rule_id)
         return rule_id
 
-    def card(self, rule_id: str, stage: str, severity: Severity, review: bool, fires_when: str, inputs: str,
-             normalisation: str, passes: str, where: str) -> Card:
+    def card(self, draft: Card, review: bool) -> Card:
+        """``draft`` as this contract's card: the check's description before what fires it, and whether a person
+        decides after a failure (``review``)."""
         described = self.check.description
-        return Card(rule_id, self.contract, stage, severity,
-                    f"{described} ({fires_when})" if described else fires_when,
-                    inputs, normalisation, passes, where,
-                    "yes: severity review, a person decides" if review else "no")
+        fires_when = f"{described} ({draft.fires_when})" if described else draft.fires_when
+        return replace(draft, contract=self.contract, fires_when=fires_when,
+                       judge_needed_after_failure="yes: severity review, a person decides" if review else "no")
 
 
 def _reference(build: Build[ReferenceCheck]) -> Declared:
@@ -180,9 +180,12 @@ def _reference(build: Build[ReferenceCheck]) -> Declared:
                 yield Hit(location(*steps), f'{leaf} "{value}" is not one of {_show(target_raw)} (known: {shown}); '
                           "use an existing one or add it with its evidence")
 
-    card = build.card(rule_id, "references", severity, review, f"a value of {_show(raw)} is not one of {_show(target_raw)}",
-                      f"{_show(raw)}, {_show(target_raw)}", "none (values are compared exactly, as text)",
-                      f"every {_show(raw)} equals some {_show(target_raw)}", f"$.{_show(raw)} of the unknown value")
+    card = build.card(Card(rule_id, stage="references", severity=severity,
+            fires_when=f"a value of {_show(raw)} is not one of {_show(target_raw)}",
+            inputs=f"{_show(raw)}, {_show(target_raw)}",
+            normalisation="none (values are compared exactly, as text)",
+            passes=f"every {_show(raw)} equals some {_show(target_raw)}",
+            location=f"$.{_show(raw)} of the unknown value"), review)
     return Declared("reference", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, target_raw)
 
 
@@ -210,9 +213,12 @@ def _unique(build: Build[UniqueCheck]) -> Declared:
                 first[key] = (steps, sibling)
 
     how = "NFC, case folded, whitespace collapsed" if normalise == "casefold" else "none (compared exactly)"
-    card = build.card(rule_id, "references", severity, review, f"two values of {_show(raw)} are equal"
-                      + (f" under different {same_item}" if same_item else ""), _show(raw), how,
-                      f"every value of {_show(raw)} is used once", f"$.{_show(raw)} of every repeat after the first")
+    card = build.card(Card(rule_id, stage="references", severity=severity,
+            fires_when=f"two values of {_show(raw)} are equal" + (f" under different {same_item}" if same_item else ""),
+            inputs=_show(raw),
+            normalisation=how,
+            passes=f"every value of {_show(raw)} is used once",
+            location=f"$.{_show(raw)} of every repeat after the first"), review)
     return Declared("unique", [Rule(card, check)], frozenset({rule_id} if review else ()), raw,
                     identity=normalise == "none" and same_item is None)
 
@@ -293,11 +299,18 @@ def _sequence(build: Build[SequenceCheck]) -> Declared:
 
     severity, _ = build.severity(build.check.severity)
     rules = [
-        Rule(build.card(duplicate_id, "order", severity, False, f"two items share a {shown} number", shown, "none",
-                        "every number is used once", f"$.{shown} of every repeat after the first"), duplicates),
-        Rule(build.card(gap_id, "order", severity, False, f"the distinct {shown} numbers are not exactly {start}..n",
-                        shown, f"repeats counted once ({duplicate_id} reports them)",
-                        f"sorted distinct numbers == [{start}, ..., n]", "$.<the list>"), gaps),
+        Rule(build.card(Card(duplicate_id, stage="order", severity=severity,
+                fires_when=f"two items share a {shown} number",
+                inputs=shown,
+                normalisation="none",
+                passes="every number is used once",
+                location=f"$.{shown} of every repeat after the first"), False), duplicates),
+        Rule(build.card(Card(gap_id, stage="order", severity=severity,
+                fires_when=f"the distinct {shown} numbers are not exactly {start}..n",
+                inputs=shown,
+                normalisation=f"repeats counted once ({duplicate_id} reports them)",
+                passes=f"sorted distinct numbers == [{start}, ..., n]",
+                location="$.<the list>"), False), gaps),
     ]
     needs_person: set[str] = set()
     if follow is not False:
@@ -336,15 +349,16 @@ def _sequence(build: Build[SequenceCheck]) -> Declared:
                                   f" at offset {previous[0][0]})")
                     previous = (chosen or spans[0], index)
 
-        rules.append(Rule(build.card(
-            inverted_id, "order", inverted_severity, review,
-            f"an item's evidence lies wholly before the evidence of the item numbered before it ({shown})",
-            f"{shown}, the evidence spans of each item",
-            "evidence as for EVIDENCE_NOT_IN_SOURCE, of the item and its fields; of an excerpt found several times, "
-            "the occurrences nearest the item's other excerpts (a table row quoted cell by cell stays one row); "
-            "evidence that overlaps or contains the previous item's counts as in order",
-            "following the numbers, each item has an evidence span ending after the previous item's chosen span starts",
-            "$.<list>[i] of the item that comes too early"), inverted))
+        rules.append(Rule(build.card(Card(
+            inverted_id, stage="order", severity=inverted_severity,
+            fires_when=f"an item's evidence lies wholly before the evidence of the item numbered before it ({shown})",
+            inputs=f"{shown}, the evidence spans of each item",
+            normalisation="evidence as for EVIDENCE_NOT_IN_SOURCE, of the item and its fields; of an excerpt found "
+            "several times, the occurrences nearest the item's other excerpts (a table row quoted cell by cell stays "
+            "one row); evidence that overlaps or contains the previous item's counts as in order",
+            passes="following the numbers, each item has an evidence span ending after the previous item's chosen span "
+            "starts",
+            location="$.<list>[i] of the item that comes too early"), review), inverted))
     return Declared("sequence", rules, frozenset(needs_person), raw)
 
 
@@ -391,10 +405,13 @@ def _lookup(build: Build[LookupCheck]) -> Declared:
             yield Hit(location(*steps), message, {"nearest": [{"entry": n.entry, "difference": n.difference}
                                                               for n in near]})
 
-    card = build.card(rule_id, "values", severity, review, f"a value of {_show(raw)} is not in the catalogue",
-                      f"{_show(raw)}, {described}", "surrounding whitespace stripped; otherwise exact",
-                      "the value is an entry of the catalogue",
-                      f"$.{_show(raw)} (message and hint: the nearest entries, one edit away, and how they differ)")
+    card = build.card(Card(rule_id, stage="values", severity=severity,
+            fires_when=f"a value of {_show(raw)} is not in the catalogue",
+            inputs=f"{_show(raw)}, {described}",
+            normalisation="surrounding whitespace stripped; otherwise exact",
+            passes="the value is an entry of the catalogue",
+            location=f"$.{_show(raw)} (message and hint: the nearest entries, one edit away, and how they differ)"),
+        review)
     return Declared("lookup", [Rule(card, check)], frozenset({rule_id} if review else ()), raw, files=files)
 
 
@@ -431,9 +448,12 @@ def _range(build: Build[RangeCheck]) -> Declared:
                 yield Hit(location(*steps), f"{fieldpath.render(steps)} is {value}, outside {corridor}; check the "
                           "source (a misread digit or unit?) or leave it to a person")
 
-    card = build.card(rule_id, "values", severity, review, f"a value of {_show(raw)} lies outside {corridor}",
-                      _show(raw), "dates read as ISO YYYY-MM-DD" if dated else "none", f"min <= value <= max {corridor}",
-                      f"$.{_show(raw)}")
+    card = build.card(Card(rule_id, stage="values", severity=severity,
+            fires_when=f"a value of {_show(raw)} lies outside {corridor}",
+            inputs=_show(raw),
+            normalisation="dates read as ISO YYYY-MM-DD" if dated else "none",
+            passes=f"min <= value <= max {corridor}",
+            location=f"$.{_show(raw)}"), review)
     return Declared("range", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
 
 
@@ -451,10 +471,12 @@ def _regex(build: Build[PatternCheck]) -> Declared:
                 verb = "does not match" if must_match else "matches the forbidden"
                 yield Hit(location(*steps), f'{fieldpath.render(steps)} "{value}" {verb} pattern {expression}')
 
-    card = build.card(rule_id, "values", severity, review,
-                      f"a value of {_show(raw)} {'does not match' if must_match else 'matches'} {expression}",
-                      _show(raw), "none (re.search on the value as text)",
-                      f"the value {'matches' if must_match else 'does not match'} {expression}", f"$.{_show(raw)}")
+    card = build.card(Card(rule_id, stage="values", severity=severity,
+            fires_when=f"a value of {_show(raw)} {'does not match' if must_match else 'matches'} {expression}",
+            inputs=_show(raw),
+            normalisation="none (re.search on the value as text)",
+            passes=f"the value {'matches' if must_match else 'does not match'} {expression}",
+            location=f"$.{_show(raw)}"), review)
     return Declared("pattern", [Rule(card, check)], frozenset({rule_id} if review else ()), raw)
 
 

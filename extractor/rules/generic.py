@@ -303,13 +303,8 @@ class Context:
 TEMPLATES: list[Rule[Context]] = []
 
 
-def generic_rule(rule_id: str, *, stage: str, fires_when: str, inputs: str, normalisation: str, passes: str,
-                 location: str, judge_needed_after_failure: str = "no", severity: Severity = Severity.ERROR
-                 ) -> Callable[[Callable[[Context], Iterable[Hit]]], Callable[[Context], Iterable[Hit]]]:
+def generic_rule(card: Card) -> Callable[[Callable[[Context], Iterable[Hit]]], Callable[[Context], Iterable[Hit]]]:
     """Add a generic rule (its card says contract ``*`` until a contract takes a copy)."""
-    card = Card(rule_id, "*", stage, severity, fires_when, inputs, normalisation, passes, location,
-                judge_needed_after_failure)
-
     def add(check: Callable[[Context], Iterable[Hit]]) -> Callable[[Context], Iterable[Hit]]:
         TEMPLATES.append(Rule(card, check))
         return check
@@ -328,7 +323,7 @@ def for_contract(name: str) -> list[Rule[Context]]:
 # ---------------------------------------------------------------- evidence
 
 
-@generic_rule(
+@generic_rule(Card(
     "EVIDENCE_NOT_IN_SOURCE",
     stage="evidence",
     fires_when="a sourceExcerpt, normalised, is not a substring of the normalised document",
@@ -337,7 +332,7 @@ def for_contract(name: str) -> list[Rule[Context]]:
     "digits and negations are significant)",
     passes="the normalised excerpt occurs in the normalised document",
     location="$.evidence[i].sourceExcerpt (hint: nearest sentence id and similarity, for repair only)",
-)
+))
 def evidence_not_in_source(ctx: Context) -> Iterator[Hit]:
     normalisation = ctx.settings.get("evidence_normalisation", "nfc_whitespace")
     for entry in ctx.evidence:
@@ -353,7 +348,7 @@ def evidence_not_in_source(ctx: Context) -> Iterator[Hit]:
         yield Hit(location("evidence", entry.index, "sourceExcerpt"), message, hint)
 
 
-@generic_rule(
+@generic_rule(Card(
     "EVIDENCE_FIELD_PATH_INVALID",
     stage="evidence",
     fires_when="an evidence fieldPath is not a path, or resolves to nothing (or to null) in the candidate",
@@ -361,7 +356,7 @@ def evidence_not_in_source(ctx: Context) -> Iterator[Hit]:
     normalisation="an optional leading '$.' is ignored; indices are 0-based",
     passes="the path resolves to a non-null value of the candidate",
     location="$.evidence[i].fieldPath",
-)
+))
 def evidence_field_path_invalid(ctx: Context) -> Iterator[Hit]:
     for entry in ctx.evidence:
         if not entry.points_at_value:
@@ -370,7 +365,7 @@ def evidence_field_path_invalid(ctx: Context) -> Iterator[Hit]:
                       f"{ctx.example_list}[0] is the first item)")
 
 
-@generic_rule(
+@generic_rule(Card(
     "VALUE_WITHOUT_EVIDENCE",
     stage="evidence",
     fires_when="a list item or a non-null scalar field outside lists has no evidence entry (paths the contract "
@@ -380,7 +375,7 @@ def evidence_field_path_invalid(ctx: Context) -> Iterator[Hit]:
     passes="every value has at least one evidence entry pointing at it",
     location="$.<field> or $.<list>[i] of the unsupported value",
     judge_needed_after_failure="no: a value without a source is removed or asked about, not judged",
-)
+))
 def value_without_evidence(ctx: Context) -> Iterator[Hit]:
     nullable = "/".join(fieldpath.render(path) for path in ctx.shape.nullable)
     for unit in ctx.units:
@@ -391,7 +386,7 @@ def value_without_evidence(ctx: Context) -> Iterator[Hit]:
                                                     else ""))
 
 
-@generic_rule(
+@generic_rule(Card(
     "EVIDENCE_WEAK_SUPPORT",
     stage="evidence",
     severity=Severity.WARNING,
@@ -409,7 +404,7 @@ def value_without_evidence(ctx: Context) -> Iterator[Hit]:
     location="$.<field> or $.<list>[i]",
     judge_needed_after_failure="yes: exact match proves the excerpt exists, not that it supports the value; "
     "routed to a judge or reviewer, never auto-rejected",
-)
+))
 def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
     section = ctx.settings.get("weak_support", {})
     threshold = float(section.get("threshold", 0.5))
@@ -430,7 +425,7 @@ def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
                   {"support": round(share, 3), "threshold": threshold, "judge_band_lower": band_lower})
 
 
-@generic_rule(
+@generic_rule(Card(
     "EVIDENCE_LOW_OCR_CONFIDENCE",
     stage="evidence",
     severity=Severity.WARNING,
@@ -443,7 +438,7 @@ def evidence_weak_support(ctx: Context) -> Iterator[Hit]:
     location="$.evidence[i] (hint: the words, their confidence and page)",
     judge_needed_after_failure="yes, a person: the excerpt matches what OCR read, and OCR may have misread the page "
     "(a digit, a name); the reviewer compares it with the page image",
-)
+))
 def evidence_low_ocr_confidence(ctx: Context) -> Iterator[Hit]:
     words = ctx.source.document.words
     if not words or all(word.confidence is None for word in words):
@@ -476,7 +471,7 @@ def _coverage_entries(ctx: Context) -> dict[str, list[int]]:
     return entries
 
 
-@generic_rule(
+@generic_rule(Card(
     "SENTENCE_NOT_ACCOUNTED",
     stage="coverage",
     fires_when="a sentence id of the document has no sentenceCoverage entry",
@@ -485,7 +480,7 @@ def _coverage_entries(ctx: Context) -> dict[str, list[int]]:
     passes="every sentence s1..sN has an entry (MAPPED, UNMAPPED or EXCLUDED)",
     location="$.sentenceCoverage (hint: the sentence id and text)",
     judge_needed_after_failure="no: the model skipped a sentence; repair asks for it",
-)
+))
 def sentence_not_accounted(ctx: Context) -> Iterator[Hit]:
     covered = _coverage_entries(ctx)
     for sentence in ctx.source.document.sentences:
@@ -495,7 +490,7 @@ def sentence_not_accounted(ctx: Context) -> Iterator[Hit]:
                       ctx.coverage_hint(sentence.id, text=sentence.text))
 
 
-@generic_rule(
+@generic_rule(Card(
     "SENTENCE_ID_UNKNOWN",
     stage="coverage",
     fires_when="a coverage entry names a sentence id the document does not have",
@@ -503,7 +498,7 @@ def sentence_not_accounted(ctx: Context) -> Iterator[Hit]:
     normalisation="none",
     passes="every sentenceId is one of s1..sN",
     location="$.sentenceCoverage[i].sentenceId",
-)
+))
 def sentence_id_unknown(ctx: Context) -> Iterator[Hit]:
     sentences = ctx.source.document.sentences
     held = f"{sentences[0].id}..{sentences[-1].id}" if sentences else "none"  # a window's part holds its own range
@@ -513,7 +508,7 @@ def sentence_id_unknown(ctx: Context) -> Iterator[Hit]:
                       f'"{entry["sentenceId"]}" is not a sentence of this document (it has {held})')
 
 
-@generic_rule(
+@generic_rule(Card(
     "SENTENCE_COVERAGE_DUPLICATE",
     stage="coverage",
     fires_when="one sentence has more than one coverage entry",
@@ -521,7 +516,7 @@ def sentence_id_unknown(ctx: Context) -> Iterator[Hit]:
     normalisation="none",
     passes="each sentence id appears at most once (list several fieldPaths in one MAPPED entry instead)",
     location="$.sentenceCoverage[i] of every repeat after the first",
-)
+))
 def sentence_coverage_duplicate(ctx: Context) -> Iterator[Hit]:
     for sentence_id, indices in _coverage_entries(ctx).items():
         for index in indices[1:]:
@@ -530,7 +525,7 @@ def sentence_coverage_duplicate(ctx: Context) -> Iterator[Hit]:
                       ctx.coverage_hint(sentence_id))
 
 
-@generic_rule(
+@generic_rule(Card(
     "COVERAGE_MAPPED_WITHOUT_EVIDENCE",
     stage="coverage",
     fires_when="a sentence declared MAPPED has no fieldPaths, a fieldPath resolves to nothing, or no found "
@@ -540,7 +535,7 @@ def sentence_coverage_duplicate(ctx: Context) -> Iterator[Hit]:
     "fieldPaths, inside one, or contains one",
     passes="all fieldPaths resolve and an excerpt of one of them overlaps the sentence's characters",
     location="$.sentenceCoverage[i]",
-)
+))
 def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["sentenceCoverage"]):
         sentence = ctx.source.ids.get(entry["sentenceId"])
@@ -564,7 +559,7 @@ def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
                       "fields quotes this sentence; add an excerpt from it or change its status", hint)
 
 
-@generic_rule(
+@generic_rule(Card(
     "COVERAGE_REASON_MISSING",
     stage="coverage",
     fires_when="a sentence is UNMAPPED or EXCLUDED without a reason",
@@ -572,7 +567,7 @@ def coverage_mapped_without_evidence(ctx: Context) -> Iterator[Hit]:
     normalisation="a reason of only whitespace counts as missing",
     passes="every UNMAPPED/EXCLUDED entry has a non-blank reason",
     location="$.sentenceCoverage[i].reason",
-)
+))
 def coverage_reason_missing(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["sentenceCoverage"]):
         if entry["status"] in (CoverageStatus.UNMAPPED, CoverageStatus.EXCLUDED) and not (entry.get("reason") or "").strip():
@@ -588,7 +583,7 @@ def _asked(ctx: Context) -> Counter[tuple[Step, ...] | None]:
     return Counter(fieldpath.parse(entry["fieldPath"]) for entry in ctx.candidate["missingFields"])
 
 
-@generic_rule(
+@generic_rule(Card(
     "NULL_WITHOUT_QUESTION",
     stage="completeness",
     fires_when="a nullable required field is null and no missingFields entry asks for it",
@@ -596,7 +591,7 @@ def _asked(ctx: Context) -> Counter[tuple[Step, ...] | None]:
     normalisation="paths parsed as for evidence",
     passes="every null field has a missingFields question with its path",
     location="$.<field>",
-)
+))
 def null_without_question(ctx: Context) -> Iterator[Hit]:
     asked = _asked(ctx)
     for path in ctx.shape.nullable:
@@ -605,7 +600,7 @@ def null_without_question(ctx: Context) -> Iterator[Hit]:
                       "ask what the source leaves open, or fill it from the source with evidence")
 
 
-@generic_rule(
+@generic_rule(Card(
     "QUESTION_FOR_PRESENT_VALUE",
     stage="completeness",
     fires_when="missingFields asks for a field that has a non-null scalar value",
@@ -614,7 +609,7 @@ def null_without_question(ctx: Context) -> Iterator[Hit]:
     "what is missing from a list)",
     passes="no question targets a field holding a string, number or boolean",
     location="$.missingFields[i].fieldPath",
-)
+))
 def question_for_present_value(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["missingFields"]):
         value = ctx.value_at(fieldpath.parse(entry["fieldPath"]))
@@ -624,7 +619,7 @@ def question_for_present_value(ctx: Context) -> Iterator[Hit]:
                       "null if the source does not state it")
 
 
-@generic_rule(
+@generic_rule(Card(
     "MISSING_FIELD_PATH_INVALID",
     stage="completeness",
     fires_when="a missingFields fieldPath names no field of the contract",
@@ -632,7 +627,7 @@ def question_for_present_value(ctx: Context) -> Iterator[Hit]:
     normalisation="an optional leading '$.' is ignored; array indices are allowed",
     passes="the path exists in the contract's JSON Schema",
     location="$.missingFields[i].fieldPath",
-)
+))
 def missing_field_path_invalid(ctx: Context) -> Iterator[Hit]:
     for index, entry in enumerate(ctx.candidate["missingFields"]):
         steps = fieldpath.parse(entry["fieldPath"])

@@ -23,7 +23,7 @@ from extractor.evidence import sensitive
 from extractor.evidence.fieldpath import Step, location
 from extractor.evidence.report import Finding, Report
 from extractor.evidence.source import Source
-from extractor.rules import Hit, get, rule
+from extractor.rules import Card, Hit, get, rule
 from extractor.vocab import CoverageStatus, PersonalDataPolicy, Severity
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def _quote(text: str, match: sensitive.Match) -> str:
     return found if len(found) <= 6 else f"{found[:4]}…{found[-2:]}"
 
 
-@rule(
+@rule(Card(
     "SECRET_IN_OUTPUT",
     contract="*",
     stage="critical",
@@ -164,7 +164,7 @@ def _quote(text: str, match: sensitive.Match) -> str:
     passes="no plugin reports a secret; guard setting `secrets = false` turns the rule off",
     location="JSON path of the text (the message names the kind and the first and last characters)",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def secret_in_output(output: Output) -> Iterator[Hit]:
     if not output.guards.secrets:
         return
@@ -184,7 +184,7 @@ def _personal(output: Output, *, in_source: bool) -> Iterator[Hit]:
                           {"kind": match.kind})
 
 
-@rule(
+@rule(Card(
     "PERSONAL_DATA_INVENTED",
     contract="*",
     stage="critical",
@@ -198,13 +198,13 @@ def _personal(output: Output, *, in_source: bool) -> Iterator[Hit]:
     passes="every such item is also in the source; guard setting `invented_personal_data = false` turns it off",
     location="JSON path of the text",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def personal_data_invented(output: Output) -> Iterator[Hit]:
     if output.guards.invented_personal_data:
         yield from _personal(output, in_source=False)
 
 
-@rule(
+@rule(Card(
     "PERSONAL_DATA_FROM_SOURCE",
     contract="*",
     stage="critical",
@@ -216,13 +216,13 @@ def personal_data_invented(output: Output) -> Iterator[Hit]:
     passes="no personal data in the output, or the setting is `allow` or `mask`",
     location="JSON path of the text",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def personal_data_from_source(output: Output) -> Iterator[Hit]:
     if output.guards.source_personal_data is PersonalDataPolicy.critical:
         yield from _personal(output, in_source=True)
 
 
-@rule(
+@rule(Card(
     "PIPELINE_INSTRUCTION_ECHO",
     contract="*",
     stage="critical",
@@ -237,7 +237,7 @@ def personal_data_from_source(output: Output) -> Iterator[Hit]:
     "`pipeline_instructions = false` turns it off",
     location="JSON path of the text (the message names the phrase)",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def pipeline_instruction_echo(output: Output) -> Iterator[Hit]:
     if not output.guards.pipeline_instructions or not sensitive.pipeline_instructions(output.normalised):
         return
@@ -246,7 +246,7 @@ def pipeline_instruction_echo(output: Output) -> Iterator[Hit]:
             yield Hit(output.where(index), f"instruction aimed at the pipeline: {name!r}", {"phrase": name})
 
 
-@rule(
+@rule(Card(
     "SYSTEM_PROMPT_ECHO",
     contract="*",
     stage="critical",
@@ -258,7 +258,7 @@ def pipeline_instruction_echo(output: Output) -> Iterator[Hit]:
     passes=f"no run of {PROMPT_ECHO_WORDS} words is shared; guard setting `system_prompt_echo = false` turns it off",
     location="JSON path of the text",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def system_prompt_echo(output: Output) -> Iterator[Hit]:
     if (not output.guards.system_prompt_echo or not output.prompt
             or not sensitive.shingles(output.normalised, PROMPT_ECHO_WORDS) & output.prompt):
@@ -269,7 +269,7 @@ def system_prompt_echo(output: Output) -> Iterator[Hit]:
             yield Hit(output.where(index), f"repeats the prompt: \"{' '.join(min(shared))} …\"")
 
 
-@rule(
+@rule(Card(
     "FORBIDDEN_PHRASE",
     contract="*",
     stage="critical",
@@ -280,7 +280,7 @@ def system_prompt_echo(output: Output) -> Iterator[Hit]:
     passes="no forbidden phrase is a substring (the list is empty by default)",
     location="JSON path of the text (the message names the phrase)",
     judge_needed_after_failure="no: BLOCKED; only `extract approve --override-block --reason` releases it",
-)
+))
 def forbidden_phrase(output: Output) -> Iterator[Hit]:
     phrases = [(phrase, sensitive.normalise(phrase)) for phrase in output.guards.forbidden_phrases]
     if not any(needle in output.normalised for _, needle in phrases):
@@ -318,7 +318,7 @@ def _has_value(value: Any) -> bool:
     return True
 
 
-@rule(
+@rule(Card(
     "EXTRACTION_EMPTY",
     contract="*",
     stage="completeness",
@@ -332,7 +332,7 @@ def _has_value(value: Any) -> bool:
     "guard setting `empty_extraction = false` turns it off",
     location="$",
     judge_needed_after_failure="no: the document goes to a person (MANUAL_REVIEW)",
-)
+))
 def extraction_empty(extent: Extent) -> Iterator[Hit]:
     candidate = extent.report.candidate
     if not extent.guards.empty_extraction or not isinstance(candidate, dict) or not extent.has_content:
@@ -343,7 +343,7 @@ def extraction_empty(extent: Extent) -> Iterator[Hit]:
                   f"{len(extent.source.document.sentences)} sentence(s)")
 
 
-@rule(
+@rule(Card(
     "EXTRACTION_MOSTLY_EXCLUDED",
     contract="*",
     stage="completeness",
@@ -355,7 +355,7 @@ def extraction_empty(extent: Extent) -> Iterator[Hit]:
     passes="EXCLUDED sentences / all sentences <= max_excluded_share (default 0.5; 1.0 turns it off)",
     location="$.sentenceCoverage",
     judge_needed_after_failure="no: the document goes to a person (MANUAL_REVIEW)",
-)
+))
 def extraction_mostly_excluded(extent: Extent) -> Iterator[Hit]:
     sentences = extent.report.sentences
     if not sentences:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from extractor.rules import Hit, rule
+from extractor.rules import Card, Hit, rule
 from extractor.vocab import Severity
 
 MERGE_VALUE_CONFLICT = "MERGE_VALUE_CONFLICT"
 
 
-@rule(
+@rule(Card(
     MERGE_VALUE_CONFLICT,
     contract="*",
     stage="completeness",
@@ -27,7 +27,7 @@ MERGE_VALUE_CONFLICT = "MERGE_VALUE_CONFLICT"
     passes="every window that found the field found the same value (or only one window found it)",
     location="$.<field> (hint: both windows, values and excerpts)",
     judge_needed_after_failure="yes: the merge keeps the first value; a person decides which the source means",
-)
+))
 def merge_value_conflict(context: Any) -> Iterator[Hit]:
     """Found by the merge itself, never on a single candidate."""
     return iter(())

@@ -17,7 +17,7 @@ from extractor.evidence.report import EvidenceSpan, FieldState, Finding, JudgeLi
 from extractor.evidence.source import Source
 from extractor.evidence.support import support_score
 from extractor.evidence.text import NormalizedText
-from extractor.rules import EvidenceModel, Hit, rule
+from extractor.rules import Card, EvidenceModel, Hit, rule
 from extractor.vocab import Severity
 
 CONTRACT = "rag_answer"
@@ -58,7 +58,7 @@ class Context:
         return support
 
 
-@rule(
+@rule(Card(
     "SOURCE_ID_UNKNOWN",
     contract=CONTRACT,
     stage="references",
@@ -67,14 +67,14 @@ class Context:
     normalisation="none (ids are compared exactly)",
     passes="every citation's source_id is a block id",
     location="$.citations[i].source_id",
-)
+))
 def source_id_unknown(ctx: Context) -> Iterator[Hit]:
     for index, citation in enumerate(ctx.candidate["citations"]):
         if citation["source_id"] not in ctx.blocks:
             yield Hit(location("citations", index, "source_id"), f"unknown source_id: {citation['source_id']}")
 
 
-@rule(
+@rule(Card(
     "CLAIM_SOURCE_UNKNOWN",
     contract=CONTRACT,
     stage="references",
@@ -83,7 +83,7 @@ def source_id_unknown(ctx: Context) -> Iterator[Hit]:
     normalisation="none",
     passes="every id in every claim's source_ids is a block id",
     location="$.claims[i].source_ids",
-)
+))
 def claim_source_unknown(ctx: Context) -> Iterator[Hit]:
     for index, claim in enumerate(ctx.candidate["claims"]):
         unknown = [sid for sid in claim["source_ids"] if sid not in ctx.blocks]
@@ -91,7 +91,7 @@ def claim_source_unknown(ctx: Context) -> Iterator[Hit]:
             yield Hit(location("claims", index, "source_ids"), f"unknown source ids: {unknown}")
 
 
-@rule(
+@rule(Card(
     "CITATION_NOT_FOUND",
     contract=CONTRACT,
     stage="evidence",
@@ -100,7 +100,7 @@ def claim_source_unknown(ctx: Context) -> Iterator[Hit]:
     normalisation=NORMALISATION + "; nothing else (punctuation, digits, negations stay)",
     passes="the quote occurs inside its own block (a quote found only in another block fails: wrong attribution)",
     location="$.citations[i].quote",
-)
+))
 def citation_not_found(ctx: Context) -> Iterator[Hit]:
     for index, citation in enumerate(ctx.candidate["citations"]):
         if citation["source_id"] in ctx.blocks and not ctx.citation_spans[index]:
@@ -112,7 +112,7 @@ SUPPORT_NORMALISATION = ("NFKC + casefold; Hangul: particles and endings strippe
                          "numbers whole (extractor.evidence.support)")
 
 
-@rule(
+@rule(Card(
     "CLAIM_NOT_CHECKABLE",
     contract=CONTRACT,
     stage="evidence",
@@ -122,7 +122,7 @@ SUPPORT_NORMALISATION = ("NFKC + casefold; Hangul: particles and endings strippe
     passes="the claim has at least one checkable token",
     location="$.claims[i].text",
     judge_needed_after_failure="yes: short claims need a judge or a person",
-)
+))
 def claim_not_checkable(ctx: Context) -> Iterator[Hit]:
     min_length = int(ctx.support.get("min_word_length", 4))
     for index, claim in enumerate(ctx.candidate["claims"]):
@@ -130,7 +130,7 @@ def claim_not_checkable(ctx: Context) -> Iterator[Hit]:
             yield Hit(location("claims", index, "text"), "claim has no checkable terms")
 
 
-@rule(
+@rule(Card(
     "CLAIM_LOW_LEXICAL_SUPPORT",
     contract=CONTRACT,
     stage="evidence",
@@ -142,7 +142,7 @@ def claim_not_checkable(ctx: Context) -> Iterator[Hit]:
     "`extract rules calibrate CLAIM_LOW_LEXICAL_SUPPORT LABELS.csv` (contracts/rag_answer/v1/calibration.json)",
     location="$.claims[i]",
     judge_needed_after_failure="yes in the judge band; below it the claim lacks support",
-)
+))
 def claim_low_lexical_support(ctx: Context) -> Iterator[Hit]:
     min_length = int(ctx.support.get("min_word_length", 4))
     minimum = float(ctx.support.get("minimum_overlap", 0.55))

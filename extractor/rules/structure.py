@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractor.evidence.fieldpath import location
-from extractor.rules import Hit, rule
+from extractor.rules import Card, Hit, rule
 
 if TYPE_CHECKING:
     from extractor.rules.schema import SchemaValidator
@@ -93,7 +93,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-@rule(
+@rule(Card(
     "OUTPUT_NOT_JSON",
     contract="*",
     stage="structure",
@@ -104,7 +104,7 @@ def _depth(value: Any) -> int:
     passes="json.loads accepts the whole text with no duplicate keys and no NaN/Infinity, depth <= 64",
     location="$ (the message names line and column of the parse error)",
     judge_needed_after_failure="no: repair once, then manual review with the raw text kept",
-)
+))
 def output_not_json(parsed: Parsed) -> Iterator[Hit]:
     if parsed.problem is not None:
         yield Hit("$", parsed.problem)
@@ -142,7 +142,7 @@ class SchemaInput:
     validator: SchemaValidator
 
 
-@rule(
+@rule(Card(
     "SCHEMA_VIOLATION",
     contract="*",
     stage="structure",
@@ -154,7 +154,7 @@ class SchemaInput:
     location="JSON path of the offending value, e.g. $.processSteps[2].actorId (of the missing key for a "
     "required property)",
     judge_needed_after_failure="no: repair once, then manual review",
-)
+))
 def schema_violation(candidate: SchemaInput) -> Iterator[Hit]:
     errors = sorted(candidate.validator.iter_errors(candidate.value), key=lambda e: [str(p) for p in e.absolute_path])
     for error in errors:

@@ -41,7 +41,7 @@ from starlette.formparsers import MultiPartException
 from extractor.engine.discover import with_attachments
 from extractor.errors import ExtractorError, UsageError
 from extractor.ingest import max_document_bytes
-from extractor.options import RunOptions
+from extractor.options import SHOWN_CHARS, RunOptions, Tag, message, shown
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.fleet import is_redis
 from extractor.queue.outbox import BrokerAway, Outbox, Sweeper
@@ -63,11 +63,9 @@ MAX_REQUEST_DOCUMENTS = 1000
 MAX_SENT_NAME_CHARS = 1000
 """How much of a name as sent the submission keeps (the document's own name is at most ``MAX_NAME_CHARS``)."""
 MAX_TAGS = 20
-MAX_TAG_CHARS = 100
 """A submission's tags: at most this many, each of 1 to this many printable characters."""
 MAX_NOTE_CHARS = 10_000
 """A reviewer's note or reason for a rejection, at most."""
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 ContractName = Annotated[str, StringConstraints(max_length=200)]
 
@@ -189,10 +187,20 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": Problem, "description": _WHY[code]} for code in codes}
 
 
-def unprocessable(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:
+def _cut(value: Any) -> Any:
+    """A rejected value as a 422 shows it: as it came when short, else its first ``SHOWN_CHARS`` characters (a
+    string) or ``extractor.options.shown`` of it (anything else)."""
+    if isinstance(value, str):
+        return value if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]}... ({len(value):,} characters)"
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return value if len(repr(value)) <= SHOWN_CHARS else shown(value)
+
+
+def unprocessable(loc: tuple[str, ...], why: str, value: Any) -> RequestValidationError:
     """A 422 shaped like FastAPI's own (the schema ``/openapi.json`` documents), for a check the model cannot
     make (a contract name is checked against the contracts installed)."""
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message, "input": value}])
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": why, "input": value}])
 
 
 class Submitted(BaseModel):
@@ -249,6 +257,13 @@ def create_app(service: Service) -> FastAPI:
 
         code = status.HTTP_409_CONFLICT if isinstance(error, Refused) else status.HTTP_400_BAD_REQUEST
         return JSONResponse({"detail": str(error)}, status_code=code)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        """422 shaped as FastAPI's own, each problem's message in words (a pattern not matched says what it asks
+        for) and its rejected value cut short: a request may send a megabyte, its error never sends it back."""
+        detail = [problem | {"msg": message(problem), "input": _cut(problem.get("input"))} for problem in error.errors()]
+        return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
     @app.exception_handler(_BrokerAway)
     def broker_away(request: Request, error: _BrokerAway) -> JSONResponse:

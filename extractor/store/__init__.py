@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from extractor.errors import StoreError
 from extractor.store.db import DATABASE_URL_ENV, DEFAULT_DATABASE_URL
+from extractor.store.evaluations import NewEvaluation
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
@@ -20,6 +21,7 @@ from extractor.store.info import (
     FinishedClaim,
     RunConfig,
     RunInfo,
+    RunQuery,
 )
 from extractor.store.runlog import Store, open_store
 from extractor.store.runs import STALE_AFTER_S
@@ -35,8 +37,10 @@ __all__ = [
     "DocumentInfo",
     "DocumentRunInfo",
     "FinishedClaim",
+    "NewEvaluation",
     "RunConfig",
     "RunInfo",
+    "RunQuery",
     "Store",
     "StoreError",
     "open_store",

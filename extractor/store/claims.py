@@ -9,7 +9,7 @@ process can win.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.errors import StoreError
 from extractor.store.db import plain, require_one_of, utcnow, write_connection
-from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
+from extractor.store.info import Claimant, ClaimResult, DocumentInfo, FinishedClaim
 from extractor.store.runs import is_alive
 from extractor.store.tables import claims, document_runs, documents, file_name, runs
 from extractor.vocab import FINAL_STATES, DocumentState, values_of
@@ -78,24 +78,23 @@ def _document_id(connection: Connection, document: SourceDocument) -> int:
     return int(inserted[0])
 
 
-def _insert_document_run(connection: Connection, run_id: str, config_hash: str, document_id: int, path: str,
-                         tags: Sequence[str], now: datetime) -> int:
+def _insert_document_run(connection: Connection, claimant: Claimant, document_id: int, now: datetime) -> int:
     inserted = connection.execute(_INSERT_DOCUMENT_RUN, {
-        "run_id": run_id, "document_id": document_id, "path": path, "name": file_name(path), "config_hash": config_hash,
-        "state": DocumentState.PROCESSING, "needs_person": [], "tags": list(tags), "started_at": now,
+        "run_id": claimant.run_id, "document_id": document_id, "path": claimant.path, "name": file_name(claimant.path),
+        "config_hash": claimant.config_hash, "state": DocumentState.PROCESSING, "needs_person": [],
+        "tags": list(claimant.tags), "started_at": now,
     }).inserted_primary_key
     assert inserted is not None
     return int(inserted[0])
 
 
-def _insert_claim(connection: Connection, run_id: str, config_hash: str, document_id: int, path: str,
-                  tags: Sequence[str]) -> int:
+def _insert_claim(connection: Connection, claimant: Claimant, document_id: int) -> int:
     """A new document run and the claim naming it; ``IntegrityError`` when the claim exists."""
     now = utcnow()
-    document_run_id = _insert_document_run(connection, run_id, config_hash, document_id, path, tags, now)
+    document_run_id = _insert_document_run(connection, claimant, document_id, now)
     connection.execute(_INSERT_CLAIM, {
-        "config_hash": config_hash, "document_id": document_id, "document_run_id": document_run_id, "run_id": run_id,
-        "state": DocumentState.PROCESSING, "claimed_at": now, "updated_at": now,
+        "config_hash": claimant.config_hash, "document_id": document_id, "document_run_id": document_run_id,
+        "run_id": claimant.run_id, "state": DocumentState.PROCESSING, "claimed_at": now, "updated_at": now,
     })
     return document_run_id
 
@@ -116,8 +115,7 @@ def get_document(engine: Engine, document_id: int) -> DocumentInfo | None:
         return None if row is None else plain(DocumentInfo, row)
 
 
-def claim_document(engine: Engine, run_id: str, config_hash: str, document: SourceDocument, path: str,
-                   force: bool = False, tags: Sequence[str] = (), retry: Collection[str] = (), *,
+def claim_document(engine: Engine, claimant: Claimant, document: SourceDocument, *,
                    stale_after_s: float) -> tuple[int, ClaimResult]:
     """The document (inserted if new) and whether this run processes it: ``(document_id, claim result)``.
 
@@ -127,83 +125,80 @@ def claim_document(engine: Engine, run_id: str, config_hash: str, document: Sour
     try:
         with write_connection(engine) as connection:
             document_id = _document_id(connection, document)
-            return document_id, ClaimResult("claimed", _insert_claim(connection, run_id, config_hash, document_id,
-                                                                     path, tags))
+            return document_id, ClaimResult("claimed", _insert_claim(connection, claimant, document_id))
     except IntegrityError:
         pass
     document_id = get_or_create_document(engine, document)
-    return document_id, claim(engine, run_id, config_hash, document_id, path, force, tags, retry,
-                              stale_after_s=stale_after_s)
+    return document_id, claim(engine, claimant, document_id, stale_after_s=stale_after_s)
 
 
-def claim(engine: Engine, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
-          tags: Sequence[str] = (), retry: Collection[str] = (), *, stale_after_s: float) -> ClaimResult:
+def claim(engine: Engine, claimant: Claimant, document_id: int, *, stale_after_s: float) -> ClaimResult:
     """Decide atomically whether this run processes the document for this configuration.
 
-    A finished claim is redone when forced or when it ended in a state of ``retry`` (ERROR: the model was
-    never heard). ``tags`` (categories for ``extract compare``) are stored on the new document run. A holder is alive
-    while ``extractor.store.runs.is_alive`` says so (heartbeat younger than ``stale_after_s``).
+    A finished claim is redone when the claimant takes it over (``Claimant.takes_over``: forced, or it ended in a
+    state the run retries, such as ERROR: the model was never heard). The claimant's tags (categories for ``extract
+    compare``) are stored on the new document run. A holder is alive while ``extractor.store.runs.is_alive`` says so
+    (heartbeat younger than ``stale_after_s``).
     """
     for _ in range(_CLAIM_ROUNDS):
         try:
             with write_connection(engine) as connection:
-                return ClaimResult("claimed", _insert_claim(connection, run_id, config_hash, document_id, path, tags))
+                return ClaimResult("claimed", _insert_claim(connection, claimant, document_id))
         except IntegrityError as conflict:
             error = conflict
-        decided = _decide_existing(engine, run_id, config_hash, document_id, path, force, error, tags, retry,
-                                   stale_after_s)
+        decided = _decide_existing(engine, claimant, document_id, error, stale_after_s)
         if decided is not None:
             return decided
     raise StoreError(f"claim of document {document_id} kept changing under concurrent runs; retry")
 
 
-def _decide_existing(engine: Engine, run_id: str, config_hash: str, document_id: int, path: str, force: bool,
-                     conflict: IntegrityError, tags: Sequence[str], retry: Collection[str],
+def _decide_existing(engine: Engine, claimant: Claimant, document_id: int, conflict: IntegrityError,
                      stale_after_s: float) -> ClaimResult | None:
     """``done`` / ``busy`` / ``claimed`` for an existing claim, or ``None`` if it changed meanwhile."""
     with engine.connect() as connection:
         own = connection.execute(
             select(document_runs.c.id, document_runs.c.state).where(
-                document_runs.c.run_id == run_id, document_runs.c.document_id == document_id
+                document_runs.c.run_id == claimant.run_id, document_runs.c.document_id == document_id
             )
         ).first()
         held = connection.execute(
             select(claims.c.document_run_id, claims.c.run_id, claims.c.state, runs.c.status, runs.c.host, runs.c.pid,
                    runs.c.heartbeat_at)
             .join(runs, runs.c.id == claims.c.run_id)
-            .where(claims.c.config_hash == config_hash, claims.c.document_id == document_id)
+            .where(claims.c.config_hash == claimant.config_hash, claims.c.document_id == document_id)
         ).first()
     if own is not None:  # a run processes a document at most once (e.g. the same file given twice)
-        return ClaimResult("busy", run_id) if own.state == DocumentState.PROCESSING else ClaimResult("done", own.id)
+        if own.state == DocumentState.PROCESSING:
+            return ClaimResult("busy", claimant.run_id)
+        return ClaimResult("done", own.id)
     if held is None:  # the insert failed for another reason (unknown run or document id)
         raise conflict
-    if held.state in FINAL_STATES and not force and held.state not in retry:
+    if held.state in FINAL_STATES and not claimant.takes_over(held.state):
         return ClaimResult("done", held.document_run_id)
     if held.state == DocumentState.PROCESSING and is_alive(held.status, held.host, held.pid, held.heartbeat_at,
                                                            stale_after_s):
         return ClaimResult("busy", held.run_id)
-    taken = _take_over(engine, run_id, config_hash, document_id, path, held.run_id, held.document_run_id, held.state,
-                       tags)
+    taken = _take_over(engine, claimant, document_id, held.run_id, held.document_run_id, held.state)
     return None if taken is None else ClaimResult("claimed", taken)
 
 
-def _take_over(engine: Engine, run_id: str, config_hash: str, document_id: int, path: str, old_run_id: str,
-               old_document_run_id: int, old_state: str, tags: Sequence[str]) -> int | None:
+def _take_over(engine: Engine, claimant: Claimant, document_id: int, old_run_id: str, old_document_run_id: int,
+               old_state: str) -> int | None:
     """Move the claim to a new document run of this run, unless another process moved it first."""
     try:
         with write_connection(engine) as connection:
             now = utcnow()
-            document_run_id = _insert_document_run(connection, run_id, config_hash, document_id, path, tags, now)
+            document_run_id = _insert_document_run(connection, claimant, document_id, now)
             moved = connection.execute(
                 update(claims)
                 .where(
-                    claims.c.config_hash == config_hash,
+                    claims.c.config_hash == claimant.config_hash,
                     claims.c.document_id == document_id,
                     claims.c.run_id == old_run_id,
                     claims.c.document_run_id == old_document_run_id,
                     claims.c.state == old_state,
                 )
-                .values(run_id=run_id, document_run_id=document_run_id, state=DocumentState.PROCESSING,
+                .values(run_id=claimant.run_id, document_run_id=document_run_id, state=DocumentState.PROCESSING,
                         claimed_at=now, updated_at=now)
             )
             if moved.rowcount != 1:
@@ -211,7 +206,7 @@ def _take_over(engine: Engine, run_id: str, config_hash: str, document_id: int, 
             connection.execute(
                 update(document_runs)
                 .where(document_runs.c.id == old_document_run_id, document_runs.c.state == DocumentState.PROCESSING)
-                .values(state=DocumentState.INTERRUPTED, cause=f"taken over by run {run_id}", finished_at=now)
+                .values(state=DocumentState.INTERRUPTED, cause=f"taken over by run {claimant.run_id}", finished_at=now)
             )
             return document_run_id
     except (_ClaimMoved, IntegrityError):  # the claim moved, or this run got the document meanwhile

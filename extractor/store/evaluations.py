@@ -46,15 +46,30 @@ class FinalCandidate:
     completion_tokens: int | None
 
 
-def save_evaluation(engine: Engine, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
-                    summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
+@dataclass(frozen=True)
+class NewEvaluation:
+    """An evaluation as ``extract eval`` writes it: what was scored (the selection, the gold folders and their
+    digest, the runs), how (bootstrap resamples and seed: the same ones give the same intervals) and the result."""
+
+    selection: str
+    gold: str
+    gold_sha256: str
+    resamples: int
+    seed: int
+    summary: dict[str, Any]
+    report: dict[str, Any]
+    run_ids: tuple[str, ...]
+
+
+def save_evaluation(engine: Engine, evaluation: NewEvaluation) -> int:
     with write_connection(engine) as connection:
         inserted = connection.execute(insert(evaluations).values(
-            created_at=utcnow(), selection=selection, gold=gold, gold_sha256=gold_sha256, resamples=resamples,
-            seed=seed, summary=summary, report=report)).inserted_primary_key
+            created_at=utcnow(), selection=evaluation.selection, gold=evaluation.gold,
+            gold_sha256=evaluation.gold_sha256, resamples=evaluation.resamples, seed=evaluation.seed,
+            summary=evaluation.summary, report=evaluation.report)).inserted_primary_key
         assert inserted is not None
         evaluation_id = int(inserted[0])
-        scored = [{"evaluation_id": evaluation_id, "run_id": run_id} for run_id in sorted(set(run_ids))]
+        scored = [{"evaluation_id": evaluation_id, "run_id": run_id} for run_id in sorted(set(evaluation.run_ids))]
         if scored:
             connection.execute(insert(evaluation_runs), scored)
         return evaluation_id

@@ -73,6 +73,42 @@ class RunConfig:
         return canonical_sha256(payload)
 
 
+@dataclass(frozen=True)
+class RunQuery:
+    """Which runs ``Store.find_runs`` returns: every filter given must match.
+
+    ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string, see
+    ``extractor.providers.provider_model``) a run of that provider and model matches too."""
+
+    ids: tuple[str, ...] | None = None
+    id_prefix: str | None = None
+    model: str | None = None
+    provider_model: tuple[str, str | None] | None = None
+    prompt_version: str | None = None
+    contract: str | None = None
+    validator_version: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """A run asking for a document under its configuration (``extractor.store.claims``): the name it read it by,
+    the tags its new document run gets, and which finished claims it takes over instead of being told ``done``
+    (every one with ``force``, else those ended in a state of ``retry``)."""
+
+    run_id: str
+    config_hash: str
+    path: str
+    tags: tuple[str, ...] = ()
+    force: bool = False
+    retry: frozenset[str] = frozenset()
+
+    def takes_over(self, state: str) -> bool:
+        """Whether a claim finished in ``state`` is redone by this claimant."""
+        return self.force or state in self.retry
+
+
 class ClaimResult(NamedTuple):
     """``("claimed", document_run_id)``, ``("done", earlier document_run_id)``, ``("busy", holder_run_id)``.
 

@@ -10,13 +10,12 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import fields
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
 from extractor.store.db import plain
-from extractor.store.info import DocumentRunInfo, RunInfo
+from extractor.store.info import DocumentRunInfo, RunInfo, RunQuery
 from extractor.store.tables import attempts, document_runs, documents, file_name, runs, waiting
 
 AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
@@ -32,50 +31,32 @@ def get_run(engine: Engine, run_id: str) -> RunInfo | None:
                      decided=_decided_counts(connection, [run_id]).get(run_id, 0))
 
 
-def find_runs(
-    engine: Engine,
-    *,
-    ids: Iterable[str] | None = None,
-    id_prefix: str | None = None,
-    model: str | None = None,
-    provider_model: tuple[str, str | None] | None = None,
-    prompt_version: str | None = None,
-    contract: str | None = None,
-    validator_version: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int | None = None,
-    with_documents: bool = False,
-    counts: bool = True,
-) -> list[RunInfo]:
-    """Runs matching every given filter, newest first, with their document counts per state (unless ``counts``
-    is False: then ``counts`` and ``decided`` are left empty, for a caller that needs only the runs); with
-    ``with_documents`` only runs in which some document reached the model (one made of unusable inputs or
-    skipped documents alone has no document run).
-
-    ``model`` matches the stored model id; with ``provider_model`` (``model`` read as a ``--model`` string,
-    see ``extractor.providers.provider_model``) a run of that provider and model matches too.
-    """
+def find_runs(engine: Engine, wanted: RunQuery = RunQuery(), *, limit: int | None = None, with_documents: bool = False,
+              counts: bool = True) -> list[RunInfo]:
+    """Runs ``wanted`` selects, newest first, with their document counts per state (unless ``counts`` is False:
+    then ``counts`` and ``decided`` are left empty, for a caller that needs only the runs); with ``with_documents``
+    only runs in which some document reached the model (one made of unusable inputs or skipped documents alone has
+    no document run)."""
     query = select(runs).order_by(runs.c.started_at.desc(), runs.c.id)
-    if ids is not None:
-        query = query.where(runs.c.id.in_(list(ids)))
-    if id_prefix is not None:
-        query = query.where(*_id_starts_with(runs.c.id, id_prefix))
-    if model is not None:
-        condition = runs.c.model == model
-        if provider_model is not None:
-            provider, name = provider_model
+    if wanted.ids is not None:
+        query = query.where(runs.c.id.in_(list(wanted.ids)))
+    if wanted.id_prefix is not None:
+        query = query.where(*_id_starts_with(runs.c.id, wanted.id_prefix))
+    if wanted.model is not None:
+        condition = runs.c.model == wanted.model
+        if wanted.provider_model is not None:
+            provider, name = wanted.provider_model
             condition = or_(condition, runs.c.provider == provider if name is None
                             else and_(runs.c.provider == provider, runs.c.model == name))
         query = query.where(condition)
-    for column, value in ((runs.c.prompt_version, prompt_version), (runs.c.contract, contract),
-                          (runs.c.validator_version, validator_version)):
+    for column, value in ((runs.c.prompt_version, wanted.prompt_version), (runs.c.contract, wanted.contract),
+                          (runs.c.validator_version, wanted.validator_version)):
         if value is not None:
             query = query.where(column == value)
-    if since is not None:
-        query = query.where(runs.c.started_at >= since)
-    if until is not None:
-        query = query.where(runs.c.started_at < until)
+    if wanted.since is not None:
+        query = query.where(runs.c.started_at >= wanted.since)
+    if wanted.until is not None:
+        query = query.where(runs.c.started_at < wanted.until)
     if with_documents:
         query = query.where(select(document_runs.c.id).where(document_runs.c.run_id == runs.c.id).exists())
     if limit is not None:

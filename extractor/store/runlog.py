@@ -19,7 +19,6 @@ or ``reviews`` (see ``extractor.store.approved``).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -34,17 +33,19 @@ from extractor.store.db import (
     sqlite_file,
     upgrade_schema,
 )
-from extractor.store.evaluations import EvaluationInfo, FinalCandidate
+from extractor.store.evaluations import EvaluationInfo, FinalCandidate, NewEvaluation
 from extractor.store.info import (
     AttemptInfo,
     AttemptRecord,
     CalibrationInfo,
+    Claimant,
     ClaimResult,
     DocumentInfo,
     DocumentRunInfo,
     FinishedClaim,
     RunConfig,
     RunInfo,
+    RunQuery,
 )
 from extractor.store.queries import AttemptFindings
 from extractor.store.runs import STALE_AFTER_S
@@ -106,13 +107,13 @@ class Store:
 
     def claim(self, run_id: str, config_hash: str, document_id: int, path: str, force: bool = False,
               tags: Sequence[str] = (), retry: Collection[str] = ()) -> ClaimResult:
-        return claims.claim(self.engine, run_id, config_hash, document_id, path, force, tags, retry,
-                            stale_after_s=self.stale_after_s)
+        return claims.claim(self.engine, Claimant(run_id, config_hash, path, tuple(tags), force, frozenset(retry)),
+                            document_id, stale_after_s=self.stale_after_s)
 
     def claim_document(self, run_id: str, config_hash: str, document: SourceDocument, path: str, force: bool = False,
                        tags: Sequence[str] = (), retry: Collection[str] = ()) -> tuple[int, ClaimResult]:
-        return claims.claim_document(self.engine, run_id, config_hash, document, path, force, tags, retry,
-                                     stale_after_s=self.stale_after_s)
+        return claims.claim_document(self.engine, Claimant(run_id, config_hash, path, tuple(tags), force,
+                                                           frozenset(retry)), document, stale_after_s=self.stale_after_s)
 
     def has_finished(self, config_hash: str) -> bool:
         return claims.has_finished(self.engine, config_hash)
@@ -143,14 +144,9 @@ class Store:
     def get_run(self, run_id: str) -> RunInfo | None:
         return queries.get_run(self.engine, run_id)
 
-    def find_runs(self, *, ids: Iterable[str] | None = None, id_prefix: str | None = None, model: str | None = None,
-                  provider_model: tuple[str, str | None] | None = None, prompt_version: str | None = None,
-                  contract: str | None = None, validator_version: str | None = None, since: datetime | None = None,
-                  until: datetime | None = None, limit: int | None = None,
-                  with_documents: bool = False, counts: bool = True) -> list[RunInfo]:
-        return queries.find_runs(self.engine, ids=ids, id_prefix=id_prefix, model=model, provider_model=provider_model,
-                                 prompt_version=prompt_version, contract=contract, validator_version=validator_version,
-                                 since=since, until=until, limit=limit, with_documents=with_documents, counts=counts)
+    def find_runs(self, wanted: RunQuery = RunQuery(), *, limit: int | None = None, with_documents: bool = False,
+                  counts: bool = True) -> list[RunInfo]:
+        return queries.find_runs(self.engine, wanted, limit=limit, with_documents=with_documents, counts=counts)
 
     def document_runs_for(self, run_id: str, limit: int | None = None) -> list[DocumentRunInfo]:
         return queries.document_runs_for(self.engine, run_id, limit)
@@ -195,11 +191,8 @@ class Store:
 
     # -- evaluations against gold (extractor.store.evaluations, ``extract eval``) ------------------------------
 
-    def save_evaluation(self, *, selection: str, gold: str, gold_sha256: str, resamples: int, seed: int,
-                        summary: dict[str, Any], report: dict[str, Any], run_ids: Iterable[str]) -> int:
-        return evaluations.save_evaluation(self.engine, selection=selection, gold=gold, gold_sha256=gold_sha256,
-                                           resamples=resamples, seed=seed, summary=summary, report=report,
-                                           run_ids=run_ids)
+    def save_evaluation(self, evaluation: NewEvaluation) -> int:
+        return evaluations.save_evaluation(self.engine, evaluation)
 
     def latest_evaluations(self, run_ids: Sequence[str]) -> dict[str, EvaluationInfo]:
         return evaluations.latest_for_runs(self.engine, run_ids)

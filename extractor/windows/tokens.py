@@ -10,12 +10,10 @@ one per two ASCII characters), so a window planned on the estimate is never too 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 ESTIMATE_BYTES_PER_TOKEN = 2.0
@@ -109,19 +107,15 @@ def default_budget(provider: Any) -> Budget:
 
 
 def configured_budget(model: str, path: str | None = None) -> dict[str, int]:
-    """The budgets ``EXTRACT_MODEL_LIMITS`` (or ``path``) sets for ``model``; ``ValueError`` names a bad file."""
+    """The budgets ``EXTRACT_MODEL_LIMITS`` (or ``path``) sets for ``model``; ``InputError`` names the file and the
+    key at fault (``extractor.configfile.ModelLimitsFile``: its size, its models and each budget bounded)."""
     where = path or os.environ.get(LIMITS_ENV)
     if not where:
         return {}
-    try:
-        table = json.loads(Path(where).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{where}: cannot read model limits: {error}") from None
-    entry = table.get(model, {}) if isinstance(table, dict) else None
-    if not isinstance(entry, dict) or not all(isinstance(entry.get(key, 0), int) and not isinstance(entry.get(key), bool)
-                                              for key in ("max_input_tokens", "max_output_tokens")):
-        raise ValueError(f"{where}: limits of {model!r} must be integers max_input_tokens / max_output_tokens")
-    return {key: entry[key] for key in ("max_input_tokens", "max_output_tokens") if key in entry}
+    from extractor.configfile import ModelLimitsFile, read_json
+
+    entry = read_json(where, ModelLimitsFile, "model limits file").root.get(model)
+    return {} if entry is None else entry.model_dump(exclude_none=True)
 
 
 def budget_for(provider: Any, max_input: int | None = None, max_output: int | None = None) -> Budget:
