@@ -13,10 +13,11 @@ import pytest
 from hwpx import HwpxDocument
 from openpyxl import Workbook
 
+from extractor import offload
 from extractor.document import BlockKind, Document
 from extractor.engine.discover import discover
 from extractor.errors import InputError
-from extractor.ingest import load
+from extractor.ingest import load, load_attachment
 from extractor.segment import segment
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
@@ -140,9 +141,13 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
         "첨부한 주문서대로 구매를 요청합니다.\n납기는 3월 14일입니다.",
         "Attachments: order.xlsx (attachment 1), passwd.zip (attachment 2)",
     ]
-    # discovery lists the e-mail, then each attachment of a supported type, named after the e-mail
+    # discovery lists the e-mail alone; a sandboxed reader takes each attachment of a supported type from it,
+    # named after the e-mail, with its bytes
     attached = Path(f"{path}#attachment1/order.xlsx")
-    assert discover([str(path)]).files == [path, attached]
+    assert discover([str(path)]).files == [path]
+    found = offload.attachments_now(str(path), path.read_bytes())
+    assert found == offload.Attachments(((str(attached), (tmp_path / "order.xlsx").read_bytes()),), 1)
+    assert load_attachment(str(attached), found.found[0][1]) == load(attached)
     order = load(attached)
     assert order.path == str(attached) and order.text == "품목\n수량"
     with pytest.raises(InputError, match="unsupported attachment type '.zip'"):

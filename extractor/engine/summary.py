@@ -81,6 +81,7 @@ class RunSummary:
     nothing_found: str | None = None  # why there was nothing to read, when there was not
     stopped: str | None = None  # why the run stopped early when no signal stopped it (--max-cost)
     spend: Spend | None = None  # the model calls' tokens and cost, from the run log (``extractor.prices``)
+    notes: list[str] = field(default_factory=list)  # what the run passed over that a user should know of
 
     @property
     def counts(self) -> Counter[str]:
@@ -162,6 +163,7 @@ class RunSummary:
             "top_rule_ids": dict(self.top_rules),
             "tokens": self.tokens,
             "stopped": self.stopped,
+            "notes": self.notes,
             "cost": None if self.spend is None else self.spend.to_json() | {
                 "per_document_usd": self.spend.per(self.evaluated)},
             "outcomes": [outcome.to_json() for outcome in self.outcomes],
@@ -176,6 +178,9 @@ class Progress:
 
     def finished(self, outcome: DocumentOutcome) -> None:
         """Called as each input reaches its outcome."""
+
+    def more(self, count: int) -> None:
+        """Called when ``count`` documents join the run after it started (an e-mail's attachments)."""
 
     def window(self, path: str, done: int, total: int) -> None:
         """Called as each window of a long document gets its answer (``done`` of ``total``)."""

@@ -20,7 +20,7 @@ from extractor.ingest.assemble import Paged
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
 
-__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "max_document_bytes"]
+__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "load_attachment", "max_document_bytes"]
 
 FORMATS: dict[str, str] = {
     ".txt": "txt",
@@ -89,13 +89,7 @@ def load(path: str | os.PathLike[str], on_page: OnPage | None = None) -> Documen
     suffix = Path(name).suffix.lower()
     if suffix not in FORMATS:
         raise InputError(name, f"unsupported file type {suffix or '(no suffix)'!r}; supported: {' '.join(FORMATS)}")
-    limit = _max_bytes(name)
-    if info.st_size > limit:  # checked before reading so a huge file never enters memory
-        raise InputError(
-            name,
-            f"file too large ({info.st_size / 1e6:.1f} MB = {info.st_size} bytes; limit {limit / 1e6:.1f} MB = "
-            f"{limit} bytes, set by {MAX_BYTES_ENV})",
-        )
+    _check_size(name, info.st_size)
     try:
         data = Path(name).read_bytes()
     except PermissionError:
@@ -123,8 +117,17 @@ def _parsed(name: str, data: bytes, digest: str, fmt: str, on_page: OnPage | Non
     return _document(name, text, blocks, digest, fmt, encoding)
 
 
+def _check_size(name: str, size: int) -> None:
+    """Refuse a file over the size limit before it is read, so a huge file never enters memory."""
+    limit = _max_bytes(name)
+    if size > limit:
+        raise InputError(name, f"file too large ({size / 1e6:.1f} MB = {size} bytes; limit {limit / 1e6:.1f} MB = "
+                               f"{limit} bytes, set by {MAX_BYTES_ENV})")
+
+
 def source_bytes(path: str) -> tuple[bytes, str]:
-    """The bytes of a source (a file, or an e-mail's attachment) and the suffix that names its format."""
+    """The bytes of a source (a file, or an e-mail's attachment) and the suffix that names its format; a file over
+    the size limit is refused before it is read."""
     if ".eml#" in path.lower() and not os.path.exists(path):
         from extractor.ingest.eml import attachment
 
@@ -133,6 +136,7 @@ def source_bytes(path: str) -> tuple[bytes, str]:
             raise InputError(path, "file not found")
         return found[0], Path(found[1]).suffix.lower()
     try:
+        _check_size(path, os.stat(path).st_size)
         return Path(path).read_bytes(), Path(path).suffix.lower()
     except OSError as error:
         raise InputError(path, f"cannot read file ({error.strerror})") from None
@@ -145,8 +149,13 @@ def _attachment(name: str, on_page: OnPage | None = None) -> Document:
     found = attachment(name, _max_bytes(name))
     if found is None:
         raise InputError(name, "file not found")
-    data, file_name = found
-    suffix = Path(file_name).suffix.lower()
+    return load_attachment(name, found[0], on_page)
+
+
+def load_attachment(name: str, data: bytes, on_page: OnPage | None = None) -> Document:
+    """An e-mail's attachment given as its bytes (``mail.eml#attachment2/order.pdf``, as a reader took it from its
+    e-mail), parsed by the suffix of its file name and bounded like a file."""
+    suffix = Path(name).suffix.lower()
     if suffix not in FORMATS or FORMATS[suffix] == "blocks":
         raise InputError(name, f"unsupported attachment type {suffix or '(no suffix)'!r}")
     limit = _max_bytes(name)

@@ -94,14 +94,21 @@ class Submission:
         while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
             self._collect()
             time.sleep(POLL_S)  # room is made by workers of any batch: no message to wait for
+        from extractor.engine.discover import mail_attachments
         from extractor.ingest import source_bytes
 
         documents: list[tuple[str, bytes]] = []
         for path in paths:
-            try:  # a file, or an e-mail's attachment (discovery lists them after their e-mail): its own bytes
-                documents.append((str(path), source_bytes(str(path))[0]))
+            try:  # a file, and after an e-mail its attachments, taken from it by a sandboxed reader
+                data = source_bytes(str(path))[0]
             except InputError as error:
                 self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
+                continue
+            attached = mail_attachments(str(path), data)
+            documents += [(str(path), data), *attached.found]
+            self.progress.more(len(attached.found))
+            if (note := attached.note(str(path))) is not None:
+                self.summary.notes.append(note)
         if not documents:
             return
         first = self.batch_id is None

@@ -49,15 +49,18 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
 
 
 def _source(path: str, sha256: str) -> tuple[Document | None, str, str | None]:
-    """The document as the run read it, when the file is still there unchanged.
+    """The document as the run read it, when the file is still there unchanged; read by a sandboxed reader with
+    the reading limits, as a run reads it (docs/formats.md#reading-limits).
 
     Returns ``(document, status, detail)`` with status ``unchanged``, ``changed`` or ``unreadable``.
     """
+    from pathlib import Path
+
     from extractor.errors import InputError
-    from extractor.ingest import load
+    from extractor.offload import read_now
 
     try:
-        document = load(path)
+        document = read_now(Path(path))
     except InputError as error:
         return None, "unreadable", str(error)
     if document.sha256 != sha256:

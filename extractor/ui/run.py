@@ -155,6 +155,12 @@ class RunProgress(Progress):
     def calls(self, in_flight: Callable[[], int]) -> None:
         self._in_flight = in_flight
 
+    def more(self, count: int) -> None:
+        with self._lock:
+            self.total += count
+        if self._task is not None:
+            self._progress.update(self._task, total=self.total)
+
     def finished(self, outcome: DocumentOutcome) -> None:
         with self._lock:
             self.counts[outcome.state] += 1
@@ -254,6 +260,8 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
     console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s   {cost_line(summary.spend, summary.evaluated)}")
     if summary.stopped:
         console.print(f"stopped: {summary.stopped}; rerun (with a higher --max-cost) to finish", style="yellow")
+    for note in summary.notes:
+        console.print(f"note: {printable(note)}", markup=False, highlight=False)
     if summary.interrupted:
         left = summary.counts.get(Outcome.INTERRUPTED, 0)
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")

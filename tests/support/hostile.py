@@ -4,6 +4,7 @@ bench/bench_sandbox.py)."""
 
 from __future__ import annotations
 
+import base64
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -63,14 +64,25 @@ def sparse_text(path: Path, size: int = 600 << 20) -> Path:
 
 
 def many_attachments(path: Path, count: int = 5000) -> Path:
-    """An e-mail with ``count`` small text attachments: work that grows with their number, or with its square."""
+    """An e-mail with ``count`` small text attachments, each of its own content: work that grows with their number,
+    or with its square. The standard library writes the message with its first attachment; the others are copies
+    of that part, each with its own name and text (the writer takes seconds per thousand)."""
     message = EmailMessage()
     message["Subject"] = "Purchase orders"
     message["From"] = "buyer@example.com"
     message["To"] = "clerk@example.com"
     message.set_content("The purchase orders are attached.")
-    for number in range(count):
-        message.add_attachment(f"Order {number}: 3 boxes of paper.".encode(), maintype="text", subtype="plain",
-                               filename=f"order{number}.txt")
-    path.write_bytes(message.as_bytes())
+    message.add_attachment(_order(0), maintype="text", subtype="plain", filename="order0.txt")
+    written = message.as_bytes()
+    boundary = f"--{message.get_boundary()}".encode()
+    head, body, part, end = written.split(boundary)
+    encoded = base64.b64encode(_order(0))
+    assert part.count(encoded) == 1 and part.count(b'filename="order0.txt"') == 1
+    parts = [part.replace(encoded, base64.b64encode(_order(number))).replace(
+        b'filename="order0.txt"', f'filename="order{number}.txt"'.encode()) for number in range(count)]
+    path.write_bytes(boundary.join([head, body, *parts, end]))
     return path
+
+
+def _order(number: int) -> bytes:
+    return f"Order {number}: {number % 7 + 1} boxes of paper for room {number}.".encode()
