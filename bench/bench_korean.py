@@ -4,7 +4,7 @@
    turn, best of ``--rounds``: seconds, peak memory, and the Korean time / the English time (target <= 1.5x).
 2. ``extract run`` on a batch of small Korean documents, and on the same number of English ones, against a
    scripted model server on 127.0.0.1 that answers every call with the sample's passing candidate, with the
-   run's worker processes (``extractor.workers``) as shipped. The peak resident memory (``VmHWM``) of every
+   run's CPU pool (``extractor.offload``) as shipped. The peak resident memory (``VmHWM``) of every
    process of the run, read from ``/proc`` while it runs, and the largest of them as the kernel accounts it
    once they have all ended (target: none over 150 MB).
 

@@ -21,11 +21,11 @@ fresh process of its own. What the product adds over it is the pipeline's own wo
 Printed per level: documents per second next to the ideal, and the calls per second of the product's provider
 alone (request built, answer parsed, its HTTP session; no pipeline) and of the bare client next to the same
 ideal; the pipeline's own CPU time per document as the
-run measures it (``Engine.cpu_seconds``: ingest + segmentation and validation in their worker processes,
+run measures it (``Engine.cpu_seconds``: ingest + segmentation and validation in the CPU pool's processes,
 run-log writes in the run's writer thread; per thread, ``time.thread_time``); the run process's whole CPU
-per document, i.e. per call (HTTP client, event loop, run-log writes; the workers' CPU is not in it) next to
+per document, i.e. per call (HTTP client, event loop, run-log writes; the CPU pool's is not in it) next to
 the provider's and the bare client's CPU per call; peak memory (max
-RSS) of the run process and of the larger of its two workers (the ingest worker, with kss loaded). Then, per
+RSS) of the run process and of the largest process of its CPU pool (a reader, with kss loaded). Then, per
 level, where the seconds beyond the ideal went, from the run log's timestamps (``where_time_went``).
 
     python bench/bench_throughput.py [--documents 500] [--latency 1.0] [--concurrency 1 8 32 64 256]
@@ -160,16 +160,16 @@ def where_time_went(store: Any, run_id: str, concurrency: int, latency_s: float,
 
 
 def level(base_url: str, database_url: str, folder: Path, concurrency: int, latency_s: float) -> dict[str, Any]:
-    from extractor import workers
+    from extractor import offload
     from extractor.contracts import get_contract
     from extractor.engine import AdaptiveLimit, Engine, RunSettings
     from extractor.providers import ProviderSettings, from_string
     from extractor.store import open_store
 
-    async def warm_up() -> None:  # start both workers and import the segmenters before the clock starts
+    async def warm_up() -> None:  # start the CPU pool and import the segmenters before the clock starts
         for name, _, _ in SAMPLES:
-            document, _ = await workers.prepare(ROOT / "samples" / name)
-            await workers.validate("{}", document, get_contract("work_procedure"))
+            document, _ = await offload.read(ROOT / "samples" / name)
+            await offload.validate("{}", document, get_contract("work_procedure"))
 
     asyncio.run(warm_up())
     store = open_store(database_url)
@@ -181,7 +181,7 @@ def level(base_url: str, database_url: str, folder: Path, concurrency: int, late
     cpu_before = time.process_time()
     summary = asyncio.run(engine.run([str(folder)]))
     process_cpu = time.process_time() - cpu_before
-    workers.shutdown()  # the workers' peak memory is counted once they have exited
+    offload.POOL.close()  # the pool's peak memory is counted once its processes have exited
     documents = len(summary.outcomes)
     return {
         "concurrency": concurrency,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from extractor.workers import prepare
+from extractor.offload import read
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
@@ -112,7 +112,7 @@ def test_concurrency_drops_on_429_and_recovers(llm_server: Callable[..., Scripte
     """Sixteen calls at once all get 429: the limit halves on each (to 1), the sixteen retries finish, and
     the next documents start far fewer at a time while the limit grows back by one per run of successes."""
     write_batch(tmp_path / "docs", 64)
-    asyncio.run(prepare(ROOT / "samples/ko_work_request_review.txt"))  # the ingest worker is up: the burst is one
+    asyncio.run(read(ROOT / "samples/ko_work_request_review.txt"))  # a reader is up: the burst is one
     seen: dict[int, int] = {}
     throttled: set[str] = set()
     lock, burst = threading.Lock(), threading.Barrier(16)
