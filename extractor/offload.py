@@ -67,7 +67,7 @@ DEFAULT_MEMORY = 1 << 30
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_PAGE_TIMEOUT_S = 30.0
 DEFAULT_TEXT_CHARS = 2_000_000
-DEFAULT_SOFT_TIMEOUT_S = 10.0
+DEFAULT_SOFT_TIMEOUT_S = 5.0
 DEFAULT_ATTACHMENTS = 100
 PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG", "EXTRACT_OCR_CACHE", TEXT_ENV)
 """Settings a reader reads from the environment, sent with every file: a reader started earlier must not use stale
@@ -77,6 +77,8 @@ OUT_OF_MEMORY = 86
 PARENT_CHECK_S = 0.5
 """How often a pool process looks whether its run is still there."""
 PR_SET_NAME = 15
+LOW_PRIORITY = 19
+"""The nice value of a reader past the soft deadline: it gets the cores other readers leave."""
 PRELOAD = "extractor.preload"
 """What the fork server imports before it forks the pool's processes (``_context``)."""
 _SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
@@ -471,6 +473,22 @@ class Child:
             return Gone(f"the {self.role} process was killed by {name}{hint}")
         return Gone(f"the {self.role} process ended (exit status {code})")
 
+    def lower_priority(self) -> None:
+        """The process, and those it started, at the lowest CPU priority (nice 19, every thread; Linux)."""
+        process = self._process
+        if process is None:
+            return
+        for pid in [int(process.pid), *_descendants(int(process.pid))]:
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                threads = [str(pid)]
+            for thread in threads:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, int(thread), LOW_PRIORITY)
+                except OSError:  # ended meanwhile
+                    pass
+
     def kill(self) -> None:
         """End the process now, from any thread: a call waiting on it returns ``Gone`` and stops it."""
         process = self._process
@@ -558,10 +576,10 @@ class CpuPool:
     """The readers and the checker of this process (module docstring), shared by every run and every event loop of
     the process: a file or an answer waits for a process that may take it, in the order they came.
 
-    A reader still reading after the soft deadline (``EXTRACT_READ_SOFT_TIMEOUT``, 10 s) is probably on a file that
-    will take long, or never end: one more reader starts for the files waiting behind it, up to as many extra
-    readers as there are readers (so at most twice ``EXTRACT_READERS`` read at once, docs/formats.md#reading-limits),
-    and a reader beyond the count leaves once its file is done."""
+    A reader still reading after the soft deadline (``EXTRACT_READ_SOFT_TIMEOUT``, 5 s) is probably on a file that
+    will take long, or never end: it reads on at the lowest CPU priority, and one more reader starts for the files
+    waiting behind it, up to as many extra readers as there are readers (so at most twice ``EXTRACT_READERS`` read
+    at once, docs/formats.md#reading-limits); once its file is done, it leaves."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -592,12 +610,14 @@ class CpuPool:
         return sum(child.role == "reader" for child in self._children)
 
     def _late(self, child: Child) -> None:
-        """``child`` is still reading past the soft deadline (from its call's thread): a reader starts for the
-        files waiting, if one more is allowed."""
+        """``child`` is still reading past the soft deadline (from its call's thread): it reads on at a lower
+        priority, so the files behind it get the cores first, and a reader starts for them if one more is
+        allowed."""
         with self._lock:
             if child not in self._children:  # the pool closed meanwhile
                 return
             self._overdue.add(child)
+            child.lower_priority()
             if self._readers() >= self._allowed():
                 return
             extra = Child("reader", child.memory)
@@ -605,15 +625,18 @@ class CpuPool:
         self._release(extra)
 
     def _done(self, child: Child) -> None:
-        """``child`` finished its call: back in line, or stopped when it is a reader more than are allowed now."""
+        """``child`` finished its call: back in line, or stopped when it is a reader more than are allowed now. A
+        reader that read past the soft deadline is replaced by a new one (started when next needed): it runs at
+        the lower priority, and whatever the file made it hold is let go."""
         with self._lock:
+            overdue = child in self._overdue
             self._overdue.discard(child)
             retire = child.role == "reader" and child in self._children and self._readers() > self._allowed()
             if retire:
                 self._children.remove(child)
-        if retire:
+        if retire or overdue:
             child.stop()
-        else:
+        if not retire:
             self._release(child)
 
     async def _acquire(self, roles: frozenset[str]) -> Child:

@@ -18,10 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from extractor.offload import read
-
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
+from extractor.offload import read
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.vocab import ExitCode

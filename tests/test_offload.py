@@ -205,9 +205,9 @@ def test_a_reader_killed_from_outside_is_reported_and_replaced(fresh_pool: None,
 
 def test_a_reader_past_the_soft_deadline_lets_one_more_start(fresh_pool: None, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """One reader: a file holding it past the soft deadline does not hold up the next, a reader starts for it; with
-    two such files a third waits (never more than twice ``EXTRACT_READERS``); the extra reader leaves once the slow
-    files are done."""
+    """One reader: a file holding it past the soft deadline does not hold up the next, a reader starts for it and the
+    slow one reads on at nice 19; with two such files a third waits (never more than twice ``EXTRACT_READERS``); the
+    extra reader leaves once the slow files are done."""
     monkeypatch.setenv(offload.READERS_ENV, "1")
     monkeypatch.setenv(offload.SOFT_TIMEOUT_ENV, "0.3")
     first, second = tmp_path / "first", tmp_path / "second"
@@ -219,7 +219,7 @@ def test_a_reader_past_the_soft_deadline_lets_one_more_start(fresh_pool: None, t
         wait_for(lambda: any(folder.iterdir()), f"a reader to start in {folder.name}")
         return int(next(folder.iterdir()).name)
 
-    async def slow_files() -> tuple[int, int, bool, int]:
+    async def slow_files() -> tuple[int, int, bool, int, list[int]]:
         pool = offload.POOL
         slow = [asyncio.create_task(pool._call(READER, pid_then_wait, (str(first),), limits))]
         await asyncio.wait_for(offload.read(SAMPLES[0]), 30)  # read by a reader started for it, within its deadline
@@ -229,16 +229,16 @@ def test_a_reader_past_the_soft_deadline_lets_one_more_start(fresh_pool: None, t
         third = asyncio.create_task(offload.read(SAMPLES[1]))
         await asyncio.sleep(1)
         waited, readers = not third.done(), pool._readers()
+        nice = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]) for pid in pids]
         for pid, task in zip(pids, slow):
             os.kill(pid, signal.SIGKILL)
             with pytest.raises(offload.Gone):
                 await task
         document, _ = await asyncio.wait_for(third, 120)
         assert document.sentences
-        return len(set(pids)), readers, waited, pool._readers()
+        return len(set(pids)), readers, waited, pool._readers(), nice
 
-    slow_readers, readers_then, waited, readers_after = asyncio.run(slow_files())
-    assert (slow_readers, readers_then, waited, readers_after) == (2, 2, True, 1)
+    assert asyncio.run(slow_files()) == (2, 2, True, 1, [offload.LOW_PRIORITY] * 2)
 
 
 def test_a_cancelled_read_stops_its_reader_at_once(fresh_pool: None, tmp_path: Path,
