@@ -34,6 +34,7 @@ import asyncio
 import atexit
 import functools
 import json
+import logging
 import os
 import re
 import resource
@@ -393,12 +394,19 @@ class Child:
         self.alone = alone
         self._process: Any = None
         self._connection: Connection | None = None
+        self._starting = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         return None if self._process is None else int(self._process.pid)
 
     def start(self) -> None:
+        """Start the process unless it runs (from any thread: ``CpuPool.start`` starts them early)."""
+        with self._starting:
+            if self._process is None:
+                self._start()
+
+    def _start(self) -> None:
         context = _context(self.alone)
         ours, theirs = context.Pipe(duplex=True)
         process = context.Process(target=_serve, args=(theirs, self.memory, self.role), name=f"extract-{self.role}", daemon=True)
@@ -414,8 +422,7 @@ class Child:
         reader reports them), and ``on_late()`` is called once the soft deadline passes. ``Gone`` when the
         process ended first (``kill``, its memory, a crash), saying why; the next call starts another.
         """
-        if self._process is None:
-            self.start()
+        self.start()
         assert self._connection is not None
         connection, process = self._connection, self._process
         started = time.monotonic()
@@ -638,6 +645,24 @@ class CpuPool:
             child.stop()
         if not retire:
             self._release(child)
+
+    def start(self) -> None:
+        """Start every process of the pool now, in the background: a long-lived process (``extract worker``) calls
+        it first, so that the fork server imports what the pool needs while this process imports its own.
+        ``ValueError`` for a reading limit that is not one."""
+        self._ensure()
+        threading.Thread(target=self._start_all, name="offload-start", daemon=True).start()
+
+    def _start_all(self) -> None:
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            try:
+                child.start()
+            except Exception as error:  # noqa: BLE001 - the first call starts it again, and reports what fails
+                logging.getLogger(__name__).warning("could not start the %s process: %s: %s", child.role,
+                                                    type(error).__name__, error)
+                return
 
     async def _acquire(self, roles: frozenset[str]) -> Child:
         self._ensure()

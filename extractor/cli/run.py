@@ -226,6 +226,17 @@ def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list
     raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
 
 
+def start_readers() -> None:
+    """Start the CPU pool's processes now, in the background: the fork server imports what they need while this
+    process sets the run up (``extractor.offload``). A reading limit that is not one ends the command here."""
+    from extractor import offload
+
+    try:
+        offload.POOL.start()
+    except ValueError as error:
+        fail(str(error))
+
+
 def note_discovery(discovery: "Discovery") -> None:
     """What discovery passed over that a user should know of (links pointing outside a folder), on stderr."""
     from extractor.printable import printable
@@ -253,6 +264,7 @@ def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model
     if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
         print_nothing_found(discovery, as_json=format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
+    start_readers()
     spec = resolve_model(model)
     limit = AdaptiveLimit(concurrency)
     call_settings = ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget,
