@@ -28,6 +28,7 @@ from bench_segment import measure  # noqa: E402
 
 from extractor.contracts import get_contract  # noqa: E402
 from extractor.engine import Engine, RunSettings  # noqa: E402
+from extractor.options import RunOptions  # noqa: E402
 from extractor.providers import ProviderSettings, from_string  # noqa: E402
 from extractor.store import open_store  # noqa: E402
 from tests.support.llm_server import Reply, ScriptedLLMServer  # noqa: E402
@@ -47,7 +48,7 @@ def end_to_end(sentences: int, folder: Path) -> dict[str, float]:
         store = open_store(f"sqlite:///{folder / f'bench_{sentences}.db'}")
         provider = from_string("openai:bench", base_url=server.base_url, settings=ProviderSettings(timeout_s=60))
         engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=8,
-                                                     max_output_tokens=OUTPUT_BUDGET))
+                                                     options=RunOptions(max_output_tokens=OUTPUT_BUDGET)))
         started = time.perf_counter()
         summary = asyncio.run(engine.run([str(path)]))
         wall = time.perf_counter() - started

@@ -4,7 +4,7 @@ Two folders, measured in turn (``--rounds`` times each, alternated; each run int
 documents alone, and the same 36 with 4 bombs among them (docs/formats.md#reading-limits): an xlsx whose one 900 KB
 shared string 2,000 cells name (1.8 GB of text), an HWPX of 3,000,000 characters, a PDF whose MediaBox references
 loop, and an e-mail of 9.5 MB with 40,000 attachments, which a reader must parse to take apart (the reading limits
-end it; within them it would give its first 100 attachments as documents, and the run's causes below say so).
+end it, or its 1,000 MIME parts; the run's causes below say which).
 Every run is ``extract run FOLDER`` as a process of its own against a scripted model server in its own process
 (``bench_throughput.py --serve``) answering after ``--latency`` seconds.
 

@@ -43,7 +43,8 @@ class Block:
     end: int
     content_start: int
     location: str | None = None
-    """Where a format without pages puts it (``Sheet1!B3`` in a workbook), else None."""
+    """Where a format without pages puts it: a workbook's cell (``Sheet1!B3``), or a place outside the body flow
+    (``footnote 2``, ``text box 1``, ``caption of table 3``, ``header``); None in the body."""
 
     __reduce__ = by_fields
 

@@ -9,15 +9,24 @@ whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the 
 
 The file is written to a temporary file beside the target, flushed to disk and renamed over the target:
 a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
+
+Records are streamed from the database in batches (``extractor.store.approved.approved_batches``) and written as
+they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV needs
+every column before its header, so its rows are spooled first (beside the target, removed after) and written with
+the header once all are known.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,8 +35,9 @@ from typing import IO, TYPE_CHECKING, Any
 from extractor.errors import ExtractorError, UsageError
 
 if TYPE_CHECKING:
-    from extractor.store import Store
-    from extractor.store.approved import ApprovedRecordInfo
+    from extractor.store import RunInfo, Store
+    from extractor.store.approved import StoredApproval
+    from extractor.vocab import PersonalDataPolicy
 
 FORMATS = ("jsonl", "csv")
 PROVENANCE_COLUMNS = (
@@ -60,7 +70,40 @@ class ExportResult:
         return {"path": str(self.path), "format": self.format, "records": self.records}
 
 
-def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
+class RawJSON(str):
+    """JSON text as the database stores it, written into the export as it is (``_encode``): most records leave
+    the database and reach the file without ever being decoded (no Python objects per value, the costly part)."""
+
+
+def _encode(value: Any) -> str:
+    """``json.dumps`` of ``value`` (non-ASCII kept), with every ``RawJSON`` in it written as the JSON it holds.
+
+    Each raw text is first a marker string: NUL, this process's random token, its number, NUL (json.dumps writes
+    NUL as ``\\u0000``, and no content can know the token), replaced in one pass by the text it stands for.
+    """
+    raw: list[str] = []
+
+    def mark(item: Any) -> Any:
+        if isinstance(item, RawJSON):
+            raw.append(item)
+            return f"\x00{_TOKEN}{len(raw) - 1}\x00"
+        if isinstance(item, dict):  # only values that are raw text or hold some are rebuilt
+            return {key: mark(child) if isinstance(child, RawJSON | dict) else child for key, child in item.items()}
+        return item
+
+    text = json.dumps(mark(value), ensure_ascii=False)
+    return _MARKER.sub(lambda found: raw[int(found.group(1))], text) if raw else text
+
+
+_TOKEN = uuid.uuid4().hex
+_MARKER = re.compile(rf'"\\u0000{_TOKEN}(\d+)\\u0000"')
+
+
+def _raw(text: str | None) -> RawJSON | None:
+    return None if text is None else RawJSON(text)
+
+
+def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
     return {
         "document_path": record.document_path,
         "document_sha256": record.document_sha256,
@@ -75,30 +118,22 @@ def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | 
         "reviewer": record.reviewer,
         "approved_at": record.approved_at.isoformat(timespec="microseconds"),
         "note": record.note,
-        "block_override": record.block_override,
+        "block_override": _raw(record.block_override_json),
         "masked": masked or [],
-        "evidence_spans": record.evidence_spans,
+        "evidence_spans": _raw(record.evidence_spans_json),
     }
 
 
-def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[dict[str, Any], list[str]]:
-    """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where.
-
-    The setting is the one its run recorded (the contract as it was when the record was made and approved);
-    a run that recorded none, or is not in the run log, takes it from the contract found as the run recorded it
-    (``extractor.contracts.recorded``). A contract that cannot be found cannot say whether to mask, so nothing of
-    it is exported.
+def masked_record(record: StoredApproval, run: Any | None = None,
+                  policy: PersonalDataPolicy | None = None) -> tuple[dict[str, Any] | RawJSON, list[str]]:
+    """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where
+    (else the record's JSON as stored). ``policy`` is ``personal_data_policy(record, run)`` when the caller has it.
     """
     from extractor.evidence.sensitive import mask, personal_data
     from extractor.vocab import PersonalDataPolicy
 
-    recorded = ((run.config or {}).get("guards") or {}).get("source_personal_data") if run is not None else None
-    if recorded is not None:
-        policy = PersonalDataPolicy(recorded)
-    else:
-        policy = _contract_for(record, run).guards.source_personal_data
-    if policy is not PersonalDataPolicy.mask:
-        return record.record, []
+    if (policy or personal_data_policy(record, run)) is not PersonalDataPolicy.mask:
+        return RawJSON(record.record_json), []
     where: list[str] = []
 
     def walk(value: Any, path: str) -> Any:
@@ -112,10 +147,23 @@ def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[d
             return mask(value, found) if found else value
         return value
 
-    return walk(record.record, "$"), where
+    return walk(json.loads(record.record_json), "$"), where
 
 
-def _contract_for(record: ApprovedRecordInfo, run: Any | None) -> Any:
+def personal_data_policy(record: StoredApproval, run: Any | None) -> PersonalDataPolicy:
+    """Whether the record's personal data is masked in export: the setting its run recorded (the contract as it
+    was when the record was made and approved); a run that recorded none, or is not in the run log, takes it from
+    the contract found as the run recorded it (``extractor.contracts.recorded``). A contract that cannot be found
+    cannot say whether to mask, so nothing of it is exported."""
+    from extractor.vocab import PersonalDataPolicy
+
+    recorded = ((run.config or {}).get("guards") or {}).get("source_personal_data") if run is not None else None
+    if recorded is not None:
+        return PersonalDataPolicy(recorded)
+    return _contract_for(record, run).guards.source_personal_data  # type: ignore[no-any-return]
+
+
+def _contract_for(record: StoredApproval, run: Any | None) -> Any:
     from extractor.contracts.recorded import Recorded, resolve
 
     if run is not None:
@@ -167,10 +215,14 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def _jsonl(rows: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
+Row = tuple[dict[str, Any] | RawJSON, dict[str, Any]]
+"""What export writes per record: the record (decoded, or its JSON as stored) and its provenance."""
+
+
+def _jsonl(rows: Iterable[Row]) -> Callable[[IO[str]], None]:
     def write(stream: IO[str]) -> None:
         for record, origin in rows:
-            stream.write(json.dumps({"record": record, "provenance": origin}, ensure_ascii=False) + "\n")
+            stream.write(_encode({"record": record, "provenance": origin}) + "\n")
 
     return write
 
@@ -219,52 +271,139 @@ def _exploded(record: dict[str, Any], field: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> Callable[[IO[str]], None]:
+def _csv(rows: Iterable[Row], explode: str | None = None,
+         spool: Path | None = None) -> Callable[[IO[str]], None]:
     """Provenance columns, then the record flattened: nested objects as dotted columns, lists as JSON text;
     one row per record, or with ``explode`` one row per item of that list. A record column named like a
-    provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_cell``)."""
-    table = [(row, origin) for record, origin in rows
-             for row in (_exploded(record, explode) if explode else [flatten(record)])]
-    fields: dict[str, None] = {}
-    for row, _ in table:
-        fields.update(dict.fromkeys(row))
-    names = {key: f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in fields}
+    provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_cell``).
+
+    Columns come in the order they first appear. The header needs all of them, so the rows are spooled as CSV to a
+    temporary file in ``spool``'s folder (the system's temporary folder without one) and copied after the header; a
+    row written before the last new column appeared lacks that column's cells at its end and is padded (read back
+    with the csv module), the rows after it are copied as they are. ``explode`` naming a field no record has is a
+    ``UsageError``, before anything is written.
+    """
 
     def write(stream: IO[str]) -> None:
-        writer = csv.writer(stream)
-        writer.writerow([_cell(name) for name in (*PROVENANCE_COLUMNS, *names.values())])
-        for row, origin in table:
-            writer.writerow([_cell(origin[c]) for c in PROVENANCE_COLUMNS] + [_cell(row.get(k)) for k in names])
+        columns: dict[str, None] = {}
+        lists: set[str] = set()
+        exploded = False
+        short = 0  # rows written before the last column appeared: they need padding
+        written = 0
+        with tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=spool, prefix=".export-",
+                                    suffix=".spool") as spooled:
+            for stored, origin in rows:
+                record = json.loads(stored) if isinstance(stored, RawJSON) else stored
+                if explode is not None:
+                    exploded = exploded or explode in record
+                    lists.update(key for key, value in record.items() if isinstance(value, list))
+                for row in _exploded(record, explode) if explode else [flatten(record)]:
+                    if not columns.keys() >= row.keys():
+                        columns.update(dict.fromkeys(row))
+                        short = written
+                    spooled.write(_csv_line([_cell(origin[c]) for c in PROVENANCE_COLUMNS]
+                                            + [_cell(row.get(k)) for k in columns]))
+                    written += 1
+            if explode is not None and columns and not exploded:
+                raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
+                                 f"{', '.join(sorted(lists)) or 'none'}); nothing written")
+            names = [f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in columns]
+            writer = csv.writer(stream)
+            stream.write(_csv_line([_cell(name) for name in (*PROVENANCE_COLUMNS, *names)]))
+            width = len(PROVENANCE_COLUMNS) + len(names)
+            spooled.seek(0)
+            reader = csv.reader(spooled)
+            for cells in itertools.islice(reader, short):
+                writer.writerow(cells + [""] * (width - len(cells)))
+            shutil.copyfileobj(spooled, stream)
 
     return write
 
 
+_QUOTED = re.compile(r'[,"\r\n]')
+
+
+def _csv_line(cells: list[Any]) -> str:
+    """One row as ``csv.writer`` writes it (Excel dialect: a cell with a comma, quote or line break is quoted, its
+    quotes doubled; CRLF at the end), built from string operations: the csv module scans a cell character by
+    character, about ten times slower on the long JSON cells of a record (tests compare the two)."""
+    text = [cell if isinstance(cell, str) else "" if cell is None else repr(cell) if isinstance(cell, float)
+            else str(cell) for cell in cells]
+    return ",".join(f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.search(cell) else cell
+                    for cell in text) + "\r\n"
+
+
+class _Runs:
+    """The runs of the records being exported, looked up a batch at a time and kept while they keep coming
+    (records come in approval order, so a run's records come together): at most ``KEEP`` at once."""
+
+    KEEP = 10_000
+
+    def __init__(self, run_log: Store | None) -> None:
+        self.run_log = run_log
+        self.known: dict[str, RunInfo | None] = {}
+
+    def load(self, run_ids: Iterable[str]) -> None:
+        wanted = {run_id for run_id in run_ids if run_id not in self.known}
+        if not wanted or self.run_log is None:
+            return
+        if len(self.known) + len(wanted) > self.KEEP:
+            self.known.clear()
+        found = {run.id: run for run in self.run_log.find_runs(ids=wanted, counts=False)}
+        self.known.update({run_id: found.get(run_id) for run_id in wanted})
+
+    def get(self, run_id: str | None) -> RunInfo | None:
+        return self.known.get(run_id) if run_id else None
+
+
+def _rows(records: Store, run_log: Store | None, contract: str | None, contract_version: int | None,
+          since: datetime | None, progress: Callable[[int], None] | None) -> Iterator[Row]:
+    """``(record as exported, provenance)`` of every approved record selected, streamed; ``progress`` is told how
+    many were read after each batch."""
+    from extractor.store.approved import approved_batches
+
+    runs = _Runs(run_log)
+    policies: dict[tuple[str, int], PersonalDataPolicy] = {}  # of contracts whose run is not in the log
+    done = 0
+    for batch in approved_batches(records, contract=contract, contract_version=contract_version, since=since):
+        runs.load(r.run_id for r in batch if r.run_id)
+        for approved in batch:
+            run = runs.get(approved.run_id)
+            if run is None:
+                key = (approved.contract, approved.contract_version)
+                policy = policies.get(key) or policies.setdefault(key, personal_data_policy(approved, None))
+            else:
+                policy = personal_data_policy(approved, run)
+            record, masked = masked_record(approved, run, policy)
+            yield record, provenance(approved, run, masked)
+        done += len(batch)
+        if progress is not None:
+            progress(done)
+
+
 def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
-           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None) -> ExportResult:
+           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None,
+           progress: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
-    one row per item of that list field)."""
-    from extractor.store.approved import approved_records
+    one row per item of that list field). ``progress`` is told (records read, records in all) as it goes."""
+    from extractor.store.approved import count_approved
 
     if fmt not in FORMATS:
         raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    approved = approved_records(records, contract=contract, contract_version=contract_version, since=since)
-    runs: dict[str, Any] = {}
-    if run_log is not None:
-        wanted = {r.run_id for r in approved if r.run_id}
-        runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
     if explode is not None and fmt != "csv":
         raise ValueError("--explode FIELD needs --format csv")
-    rows = []
-    for r in approved:
-        run = runs.get(r.run_id or "")
-        record, masked = masked_record(r, run)
-        rows.append((record, provenance(r, run, masked)))
-    if explode is not None and rows and not any(explode in record for record, _ in rows):
-        lists = sorted({key for record, _ in rows for key, value in record.items() if isinstance(value, list)})
-        raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
-                         f"{', '.join(lists) or 'none'}); nothing written")
+    written = 0
+    total = count_approved(records, contract, contract_version, since) if progress is not None else 0
+
+    def counted(done: int) -> None:
+        nonlocal written
+        written = done
+        if progress is not None:
+            progress(done, total)
+
+    rows = _rows(records, run_log, contract, contract_version, since, counted)
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:
-        atomic_write(out, _csv(rows, explode), newline="")
-    return ExportResult(out, fmt, len(rows))
+        atomic_write(out, _csv(rows, explode, spool=out.parent), newline="")
+    return ExportResult(out, fmt, written)

@@ -63,13 +63,11 @@ TIMEOUT_ENV = "EXTRACT_READ_TIMEOUT"
 PAGE_TIMEOUT_ENV = "EXTRACT_READ_PAGE_TIMEOUT"
 TEXT_ENV = "EXTRACT_READ_TEXT"
 SOFT_TIMEOUT_ENV = "EXTRACT_READ_SOFT_TIMEOUT"
-ATTACHMENTS_ENV = "EXTRACT_MAX_ATTACHMENTS"
 DEFAULT_MEMORY = 1 << 30
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_PAGE_TIMEOUT_S = 30.0
 DEFAULT_TEXT_CHARS = 2_000_000
 DEFAULT_SOFT_TIMEOUT_S = 5.0
-DEFAULT_ATTACHMENTS = 100
 PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG", "EXTRACT_OCR_CACHE", TEXT_ENV)
 """Settings a reader reads from the environment, sent with every file: a reader started earlier must not use stale
 values."""
@@ -152,27 +150,9 @@ def readers() -> int:
     return int(raw)
 
 
-def max_attachments() -> int:
-    """How many attachments of one e-mail are read as documents of their own: ``EXTRACT_MAX_ATTACHMENTS``, else
-    100."""
-    return _count(ATTACHMENTS_ENV, DEFAULT_ATTACHMENTS)
-
-
-@dataclass(frozen=True)
-class Attachments:
-    """What a reader took from one e-mail: its first attachments of supported types, each as its document's path
-    (``mail.eml#attachment2/order.pdf``) and its bytes, at most ``max_attachments()`` of them, and how many of
-    supported types it has (docs/formats.md#e-mail)."""
-
-    found: tuple[tuple[str, bytes], ...] = ()
-    total: int = 0
-
-    def note(self, mail: str) -> str | None:
-        """One line when the e-mail has more attachments than are read."""
-        if self.total <= len(self.found):
-            return None
-        return (f"{mail}: {self.total:,} attachments of supported types; the first {len(self.found):,} are read as "
-                f"documents (the limit {ATTACHMENTS_ENV})")
+Attachments = tuple[tuple[str, bytes], ...]
+"""What a reader took from one e-mail: its attachments of supported types (at most ingest's limit of one e-mail,
+``extractor.ingest.eml``), each as its document's path (``mail.eml#attachment2/order.pdf``) and its bytes."""
 
 
 def memory_label(size: int) -> str:
@@ -205,10 +185,11 @@ def _use(environment: dict[str, str | None]) -> None:
 
 def _read(path: Path, environment: dict[str, str | None], data: bytes | None = None) -> tuple[Document, float]:
     """Run in a reader: ``path`` ingested and segmented with the caller's settings, and the CPU seconds it took;
-    ``data``: the bytes of an e-mail's attachment ``path`` names, as a reader took them from the e-mail.
+    ``data``: the bytes of the document ``path`` names (an e-mail's attachment, as a reader took them from the
+    e-mail; an upload), read as a file of that name.
 
     The text cap is checked between ingest and segmentation: a text over it is neither split nor sent back."""
-    from extractor.ingest import load, load_attachment
+    from extractor.ingest import load, load_bytes
     from extractor.segment import segment
 
     _use(environment)
@@ -217,15 +198,15 @@ def _read(path: Path, environment: dict[str, str | None], data: bytes | None = N
         cap = _count(TEXT_ENV, DEFAULT_TEXT_CHARS)
     except ValueError as error:
         raise InputError(str(path), str(error)) from None
-    document = load(path, _report_page) if data is None else load_attachment(str(path), data, _report_page)
+    document = load(path, _report_page) if data is None else load_bytes(str(path), data, _report_page)
     if len(document.text) > cap:
         raise InputError(str(path), f"text over {cap:,} characters (the reading limit {TEXT_ENV}); refused")
     return segment(document), time.thread_time() - started
 
 
-def _attachments(mail: str, data: bytes | None, environment: dict[str, str | None], cap: int) -> Attachments:
+def _attachments(mail: str, data: bytes | None, environment: dict[str, str | None]) -> Attachments:
     """Run in a reader: the attachments of supported types of the e-mail ``mail`` (its bytes ``data``, else the
-    file), at most ``cap`` of them. An e-mail that cannot be read has none here: reading it says why."""
+    file), parsed once. An e-mail that cannot be read has none here: reading it says why."""
     from extractor.ingest import FORMATS, max_document_bytes
     from extractor.ingest.eml import attachment_path, attachments
 
@@ -233,13 +214,13 @@ def _attachments(mail: str, data: bytes | None, environment: dict[str, str | Non
     try:
         if data is None:
             if os.stat(mail).st_size > max_document_bytes():
-                return Attachments()
+                return ()
             data = Path(mail).read_bytes()
         found = attachments(data, mail)
     except (OSError, ValueError, InputError):
-        return Attachments()
-    supported = [a for a in found if FORMATS.get(Path(a.name).suffix.lower(), "blocks") != "blocks"]
-    return Attachments(tuple((attachment_path(mail, a), a.payload) for a in supported[:cap]), len(supported))
+        return ()
+    return tuple((attachment_path(mail, a), a.payload) for a in found
+                 if FORMATS.get(Path(a.name).suffix.lower(), "blocks") != "blocks")
 
 
 def _validate(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
@@ -733,31 +714,35 @@ class CpuPool:
                 working.add_done_callback(lambda _: self._done(child))
 
     async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None,
-                   data: bytes | None = None) -> tuple[Document, float]:
+                   ocr_lang: str | None = None, data: bytes | None = None) -> tuple[Document, float]:
         """``path`` ingested and segmented by a reader: ``(document, CPU seconds spent on it)``. ``InputError`` for a
-        file that cannot be used, a reader's limit among the reasons. ``data``: the bytes of the e-mail's
-        attachment ``path`` names, as ``attachments`` took them (the e-mail is not parsed again)."""
+        file that cannot be used, a reader's limit among the reasons. ``ocr_lang``: the run's OCR languages (else
+        ``EXTRACT_OCR_LANG`` of this process); ``data``: the bytes of the e-mail's attachment ``path`` names, as
+        ``attachments`` took them (the e-mail is not parsed again)."""
         try:
             limits = Limits.from_environment()
             self._ensure()
         except ValueError as error:
             raise InputError(str(path), str(error)) from None
+        environment = _passed()
+        if ocr_lang:
+            environment["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it in the reader (extractor.ingest.ocr)
         try:
-            found: tuple[Document, float] = await self._call(READER, _read, (path, _passed(), data), limits, on_page)
+            found: tuple[Document, float] = await self._call(READER, _read, (path, environment, data), limits, on_page)
         except Gone as gone:
             raise InputError(str(path), str(gone)) from None
         return found
 
     async def attachments(self, mail: Path) -> Attachments:
-        """The e-mail's attachments as a reader takes them from it (``Attachments``, at most ``max_attachments()``);
-        ``InputError`` naming the limit the reader passed on it."""
+        """The e-mail's attachments as a reader takes them from it (``Attachments``); ``InputError`` naming the
+        limit the reader passed on it."""
         try:
-            limits, cap = Limits.from_environment(), max_attachments()
+            limits = Limits.from_environment()
             self._ensure()
         except ValueError as error:
             raise InputError(str(mail), str(error)) from None
         try:
-            found: Attachments = await self._call(READER, _attachments, (str(mail), None, _passed(), cap), limits)
+            found: Attachments = await self._call(READER, _attachments, (str(mail), None, _passed()), limits)
         except Gone as gone:
             raise InputError(str(mail), str(gone)) from None
         return found
@@ -822,21 +807,18 @@ check_structure = POOL.check_structure
 warm_up = POOL.warm_up
 
 
-def read_now(path: Path) -> Document:
+def read_now(path: Path, data: bytes | None = None) -> Document:
     """``path`` read by one reader with the reading limits, for a command that reads one file (``extract split``,
-    ``validate``, ``show``, ``approve``; the review pages): the document, or ``InputError``."""
-    document: Document = in_reader(str(path), _read, (path, _passed()))[0]
+    ``validate``, ``show``, ``approve``; the review pages): the document, or ``InputError``. ``data``: the bytes of
+    the document ``path`` names (an upload in the run log), read as a file of that name."""
+    document: Document = in_reader(str(path), _read, (path, _passed(), data))[0]
     return document
 
 
 def attachments_now(mail: str, data: bytes) -> Attachments:
     """The attachments of the e-mail ``mail`` whose bytes are ``data`` (an upload, a file to queue), taken by one
     reader with the reading limits, as ``CpuPool.attachments``."""
-    try:
-        cap = max_attachments()
-    except ValueError as error:
-        raise InputError(mail, str(error)) from None
-    found: Attachments = in_reader(mail, _attachments, (mail, data, _passed(), cap))
+    found: Attachments = in_reader(mail, _attachments, (mail, data, _passed()))
     return found
 
 

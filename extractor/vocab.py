@@ -120,6 +120,7 @@ class AttemptOutcome(StrEnum):
 class TaskState(StrEnum):
     """Where one queued document (a Celery task) is; ``finished`` tasks carry an ``Outcome``."""
 
+    unsent = "unsent"  # committed, its message not yet taken by the broker (away): the outbox sends it later
     queued = "queued"  # enqueued, no worker has started it yet
     started = "started"  # a worker took it (again, after a worker died: ``deliveries`` counts the starts)
     finished = "finished"
@@ -227,6 +228,31 @@ class CalibrationVerdict(StrEnum):
     reject = "reject"
 
 
+class ResponseFormat(StrEnum):
+    """How an OpenAI-compatible server is asked for structured output (``--response-format``).
+
+    ``auto`` tries json_schema, tools, json_object, plain in that order, moving on when the server says it
+    lacks one, and keeps the first it accepts; any other value is used alone and never falls back.
+    """
+
+    auto = "auto"
+    json_schema = "json_schema"  # response_format json_schema: the server enforces the contract's schema
+    tools = "tools"  # one function whose parameters are the schema, forced by tool_choice
+    json_object = "json_object"  # JSON mode: valid JSON, the schema only in the prompt
+    plain = "plain"  # no structure requested: the prompt alone asks for JSON
+
+
+class HelpPanel(StrEnum):
+    """The titles ``--help`` groups a command's options under, in this order (``extractor.ui.help``)."""
+
+    contract = "Contract"
+    model = "Model"
+    batch = "Batch"
+    judge = "Judge"
+    queue = "Queue"
+    output = "Output"
+
+
 # -- shared defaults ---------------------------------------------------------------------------------------
 
 DEFAULT_CONTRACT = "work_procedure"
@@ -241,6 +267,8 @@ DEFAULT_JUDGE_QUEUE = 8
 DEFAULT_JUDGE_TIMEOUT = 60.0
 """Seconds per judge call (its own timeout: a judge behind a proxy that cuts at 100 s must give up first)."""
 DEFAULT_CONCURRENCY = 4
+DEFAULT_OVERLAP = 2
+"""Sentences before a window shown to it as context (``--overlap``, docs/longdocs.md)."""
 MIN_ID_PREFIX = 6
 """The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
 ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""

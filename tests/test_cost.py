@@ -5,6 +5,9 @@ scripted HTTP server."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +18,11 @@ from extractor.cli import app
 from extractor.errors import InputError
 from extractor.prices import BUILT_IN, PRICES_ENV, Price, Spend, price_for
 from extractor.store import open_store
+from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS
 from tests.support.corpus import GOOD, write_documents
 from tests.support.llm_server import Action, Reply
 
+ROOT = Path(__file__).resolve().parents[1]
 USAGE = (1_000, 200)
 CACHED = 600
 PRICES = {"good": {"input": 2.0, "cached_input": 0.5, "output": 8.0, "as_of": "2026-12-01", "source": "test"}}
@@ -40,15 +45,53 @@ def test_a_call_costs_uncached_cached_and_output_tokens_at_their_prices() -> Non
 
 def test_a_price_file_overrides_and_a_bad_one_is_refused_naming_it(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}}), "utf-8")
     monkeypatch.setenv(PRICES_ENV, str(prices))
     assert price_for("gpt-4o") == Price("gpt-4o", 1.0, 2.0, None, "", str(prices))
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"gpt-4o": {"input": "cheap", "output": 2.0}}), "utf-8")
-    monkeypatch.setenv(PRICES_ENV, str(bad))
-    with pytest.raises(InputError, match="bad.json: gpt-4o: input must be a number"):
-        price_for("gpt-4o")
+    for entry, problem in (({"input": "cheap", "output": 2.0}, "gpt-4o.input: Input should be a valid number"),
+                           ({"input": 1.0}, "gpt-4o.output: missing"),
+                           ({"input": 1.0, "output": -2}, "gpt-4o.output: Input should be greater than or equal to 0"),
+                           ({"input": 1.0, "output": 2, "per": "1K"}, "gpt-4o.per: unknown key"),
+                           ({"input": 1.0, "ouput": 2}, "gpt-4o.ouput: unknown key (and 1 more)")):  # the typo first
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"gpt-4o": entry}), "utf-8")
+        monkeypatch.setenv(PRICES_ENV, str(bad))
+        with pytest.raises(InputError) as refused:
+            price_for("gpt-4o")
+        assert str(refused.value) == f"{bad}: {problem}"
+
+
+def test_a_price_file_is_read_again_when_it_changes_and_unchanged_costs_no_validation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running service prices with the file as it is now; a fresh process reading an unchanged file
+    (``extract runs``) takes the entries validated before and does not load pydantic."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}}), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    assert price_for("gpt-4o").output == 2.0  # type: ignore[union-attr]
+    prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 3.0, "source": "our contract"}}), "utf-8")
+    changed = price_for("gpt-4o")
+    assert changed is not None and (changed.output, changed.source) == (3.0, "our contract")
+    code = ("import sys; from extractor.prices import price_for; price = price_for('gpt-4o'); "
+            "print(price.output, 'pydantic' in sys.modules)")
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+                           cwd=ROOT, timeout=120)
+    assert fresh.returncode == 0 and fresh.stdout.split() == ["3.0", "False"], fresh.stdout + fresh.stderr
+
+
+def test_the_built_in_prices_are_those_of_genai_prices() -> None:
+    """The built-in table against pydantic's maintained one (genai-prices, offline: its data ships in the
+    package). A price that changed upstream fails here: update the entry, its source and its date."""
+    from genai_prices import Usage, calc_price
+
+    for name, price in BUILT_IN.items():
+        found = calc_price(Usage(input_tokens=1, output_tokens=1), name, provider_id="openai").model_price
+        assert (float(found.input_mtok), float(found.output_mtok)) == (price.input, price.output), name
+        cached = None if found.cache_read_mtok is None else float(found.cache_read_mtok)
+        assert cached == price.cached_input, name
 
 
 def answer(body: dict[str, Any] | None, _call: int) -> Action:
@@ -122,7 +165,8 @@ def test_max_cost_stops_cleanly_before_the_budget_and_a_rerun_resumes(tmp_path: 
 
 
 def first_estimate(path: Path, base_url: str, rate: float) -> float:
-    """What the budget reserves for the first call of ``path``: its prompt as the run counts it, in and out."""
+    """What the budget needs for the first call of ``path``: its prompt as the run counts it (with each message's chat
+    markup), in and out."""
     from extractor.contracts import get_contract
     from extractor.generate.prompt import load_prompt, render_request
     from extractor.ingest import load
@@ -133,7 +177,7 @@ def first_estimate(path: Path, base_url: str, rate: float) -> float:
     contract = get_contract("work_procedure")
     request = render_request(load_prompt(contract), contract, segment(load(path)))
     counter = counter_for(from_string("openai:good", base_url=base_url))
-    return sum(counter.count(m["content"]) for m in request.messages) * rate / 1e6
+    return sum(counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in request.messages) * rate / 1e6
 
 
 def test_eval_and_compare_show_cost_per_document_and_per_correct_field(tmp_path: Path, llm_server: Any,
@@ -233,7 +277,7 @@ def test_judge_calls_record_their_tokens_count_in_the_cost_and_in_max_cost(tmp_p
     # a judge request's prompt as the run counts it: the first judge call is estimated at it, in and out
     assert extract(f"sqlite:///{tmp_path / 'probe.db'}", server, paths[:1], "free", *judged).exit_code == 0
     counter = counter_for(from_string("openai:free", base_url=server.base_url))
-    prompt = sum(counter.count(m["content"]) for m in judge.chat_requests[0].json["messages"])
+    prompt = sum(counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in judge.chat_requests[0].json["messages"])
     usage["prompt"], probed = prompt, len(judge.chat_requests)  # the server reports what the run counts
     judge_call = ((prompt - 20) * 3.0 + 20 * 1.0 + 10 * 12.0) / 1e6
     budget = prompt * (3.0 + 12.0) / 1e6  # the first judge call's estimate: a few calls fit, not ten
@@ -260,3 +304,46 @@ def test_judge_calls_record_their_tokens_count_in_the_cost_and_in_max_cost(tmp_p
                                         "--judge", "openai:mystery", "--judge-base-url", judge.base_url, "--database",
                                         db, "--max-cost", "1", "--force"])
     assert unpriced.exit_code == 2 and "--max-cost needs the price of the judge's model mystery" in unpriced.stderr
+
+
+NEWLINES = 40_000
+
+
+def test_a_server_that_ignores_the_output_limit_stops_the_run_at_its_first_answer_naming_the_overspend(
+        tmp_path: Path, llm_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call goes out with an output limit the rest of the budget pays for; a server that answers valid JSON
+    followed by 40,000 newlines (as JSON mode may) and bills them all is the one way past ``--max-cost``: the run
+    stops at that answer, names the overspend, and spends nothing more."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    prompt = 1_000
+    billed = 150 + NEWLINES  # the JSON, then one token per newline
+
+    def rambling(request: dict[str, Any] | None, number: int) -> Action:
+        return Reply(json.dumps(GOOD) + "\n" * NEWLINES, usage=(prompt, billed))
+
+    server = llm_server(rambling)
+    paths = write_documents(tmp_path / "docs", range(6))
+    budget = 0.05
+    result = extract(f"sqlite:///{tmp_path / 'log.db'}", server, paths, "good", "--max-cost", str(budget),
+                     "--concurrency", "2")
+    assert result.exit_code == 130, result.output
+    summary = json.loads(result.output)
+    sent = [request.json for request in server.chat_requests]
+    # every call was sent with an output limit the budget could pay for, prompt included (as the run counts it)
+    for body in sent:
+        assert body["max_tokens"] * 8.0 / 1e6 <= budget, body["max_tokens"]
+    first_call = (prompt * 2.0 + billed * 8.0) / 1e6
+    assert first_call > budget  # the server's bill alone passes the budget: the documented case
+    assert "--max-cost" in summary["stopped"] and f"billed {billed} answer tokens" in summary["stopped"]
+    assert "overspend" in summary["stopped"] and f"output limit of {sent[0]['max_tokens']}" in summary["stopped"]
+    # the run stopped at the first such answer: at most the calls already under way then (two slots) were sent
+    assert 1 <= len(sent) <= 2 and summary["counts"]["INTERRUPTED"] >= len(paths) - 2
+    overspend = len(sent) * first_call - budget
+    assert summary["cost"]["cost_usd"] == pytest.approx(len(sent) * first_call)
+    assert summary["cost"]["cost_usd"] <= budget + overspend
+    again = extract(f"sqlite:///{tmp_path / 'log.db'}", server, paths[:1], "good", "--max-cost", "0.000001", "--force")
+    refused = json.loads(again.output)
+    assert again.exit_code == 130 and "the next call needs" in refused["stopped"]  # a budget too small sends nothing
+    assert len(server.chat_requests) == len(sent)

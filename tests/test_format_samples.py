@@ -111,3 +111,19 @@ def test_a_hostile_file_ends_input_error_and_the_batch_goes_on(server: ScriptedL
     states = {Path(o["path"]).name: (o["state"], o["cause"]) for o in summary["outcomes"]}
     assert states["bomb.xlsx"][0] == "INPUT_ERROR" and "refused as a zip bomb" in states["bomb.xlsx"][1]
     assert states["ko_purchase_order.xlsx"] == ("READY_FOR_REVIEW", None)
+
+
+def test_evidence_from_a_footnote_says_where_it_came_from(server: ScriptedLLMServer, db_url: str,
+                                                          tmp_path: Path) -> None:
+    """A rule written in a footnote is read, quoted as evidence, and ``extract show`` prints the footnote's place
+    before it."""
+    from hwpx import HwpxDocument
+
+    document = HwpxDocument.new()
+    body = document.add_paragraph("이 절차는 구매 요청을 검토하고 승인하는 방법을 정한다.")
+    document.notes.add_footnote("구매 금액이 500만원을 넘으면 대표이사가 직접 승인한다.", body)
+    document.save_to_path(str(tmp_path / "footnote.hwpx"))
+    summary = convert([str(tmp_path / "footnote.hwpx")], server, db_url, tmp_path)
+    assert summary["counts"] == {"READY_FOR_REVIEW": 1}, summary
+    printed = show(summary["outcomes"][0]["document_run_id"], server, db_url, tmp_path)
+    assert "[footnote 1] ⟨s2 MAPPED⟩[[구매 금액이 500만원을 넘으면 대표이사가 직접 승인한다.]]" in printed

@@ -17,10 +17,13 @@ from extractor import offload
 from extractor.document import BlockKind, Document
 from extractor.engine.discover import discover
 from extractor.errors import InputError
-from extractor.ingest import load, load_attachment
+from extractor.ingest import load, load_bytes
 from extractor.segment import segment
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
+REAL_FILES = Path(__file__).resolve().parents[1].parent / "shared" / "real-files"
+"""Public files from other projects' test suites (their README lists source and licence); CI has the folder
+beside the clone."""
 
 
 def blocks(document: Document) -> list[tuple[BlockKind, str, str]]:
@@ -89,6 +92,80 @@ def test_broken_hwp_files_are_input_errors(tmp_path: Path) -> None:
         assert problem in str(error.value) and "\n" not in str(error.value)
 
 
+def located(document: Document) -> list[tuple[BlockKind, str | None, str]]:
+    return [(b.kind, b.location, document.text[b.content_start:b.end]) for b in document.blocks]
+
+
+@pytest.mark.parametrize("suffix", [".hwpx", ".hwp"])
+def test_hwp_text_outside_the_body_flow_is_read_as_blocks_naming_their_place(tmp_path: Path, suffix: str) -> None:
+    """Headers, footers, notes, text boxes, captions and a table inside a cell: each where it stands, and every
+    block outside the body flow says what it is, so ``show`` and evidence can name it."""
+    document = HwpxDocument.new()
+    first = document.add_paragraph("본문 첫 문단입니다.")
+    box = document.shapes.add_rectangle(paragraph=first)
+    box.set_draw_text("글상자 안의 글입니다.")
+    box.set_caption("그림 설명입니다.", side="BOTTOM")
+    document.notes.add_footnote("각주 내용입니다.", first)
+    document.notes.add_endnote("미주 내용입니다.", first)
+    document.page.set_header(text="머리말 내용")
+    document.page.set_footer(text="꼬리말 내용")
+    table = document.add_table(1, 2)
+    table.set_caption("표 제목입니다.", side="TOP")
+    table.cell(0, 0).set_text("바깥 칸")
+    inner = table.cell(0, 1).add_table(1, 2)
+    inner.cell(0, 0).set_text("안쪽 칸 1")
+    inner.cell(0, 1).set_text("안쪽 칸 2")
+    document.add_paragraph("2025년\u3000요약과\u00a0끝 문단입니다.")
+    document.save_to_path(str(tmp_path / f"objects{suffix}"))
+    read = segment(load(tmp_path / f"objects{suffix}"))
+    assert located(read) == [
+        (P, "header", "머리말 내용"), (P, "footer", "꼬리말 내용"),
+        (P, None, "본문 첫 문단입니다."),
+        (P, "text box 1", "글상자 안의 글입니다."), (P, "caption of figure 1", "그림 설명입니다."),
+        (P, "footnote 1", "각주 내용입니다."), (P, "endnote 1", "미주 내용입니다."),
+        (P, "caption of table 1", "표 제목입니다."),
+        (T, None, "바깥 칸"), (T, None, "안쪽 칸 1"), (T, None, "안쪽 칸 2"),  # the inner table follows its cell
+        (P, None, "2025년 요약과 끝 문단입니다."),  # full-width and no-break spaces are spaces
+    ]
+    footnote = next(s for s in read.sentences if s.text == "각주 내용입니다.")
+    assert footnote.location == "footnote 1"  # what `extract show` prints before it
+
+
+def test_hwp_distribution_document_is_decrypted(tmp_path: Path) -> None:
+    """A distribution (read-only) document, as pyhwp's own test suite has it: its body is in ViewText, AES-encrypted
+    with a key masked in its first record; it reads like any document. One whose key record is damaged is refused
+    with the reason."""
+    from hwpx.hwp5.cfb import CompoundFile, build_compound_file, read_all_streams
+
+    source = REAL_FILES / "hwp" / "pyhwp-viewtext.hwp"
+    assert [s.text for s in segment(load(source)).sentences] == ["pyhwp 테스트를 위한 배포 문서 예제입니다."]
+    streams = dict(read_all_streams(CompoundFile(source.read_bytes())))
+    streams["ViewText/Section0"] = b"\x00" * 4 + streams["ViewText/Section0"][4:]  # not the key record's header
+    (tmp_path / "damaged.hwp").write_bytes(build_compound_file(sorted(streams.items())))
+    with pytest.raises(InputError) as error:
+        load(tmp_path / "damaged.hwp")
+    assert "distribution document" in str(error.value) and "key record" in str(error.value)
+
+
+def test_hwpx_numbering_is_drawn_within_what_hancom_draws(tmp_path: Path) -> None:
+    """A numbering that starts at 10^10 in Roman numerals (10 MB of text per paragraph as written) is drawn as
+    Hancom can: from its largest start, in digits past the last Roman numeral."""
+    import zipfile
+
+    path = procedure(tmp_path / "procedure.hwpx")
+    with zipfile.ZipFile(path) as package:
+        parts = {name: package.read(name) for name in package.namelist()}
+    header = parts["Contents/header.xml"].decode("utf-8")
+    first = header.index('<hh:paraHead start="1" level="1"')
+    end = header.index(">", first)
+    parts["Contents/header.xml"] = (header[:first] + header[first:end].replace('start="1"', 'start="10000000000"')
+                                    .replace('numFormat="DIGIT"', 'numFormat="ROMAN_CAPITAL"') + header[end:]).encode()
+    with zipfile.ZipFile(tmp_path / "huge.hwpx", "w") as package:
+        for name, data in parts.items():
+            package.writestr(name, data)
+    assert blocks(load(tmp_path / "huge.hwpx"))[0][:2] == (H, "65535.")
+
+
 def test_xlsx_one_block_per_non_empty_cell_with_its_address(tmp_path: Path) -> None:
     workbook = Workbook()
     sheet = workbook.active
@@ -108,6 +185,34 @@ def test_xlsx_one_block_per_non_empty_cell_with_its_address(tmp_path: Path) -> N
         (T, "주문!A3", "토너"), (T, "주문!C3", "89000.5"),  # B3 is empty: no block
         (H, "메모", "메모"), (T, "메모!B2", "납기: 2025-03-14"),
     ]
+
+
+def test_xlsx_declaring_every_cell_of_a_sheet_reads_the_cells_it_has(tmp_path: Path) -> None:
+    """Gnumeric declares a sheet's range as the whole sheet (``A1:XFD1048576``, 17 billion cells); the reader
+    reads the cells the sheet holds, through the CLI, in seconds (walking the declared range never ends)."""
+    import json
+    import subprocess
+    import zipfile
+
+    from tests.support.batch import extract_command
+
+    workbook = Workbook()
+    workbook.active.append(["품목", "수량"])
+    workbook.active["C1048576"] = "합계"
+    workbook.save(tmp_path / "plain.xlsx")
+    with zipfile.ZipFile(tmp_path / "plain.xlsx") as package, \
+            zipfile.ZipFile(tmp_path / "gnumeric.xlsx", "w", zipfile.ZIP_DEFLATED) as patched:
+        for name in package.namelist():
+            data = package.read(name)
+            if name == "xl/worksheets/sheet1.xml":
+                assert b'<dimension ref="A1:C1048576"/>' in data
+                data = data.replace(b'<dimension ref="A1:C1048576"/>', b'<dimension ref="A1:XFD1048576"/>')
+            patched.writestr(name, data)
+    done = subprocess.run(extract_command("split", str(tmp_path / "gnumeric.xlsx"), "--format", "json"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [(s["text"], s["location"]) for s in json.loads(done.stdout)] == [
+        ("품목", "Sheet!A1"), ("수량", "Sheet!B1"), ("합계", "Sheet!C1048576")]
 
 
 def mail(tmp_path: Path, attachments: list[tuple[str, bytes]], html: bool = False) -> Path:
@@ -146,14 +251,31 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
     attached = Path(f"{path}#attachment1/order.xlsx")
     assert discover([str(path)]).files == [path]
     found = offload.attachments_now(str(path), path.read_bytes())
-    assert found == offload.Attachments(((str(attached), (tmp_path / "order.xlsx").read_bytes()),), 1)
-    assert load_attachment(str(attached), found.found[0][1]) == load(attached)
+    assert found == ((str(attached), (tmp_path / "order.xlsx").read_bytes()),)
+    assert load_bytes(str(attached), found[0][1]) == load(attached)
     order = load(attached)
     assert order.path == str(attached) and order.text == "품목\n수량"
     with pytest.raises(InputError, match="unsupported attachment type '.zip'"):
         load(f"{path}#attachment2/passwd.zip")
     with pytest.raises(InputError, match="has no attachment 3"):
         load(f"{path}#attachment3/x.pdf")
+
+
+def test_eml_attachments_are_bounded(tmp_path: Path) -> None:
+    """The first 100 attachments are documents of their own and the e-mail says how many more it has; an e-mail
+    of more than 1,000 MIME parts is refused (each attachment read parses its e-mail again)."""
+    path = mail(tmp_path, [(f"note{number}.txt", f"메모 {number}".encode()) for number in range(1, 151)])
+    document = load(path)
+    assert document.text.endswith("note100.txt (attachment 100), and 50 more not read (limit 100)")
+    found = offload.attachments_now(str(path), path.read_bytes())  # what a run reads after the e-mail
+    assert len(found) == 100 and found[-1] == (f"{path}#attachment100/note100.txt", "메모 100".encode())
+    assert load(f"{path}#attachment100/note100.txt").text == "메모 100"
+    with pytest.raises(InputError, match="has no attachment 101"):
+        load(f"{path}#attachment101/note101.txt")
+    crowded = mail(tmp_path, [(f"n{number}.txt", b"x") for number in range(1_000)])
+    with pytest.raises(InputError) as error:
+        load(crowded)
+    assert str(error.value) == f"{crowded}: e-mail has 1002 MIME parts (limit 1000); refused"
 
 
 def test_eml_html_body_and_non_mail(tmp_path: Path) -> None:

@@ -203,3 +203,75 @@ def test_a_pdf_of_a_million_objects_is_refused(tmp_path: Path) -> None:
     outcome = read_contained(path)
     assert outcome["error"] == f"{path}: PDF declares 1000107 objects (limit 500000); refused"
     assert float(str(outcome["seconds"])) < 10
+
+
+@pytest.mark.parametrize("suffix", sorted(PACKAGES))
+def test_member_inflating_past_its_declared_size_is_refused_while_inflating(tmp_path: Path, suffix: str) -> None:
+    """A member whose directory declares 1,667 bytes (and the CRC of its first 1,667) while its deflate stream
+    holds 1 GB: ``ZipFile.read()`` would inflate it whole before comparing; streamed, it stops one megabyte in."""
+    parts, target = PACKAGES[suffix]
+    path = write_package(tmp_path / f"liar{suffix}", parts, (target, b'<?xml version="1.0"?><root>'))
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as package:
+        member = package.getinfo(target)
+        head = package.open(target).read(1667)
+    central = data.rindex(target.encode()) - 46  # its central directory entry: what readers take sizes from
+    assert data[central:central + 4] == b"PK\x01\x02"
+    data[central + 16:central + 28] = struct.pack("<III", zlib.crc32(head), member.compress_size, 1667)
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as package:
+        assert package.getinfo(target).file_size == 1667  # what a reader trusting the directory sees
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: {suffix} part {target} inflates past the 1667 bytes it declares; refused as a zip bomb"
+    assert float(str(outcome["peak_mb"])) < 300
+
+
+def pages_in_an_object_stream(path: Path, count: int) -> Path:
+    """A valid PDF of one page whose page tree, kept in a compressed object stream with its catalogue, declares
+    ``count`` pages: the raw bytes never show ``/Count``."""
+    objects = [(1, b"<< /Type /Catalog /Pages 2 0 R >>"),
+               (2, b"<< /Type /Pages /Kids [4 0 R] /Count %d >>" % count),
+               (4, b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")]
+    header, position = [], 0
+    for number, text in objects:
+        header.append(b"%d %d" % (number, position))
+        position += len(text) + 1
+    head = b" ".join(header) + b" "
+    packed = zlib.compress(head + b" ".join(text for _, text in objects))
+    body = bytearray(b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n")
+    stream_offset = len(body)
+    body.extend(b"3 0 obj\n<< /Type /ObjStm /N 3 /First %d /Filter /FlateDecode /Length %d >>\nstream\n"
+                % (len(head), len(packed)) + packed + b"\nendstream\nendobj\n")
+    rows = [struct.pack(">BIH", 0, 0, 65535), struct.pack(">BIH", 2, 3, 0), struct.pack(">BIH", 2, 3, 1),
+            struct.pack(">BIH", 1, stream_offset, 0), struct.pack(">BIH", 2, 3, 2)]
+    xref_offset = len(body)
+    rows.append(struct.pack(">BIH", 1, xref_offset, 0))
+    table = zlib.compress(b"".join(rows))
+    body.extend(b"5 0 obj\n<< /Type /XRef /Size 6 /W [1 4 2] /Root 1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
+                % len(table) + table + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_offset)
+    path.write_bytes(bytes(body))
+    return path
+
+
+def test_pages_declared_inside_an_object_stream_are_counted(tmp_path: Path) -> None:
+    """The page count comes from the page tree as PDFium parsed it, not from a scan of the bytes for ``/Count``
+    (which finds nothing here: the page tree is compressed)."""
+    path = pages_in_an_object_stream(tmp_path / "pages.pdf", 100_000)
+    assert b"/Count" not in path.read_bytes()
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: PDF has 100000 pages (limit 2000); refused"
+    assert float(str(outcome["seconds"])) < 10
+
+
+def test_pages_of_an_image_are_counted_before_any_is_decoded(tmp_path: Path) -> None:
+    """A TIFF of 20 pages of 110 megapixels each (2.2 billion pixels; each page under the page limit): refused
+    from the pages' headers, before one is decoded or OCR'd."""
+    from PIL import Image
+
+    page = Image.new("1", (10_500, 10_500), 1)
+    path = tmp_path / "pages.tif"
+    page.save(path, save_all=True, append_images=[page] * 19, compression="group4")
+    assert path.stat().st_size < 1_000_000
+    outcome = read_contained(path)
+    assert outcome["error"] == f"{path}: image has 20 pages of 2205 megapixels in all (limit 2000); refused"
+    assert float(str(outcome["peak_mb"])) < 300

@@ -19,6 +19,7 @@ from pypdf import PdfReader, PdfWriter
 from extractor.document import BlockKind, Document
 from extractor.errors import InputError
 from extractor.ingest import from_text, load
+from extractor.segment import segment
 
 H, L, P, T, C = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL, BlockKind.CODE
 
@@ -393,6 +394,58 @@ def test_docx_blocks_in_document_order(tmp_path: Path) -> None:
         (T, "2 дня"),
         (P, "После таблицы.\tС табуляцией."),
     ]
+
+
+W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+TEXT_BOX = (  # as Word writes a text box: DrawingML, and the same text again as a VML fallback for old readers
+    '<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" ' + W_NS + '>'
+    '<mc:Choice xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" Requires="wps">'
+    '<w:drawing><wps:wsp><wps:txbx><w:txbxContent><w:p><w:r><w:t>Срок подачи: 10 дней.</w:t></w:r></w:p>'
+    '</w:txbxContent></wps:txbx></wps:wsp></w:drawing></mc:Choice>'
+    '<mc:Fallback><w:pict><v:shape xmlns:v="urn:schemas-microsoft-com:vml"><v:textbox><w:txbxContent><w:p><w:r>'
+    '<w:t>Срок подачи: 10 дней.</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>'
+    '</mc:AlternateContent>')
+
+
+def test_docx_nested_tables_text_boxes_notes_headers_and_footers(tmp_path: Path) -> None:
+    """Everything a reader of the page sees: a table inside a cell follows that cell, a text box (once, not its
+    VML copy) and a footnote follow the paragraph that anchors them, headers first and footers last; each block
+    outside the body flow names its place."""
+    from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    word = docx.Document()
+    word.sections[0].header.paragraphs[0].text = "ООО «Ромашка»"
+    word.sections[0].footer.paragraphs[0].text = "Страница 1"
+    paragraph = word.add_paragraph("Заявка подаётся письменно.")
+    paragraph.add_run()._r.append(parse_xml(f'<w:footnoteReference {W_NS} w:id="1"/>'))
+    paragraph.add_run()._r.append(parse_xml(TEXT_BOX))
+    notes = (f'<w:footnotes {W_NS}><w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p>'
+             '</w:footnote><w:footnote w:id="1"><w:p><w:r><w:t>См. приказ № 12 от 01.02.2025.</w:t></w:r></w:p>'
+             '</w:footnote></w:footnotes>')
+    part = Part(PackURI("/word/footnotes.xml"), CONTENT_TYPE.WML_FOOTNOTES, notes.encode(), word.part.package)
+    word.part.relate_to(part, RELATIONSHIP_TYPE.FOOTNOTES)
+    table = word.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Согласующие"
+    inner = table.cell(0, 1).add_table(rows=2, cols=1)
+    inner.cell(0, 0).text = "Юрист"
+    inner.cell(1, 0).text = "Бухгалтер"
+    word.add_paragraph("Конец.")
+    buffer = io.BytesIO()
+    word.save(buffer)
+    doc = segment(load_ok(write(tmp_path, "nested.docx", buffer.getvalue())))
+    assert [(b.kind, b.location, doc.text[b.start:b.end]) for b in doc.blocks] == [
+        (P, "header", "ООО «Ромашка»"),
+        (P, None, "Заявка подаётся письменно."),
+        (P, "text box 1", "Срок подачи: 10 дней."),
+        (P, "footnote 1", "См. приказ № 12 от 01.02.2025."),
+        (T, None, "Согласующие"), (T, None, "Юрист"), (T, None, "Бухгалтер"),
+        (P, None, "Конец."),
+        (P, "footer", "Страница 1"),
+    ]
+    assert next(s for s in doc.sentences if s.text.startswith("См. приказ")).location == "footnote 1"
 
 
 # --- html ------------------------------------------------------------------------------------------------

@@ -737,7 +737,7 @@ def test_cli_run_warns_when_the_judge_is_the_generator_and_says_why_block_is_ref
         assert run.judge_model == "openai:same" and run.config["judge"]["same_model_as_generator"] is True
         assert run.config["judge"]["mode"] == "review" and run.config["judge"]["requested_mode"] == "block"
     refused = extract("run", str(en_doc), "--model", "openai:same", "--judge-mode", "block", env=env, cwd=tmp_path)
-    assert refused.returncode == 2 and "need --judge MODEL" in refused.stderr
+    assert refused.returncode == 2 and "error: --judge-mode needs --judge MODEL" in refused.stderr
 
 
 def test_judge_help_does_not_import_heavy_stacks() -> None:

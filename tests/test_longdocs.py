@@ -21,6 +21,7 @@ from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
 from extractor.engine.summary import Progress
 from extractor.offload import read_here as load_document
+from extractor.options import RunOptions
 from extractor.providers import ProviderSettings, from_string
 from extractor.review.view import document_view
 from extractor.store import AttemptInfo, Store, open_store
@@ -50,7 +51,8 @@ def run(path: Path, server: ScriptedLLMServer, db_url: str, *, progress: Progres
     store = open_store(db_url)
     limit = AdaptiveLimit(4)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=FAST)
-    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), **(BUDGET | settings)),
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"),
+                                                 options=RunOptions(**(BUDGET | settings))),
                     limit=limit, progress=progress)
     return asyncio.run(engine.run([str(path)])), store
 

@@ -156,19 +156,20 @@ def test_a_reader_past_its_deadline_is_killed(fresh_pool: None, tmp_path: Path, 
     assert asyncio.run(late()) == f"{slow}: still reading after 0.5 s (the reading limit EXTRACT_READ_TIMEOUT)"
 
 
-def test_a_reader_killed_for_its_deadline_takes_the_processes_it_started(fresh_pool: None, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """A scan's Tesseract processes would go on after their reader is killed: they are killed with it."""
-    monkeypatch.setenv(offload.TIMEOUT_ENV, "1")
-    limits = offload.Limits.from_environment()
+def test_a_reader_stopped_takes_the_processes_it_started(fresh_pool: None, tmp_path: Path) -> None:
+    """A scan's Tesseract processes would go on after their reader is killed (for its time, or because the run
+    stops): they are killed with it."""
 
-    async def late() -> str:
-        with pytest.raises(offload.Gone) as gone:
-            await offload.POOL._call(READER, process_then_wait, (str(tmp_path),), limits)
-        return str(gone.value)
+    async def stopped() -> int:
+        working = asyncio.create_task(offload.POOL._call(READER, process_then_wait, (str(tmp_path),),
+                                                         offload.Limits.from_environment()))
+        await asyncio.to_thread(wait_for, lambda: any(tmp_path.iterdir()), "the reader to start a process")
+        working.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await working
+        return int(next(tmp_path.iterdir()).name)
 
-    assert asyncio.run(late()) == "still reading after 1 s (the reading limit EXTRACT_READ_TIMEOUT)"
-    started = int(next(tmp_path.iterdir()).name)
+    started = asyncio.run(stopped())
     wait_for(lambda: not alive(started), "the process the reader started to end", timeout=30)
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
+from extractor.options import RunOptions
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import Store, open_store
 from extractor.vocab import ExitCode
@@ -45,8 +46,8 @@ def run(paths: list[Path | str], server: ScriptedLLMServer, db_url: str, *, forc
     limit = AdaptiveLimit(concurrency)
     provider = from_string("openai:scripted", base_url=server.base_url, settings=settings,
                            on_rate_limit=limit.on_rate_limit)
-    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), force=force,
-                                                 concurrency=concurrency, retry_errors=retry_errors), limit=limit)
+    engine = Engine(store, provider, RunSettings(contract=get_contract("work_procedure"), concurrency=concurrency,
+                                                 options=RunOptions(force=force, retry_errors=retry_errors)), limit=limit)
     return asyncio.run(engine.run([str(p) for p in paths])), store
 
 

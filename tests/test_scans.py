@@ -20,7 +20,14 @@ from extractor.ingest import image, load
 from extractor.ingest.marks import find_marks
 from extractor.segment import segment
 from tests.support.pdfs import CHROMIUM, ORDER_TABLE, print_pdf
-from tests.support.scans import ENGLISH_PROCEDURE, KOREAN_PROCEDURE, RUSSIAN_PROCEDURE, render, save_pdf
+from tests.support.scans import (
+    ENGLISH_PROCEDURE,
+    KOREAN_PROCEDURE,
+    KOREAN_WITH_LATIN,
+    RUSSIAN_PROCEDURE,
+    render,
+    save_pdf,
+)
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium to print PDFs")
@@ -47,7 +54,7 @@ def test_a_scanned_korean_procedure_keeps_its_lists_pages_boxes_and_confidence(t
     path, drawn = save_png(tmp_path, KOREAN_PROCEDURE, "procedure.png")
     document = segment(load(path))
     assert accuracy(document.text, drawn) >= 0.94
-    assert document.reader.startswith("ocr=tesseract-") and " lang=kor psm=6 " in document.reader
+    assert document.reader.startswith("ocr=tesseract-") and " lang=kor|kor+eng<90 psm=6 " in document.reader
     assert document.segmenter.endswith(document.reader)  # another OCR setting is another segmentation
     # the marks Tesseract cannot read start list items, as in the drawn page
     assert marked(document) == [(H, ""), (H, "1."), (P, ""), (H, "2."), (P, ""), (H, "3."), (L, "□"), (L, "○"),
@@ -58,6 +65,18 @@ def test_a_scanned_korean_procedure_keeps_its_lists_pages_boxes_and_confidence(t
     assert all(w.confidence is not None and 0 <= w.confidence <= 100 for w in document.words
                if document.text[w.start:w.end] not in "□○①②■")
     assert document.text[document.words[0].start:document.words[0].end] == "작업"
+
+
+def test_latin_words_on_a_korean_scan_are_read(tmp_path: Path) -> None:
+    """A Korean page with ERP, SAP, PDF and an e-mail address: read with Korean alone, Tesseract is unsure of it
+    (mean confidence 83) and reads none of its Latin words; read again with ``kor+eng`` it is surer (89) and reads
+    them, and that reading is kept. A page of Korean alone keeps its Korean reading (the test above)."""
+    path, drawn = save_png(tmp_path, KOREAN_WITH_LATIN, "mixed.png")
+    document = load(path)
+    assert accuracy(document.text, drawn) >= 0.9
+    words = {word.strip("()") for word in document.text.split()}
+    latin = ("ERP", "SAP", "PDF", "USD", "CFO", "FOB", "PO", "Purchase", "Order", "purchasing@example.com")
+    assert sum(word in words for word in latin) >= 6  # 7 measured (PDF read POF); none with Korean alone
 
 
 @pytest.mark.parametrize(("text", "languages"), [(RUSSIAN_PROCEDURE, "rus+eng"), (ENGLISH_PROCEDURE, "eng")])
@@ -87,7 +106,7 @@ def test_multi_page_tiff_reports_each_page_as_read(tmp_path: Path) -> None:
     first.image.save(path, save_all=True, append_images=[second.image], dpi=(300, 300), compression="tiff_lzw")
     progress: list[tuple[int, int]] = []
     paged = image.parse(path.read_bytes(), str(path), lambda done, total: progress.append((done, total)))
-    assert progress == [(1, 2), (2, 2)]
+    assert progress == [(0, 2), (1, 2), (2, 2)]  # the count first, then each page as it is read
     assert paged.pages == 2 and paged.text.endswith("Second page\nThe order ships on Friday.")
     assert {w.page for w in paged.words} == {1, 2}
 
@@ -116,6 +135,40 @@ def test_pdf_table_cells_in_reading_order_with_merged_headers_repeated(tmp_path:
     assert heading.box is not None and cell.box is not None and heading.box[3] < cell.box[1]
 
 
+NESTED_TABLE = """<!doctype html><html lang="en"><meta charset="utf-8"><style>
+body { font-family: 'Noto Sans CJK KR', sans-serif; font-size: 11pt; margin: 2cm; }
+table { border-collapse: collapse; } td { border: 1px solid #000; padding: 6pt; vertical-align: top; }
+.tracked { letter-spacing: 3.5pt; font-size: 18pt; }
+</style><body>
+<p>Signed on <span class="tracked">03/25/2016</span> for <span class="tracked">USD 12,500.00</span> in total.</p>
+<table>
+<tr><td>Approvers</td><td><table><tr><td>Legal</td><td>2 days</td></tr><tr><td>Finance</td><td>3 days</td></tr></table></td></tr>
+<tr><td colspan="2">Every row of this table has a merged cell</td></tr>
+</table>
+<table>
+<tr><td colspan="2">Merged across the top</td></tr>
+<tr><td colspan="2">and again below</td></tr>
+</table>
+<p>End of the agreement.</p>
+</body></html>"""
+
+
+@needs_chromium
+def test_pdf_nested_tables_keep_their_cells_and_tracked_numbers_stay_one_word(tmp_path: Path) -> None:
+    """A table inside a cell follows that cell, cell by cell (not every word in the outer cell); a table whose
+    every row is merged is read, not a reason to refuse the file; a date and an amount printed with letter
+    spacing (3.5 pt between 18 pt glyphs: more than pdfplumber's fixed 3 pt tolerance, which read
+    ``0 3 / 2 5 / 2 0 1 6``) stay one word each, as pdftotext reads them."""
+    document = segment(load(print_pdf(NESTED_TABLE, tmp_path / "nested.pdf")))
+    assert [(b.kind, document.text[b.content_start:b.end]) for b in document.blocks] == [
+        (P, "Signed on 03/25/2016 for USD 12,500.00 in total."),
+        (T, "Approvers"), (T, "Legal"), (T, "2 days"), (T, "Finance"), (T, "3 days"),
+        (T, "Every row of this table has a merged cell"),
+        (T, "Merged across the top"), (T, "and again below"),
+        (P, "End of the agreement."),
+    ]
+
+
 @needs_chromium
 def test_a_pdf_uses_its_text_layer_and_ocrs_only_its_scanned_pages(tmp_path: Path) -> None:
     printed = print_pdf(ORDER_TABLE, tmp_path / "printed.pdf")
@@ -128,7 +181,7 @@ def test_a_pdf_uses_its_text_layer_and_ocrs_only_its_scanned_pages(tmp_path: Pat
     (tmp_path / "mixed.pdf").write_bytes(buffer.getvalue())
     document = segment(load(tmp_path / "mixed.pdf"))
     assert document.pages == 2
-    assert " lang=kor " in document.reader  # the language of the text layer on page 1 chose the OCR model
+    assert " lang=kor|kor+eng<90 " in document.reader  # the text layer on page 1 chose the OCR model
     by_page = {page: [s.text for s in document.sentences if s.page == page] for page in (1, 2)}
     assert by_page[1][0] == "구매 주문서" and by_page[2][0] == "작업 요청 검토 절차"
     page_one = {w.confidence for w in document.words if w.page == 1}

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from extractor.calibration_report import CalibrationReport
     from extractor.contracts import Contract
     from extractor.generate import Provider
-    from extractor.judge.modes import Judge, JudgeOptions
-    from extractor.providers import ProviderSettings
+    from extractor.judge.modes import Judge
+    from extractor.options import RunOptions
     from extractor.store import Store
 
 judge_app = App(cls=Commands, help="The optional judge stage: calibrate a judge against human labels, list reports.",
@@ -46,13 +46,15 @@ ResponseFormatOption = Annotated[ResponseFormat, typer.Option(
 # ---------------------------------------------------------------- used by ``extract run``
 
 
-def build_run_judge(options: "JudgeOptions", *, generator: "Provider | None", store: "Store", contract: "Contract",
-                    settings: "ProviderSettings") -> "Judge":
-    """The judge of ``extract run --judge`` / ``extract judge run`` (``extractor.judge.modes.build_judge``); its
-    notes (why block was downgraded, judge and generator one model) go to stderr."""
+def build_run_judge(options: "RunOptions", *, generator: "Provider | None", store: "Store",
+                    contract: "Contract") -> "Judge":
+    """The judge of ``extract run --judge`` / ``extract judge run`` (``extractor.judge.modes.build_judge``), on
+    ``--judge-base-url``, else ``--base-url``; its notes (why block was downgraded, judge and generator one model)
+    go to stderr."""
     from extractor.judge.modes import build_judge
 
-    judge, notes = build_judge(options, generator=generator, store=store, contract=contract, settings=settings)
+    judge, notes = build_judge(options, generator=generator, store=store, contract=contract,
+                               base_url=options.judge_base_url or options.base_url)
     for note in notes:
         typer.echo(note, err=True)
     return judge
@@ -208,9 +210,8 @@ def run_afterwards(
     them (warn: ready for review, shown first; fail or no answer: a person). No regeneration (no generator
     here). Exit 0 when nothing judged needs a person, 3 when some document now does.
     """
+    from extractor.cli.options import run_options
     from extractor.engine.judge_afterwards import judge_finished_run
-    from extractor.judge.modes import JudgeOptions
-    from extractor.providers import ProviderSettings
     from extractor.review import resolve_run
     from extractor.store import open_store
 
@@ -222,10 +223,11 @@ def run_afterwards(
 
     search_contracts(contracts)
     contract = contract_of_run(found)  # as the run used it, or one line on why it cannot be
-    options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url, judge_concurrency,
-                           max(judge_concurrency, DEFAULT_JUDGE_QUEUE), judge_timeout)
-    built = build_run_judge(options, generator=None, store=store, contract=contract,
-                            settings=ProviderSettings(response_format=response_format))
+    options = run_options(dict(judge=judge, judge_mode=judge_mode, judge_threshold=judge_threshold,
+                               judge_rubric=judge_rubric, judge_base_url=judge_base_url,
+                               judge_concurrency=judge_concurrency, judge_queue=max(judge_concurrency, DEFAULT_JUDGE_QUEUE),
+                               judge_timeout=judge_timeout, response_format=response_format))
+    built = build_run_judge(options, generator=None, store=store, contract=contract)
 
     results = judge_finished_run(store, found, built, force=force)
     if format is Format.json:

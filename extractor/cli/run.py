@@ -1,126 +1,77 @@
-"""``extract run``: the batch conversion."""
+"""``extract run``: the batch conversion.
+
+The run's own options are ``extractor.options.RunOptions``' fields (made into options by ``extractor.cli.options``
+when the command shows its help or parses its arguments); the function declares only what is this process's:
+the files, where contracts are looked for, how many documents it converts at once, the queue, the run log and the
+output format. Every option works the same with ``--queue`` (the workers get the options with the batch) or is
+refused in one line saying why.
+"""
 
 
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
 from extractor.cli.app import (
     BATCH,
-    CONTRACT,
-    JUDGE,
-    MODEL,
+    MORE_OPTIONS,
     OUTPUT,
     QUEUE,
-    ContractOption,
     ContractsOption,
     Format,
     FormatOption,
+    OptionsCommand,
     app,
     contract_named,
     emit_json,
     fail,
 )
-from extractor.cli.judge import ResponseFormatOption
-from extractor.providers.settings import ResponseFormat
-from extractor.vocab import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_CONTRACT,
-    DEFAULT_JUDGE_CONCURRENCY,
-    DEFAULT_JUDGE_QUEUE,
-    DEFAULT_JUDGE_THRESHOLD,
-    DEFAULT_JUDGE_TIMEOUT,
-    DEFAULT_MAX_PENDING,
-    DEFAULT_PROMPT_VERSION,
-    DEFAULT_RUBRIC,
-    ExitCode,
-    JudgeMode,
-)
+from extractor.vocab import DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, ExitCode
 
 if TYPE_CHECKING:
-    from extractor.engine.discover import Discovery
-    from extractor.judge.modes import JudgeOptions
+    from extractor.engine import Discovery
+    from extractor.options import RunOptions
+class RunCommand(OptionsCommand):
+    """``extract run``: the options of ``RunOptions`` beside the ones its function declares."""
+
+    def more_params(self) -> list[Any]:
+        from extractor.cli.options import option_params
+        from extractor.options import RunOptions
+
+        return option_params(RunOptions)
+
+    def more_declarations(self) -> dict[str, Any]:
+        from extractor.cli.options import option_declarations
+        from extractor.options import RunOptions
+
+        return option_declarations(RunOptions)
 
 
-def resolve_model(model: str | None) -> str:
-    """--model, else EXTRACT_MODEL, else OpenAI when a key is set, else the bundled local demo model."""
-    if model:
-        return model
-    if os.environ.get("EXTRACT_MODEL"):
-        return os.environ["EXTRACT_MODEL"]
-    if os.environ.get("OPENAI_API_KEY"):
-        return f"openai:{DEFAULT_OPENAI_MODEL}"
-    return "local"
+class Here(NamedTuple):
+    """What this process brings to a run: not options of the run, so they never travel with a batch."""
+
+    contracts: list[Path] | None
+    concurrency: int | None
+    queue: str | None
+    max_pending: int
+    wait: bool
+    database: str | None
+    format: Format
 
 
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-
-
-@app.command()
+@app.command(cls=RunCommand)
 def run(
     paths: Annotated[list[str], typer.Argument(help="files, folders (searched recursively) and globs")],
-    contract: ContractOption = DEFAULT_CONTRACT,
     contracts: ContractsOption = None,
-    prompt_version: Annotated[str, typer.Option(metavar="VERSION", rich_help_panel=CONTRACT,
-                                                help="prompts/<contract>/<version>")] = DEFAULT_PROMPT_VERSION,
-    model: Annotated[str | None, typer.Option(metavar="MODEL", rich_help_panel=MODEL, help="openai:<model>, "
-                                              "local:<path.gguf> or local [env EXTRACT_MODEL; default: "
-                                              "openai:gpt-4o-mini if OPENAI_API_KEY is set, else local]")] = None,
-    base_url: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=MODEL,
-                                                 help="OpenAI-compatible base URL [env OPENAI_BASE_URL]")] = None,
-    response_format: ResponseFormatOption = ResponseFormat.auto,
-    timeout: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=MODEL,
-                                           help="seconds per model call")] = 120.0,
-    retries: Annotated[int, typer.Option(rich_help_panel=MODEL,
-                                         help="transport retries per call (timeouts, 429, 5xx)")] = 3,
-    retry_budget: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=MODEL,
-                                                help="total seconds of retrying per call")] = 300.0,
-    max_tokens: Annotated[int | None, typer.Option(rich_help_panel=MODEL, help="cap on generated tokens per call")] = None,
-    max_input_tokens: Annotated[int | None, typer.Option(min=1, rich_help_panel=MODEL, help="tokens a prompt may hold; "
-                                                         "a longer document is read in windows [default: the model's "
-                                                         "limit, see docs/model-servers.md]")] = None,
-    max_output_tokens: Annotated[int | None, typer.Option(min=1, rich_help_panel=MODEL, help="tokens an answer may "
-                                                          "take; a document whose expected answer is longer is read "
-                                                          "in windows [default: as for --max-input-tokens]")] = None,
-    overlap: Annotated[int, typer.Option(min=0, rich_help_panel=MODEL,
-                                         help="sentences before each window shown to it as context")] = 2,
-    max_cost: Annotated[float | None, typer.Option(min=0.0, metavar="USD", rich_help_panel=MODEL,
-                                                   help="US dollars this run may spend on model calls: it stops "
-                                                   "cleanly before a call would exceed it (INTERRUPTED, rerun to "
-                                                   "resume); needs the model's price [env EXTRACT_PRICES]")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in flight at "
-                                             "once (halved on each 429 or timeout, then grown back)")] = DEFAULT_CONCURRENCY,
-    force: Annotated[bool, typer.Option("--force", rich_help_panel=BATCH,
-                                        help="redo documents this configuration already finished")] = False,
-    retry_errors: Annotated[bool, typer.Option(rich_help_panel=BATCH, help="retry documents that ended ERROR in an "
-                                               "earlier run (the model was never heard)")] = True,
-    tag: Annotated[list[str] | None, typer.Option(rich_help_panel=BATCH, help="tag the documents of this run "
-                                                  "(categories for `extract compare --by-tag`)")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", metavar="MODEL", rich_help_panel=JUDGE, help="judge "
-                                              "candidates that passed every rule with this model (as --model); off "
-                                              "by default (docs/judge.md)")] = None,
-    judge_mode: Annotated[JudgeMode | None, typer.Option(rich_help_panel=JUDGE, help="observe: report only; review: "
-                                                         "a failure goes to MANUAL_REVIEW; block: also marks it BLOCK "
-                                                         "(needs an admit-block calibration) [default: review]")] = None,
-    judge_threshold: Annotated[float, typer.Option(rich_help_panel=JUDGE, help="a link scoring below this is "
-                                                   "unsupported")] = DEFAULT_JUDGE_THRESHOLD,
-    judge_rubric: Annotated[str, typer.Option(metavar="VERSION", rich_help_panel=JUDGE,
-                                              help="judge rubric version (prompts/judge/<version>)")] = DEFAULT_RUBRIC,
-    judge_base_url: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=JUDGE, help="base URL of the "
-                                                       "judge's server [default: --base-url]")] = None,
-    judge_concurrency: Annotated[int, typer.Option(min=1, max=256, rich_help_panel=JUDGE, help="judge calls in "
-                                                   "flight (its own slots, never generation's)")] = DEFAULT_JUDGE_CONCURRENCY,
-    judge_queue: Annotated[int, typer.Option(min=1, max=4096, rich_help_panel=JUDGE, help="documents that may "
-                                             "wait for the judge; when full, the batch slows to the judge's "
-                                             "pace")] = DEFAULT_JUDGE_QUEUE,
-    judge_timeout: Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=JUDGE,
-                                                 help="seconds per judge call")] = DEFAULT_JUDGE_TIMEOUT,
+    concurrency: Annotated[int | None, typer.Option(min=1, max=256, rich_help_panel=BATCH, help="model calls in "
+                                                    "flight at once (halved on each 429 or timeout, then grown back) "
+                                                    f"[default: {DEFAULT_CONCURRENCY}; with --queue each worker's "
+                                                    "own: extract worker --concurrency]")] = None,
     queue: Annotated[str | None, typer.Option("--queue", metavar="URL", rich_help_panel=QUEUE, help="hand each "
                                               "document to `extract worker`s through this broker (redis://host:6379/0) "
-                                              "and follow the batch; --concurrency is then the workers' [env "
+                                              "and follow the batch; every option travels with it [env "
                                               "EXTRACT_BROKER_URL; default: run here] (docs/queue-and-api.md)")] = None,
     max_pending: Annotated[int, typer.Option(min=1, rich_help_panel=QUEUE, help="documents waiting for a worker past "
                                              "which submitting waits")] = DEFAULT_MAX_PENDING,
@@ -128,9 +79,6 @@ def run(
                                        "(--no-wait: refuse the batch)")] = True,
     database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
                                                  "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
-    ocr_lang: Annotated[str | None, typer.Option("--ocr-lang", metavar="LANGS", rich_help_panel=BATCH,
-                                                 help="Tesseract languages for scans and images, e.g. kor or rus+eng "
-                                                 "[env EXTRACT_OCR_LANG; default: from the document]")] = None,
     format: FormatOption = Format.text,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
@@ -141,89 +89,38 @@ def run(
     """
     import signal
 
+    from extractor.cli.options import run_options
     from extractor.queue.celery_app import broker_url
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
-    if ocr_lang:
-        os.environ["EXTRACT_OCR_LANG"] = ocr_lang  # the readers read it (extractor.offload)
-    broker = broker_url(queue)
-    if broker is not None:
-        if judge is not None:
-            fail("--judge does not run on the queue yet; run without --queue to judge")
-        if max_cost is not None:
-            fail("--max-cost does not run on the queue: workers on several machines spend at once and a call's cost "
-                 "is known only when it ends, so none of them can stop the batch before it passes the budget; run "
-                 "without --queue to cap the cost (docs/evaluation.md#cost)")
-        _run_queued(paths, broker, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version,
-                    force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
-                    retry_budget=retry_budget, max_tokens=max_tokens, tag=tag, database=database,
-                    response_format=response_format, max_pending=max_pending, wait=wait, format=format)
-    judge_options = None
-    if judge is not None:
-        from extractor.judge.modes import JudgeOptions  # the judge's modules load only for a judged run
-
-        judge_options = JudgeOptions(judge, judge_mode, judge_threshold, judge_rubric, judge_base_url or base_url,
-                                     judge_concurrency, judge_queue, judge_timeout)
+    here = Here(contracts, concurrency, broker_url(queue), max_pending, wait, database, format)
+    options = run_options(MORE_OPTIONS.get())  # RunCommand's options
     try:
-        _run(paths, contract=contract, contracts=contracts, model=model, prompt_version=prompt_version, concurrency=concurrency,
-             force=force, retry_errors=retry_errors, base_url=base_url, timeout=timeout, retries=retries,
-             retry_budget=retry_budget, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
-             max_output_tokens=max_output_tokens, overlap=overlap, tag=tag, database=database,
-             judge_options=judge_options, max_cost=max_cost,
-             judge_flags_given=judge_mode is not None or judge_base_url is not None
-             or judge_threshold != DEFAULT_JUDGE_THRESHOLD, response_format=response_format, format=format)
+        if here.queue is not None:
+            _run_queued(paths, options, here)
+        _run(paths, options, here)
     except KeyboardInterrupt:  # before the run started (or after it ended): nothing is half done
         typer.echo("interrupted before any document was started", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run_queued(paths: list[str], broker: str, *, contract: str, contracts: list[Path] | None, model: str | None,
-                prompt_version: str, force: bool,
-                retry_errors: bool, base_url: str | None, timeout: float, retries: int, retry_budget: float,
-                max_tokens: int | None, tag: list[str] | None, database: str | None, response_format: ResponseFormat,
-                max_pending: int, wait: bool, format: Format) -> None:
-    """``extract run --queue``: submit the batch to the workers and follow it (``extractor.queue.submit``)."""
-    import getpass
-
+def _discovered(paths: list[str], here: Here) -> "Discovery":
+    """The files to convert; nothing found is a one-line failure before anything is recorded."""
     from extractor.engine import discover
-    from extractor.queue.celery_app import make_celery
-    from extractor.queue.news import wakeup_for
-    from extractor.queue.settings import BatchSettings
-    from extractor.queue.submit import Submission, celery_publisher, worker_runs
-    from extractor.store import open_store
-    from extractor.ui.run import RunProgress, print_nothing_found, print_summary
+    from extractor.ui.run import print_nothing_found
 
-    chosen = contract_named(contract, contracts)  # the workers get this very contract (BatchSettings.contract_spec)
     discovery = discover(paths)
     note_discovery(discovery)
-    if not discovery.files:
-        print_nothing_found(discovery, as_json=format is Format.json)
+    if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
+        print_nothing_found(discovery, as_json=here.format is Format.json)
         raise typer.Exit(ExitCode.USAGE)
-    settings = BatchSettings(model=resolve_model(model), prompt_version=prompt_version, base_url=base_url,
-                             max_tokens=max_tokens, force=force, retry_errors=retry_errors, tags=tuple(tag or ()),
-                             timeout=timeout, retries=retries, retry_budget=retry_budget,
-                             response_format=response_format.value).with_contract(chosen)
-    store = open_store(database)
-    progress = RunProgress(enabled=format is Format.text)
-    submission = Submission(store, settings, celery_publisher(make_celery(broker)), submitted_by=getpass.getuser(),
-                            max_pending=max_pending, wait=wait, progress=progress, wakeup=wakeup_for(broker))
-    try:
-        with progress:
-            summary = submission.run(discovery)
-    except KeyboardInterrupt:
-        typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
-                   "documents stay queued and workers finish them", err=True)
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    runs = worker_runs(store, summary.run_id) if summary.run_id else []
-    if format is Format.json:
-        emit_json(summary.to_json() | {"batch": summary.run_id, "worker_runs": runs})
-    else:
-        print_summary(summary, title=f"batch {summary.run_id} (worker runs: {', '.join(runs) or 'none'})")
-    raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
+    return discovery
 
 
 def start_readers() -> None:
@@ -245,60 +142,101 @@ def note_discovery(discovery: "Discovery") -> None:
         typer.echo(f"note: {printable(note)}", err=True)
 
 
-def _run(paths: list[str], *, contract: str, contracts: list[Path] | None, model: str | None, prompt_version: str,
-         concurrency: int, force: bool, retry_errors: bool, base_url: str | None, timeout: float, retries: int,
-         retry_budget: float,
-         max_tokens: int | None, max_input_tokens: int | None, max_output_tokens: int | None, overlap: int,
-         tag: list[str] | None, database: str | None, judge_options: "JudgeOptions | None",
-         judge_flags_given: bool, response_format: ResponseFormat, format: Format, max_cost: float | None = None) -> None:
+def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
+    """``extract run --queue``: submit the batch to the workers and follow it (``extractor.queue.submit``)."""
+    import getpass
+
+    assert here.queue is not None
+    if here.concurrency is not None:
+        fail("--concurrency is each worker's own with --queue: start the workers with extract worker --concurrency N")
+    from extractor.queue.fleet import is_redis
+    from extractor.queue.news import wakeup_for
+    from extractor.queue.outbox import Outbox
+    from extractor.queue.settings import BatchSettings
+    from extractor.queue.submit import Submission, worker_runs
+    from extractor.store import open_store
+    from extractor.ui.run import RunProgress, print_summary
+
+    if options.max_cost is not None:
+        if not is_redis(here.queue):
+            fail(f"--max-cost with --queue keeps the batch's budget in the broker, which must be Redis, not "
+                 f"{here.queue.split(':', 1)[0]}")
+        _check_prices(options)
+    chosen = contract_named(options.contract, here.contracts)  # the workers get this very contract
+    discovery = _discovered(paths, here)
+    settings = BatchSettings.model_validate(options.to_json()).with_contract(chosen)
+    store = open_store(here.database)
+    progress = RunProgress(enabled=here.format is Format.text)
+    submission = Submission(store, settings, Outbox(store, here.queue),
+                            submitted_by=getpass.getuser(), max_pending=here.max_pending, wait=here.wait,
+                            progress=progress, wakeup=wakeup_for(here.queue))
+    try:
+        with progress:
+            summary = submission.run(discovery)
+    except KeyboardInterrupt:
+        typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
+                   f"documents stay queued and workers finish them{submission.unsent_note()}", err=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    runs = worker_runs(store, summary.run_id) if summary.run_id else []
+    if here.format is Format.json:
+        emit_json(summary.to_json() | {"batch": summary.run_id, "worker_runs": runs})
+    else:
+        print_summary(summary, title=f"batch {summary.run_id} (worker runs: {', '.join(runs) or 'none'})")
+    raise typer.Exit(summary.exit_code)  # the batch's outcome, as a run here exits
+
+
+def _check_prices(options: "RunOptions") -> None:
+    """A budget needs the price of every model that spends from it: refused here, before anything is queued."""
+    from extractor.prices import IN_PROCESS_PROVIDER, price_for
+
+    for model, whose in ((options.model, ""), (options.judge, "the judge's model ")):
+        if model is None or model.partition(":")[0] == IN_PROCESS_PROVIDER:
+            continue
+        if price_for(model) is None:
+            fail(f"--max-cost needs the price of {whose}{model}: no built-in entry, none in EXTRACT_PRICES")
+
+
+def _run(paths: list[str], options: "RunOptions", here: Here) -> None:
     import asyncio
 
-    from extractor.engine import AdaptiveLimit, Engine, RunSettings, discover
+    from extractor.engine import AdaptiveLimit, Engine, RunSettings
     from extractor.providers import ProviderSettings, from_string
     from extractor.store import open_store
-    from extractor.ui.run import RunProgress, print_nothing_found, print_summary
+    from extractor.ui.run import RunProgress, print_summary
 
-    chosen = contract_named(contract, contracts)  # a broken contract is refused here, before any model call
-    discovery = discover(paths)
-    note_discovery(discovery)
-    if not discovery.files:  # a typo or a folder of other files: no model, no database, no run recorded
-        print_nothing_found(discovery, as_json=format is Format.json)
-        raise typer.Exit(ExitCode.USAGE)
+    chosen = contract_named(options.contract, here.contracts)  # a broken contract is refused before any model call
+    discovery = _discovered(paths, here)
     start_readers()
-    spec = resolve_model(model)
+    concurrency = here.concurrency or DEFAULT_CONCURRENCY
     limit = AdaptiveLimit(concurrency)
-    call_settings = ProviderSettings(timeout_s=timeout, max_transport_retries=retries, retry_budget_s=retry_budget,
-                                     response_format=response_format, connections=concurrency)
+    if options.endpoint is not None or options.judge_endpoint is not None:
+        fail("an endpoint names a model server of `extract serve` and its workers; give --base-url here")
     try:
-        provider = from_string(spec, base_url=base_url, settings=call_settings, on_rate_limit=limit.on_rate_limit,
-                               on_timeout=limit.on_timeout)
+        provider = from_string(options.model or "local", base_url=options.base_url,
+                               settings=ProviderSettings.of(options, connections=concurrency),
+                               on_rate_limit=limit.on_rate_limit, on_timeout=limit.on_timeout)
     except (ValueError, ImportError) as error:
         fail(str(error))
     if getattr(provider, "is_bundled", False):
         from extractor.providers.local import BUNDLED_MODEL_NOTE
 
         typer.echo(f"note: {BUNDLED_MODEL_NOTE}", err=True)
-    store = open_store(database)
-    settings = RunSettings(contract=chosen, prompt_version=prompt_version, concurrency=concurrency, force=force,
-                           retry_errors=retry_errors, max_tokens=max_tokens, max_input_tokens=max_input_tokens,
-                           max_output_tokens=max_output_tokens, overlap=overlap, tags=tuple(tag or ()),
-                           command=" ".join(["extract", *sys.argv[1:]]), base_url=base_url, max_cost=max_cost)
+    store = open_store(here.database)
+    settings = RunSettings(contract=chosen, options=options, concurrency=concurrency,
+                           command=" ".join(["extract", *sys.argv[1:]]), base_url=options.base_url)
     run_judge = None
-    if judge_options is not None:
+    if options.judge is not None:
         from extractor.cli.judge import build_run_judge
 
-        run_judge = build_run_judge(judge_options, generator=provider, store=store, contract=chosen,
-                                    settings=call_settings)
-    elif judge_flags_given:
-        fail("--judge-mode, --judge-threshold and --judge-base-url need --judge MODEL")
-    progress = RunProgress(enabled=format is Format.text)
+        run_judge = build_run_judge(options, generator=provider, store=store, contract=chosen)
+    progress = RunProgress(enabled=here.format is Format.text)
     try:
         engine = Engine(store, provider, settings, limit=limit, progress=progress, judge=run_judge)
-    except (FileNotFoundError, ValueError) as error:  # a missing prompt version, an unreadable EXTRACT_MODEL_LIMITS
+    except (FileNotFoundError, ValueError) as error:  # a missing prompt version, an unknown price, a bad limits file
         fail(str(error))
     with progress:
         summary = asyncio.run(engine.run(discovery))
-    if format is Format.json:
+    if here.format is Format.json:
         emit_json(summary.to_json() | ({"judge": run_judge.summary()} if run_judge else {}))
     else:
         print_summary(summary)

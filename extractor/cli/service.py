@@ -53,7 +53,7 @@ def worker(
     start_readers()  # first: the fork server imports what the pool needs while this process imports Celery and the rest
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
     from extractor.queue.endpoints import load_endpoints
-    from extractor.queue.limiter import shared_limit
+    from extractor.queue.fleet import fleet_for
     from extractor.queue.runner import Runner
     from extractor.store import open_store
 
@@ -69,7 +69,7 @@ def worker(
 
         observer = metrics()
         serve_health(store, broker, host=metrics_host, port=metrics_port)
-    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, limit=shared_limit(broker),
+    runner = Runner(store, concurrency=concurrency, max_deliveries=max_deliveries, fleet=fleet_for(broker),
                     endpoints=servers, observer=observer)
     runner.warm_up()  # while Celery starts and the first batch is being submitted
     start_worker(make_celery(broker, visibility_timeout_s=visibility_timeout), runner, concurrency=concurrency,
@@ -99,7 +99,7 @@ def serve(
 
     import uvicorn
 
-    from extractor.cli.run import resolve_model
+    from extractor.cli.options import resolve_model
     from extractor.queue.celery_app import broker_url
     from extractor.queue.endpoints import load_endpoints
     from extractor.service.app import build_service, create_app

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from extractor import offload
 from extractor.document import Document
+from extractor.engine.budget import GENERATE, JUDGE, Budget, Reservation
 from extractor.engine.recorder import Recorder
 from extractor.engine.settings import RunSettings
 from extractor.engine.stop import Interrupted, Stop
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from extractor.generate.limit import AdaptiveLimit
     from extractor.judge.modes import Judge, JudgeDecision
     from extractor.judge.stage import JudgeOutcome
-    from extractor.prices import Price
     from extractor.store import AttemptRecord
 
 INTERRUPTED_CALL = "run interrupted while waiting for the model; rerun to redo this document"
@@ -44,12 +44,18 @@ class Job:
     document: Document
     document_id: int
     document_run_id: int
+    money: Budget | None = None
+    """The budget its calls spend from (``--max-cost``): the run's, or its queued batch's."""
+    force: bool = False
+    """Its batch redoes what was done before (``--force``): no earlier window answer is reused."""
 
 
 class Asked(NamedTuple):
-    """A model's raw answer and when the call started (after it got its slot)."""
+    """A model's raw answer, the request as sent (its output limit lowered to what a budget pays for) and when
+    the call started (after it got its slot)."""
 
     result: GenerationResult
+    request: GenerationRequest
     called_at: datetime
 
 
@@ -93,9 +99,7 @@ class ModelCalls:
         self.cpu = cpu
         self.judge_model = judge
         self.progress = progress or Progress()
-        self.budget = budget_for(provider, settings.max_input_tokens, settings.max_output_tokens)
-        self.money = (Budget.of(settings.max_cost, stop, provider, judge.provider if judge is not None else None)
-                      if settings.max_cost is not None else None)
+        self.budget = budget_for(provider, settings.options.max_input_tokens, settings.options.max_output_tokens)
 
     @cached_property
     def counter(self) -> TokenCounter:
@@ -118,7 +122,7 @@ class ModelCalls:
         fixed = self.fixed_input
         started = time.thread_time()
         try:
-            return plan(document, costs(document, self.counter, fixed), self.budget, self.settings.overlap)
+            return plan(document, costs(document, self.counter, fixed), self.budget, self.settings.options.overlap)
         finally:
             self.cpu["windows"] += time.thread_time() - started
 
@@ -128,7 +132,7 @@ class ModelCalls:
         from extractor.store import AttemptRecord
 
         return AttemptRecord(document_run_id=job.document_run_id, number=number, kind=kind,
-                             prompt_version=self.settings.prompt_version, request=request, **fields)
+                             prompt_version=self.settings.options.prompt_version, request=request, **fields)
 
     async def ask(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind,
                   **fields: Any) -> Asked:
@@ -136,17 +140,19 @@ class ModelCalls:
         short is recorded as interrupted (``Interrupted``); an answer is returned for ``check`` to record.
         ``fields``: more columns for those records (a window's index and sentence range)."""
         called_at, calling = datetime.now(UTC), False
-        reserved = 0.0
+        held: Reservation | None = None
         try:
             async with self.stop.waiting(), self.limit:  # bounds model calls, not documents
-                if self.money is not None:
-                    reserved = self.money.reserve(self.counter, request)  # raises Interrupted over the budget
+                if job.money is not None:  # raises Interrupted when the budget cannot pay for the call
+                    held = await job.money.reserve(self.prompt_tokens(request),
+                                                   request.max_tokens or self.budget.max_output, GENERATE)
+                    request = replace(request, max_tokens=held.max_output)
                 called_at, calling = datetime.now(UTC), True
                 result = await self.provider.generate(request)
-                if self.money is not None:
-                    self.money.spent(reserved, result)
-                    reserved = 0.0
-                return Asked(result, called_at)
+                if held is not None:
+                    reservation, held = held, None
+                    await job.money.settle(reservation, result)  # type: ignore[union-attr]
+                return Asked(result, request, called_at)
         except ProviderError as error:
             await self.recorder.attempt(self.record(
                 job, request, number=number, kind=kind, created_at=called_at, outcome=AttemptOutcome.transport_error,
@@ -159,13 +165,16 @@ class ModelCalls:
                     outcome=AttemptOutcome.interrupted, error=INTERRUPTED_CALL, **fields))
             raise
         finally:
-            if reserved and self.money is not None:
-                self.money.release(reserved)
+            if held is not None and job.money is not None:
+                await job.money.release(held)
 
-    async def check(self, job: Job, request: GenerationRequest, asked: Asked, *, number: int,
-                    kind: AttemptKind) -> Answer:
+    def prompt_tokens(self, request: GenerationRequest) -> int:
+        """The request's prompt as this run counts tokens (what a budget reserves for it)."""
+        return sum(self.counter.count(message["content"]) + MESSAGE_OVERHEAD_TOKENS for message in request.messages)
+
+    async def check(self, job: Job, asked: Asked, *, number: int, kind: AttemptKind) -> Answer:
         """Validate an answer (in the validation worker) and record it with its report, raw text verbatim."""
-        result = asked.result
+        result, request = asked.result, asked.request
         report, seconds = await offload.validate(result.text, job.document, self.settings.contract)
         self.cpu["validate"] += seconds
         outcome = (AttemptOutcome.passed if report.passed else
@@ -183,7 +192,7 @@ class ModelCalls:
     async def generate(self, job: Job, request: GenerationRequest, *, number: int, kind: AttemptKind) -> Answer:
         """``ask`` then ``check``: one generation call, answered, validated and recorded."""
         asked = await self.ask(job, request, number=number, kind=kind)
-        return await self.check(job, request, asked, number=number, kind=kind)
+        return await self.check(job, asked, number=number, kind=kind)
 
     async def judge(self, job: Job, report: Report, *, number: int = 1) -> JudgeCall | None:
         """With a judge: one judge call for a candidate that passed the rules, recorded as it happened (its raw
@@ -198,93 +207,32 @@ class ModelCalls:
 
         base: dict[str, Any] = dict(document_run_id=job.document_run_id, number=number, kind=AttemptKind.judge,
                                     prompt_version=judge.rubric.prompt_version, created_at=datetime.now(UTC))
-        reserved = 0.0
+        held: Reservation | None = None
         try:
             async with self.stop.waiting(), judge.queue.slot():
-                request = judge.request_for(report) if self.money is not None else None
-                if request is not None and self.money is not None:
-                    reserved = self.money.reserve(self.counter, request, "judge")  # raises Interrupted over it
+                request = judge.request_for(report) if job.money is not None else None
+                if request is not None and job.money is not None:  # raises Interrupted when it cannot be paid
+                    held = await job.money.reserve(self.prompt_tokens(request),
+                                                   request.max_tokens or self.budget.max_output, JUDGE)
                 base["created_at"] = datetime.now(UTC)
-                outcome, decision = await judge.evaluate(report)
-                if reserved and self.money is not None and outcome.result is not None:
-                    self.money.spent(reserved, outcome.result, "judge")
-                    reserved = 0.0
-        except Interrupted:
+                outcome, decision = await judge.evaluate(report, None if held is None else held.max_output)
+                if held is not None and outcome.result is not None:
+                    reservation, held = held, None
+                    await job.money.settle(reservation, outcome.result)  # type: ignore[union-attr]
+        except Interrupted as stopped:
             request = judge.request_for(report)
             if request is not None:
                 await self.recorder.attempt(AttemptRecord(
                     **base, request=request, outcome=AttemptOutcome.interrupted,
-                    error="run interrupted while waiting for the judge; rerun to redo this document"))
+                    error=str(stopped) or "run interrupted while waiting for the judge; rerun to redo this document"))
             raise
         finally:
-            if reserved and self.money is not None:
-                self.money.release(reserved)
+            if held is not None and job.money is not None:
+                await job.money.release(held)
         if outcome.request is not None:  # no call, no attempt: an empty context is not_evaluable by itself
             await self.recorder.attempt(AttemptRecord(**base, request=outcome.request,
                                                       **attempt_fields(outcome, decision, judge.policy)))
         return JudgeCall(outcome, decision, outcome.tokens)
-
-
-class Budget:
-    """``--max-cost``: the run stops taking new work (``Stop.drain``) before a call that would take its spending
-    over the budget; calls under way finish. Generation, repair and judge calls share it, each at its own model's
-    price. Each call reserves its estimated cost when it starts (prompt tokens as counted here, at the input price;
-    output tokens as the largest answer of that model so far, or as many as the prompt before any answer: this
-    product's answers restate the document) and is charged what the server reported."""
-
-    def __init__(self, limit: float, stop: Stop, prices: dict[str, Price]) -> None:
-        self.prices = prices  # by role: "generate", and "judge" for a judged run
-        self.limit = limit
-        self.stop = stop
-        self.charged = 0.0
-        self.reserved = 0.0
-        self.largest_answer: dict[str, int] = {}
-
-    @classmethod
-    def of(cls, limit: float, stop: Stop, provider: Provider, judge: Provider | None) -> Budget:
-        """The budget of a run whose generator is ``provider`` (and judge ``judge``); ``ValueError`` names a model
-        whose price is unknown. A model running in this process costs nothing (``extractor.prices``)."""
-        prices = {"generate": _price_of(provider, "")}
-        if judge is not None:
-            prices["judge"] = _price_of(judge, "the judge's model ")
-        return cls(limit, stop, prices)
-
-    def reserve(self, counter: TokenCounter, request: GenerationRequest, role: str = "generate") -> float:
-        prompt = sum(counter.count(message["content"]) for message in request.messages)
-        estimate = self.prices[role].cost(prompt, 0, self.largest_answer.get(role) or prompt)
-        if self.charged + self.reserved + estimate > self.limit:
-            self.stop.drain(f"--max-cost ${self.limit:g} reached: ${self.charged:.4f} spent, "
-                            f"${self.reserved:.4f} in calls under way, the next {_CALL[role]} estimated "
-                            f"${estimate:.4f}")
-            raise Interrupted
-        self.reserved += estimate
-        return estimate
-
-    def spent(self, reserved: float, result: GenerationResult, role: str = "generate") -> None:
-        self.reserved -= reserved
-        if result.prompt_tokens is None or result.completion_tokens is None:
-            self.charged += reserved  # the server did not say: the estimate is all there is to count
-            return
-        self.largest_answer[role] = max(self.largest_answer.get(role, 0), result.completion_tokens)
-        self.charged += self.prices[role].cost(result.prompt_tokens, result.cached_tokens, result.completion_tokens)
-
-    def release(self, reserved: float) -> None:
-        self.reserved -= reserved
-
-
-_CALL = {"generate": "call", "judge": "judge call"}
-
-
-def _price_of(provider: Provider, whose: str) -> Price:
-    from extractor.prices import IN_PROCESS_PROVIDER, Price, price_for
-
-    if provider.name == IN_PROCESS_PROVIDER:
-        return Price(provider.model, 0.0, 0.0, source="runs in this process")
-    price = price_for(provider.model)
-    if price is None:
-        raise ValueError(f"--max-cost needs the price of {whose}{provider.model}: no built-in entry, none in "
-                         "EXTRACT_PRICES")
-    return price
 
 
 class JudgeCall(NamedTuple):

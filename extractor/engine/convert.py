@@ -39,7 +39,7 @@ async def convert(job: Job, calls: ModelCalls) -> Conversion:
     if len(windows) > 1:
         return await convert_windows(job, calls, windows)
     request = render_request(calls.prompt, settings.contract, job.document, temperature=settings.temperature,
-                             max_tokens=settings.max_tokens)
+                             max_tokens=settings.options.max_tokens)
     try:
         first = await calls.generate(job, request, number=1, kind=AttemptKind.generate)
     except ProviderError as error:

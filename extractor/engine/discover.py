@@ -13,13 +13,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from extractor.errors import InputError
 from extractor.ingest import FORMATS
-
-if TYPE_CHECKING:
-    from extractor.offload import Attachments
 
 NAMED_ONLY = frozenset(suffix for suffix, kind in FORMATS.items() if kind == "blocks")
 FOLDER_SUFFIXES = tuple(suffix for suffix in FORMATS if suffix not in NAMED_ONLY)
@@ -107,21 +103,16 @@ def with_attachments(name: str, data: bytes) -> list[tuple[str, bytes]]:
     types as documents of their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what
     ``extract serve`` and ``extract run --queue`` hand the workers, as a run here reads them after their e-mail.
 
-    The e-mail is parsed by a sandboxed reader (``extractor.offload.attachments_now``), never here, and gives at
-    most ``EXTRACT_MAX_ATTACHMENTS`` documents; one the reader cannot take apart is left to ingest to report."""
-    return [(name, data)] + list(mail_attachments(name, data).found)
-
-
-def mail_attachments(name: str, data: bytes) -> Attachments:
-    """``with_attachments``'s attachments, and how many the e-mail has (nothing for a file that is no e-mail)."""
-    from extractor.offload import Attachments, attachments_now
-
+    The e-mail is parsed by a sandboxed reader (``extractor.offload.attachments_now``), never here; one the reader
+    cannot take apart is left to ingest to report."""
     if not is_mail(name):
-        return Attachments()
+        return [(name, data)]
+    from extractor.offload import attachments_now
+
     try:
-        return attachments_now(name, data)
+        return [(name, data), *attachments_now(name, data)]
     except InputError:  # a reading limit: reading the e-mail itself ends INPUT_ERROR naming it
-        return Attachments()
+        return [(name, data)]
 
 
 def files_under(folder: str) -> tuple[list[Path], int]:

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractor import offload
+from extractor.engine.budget import LocalBudget, prices_for
 from extractor.engine.calls import Converter, Job, ModelCalls
 from extractor.engine.convert import convert
 from extractor.engine.discover import Discovery, discover, is_mail
 from extractor.engine.recorder import Observer, Recorder
-from extractor.engine.settings import RunSettings
+from extractor.engine.settings import RunSettings, Scope
 from extractor.engine.stop import Interrupted, Stop
 from extractor.engine.summary import DocumentOutcome, Progress, RunSummary
 from extractor.errors import ExtractorError, InputError
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # the run log is only imported when a run starts, not by modu
     from extractor.store import RunConfig, Store
 
 HEARTBEAT_S = 10.0
+INTERRUPTED_DOCUMENT = "run interrupted; rerun to finish this document"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -67,8 +69,14 @@ class Engine:
                                              "database": 0.0}
         self.recorder = Recorder(store, self.cpu_seconds, observer)
         self.calls = ModelCalls(provider, self.limit, self.recorder, settings,
-                                load_prompt(settings.contract, settings.prompt_version), self.stop,
+                                load_prompt(settings.contract, settings.options.prompt_version), self.stop,
                                 self.cpu_seconds, judge, self.progress)
+        money = None
+        if settings.options.max_cost is not None:  # ValueError when a model's price is unknown
+            prices = prices_for(provider, judge.provider if judge is not None else None)
+            money = LocalBudget(settings.options.max_cost, prices, self.stop.drain)
+        self.scope = Scope.of(settings.options, money)
+        """What this run's own documents bring (a worker's engine is given each batch's with its documents)."""
         self._resuming = False  # whether this configuration finished documents before (then look per file)
         self._takers: list[asyncio.Task[None]] = []
 
@@ -79,22 +87,24 @@ class Engine:
     def run_config(self, segmenter: str) -> RunConfig:
         from extractor.store import RunConfig
 
-        s = self.settings
+        s, options = self.settings, self.settings.options
+        ocr_lang = options.ocr_lang or os.environ.get("EXTRACT_OCR_LANG") or None
         return RunConfig(
-            contract=s.contract.name, contract_version=s.contract.version, prompt_version=s.prompt_version,
+            contract=s.contract.name, contract_version=s.contract.version, prompt_version=options.prompt_version,
             model=self.provider.model, provider=self.provider.name, validator_version=VALIDATOR_VERSION,
             segmenter=segmenter, judge_model=self.judge.model if self.judge else None,
-            config={"concurrency": s.concurrency, "temperature": s.temperature, "max_tokens": s.max_tokens,
-                    "max_input_tokens": self.calls.budget.max_input, "max_output_tokens": self.calls.budget.max_output,
-                    "overlap": s.overlap, "tags": list(s.tags), "base_url": s.base_url, "force": s.force,
-                    "retry_errors": s.retry_errors,
+            config={"options": options.to_json(), "concurrency": s.concurrency, "temperature": s.temperature,
+                    "max_tokens": options.max_tokens, "max_input_tokens": self.calls.budget.max_input,
+                    "max_output_tokens": self.calls.budget.max_output, "overlap": options.overlap,
+                    "tags": list(options.tags), "base_url": s.base_url, "force": options.force,
+                    "retry_errors": options.retry_errors,
                     "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
                     "contract_hash": s.contract.content_hash}
             | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})
             | ({"contract_files": dict(s.contract.content_files)} if s.contract.content_files else {})
             | ({"judge": self.judge.config()} if self.judge else {})
             # OCR languages asked for decide the text of scans: another choice is another configuration
-            | ({"ocr_lang": os.environ["EXTRACT_OCR_LANG"]} if os.environ.get("EXTRACT_OCR_LANG") else {}),
+            | ({"ocr_lang": ocr_lang} if ocr_lang else {}),
             command=s.command, host=socket.gethostname(), pid=os.getpid(),
         )
 
@@ -132,7 +142,7 @@ class Engine:
         from extractor.segment import SEGMENTER_ID
 
         await self.recorder.start(self.run_config(SEGMENTER_ID))
-        self._resuming = not self.settings.force and await self.recorder.any_finished()
+        self._resuming = await self.recorder.any_finished()
 
     async def _pool(self, files: list[Path], summary: RunSummary) -> None:
         self.progress.calls(lambda: self.limit.in_flight)
@@ -250,7 +260,7 @@ class Engine:
                     return
                 path, data = taken
                 if data is None and is_mail(path):
-                    outcome = await self._open_mail(path, pending, summary)
+                    outcome = await self._open_mail(path, pending)
                     if outcome is None:
                         outcome = await self.process(path)
                 else:
@@ -265,26 +275,23 @@ class Engine:
             if opens is not None:  # (a run that stopped before any document ended)
                 opens.set()
 
-    async def _open_mail(self, mail: Path, pending: _Pending, summary: RunSummary) -> DocumentOutcome | None:
-        """Have a reader take the e-mail's attachments from it (at most ``EXTRACT_MAX_ATTACHMENTS``, a note says
-        when there were more) and put them next in line, each a document of its own (docs/formats.md#e-mail).
-        Done on every run, a resumed one too, whether or not the e-mail itself was done before. A reader that
-        passed a limit on it gives the e-mail's outcome (INPUT_ERROR naming the limit): it is not read again."""
+    async def _open_mail(self, mail: Path, pending: _Pending) -> DocumentOutcome | None:
+        """Have a reader take the e-mail's attachments from it and put them next in line, each a document of its own
+        (docs/formats.md#e-mail). Done on every run, a resumed one too, whether or not the e-mail itself was done
+        before. A reader that passed a limit on it gives the e-mail's outcome (INPUT_ERROR naming the limit): it is
+        not read again."""
         pending.opening()
-        found = offload.Attachments()
+        found: offload.Attachments = ()
         try:
             async with self.stop.waiting():
                 found = await offload.attachments(mail)
         except Interrupted:
-            return DocumentOutcome(str(mail), Outcome.INTERRUPTED, "run interrupted; rerun to finish this document")
+            return DocumentOutcome(str(mail), Outcome.INTERRUPTED, INTERRUPTED_DOCUMENT)
         except InputError as error:
             return DocumentOutcome(str(mail), Outcome.INPUT_ERROR, str(error))
         finally:
-            pending.opened(mail, found.found)
-        self.progress.more(len(found.found))
-        note = found.note(str(mail))
-        if note is not None:
-            summary.notes.append(note)
+            pending.opened(mail, found)
+        self.progress.more(len(found))
         return None
 
     async def _left_over(self, files: list[Path], summary: RunSummary) -> list[DocumentOutcome]:
@@ -308,39 +315,45 @@ class Engine:
             await asyncio.sleep(HEARTBEAT_S)
             await self.recorder.heartbeat()
 
-    async def process(self, path: Path, name: str | None = None, data: bytes | None = None) -> DocumentOutcome:
+    async def process(self, path: Path, name: str | None = None, scope: Scope | None = None,
+                      data: bytes | None = None) -> DocumentOutcome:
         """One document from file to final state; an unexpected bug in it is reported, not allowed to sink
         the batch (a claimed document then ends ERROR, so a rerun tries it again).
 
-        ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload); ``data``
-        the bytes of the e-mail's attachment ``path`` names (``offload.Attachments``).
+        ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload);
+        ``scope``, what its batch brings when that is not this run (a queued document's); ``data`` the bytes of
+        the e-mail's attachment ``path`` names (``offload.Attachments``).
         """
         job: Job | None = None
         label = name or str(path)
+        scope = scope or self.scope
         try:
-            retried, skipped = await self._done_before(path, data)
+            retried, skipped = await self._done_before(path, scope, data)
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
                 document, seconds = await offload.read(path, lambda done, total: self.progress.page(label, done, total),
-                                                       data)
+                                                       self.settings.options.ocr_lang, data)
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds
             if self.stop.requested:  # read, but not claimed: nothing to undo
                 raise Interrupted
-            document_id, claim = await self.recorder.claim(document, label, force=self.settings.force,
-                                                           tags=self.settings.tags, retry=self.settings.retry_states)
+            document_id, claim = await self.recorder.claim(document, label, force=scope.force, tags=scope.tags,
+                                                           retry=scope.retry_states)
             if claim.status == "busy":
                 return DocumentOutcome(label, Outcome.SKIPPED, f"busy: run {claim.ref} is processing it",
                                        skip=SkipReason.busy, other_run=str(claim.ref))
             if claim.status == "done":
                 return DocumentOutcome(label, Outcome.SKIPPED, f"done before (document run {claim.ref})",
                                        skip=SkipReason.done, document_run_id=claim.document_run_id)
-            job = Job(path, document, document_id, claim.document_run_id)
+            job = Job(path, document, document_id, claim.document_run_id, scope.money, scope.force)
             conversion = await self.converter(job, self.calls)
-        except Interrupted:
-            return DocumentOutcome(label, Outcome.INTERRUPTED, "run interrupted; rerun to finish this document",
+        except Interrupted as stopped:
+            cause = f"{stopped}; rerun to finish this document" if str(stopped) else INTERRUPTED_DOCUMENT
+            if job is not None and not self.stop.requested:  # its budget stopped it, not the run: recorded now
+                await self.recorder.finish_document(job.document_run_id, DocumentState.INTERRUPTED, cause, (), None)
+            return DocumentOutcome(label, Outcome.INTERRUPTED, cause,
                                    document_run_id=None if job is None else job.document_run_id)
         except InputError as error:
             return DocumentOutcome(label, Outcome.INPUT_ERROR, str(error))
@@ -357,20 +370,21 @@ class Engine:
         return DocumentOutcome(label, Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
                                conversion.tokens, job.document_run_id, retried=retried)
 
-    async def _done_before(self, path: Path, data: bytes | None = None) -> tuple[bool, DocumentOutcome | None]:
+    async def _done_before(self, path: Path, scope: Scope, data: bytes | None = None
+                           ) -> tuple[bool, DocumentOutcome | None]:
         """Whether this configuration finished the file's content (or an attachment's, ``data``) before:
         ``(retried, skipped outcome)``.
 
         Looked up before ingest, so a rerun does not read and segment what is done; the claim still decides.
         """
-        if not self._resuming:
+        if not self._resuming or scope.force:
             return False, None
         digest = hashlib.sha256(data).hexdigest() if data is not None else await asyncio.to_thread(file_sha256, path)
         finished = digest and await self.recorder.finished(digest)
         if not finished:
             return False, None
         where = f"run {finished.run_id} (document run {finished.document_run_id})"
-        if finished.state in self.settings.retry_states:
+        if finished.state in scope.retry_states:
             return True, None
         if finished.state == DocumentState.ERROR:
             cause = f"ended ERROR in {where}; --retry-errors tries it again"

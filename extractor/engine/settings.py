@@ -1,36 +1,43 @@
-"""What a run is given: what decides its results (contract, prompt, model settings) and how it is run."""
+"""What an engine runs with: the run's options (``extractor.options``), the contract they name as loaded, and what
+this process brings (its share of concurrency, the command recorded, the model server's URL as resolved); and what
+each batch brings to its documents (``Scope``) when one engine serves several (a worker, docs/queue-and-api.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from extractor.contracts import Contract
-from extractor.vocab import DEFAULT_CONCURRENCY, DEFAULT_PROMPT_VERSION, FINAL_STATES, RETRYABLE_STATES, DocumentState
-from extractor.windows.plan import DEFAULT_OVERLAP
+from extractor.options import RunOptions
+from extractor.vocab import DEFAULT_CONCURRENCY, DocumentState
+
+if TYPE_CHECKING:
+    from extractor.engine.budget import Budget
 
 
 @dataclass
 class RunSettings:
-    """What decides results (contract, prompt, model) plus how the batch is run."""
+    """The options of a run, its contract and this process's part in it."""
 
     contract: Contract
-    prompt_version: str = DEFAULT_PROMPT_VERSION
+    options: RunOptions = field(default_factory=lambda: RunOptions())
     concurrency: int = DEFAULT_CONCURRENCY
-    force: bool = False
-    retry_errors: bool = True
-    max_tokens: int | None = None
-    temperature: float = 0.0
-    tags: tuple[str, ...] = ()
     command: str = ""
     base_url: str | None = None
-    max_input_tokens: int | None = None  # None: the model's configured limit, else the provider's default
-    max_output_tokens: int | None = None
-    overlap: int = DEFAULT_OVERLAP  # sentences before a window shown to it as context
-    max_cost: float | None = None  # US dollars this run may spend on generation, repair and judge calls (None: no cap)
+    """The model server's URL as this process resolved it (recorded with the run)."""
+    temperature: float = 0.0
 
-    @property
-    def retry_states(self) -> tuple[DocumentState, ...]:
-        """Final states this run takes over instead of skipping (all of them with ``force``)."""
-        if self.force:
-            return FINAL_STATES
-        return RETRYABLE_STATES if self.retry_errors else ()
+
+@dataclass(frozen=True)
+class Scope:
+    """What one batch brings to each of its documents, whichever engine converts them: their tags, the earlier
+    results it takes over (``force``, ``retry_errors``) and the budget its calls spend from."""
+
+    tags: tuple[str, ...] = ()
+    force: bool = False
+    retry_states: tuple[DocumentState, ...] = ()
+    money: Budget | None = None
+
+    @classmethod
+    def of(cls, options: RunOptions, money: Budget | None = None) -> Scope:
+        return cls(options.tags, options.force, options.retry_states, money)

@@ -81,7 +81,6 @@ class RunSummary:
     nothing_found: str | None = None  # why there was nothing to read, when there was not
     stopped: str | None = None  # why the run stopped early when no signal stopped it (--max-cost)
     spend: Spend | None = None  # the model calls' tokens and cost, from the run log (``extractor.prices``)
-    notes: list[str] = field(default_factory=list)  # what the run passed over that a user should know of
 
     @property
     def counts(self) -> Counter[str]:
@@ -163,7 +162,6 @@ class RunSummary:
             "top_rule_ids": dict(self.top_rules),
             "tokens": self.tokens,
             "stopped": self.stopped,
-            "notes": self.notes,
             "cost": None if self.spend is None else self.spend.to_json() | {
                 "per_document_usd": self.spend.per(self.evaluated)},
             "outcomes": [outcome.to_json() for outcome in self.outcomes],
@@ -190,3 +188,6 @@ class Progress:
 
     def calls(self, in_flight: Callable[[], int]) -> None:
         """Called once, before the first call, with a way to count the model calls in flight."""
+
+    def note(self, line: str) -> None:
+        """A line a person should read while the batch goes on (the broker is away, and back)."""

@@ -80,7 +80,7 @@ class LongDocument:
     def request_for(self, window: Window) -> GenerationRequest:
         settings = self.calls.settings
         return render_request(self.calls.prompt, self.contract, self.document, temperature=settings.temperature,
-                              max_tokens=settings.max_tokens or self.calls.budget.max_output,
+                              max_tokens=settings.options.max_tokens or self.calls.budget.max_output,
                               lines=window_lines(self.document, window, len(self.windows)))
 
     def window_of(self, sentence_id: str) -> Window | None:
@@ -109,7 +109,7 @@ class LongDocument:
         result = asked.result
         report = await self.check_structure(result.text)
         attempt_id = await self.calls.recorder.attempt(self.calls.record(
-            self.job, request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
+            self.job, asked.request, number=number, kind=kind, created_at=asked.called_at, raw_response=result.text,
             parsed=report.candidate, findings=_findings(report), outcome=_outcome(report), mode=result.mode,
             model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
             cached_tokens=result.cached_tokens,
@@ -267,7 +267,7 @@ def _outcome(report: Report) -> AttemptOutcome:
 async def convert_windows(job: Job, calls: ModelCalls, windows: list[Window]) -> Conversion:
     """Windows -> merge -> whole-document validation -> one repair round for the windows that own errors -> route."""
     long = LongDocument(job, calls, windows)
-    if not calls.settings.force:
+    if not job.force:
         long.reusable = await calls.recorder.window_answers(job.document_id)
     try:
         answers = {a.window.index: a for a in await long.answer_all([(w, long.request_for(w)) for w in windows],

@@ -20,7 +20,7 @@ from extractor.ingest.assemble import Paged
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
 
-__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "load_attachment", "max_document_bytes"]
+__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "load_bytes", "max_document_bytes"]
 
 FORMATS: dict[str, str] = {
     ".txt": "txt",
@@ -96,6 +96,18 @@ def load(path: str | os.PathLike[str], on_page: OnPage | None = None) -> Documen
         raise InputError(name, "permission denied (cannot read the file)") from None
     except OSError as exc:
         raise InputError(name, f"cannot read file ({exc.strerror})") from None
+    return load_bytes(name, data, on_page)
+
+
+def load_bytes(name: str, data: bytes, on_page: OnPage | None = None) -> Document:
+    """A document whose bytes are in memory already (an upload in the run log), read as ``load`` reads a file
+    called ``name``: its suffix picks the format, within the same size limit; nothing is written to disk."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(name, f"unsupported file type {suffix or '(no suffix)'!r}; supported: {' '.join(FORMATS)}")
+    limit = _max_bytes(name)
+    if len(data) > limit:
+        raise InputError(name, f"too large ({len(data)} bytes; limit {limit} bytes, set by {MAX_BYTES_ENV})")
     fmt = FORMATS[suffix]
     digest = hashlib.sha256(data).hexdigest()
     if fmt == "blocks":
@@ -149,13 +161,8 @@ def _attachment(name: str, on_page: OnPage | None = None) -> Document:
     found = attachment(name, _max_bytes(name))
     if found is None:
         raise InputError(name, "file not found")
-    return load_attachment(name, found[0], on_page)
-
-
-def load_attachment(name: str, data: bytes, on_page: OnPage | None = None) -> Document:
-    """An e-mail's attachment given as its bytes (``mail.eml#attachment2/order.pdf``, as a reader took it from its
-    e-mail), parsed by the suffix of its file name and bounded like a file."""
-    suffix = Path(name).suffix.lower()
+    data, file_name = found
+    suffix = Path(file_name).suffix.lower()
     if suffix not in FORMATS or FORMATS[suffix] == "blocks":
         raise InputError(name, f"unsupported attachment type {suffix or '(no suffix)'!r}")
     limit = _max_bytes(name)

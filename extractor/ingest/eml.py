@@ -21,6 +21,12 @@ from extractor.errors import InputError
 from extractor.ingest.assemble import Assembler
 
 HEADERS = ("From", "To", "Cc", "Date", "Subject")
+MAX_ATTACHMENTS = 100
+"""Attachments read as documents of their own, in the order the message holds them; the e-mail names how many
+more it has. A hundred covers any business e-mail; each attachment read reads its e-mail again."""
+MAX_PARTS = 1_000
+"""MIME parts of one e-mail: more is refused (a message of 5,000 attachments takes seconds to parse each time
+one of them is read)."""
 _ATTACHED = re.compile(r"(?P<mail>.+\.eml)#attachment(?P<number>\d{1,4})/(?P<name>[^/\\]+)", re.IGNORECASE | re.DOTALL)
 
 
@@ -28,7 +34,13 @@ _ATTACHED = re.compile(r"(?P<mail>.+\.eml)#attachment(?P<number>\d{1,4})/(?P<nam
 class Attachment:
     number: int  # 1-based, in the order the message holds them
     name: str  # the file name as sent, without any folder part
-    payload: bytes
+    part: Message
+
+    @property
+    def payload(self) -> bytes:
+        """The attachment's bytes, decoded from its transfer encoding when asked for (listing decodes none)."""
+        payload = self.part.get_payload(decode=True)
+        return payload if isinstance(payload, bytes) else b""
 
 
 def _message(data: bytes, path: str) -> EmailMessage:
@@ -38,15 +50,24 @@ def _message(data: bytes, path: str) -> EmailMessage:
         raise InputError(path, f"not a valid e-mail ({type(error).__name__}: {error})") from None
     if not isinstance(message, EmailMessage) or not any(message.get(name) for name in HEADERS):
         raise InputError(path, "not an e-mail (no From, To, Date or Subject header)")
+    parts = sum(1 for _ in message.walk())
+    if parts > MAX_PARTS:
+        raise InputError(path, f"e-mail has {parts} MIME parts (limit {MAX_PARTS}); refused")
     return message
 
 
 def attachments(data: bytes, path: str) -> list[Attachment]:
-    """The message's attachments, numbered in order; a nameless one is named by its content type."""
+    """The message's attachments read as documents (the first ``MAX_ATTACHMENTS``), numbered in order; a nameless
+    one is named by its content type."""
+    return _attachments(_message(data, path))
+
+
+def _attachments(message: EmailMessage) -> list[Attachment]:
     found = []
-    for number, part in enumerate(_message(data, path).iter_attachments(), start=1):
-        payload = part.get_payload(decode=True)
-        found.append(Attachment(number, _file_name(part, number), payload if isinstance(payload, bytes) else b""))
+    for number, part in enumerate(message.iter_attachments(), start=1):
+        if number > MAX_ATTACHMENTS:
+            break
+        found.append(Attachment(number, _file_name(part, number), part))
     return found
 
 
@@ -90,9 +111,12 @@ def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
                 assembler.block(kind, piece)
         else:
             assembler.plain(str(content))
-    attached = attachments(data, path)
+    attached = _attachments(message)  # from the one parse of the message
     if attached:
         names = ", ".join(f"{a.name} (attachment {a.number})" for a in attached)
+        more = sum(1 for _ in message.iter_attachments()) - len(attached)
+        if more > 0:
+            names += f", and {more} more not read (limit {MAX_ATTACHMENTS})"
         assembler.block(BlockKind.PARAGRAPH, f"Attachments: {names}")
     text, blocks, _ = assembler.result()
     return text, blocks, None
@@ -117,9 +141,9 @@ def attachment(path: str, max_bytes: int) -> tuple[bytes, str] | None:
         raise InputError(path, f"the e-mail {mail} is too large ({size} bytes; limit {max_bytes})")
     with open(mail, "rb") as handle:
         data = handle.read()
-    for found in attachments(data, mail):
+    for found in attachments(data, mail):  # only the one asked for is decoded
         if found.number == number:
             if found.name != name:
                 raise InputError(path, f"attachment {number} of {mail} is now {found.name!r}, not {name!r}")
             return found.payload, found.name
-    raise InputError(path, f"{mail} has no attachment {number}")
+    raise InputError(path, f"{mail} has no attachment {number} (attachments read: the first {MAX_ATTACHMENTS})")

@@ -55,9 +55,17 @@ _KOREAN_UNFINISHED = ("을", "를", "은", "는", "에", "와", "에서", "에�
                       "되는", "있는", "있어", "위해", "위한", "따라", "따른", "대한", "및", "또는", "후", "때")  # fmt: skip
 
 
+_SPACES = dict.fromkeys(map(ord, "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                                 "\u202f\u205f\u3000"), " ")
+"""Every Unicode space separator (category Zs) but the space itself: a no-break or full-width space shows as a
+space, and the words on either side of one are two words to every later stage (docs/formats.md)."""
+
+
 def canonicalize(text: str) -> str:
-    """NFC, ``\\n`` line ends, no leading BOM: nothing else, so quotes still match the source."""
-    return unicodedata.normalize("NFC", text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n"))
+    """NFC, ``\\n`` line ends, no leading BOM, every space separator a space: nothing else, so quotes still match
+    the source as a reader sees it (one character for one, so nothing moves)."""
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").translate(_SPACES)
+    return unicodedata.normalize("NFC", text)
 
 
 def join_blocks(pieces: Iterable[tuple[BlockKind, str]]) -> tuple[str, list[Block]]:

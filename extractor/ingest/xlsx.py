@@ -14,12 +14,14 @@ from extractor.ingest.contain import open_zip
 def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
     """Cells in sheet order, then row by row; a workbook of several sheets gets each sheet's name as a heading.
 
-    Values are the ones the file stores: a formula's last computed value (what Excel shows), numbers as
+    The cells read are the ones the sheet holds: the range its ``dimension`` declares is not trusted (a
+    workbook declaring all 17 billion cells of a sheet would be walked cell by cell). Values are the ones the
+    file stores: a formula's last computed value (what Excel shows), numbers as
     written without the cell's display format (``0.15``, not ``15%``), dates as ISO dates.
     """
     from openpyxl import load_workbook
 
-    open_zip(data, path, ".xlsx")  # sizes and DTDs checked before openpyxl inflates anything
+    open_zip(data, path, ".xlsx")  # every part inflates to what it declares, no DTD: openpyxl (with defusedxml) reads it
     try:
         workbook = load_workbook(BytesIO(data), read_only=True, data_only=True)
     except Exception as error:  # a broken package fails in zipfile, lxml or openpyxl, each with its own type
@@ -30,6 +32,7 @@ def parse(data: bytes, path: str) -> tuple[str, list[Block], None]:
         for sheet in sheets:
             if len(sheets) > 1:
                 assembler.block(BlockKind.HEADING, sheet.title, location=sheet.title)
+            sheet.reset_dimensions()  # a declared range (Gnumeric writes A1:XFD1048576) is not walked cell by cell
             for row in sheet.iter_rows():
                 for cell in row:
                     value = getattr(cell, "value", None)

@@ -29,9 +29,6 @@ from extractor.judge.stage import JudgeOutcome, Rubric, links_for, model_id, ren
 from extractor.vocab import (
     DEFAULT_JUDGE_CONCURRENCY,
     DEFAULT_JUDGE_QUEUE,
-    DEFAULT_JUDGE_THRESHOLD,
-    DEFAULT_JUDGE_TIMEOUT,
-    DEFAULT_RUBRIC,
     MARK_BLOCK,
     AttemptOutcome,
     CalibrationVerdict,
@@ -42,7 +39,7 @@ from extractor.vocab import (
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
-    from extractor.providers import ProviderSettings
+    from extractor.options import RunOptions
     from extractor.store import Store
 
 MARKS: dict[JudgeResult, str] = {
@@ -318,8 +315,9 @@ class Judge:
         links = links_for(report)
         return render_judge_request(self.rubric, report.contract, links) if links else None
 
-    async def evaluate(self, report: Report) -> tuple[JudgeOutcome, JudgeDecision]:
-        outcome = await run_judge(self.provider, self.rubric, report.contract, links_for(report))
+    async def evaluate(self, report: Report, max_tokens: int | None = None) -> tuple[JudgeOutcome, JudgeDecision]:
+        """One judge call for ``report`` (with ``max_tokens`` as its output limit when given) and its decision."""
+        outcome = await run_judge(self.provider, self.rubric, report.contract, links_for(report), max_tokens)
         decision = judge_decision(outcome, self.policy)
         self.counts[decision.result] += 1
         return outcome, decision
@@ -335,54 +333,35 @@ def same_model(generator: Provider, judge: Provider) -> bool:
     return model_id(generator) == model_id(judge)
 
 
-@dataclass(frozen=True)
-class JudgeOptions:
-    """The judge options of ``extract run`` (and ``extract judge run``)."""
+def build_judge(options: RunOptions, *, generator: Provider | None, store: Store, contract: Contract,
+                base_url: str | None = None, api_key: str | None = None) -> tuple[Judge, list[str]]:
+    """The judge ``options.judge`` names for a run, with its policy resolved against the calibrations on record,
+    and the notes its user should read: why ``block`` was downgraded, and a warning when judge and generator are
+    one model. ``base_url`` and ``api_key``: the judge's server as resolved (default: ``OPENAI_*``).
 
-    spec: str
-    mode: JudgeMode | None = None
-    threshold: float = DEFAULT_JUDGE_THRESHOLD
-    rubric_version: str = DEFAULT_RUBRIC
-    base_url: str | None = None
-    concurrency: int = DEFAULT_JUDGE_CONCURRENCY
-    queue: int = DEFAULT_JUDGE_QUEUE
-    timeout: float = DEFAULT_JUDGE_TIMEOUT
-
-
-def build_judge(options: JudgeOptions, *, generator: Provider | None, store: Store, contract: Contract,
-                settings: ProviderSettings) -> tuple[Judge, list[str]]:
-    """The judge of a run, with its policy resolved against the calibrations on record, and the notes its
-    user should read: why ``block`` was downgraded, and a warning when judge and generator are one model.
-
-    The judge gets its own queue, concurrency and timeout (``settings`` with ``options.timeout``); its 429s and
-    timeouts lower only its own limit. Modes: ``options.mode`` for every metric, else the contract settings'
-    per-metric modes (default review). Bad options (threshold, queue, rubric, model string, a contract's
-    judge modes) raise ``UsageError`` naming the option.
+    The judge gets its own queue, concurrency and timeout; its 429s and timeouts lower only its own limit. Modes:
+    ``judge_mode`` for every metric, else the contract settings' per-metric modes (default review). A rubric,
+    model string or contract judge mode that cannot be used raises ``UsageError`` naming the option.
     """
-    from dataclasses import replace
-
     from extractor.judge.stage import load_rubric
-    from extractor.providers import from_string
+    from extractor.providers import ProviderSettings, from_string
 
-    if not 0.0 < options.threshold < 1.0:
-        raise UsageError(f"--judge-threshold must be between 0 and 1 (exclusive), not {options.threshold:g}")
-    if options.queue < options.concurrency:
-        raise UsageError(f"--judge-queue ({options.queue}) must be at least --judge-concurrency ({options.concurrency})")
+    assert options.judge is not None, "build_judge needs options with a judge"
     try:
-        rubric = load_rubric(options.rubric_version)
+        rubric = load_rubric(options.judge_rubric)
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
-    queue = JudgeQueue(options.concurrency, options.queue)
+    queue = JudgeQueue(options.judge_concurrency, options.judge_queue)
+    settings = ProviderSettings.of(options, connections=options.judge_concurrency, judge=True)
     try:
-        provider = from_string(options.spec, base_url=options.base_url,
-                               settings=replace(settings, timeout_s=options.timeout, connections=options.concurrency),
+        provider = from_string(options.judge, base_url=base_url, api_key=api_key, settings=settings,
                                on_rate_limit=queue.limit.on_rate_limit, on_timeout=queue.limit.on_timeout)
     except (ValueError, ImportError) as error:
         raise UsageError(f"--judge: {error}") from None
-    metric_modes = {} if options.mode is not None else dict(contract.modes.judge)
+    metric_modes = {} if options.judge_mode is not None else dict(contract.modes.judge)
     try:
-        policy = resolve_policy(store, model_id(provider), rubric.version, options.threshold,
-                                options.mode or JudgeMode.review, metric_modes)
+        policy = resolve_policy(store, model_id(provider), rubric.version, options.judge_threshold,
+                                options.judge_mode or JudgeMode.review, metric_modes)
     except ValueError as error:
         raise UsageError(f"contract {contract.id} ({contract.folder}): {error}") from None
     notes = [f"note: judge runs in {policy.mode.value} mode: {policy.reason}"] if policy.reason else []
@@ -390,4 +369,5 @@ def build_judge(options: JudgeOptions, *, generator: Provider | None, store: Sto
     if same:
         notes.append(f"warning: the judge ({model_id(provider)}) is the generator's own model; it tends to share the "
                      "generator's blind spots. Use a different model for the judge (recorded in the run config).")
-    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue, timeout_s=options.timeout), notes
+    return Judge(provider, policy, rubric, same_model_as_generator=same, queue=queue,
+                 timeout_s=options.judge_timeout), notes

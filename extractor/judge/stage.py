@@ -11,7 +11,7 @@ invented number; the outcome is ``not_evaluable``, never 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from string import Template
 from typing import Any, Literal
@@ -110,12 +110,16 @@ class JudgeOutcome:
         return (self.result.prompt_tokens or 0) + (self.result.completion_tokens or 0)
 
 
-async def run_judge(provider: Provider, rubric: Rubric, contract: str, links: list[JudgeLink]) -> JudgeOutcome:
-    """Judge ``links`` with one call; never raises for what the model or the network did."""
+async def run_judge(provider: Provider, rubric: Rubric, contract: str, links: list[JudgeLink],
+                    max_tokens: int | None = None) -> JudgeOutcome:
+    """Judge ``links`` with one call (sent with ``max_tokens`` as its output limit when given: a budget's); never
+    raises for what the model or the network did."""
     if not links:
         return JudgeOutcome("not_evaluable", links, error="no evidence link with a found excerpt: nothing to judge "
                             "(no call made)")
     request = render_judge_request(rubric, contract, links)
+    if max_tokens is not None:
+        request = replace(request, max_tokens=max_tokens)
     try:
         result = await provider.generate(request)
     except ProviderError as error:

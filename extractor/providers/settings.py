@@ -7,21 +7,12 @@ import these settings from here, so the imports go one way (docs/design.md#data-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from typing import TYPE_CHECKING
 
+from extractor.vocab import ResponseFormat as ResponseFormat
 
-class ResponseFormat(StrEnum):
-    """How an OpenAI-compatible server is asked for structured output (``--response-format``).
-
-    ``auto`` tries json_schema, tools, json_object, plain in that order, moving on when the server says it
-    lacks one, and keeps the first it accepts; any other value is used alone and never falls back.
-    """
-
-    auto = "auto"
-    json_schema = "json_schema"  # response_format json_schema: the server enforces the contract's schema
-    tools = "tools"  # one function whose parameters are the schema, forced by tool_choice
-    json_object = "json_object"  # JSON mode: valid JSON, the schema only in the prompt
-    plain = "plain"  # no structure requested: the prompt alone asks for JSON
+if TYPE_CHECKING:
+    from extractor.options import RunOptions
 
 
 @dataclass(frozen=True)
@@ -37,3 +28,10 @@ class ProviderSettings:
     response_format: ResponseFormat = ResponseFormat.auto  # OpenAI-compatible servers only
     connections: int = 100  # HTTP connections at most: the calls in flight (a run's --concurrency)
     max_body_bytes: int = 64 << 20  # an answer's body, counted after gzip/deflate: more is a malformed answer
+
+    @classmethod
+    def of(cls, options: RunOptions, *, connections: int, judge: bool = False) -> ProviderSettings:
+        """The bounds a run's options set on its calls (the judge's: its own timeout), ``connections`` at most."""
+        return cls(timeout_s=options.judge_timeout if judge else options.timeout,
+                   max_transport_retries=options.retries, retry_budget_s=options.retry_budget,
+                   response_format=options.response_format, connections=connections)

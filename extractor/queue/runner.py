@@ -8,10 +8,14 @@ pool's threads only hand a task id to this loop and wait for the answer: the wor
 is the number of documents, and so of model calls, in flight; the engine's ``AdaptiveLimit`` lowers it on
 429s and timeouts. CPU work (reading, validation) still goes to the CPU pool (``extractor.offload``).
 
-Each batch configuration gets one engine, which is one run in the run log (``extract worker`` as its
-command, this host and pid, a heartbeat): the claim protocol of the run log then decides, per document,
-exactly as between ``extract run`` processes; a worker killed mid-document leaves its claim to be taken
-over when the document is delivered again.
+Engines are kept per conversion: what makes one document's conversion differ from another's (model, model
+server, contract and its hash, prompt version and the other options of ``RunOptions.conversion``). Each is one run
+in the run log (``extract worker`` as its command, this host and pid, a heartbeat): the claim protocol of the run
+log then decides, per document, exactly as between ``extract run`` processes; a worker killed mid-document leaves
+its claim to be taken over when the document is delivered again. What differs per batch and not per conversion
+(tags, ``force``, ``retry_errors``, the budget of ``max_cost``) comes with each task (``Scope``), so any number of
+batches share one engine; an engine no document used for ``IDLE_CLOSE_S`` is closed (its run recorded finished,
+its model client's connections closed), so a long-lived worker holds what it is doing, not what it has seen.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from importlib import import_module
@@ -31,8 +36,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from extractor import offload
 from extractor.engine import AdaptiveLimit, DocumentOutcome, Engine, RunSummary
+from extractor.engine.budget import Budget, LocalBudget, prices_for
 from extractor.engine.engine import HEARTBEAT_S
 from extractor.engine.recorder import Observer
+from extractor.engine.settings import Scope
 from extractor.errors import ExtractorError
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.settings import BatchSettings
@@ -44,15 +51,36 @@ from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_MAX_DELIVERIES, FINAL_STAT
 if TYPE_CHECKING:
     from extractor.contracts import Contract
     from extractor.contracts.registry import ContractRef
+    from extractor.prices import Price
 
 log = logging.getLogger(__name__)
 
-LimitFactory = Callable[[int, BatchSettings], AdaptiveLimit]
+IDLE_CLOSE_S = 300.0
+"""An engine (a worker run, its model client and its connections) no document used this long is closed; the next
+document of its configuration starts a new one."""
+BUDGETS_KEPT = 4096
+"""Budgets of batches a worker keeps at hand (the least recently used one is dropped past this): a shared one is
+read again from the broker, so only an in-process service's (``Alone``) is forgotten."""
 
 
-def local_limit(concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
-    """Without a broker (``extract serve`` alone) a 429 slows this process only."""
-    return AdaptiveLimit(concurrency)
+class Fleet(Protocol):
+    """What the workers of one broker share: a 429 slows every worker calling that server, and a batch's budget
+    is one, whichever worker spends from it (``extractor.queue.fleet``)."""
+
+    def limit(self, concurrency: int, settings: BatchSettings) -> AdaptiveLimit: ...
+
+    def budget(self, batch_id: str, limit: float, prices: Mapping[str, Price]) -> Budget: ...
+
+
+class Alone:
+    """A fleet of one process (``extract serve`` without a broker): a 429 slows this process, budgets are kept
+    here."""
+
+    def limit(self, concurrency: int, settings: BatchSettings) -> AdaptiveLimit:
+        return AdaptiveLimit(concurrency)
+
+    def budget(self, batch_id: str, limit: float, prices: Mapping[str, Price]) -> Budget:
+        return LocalBudget(limit, prices, lambda reason: log.warning("batch %s stopped: %s", batch_id, reason))
 
 
 class TaskObserver(Observer, Protocol):
@@ -71,6 +99,8 @@ class _Slot:
     engine: Engine
     started: float
     heartbeat: asyncio.Task[None]
+    used: float
+    busy: int = 0
 
 
 class Runner:
@@ -82,16 +112,19 @@ class Runner:
     """
 
     def __init__(self, store: Store, *, concurrency: int, max_deliveries: int = DEFAULT_MAX_DELIVERIES,
-                 limit: LimitFactory = local_limit, command: str = "extract worker",
-                 endpoints: Endpoints | None = None, observer: TaskObserver | None = None) -> None:
+                 fleet: Fleet | None = None, command: str = "extract worker", endpoints: Endpoints | None = None,
+                 observer: TaskObserver | None = None, idle_s: float = IDLE_CLOSE_S) -> None:
         self.store = store
         self.observer = observer
         self.endpoints = endpoints or load_endpoints()
         self.concurrency = concurrency
         self.max_deliveries = max_deliveries
         self.command = command
-        self._limit = limit
-        self._slots: dict[tuple[object, ...], _Slot] = {}
+        self.fleet = fleet or Alone()
+        self.idle_s = idle_s
+        self._slots: dict[str, _Slot] = {}
+        self._budgets: OrderedDict[str, Budget] = OrderedDict()
+        self._janitor: asyncio.Task[None] | None = None
         self._warmed: set[ContractRef] = set()
         self._warming: set[asyncio.Task[bool]] = set()
         self._scratch = Path(tempfile.mkdtemp(prefix="extract-worker-"))
@@ -150,10 +183,31 @@ class Runner:
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     async def _close(self) -> None:
-        for slot in self._slots.values():
-            slot.heartbeat.cancel()
-            await slot.engine.close(await asyncio.to_thread(self._summary, slot.engine.run_id), slot.started)
-        self._slots.clear()
+        if self._janitor is not None:
+            self._janitor.cancel()
+        slots, self._slots = list(self._slots.values()), {}
+        for slot in slots:
+            await self._close_slot(slot)
+
+    async def _close_slot(self, slot: _Slot) -> None:
+        slot.heartbeat.cancel()
+        await slot.engine.close(await asyncio.to_thread(self._summary, slot.engine.run_id), slot.started)
+
+    @property
+    def engines(self) -> int:
+        """Engines (worker runs, each with its model client) open now."""
+        return len(self._slots)
+
+    async def _close_idle(self) -> None:
+        """Every so often, close the engines no document used for ``idle_s`` seconds."""
+        while True:
+            await asyncio.sleep(max(0.05, min(self.idle_s / 2, 30.0)))
+            async with self._creating:
+                now = time.monotonic()
+                idle = [key for key, slot in self._slots.items() if not slot.busy and now - slot.used > self.idle_s]
+                closing = [self._slots.pop(key) for key in idle]
+            for slot in closing:
+                await self._close_slot(slot)
 
     def _summary(self, run_id: str) -> RunSummary:
         """A worker run's documents as the run log has them, so the run ends with their outcome (with none, every
@@ -180,11 +234,35 @@ class Runner:
             return task
         try:
             stored = await asyncio.to_thread(tasks.batch_settings, db, task.batch_id)
-            engine = await self._engine(BatchSettings.from_json(stored or {}), task.batch_id)
+            settings = BatchSettings.from_json(stored or {})
+            slot = await self._engine(settings, task.batch_id)
+            if await self._redoes_own(slot.engine, task, settings):  # a worker run converts a document once
+                slot = await self._engine(settings, task.batch_id, retire=slot)
         except Exception as error:  # noqa: BLE001 - a batch this worker cannot run ends ERROR, with the reason
             why = str(error) if isinstance(error, ExtractorError) else f"{type(error).__name__}: {error}"
             refused = f"{task.name}: this worker cannot run the batch's settings: {why}"
             await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, refused, None)
+            return await asyncio.to_thread(tasks.get_task, db, task_id)
+        try:
+            return await self._deliver(slot.engine, task, settings)
+        finally:
+            slot.busy -= 1
+            slot.used = time.monotonic()
+
+    async def _deliver(self, engine: Engine, task: TaskInfo, settings: BatchSettings) -> TaskInfo | None:
+        """One delivery of ``task`` on ``engine``, with what its batch brings (``Scope``)."""
+        db, task_id = self.store.engine, task.id
+        try:
+            scope = Scope.of(settings, await self._budget(engine, task.batch_id, settings))
+            stopped = "" if scope.money is None else await scope.money.stopped()
+        except ValueError as error:  # the price of a model of the batch is unknown here
+            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, f"{task.name}: {error}", None)
+            return await asyncio.to_thread(tasks.get_task, db, task_id)
+        if stopped:  # the batch's budget is spent: its documents wait for a rerun, unread
+            cause = f"{task.name}: {stopped}; rerun to resume"
+            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.INTERRUPTED, cause, None)
+            if self.observer is not None:
+                self.observer.task_finished(Outcome.INTERRUPTED)
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         delivery = await asyncio.to_thread(tasks.start_delivery, db, task_id, engine.run_id,
                                            stale_after_s=self.store.stale_after_s)
@@ -199,7 +277,7 @@ class Runner:
             if delivery.deliveries > self.max_deliveries:
                 result = await asyncio.to_thread(self._give_up, engine, task, delivery.deliveries - 1)
             else:
-                result = await self._convert(engine, task)
+                result = await self._convert(engine, task, scope)
             if result.skip == SkipReason.done:
                 result = await asyncio.to_thread(self._finished_before, engine, task, result)
         finally:  # whatever happened, the task does not stay "started" under a live worker
@@ -209,24 +287,71 @@ class Runner:
                 self.observer.task_finished(result.state)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
 
-    async def _engine(self, settings: BatchSettings, batch_id: str) -> Engine:
-        """The engine (worker run) for this configuration, started on first use."""
+    async def _redoes_own(self, engine: Engine, task: TaskInfo, settings: BatchSettings) -> bool:
+        """Whether the task redoes a document this engine's run left unfinished (INTERRUPTED: its batch's budget
+        stopped) or finished in a state its batch takes over (``force``, ``retry_errors``): a run holds one
+        document run per document, so the redo needs an engine (a worker run) of its own."""
+        from extractor.segment import SEGMENTER_ID
+
+        state = await asyncio.to_thread(tasks.state_in_run, self.store.engine, engine.run_id, task.sha256, SEGMENTER_ID)
+        return state == DocumentState.INTERRUPTED or state in settings.retry_states
+
+    async def _engine(self, settings: BatchSettings, batch_id: str, retire: _Slot | None = None) -> _Slot:
+        """The engine (worker run) for this conversion, started on first use, marked busy for the caller;
+        ``retire``: that engine takes no new document (it is closed once idle) and a new one is started."""
         async with self._creating:
-            slot = self._slots.get(settings.key())
+            if self._janitor is None:
+                self._janitor = asyncio.create_task(self._close_idle())
+            key = settings.key()
+            if retire is not None:
+                retire.busy -= 1
+                if self._slots.get(key) is retire:
+                    self._slots[f"{key}#{id(retire)}"] = self._slots.pop(key)
+            slot = self._slots.get(key)
             if slot is None:
-                base_url, key = settings.server(self.endpoints)  # this worker's URL and key of the batch's server
-                limit = self._limit(self.concurrency, settings)
-                engine = Engine(self.store, settings.provider(limit, base_url, key),
-                                settings.run_settings(self.concurrency, self.command, base_url, batch_id), limit=limit,
-                                observer=self.observer)
+                engine = self._new_engine(settings, batch_id)
                 await engine.start()
                 # a contract of its own is made ready in the worker processes while the first calls wait for the model
                 warming = asyncio.create_task(self._warm_contract(engine.settings.contract))
                 self._warming.add(warming)
                 warming.add_done_callback(self._warming.discard)
-                slot = _Slot(engine, time.monotonic(), asyncio.create_task(self._heartbeat(engine)))
-                self._slots[settings.key()] = slot
-            return slot.engine
+                now = time.monotonic()
+                slot = _Slot(engine, now, asyncio.create_task(self._heartbeat(engine)), now)
+                self._slots[key] = slot
+            slot.busy += 1
+            return slot
+
+    def _new_engine(self, settings: BatchSettings, batch_id: str) -> Engine:
+        """An engine for ``settings``: the model server (and the judge's) as this worker's configuration has them."""
+        server = settings.server(self.endpoints)  # this worker's URL and key of the batch's server
+        limit = self.fleet.limit(self.concurrency, settings)
+        run_settings = settings.run_settings(self.concurrency, self.command, server[0], batch_id)
+        provider = settings.provider(limit, server)
+        judge = None
+        if settings.judge is not None:
+            from extractor.judge.modes import build_judge
+            from extractor.providers.openai_compat import NO_KEY_PLACEHOLDER
+
+            judge_url, judge_key = settings.judge_server(self.endpoints)
+            judge, notes = build_judge(run_settings.options, generator=provider, store=self.store,
+                                       contract=run_settings.contract, base_url=judge_url,
+                                       api_key=judge_key or NO_KEY_PLACEHOLDER)
+            for note in notes:
+                log.warning("batch %s: %s", batch_id, note)
+        return Engine(self.store, provider, run_settings, limit=limit, observer=self.observer, judge=judge)
+
+    async def _budget(self, engine: Engine, batch_id: str, settings: BatchSettings) -> Budget | None:
+        """The batch's budget (``max_cost``), priced at this engine's models; ``ValueError`` for an unknown price."""
+        if settings.max_cost is None:
+            return None
+        found = self._budgets.pop(batch_id, None)
+        if found is None:
+            judge = engine.judge.provider if engine.judge is not None else None
+            found = self.fleet.budget(batch_id, settings.max_cost, prices_for(engine.provider, judge))
+        self._budgets[batch_id] = found
+        while len(self._budgets) > BUDGETS_KEPT:
+            self._budgets.popitem(last=False)
+        return found
 
     async def _heartbeat(self, engine: Engine) -> None:
         """Keep this worker run alive in the run log, and mark runs of this machine whose process died as crashed."""
@@ -235,14 +360,14 @@ class Runner:
             await engine.recorder.heartbeat()
             await engine.recorder.call(self.store.reap_dead_runs)
 
-    async def _convert(self, engine: Engine, task: TaskInfo) -> DocumentOutcome:
+    async def _convert(self, engine: Engine, task: TaskInfo, scope: Scope) -> DocumentOutcome:
         """The document through the engine, from a scratch copy named like the upload (its suffix picks the reader)."""
         name, content = await asyncio.to_thread(tasks.upload_of, self.store.engine, task.id)
         folder = self._scratch / task.id
         path = folder / f"document{safe_suffix(name)}"
         try:
             await asyncio.to_thread(_write, path, content)
-            result = await engine.process(path, name=name)
+            result = await engine.process(path, name=name, scope=scope)
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
         return replace(result, cause=result.cause.replace(str(path), name)) if result.cause else result

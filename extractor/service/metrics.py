@@ -3,8 +3,9 @@
 Counted where the run log is written (``extractor.engine.recorder.Observer``), so the counts are the run
 log's: documents by final state, model calls by outcome (ok, 429, timeout, error: one per HTTP try, as
 each attempt's ``transport`` records them), each try's latency, tokens in and out, queued documents by the
-outcome their task ended with; the queue depth (documents waiting for a worker) is read from the run log
-when scraped. With ``PROMETHEUS_MULTIPROC_DIR`` set (several processes behind one port, e.g. a process
+outcome their task ended with; the queue depth (documents waiting for a worker, whether the broker holds
+their messages or they wait for the broker to come back) and how many of them wait for the broker are read from
+the run log when scraped. With ``PROMETHEUS_MULTIPROC_DIR`` set (several processes behind one port, e.g. a process
 manager running several ``extract serve``), prometheus-client's multiprocess mode adds them up.
 """
 
@@ -14,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from extractor.vocab import DocumentState, Outcome
+from extractor.vocab import DocumentState, Outcome, TaskState
 
 if TYPE_CHECKING:
     from extractor.store import AttemptRecord, Store
@@ -79,8 +80,11 @@ class QueueDepth:
 
         from extractor.store import tasks
 
-        yield GaugeMetricFamily("extract_queue_depth", "Documents queued and not started yet",
-                                value=tasks.pending_count(self.store.engine))
+        waiting = tasks.waiting_counts(self.store.engine)
+        yield GaugeMetricFamily("extract_queue_depth", "Documents waiting for a worker (queued, or unsent while the "
+                                "broker is away)", value=sum(waiting.values()))
+        yield GaugeMetricFamily("extract_queue_unsent", "Documents saved and not yet taken by the broker (sent when it "
+                                "is back)", value=waiting[TaskState.unsent])
 
 
 def exposition(store: Store) -> tuple[bytes, str]:

@@ -20,7 +20,8 @@ def print_sentences(document: Document, name: str, console: Console | None = Non
     add_columns(table, ("id", "block", "start", "end", "text"), wrap=("text",), right=("start", "end"))
     kinds = {block.index: block.kind.value for block in document.blocks}
     for s in document.sentences:
-        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}", str(s.start), str(s.end), printable(s.text))
+        place = f" [{printable(s.location)}]" if s.location else ""  # a cell's address, or a footnote, a text box
+        table.add_row(s.id, f"{s.block}:{kinds.get(s.block, '?')}{place}", str(s.start), str(s.end), printable(s.text))
     print_table(console, table)
 
 

@@ -171,6 +171,9 @@ class RunProgress(Progress):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
 
+    def note(self, line: str) -> None:
+        self._progress.console.print(line, markup=False, highlight=False)
+
     def line(self) -> str:
         """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 1:02 elapsed,
         ETA 3:27``."""
@@ -260,8 +263,6 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
     console.print(f"tokens {summary.tokens:,}   time {summary.seconds:.1f} s   {cost_line(summary.spend, summary.evaluated)}")
     if summary.stopped:
         console.print(f"stopped: {summary.stopped}; rerun (with a higher --max-cost) to finish", style="yellow")
-    for note in summary.notes:
-        console.print(f"note: {printable(note)}", markup=False, highlight=False)
     if summary.interrupted:
         left = summary.counts.get(Outcome.INTERRUPTED, 0)
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")

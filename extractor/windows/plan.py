@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from extractor.document import Document, Sentence
 from extractor.generate.prompt import sentence_line
+from extractor.vocab import DEFAULT_OVERLAP
 from extractor.windows.tokens import Budget, TokenCounter
 
 COVERAGE_ENTRY_TOKENS = 40
@@ -25,7 +26,6 @@ ANSWER_SKELETON_TOKENS = 200
 """The answer's keys, brackets and scalar fields, whatever the document's length."""
 MESSAGE_OVERHEAD_TOKENS = 8
 """Chat markup around each message (role, separators)."""
-DEFAULT_OVERLAP = 2
 
 CONTEXT_NOTE = "(context only: {first}-{last} come before this part; read them, do not account for them)"
 PART_NOTE = ("(this long document is read in parts; this is part {index} of {total}: account for every sentence "

@@ -22,6 +22,7 @@ from typing import Any
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit, Engine, RunSettings, RunSummary
+from extractor.options import RunOptions
 from extractor.providers import ProviderSettings, from_string
 from extractor.store import open_store
 from tests.support.llm_server import Action, Reply, ScriptedLLMServer, Status
@@ -129,7 +130,8 @@ def run(db_url: str, server: ScriptedLLMServer, paths: Sequence[Path], model: st
         limit = AdaptiveLimit(4)
         provider = from_string(f"openai:{model}", base_url=server.base_url, settings=FAST,
                                on_rate_limit=limit.on_rate_limit)
-        settings = RunSettings(contract=get_contract("work_procedure"), concurrency=4, tags=tuple(tags), force=force)
+        settings = RunSettings(contract=get_contract("work_procedure"), concurrency=4,
+                               options=RunOptions(tags=tuple(tags), force=force))
         return asyncio.run(Engine(store, provider, settings, limit=limit).run([str(p) for p in paths]))
     finally:
         store.close()

@@ -63,10 +63,11 @@ def sparse_text(path: Path, size: int = 600 << 20) -> Path:
     return path
 
 
-def many_attachments(path: Path, count: int = 5000) -> Path:
-    """An e-mail with ``count`` small text attachments, each of its own content: work that grows with their number,
-    or with its square. The standard library writes the message with its first attachment; the others are copies
-    of that part, each with its own name and text (the writer takes seconds per thousand)."""
+def many_attachments(path: Path, count: int = 5000, binary: int = 0) -> Path:
+    """An e-mail with ``count`` small text attachments, each of its own content (the first ``binary`` of them named
+    ``.bin``, a type no reader reads): work that grows with their number, or with its square. The standard library
+    writes the message with its first attachment; the others are copies of that part, each with its own name and
+    text (the writer takes seconds per thousand)."""
     message = EmailMessage()
     message["Subject"] = "Purchase orders"
     message["From"] = "buyer@example.com"
@@ -79,7 +80,8 @@ def many_attachments(path: Path, count: int = 5000) -> Path:
     encoded = base64.b64encode(_order(0))
     assert part.count(encoded) == 1 and part.count(b'filename="order0.txt"') == 1
     parts = [part.replace(encoded, base64.b64encode(_order(number))).replace(
-        b'filename="order0.txt"', f'filename="order{number}.txt"'.encode()) for number in range(count)]
+        b'filename="order0.txt"', f'filename="order{number}.{"bin" if number < binary else "txt"}"'.encode())
+        for number in range(count)]
     path.write_bytes(boundary.join([head, body, *parts, end]))
     return path
 

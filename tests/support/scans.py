@@ -56,6 +56,19 @@ This procedure sets out how purchase requests are submitted, reviewed and approv
 3. Contact
 Questions go to the purchasing team at purchasing@example.com."""
 
+KOREAN_WITH_LATIN = """구매 요청 처리 기준
+1. 목적
+이 기준은 ERP 시스템에서 구매 요청을 처리하는 방법을 정한다.
+2. 처리 방법
+□ 요청자는 SAP 자재 코드와 견적서 PDF 파일을 첨부하여 요청한다.
+○ 요청 금액이 USD 5,000 이상이면 CFO 승인이 필요하다.
+○ 납품 조건은 FOB 부산항 기준으로 적는다.
+□ 구매팀은 요청을 접수하고 PO 번호를 부여한다.
+■ 처리 결과는 ERP 시스템의 Purchase Order 화면에 기록한다.
+3. 문의처
+구매팀 이지은 대리 (purchasing@example.com)"""
+"""A Korean page with the Latin words Korean offices write (system names, codes, file types, an address)."""
+
 PROCEDURES = {"kor": KOREAN_PROCEDURE, "rus": RUSSIAN_PROCEDURE, "eng": ENGLISH_PROCEDURE}
 
 
