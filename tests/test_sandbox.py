@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.batch import ROOT, answer_for, cli_env, extract_command, run_cli, summary_of
-from tests.support.hostile import long_hwpx, many_attachments, reference_loop_pdf, shared_string_bomb, sparse_text
+from tests.support.hostile import (
+    long_hwpx,
+    many_attachments,
+    many_elements_html,
+    reference_loop_pdf,
+    shared_string_bomb,
+    sparse_text,
+)
 from tests.support.llm_server import Reply, ScriptedLLMServer
 
 PEAK = ROOT / "tests" / "support" / "peak.py"
@@ -40,6 +47,7 @@ def test_a_batch_with_hostile_files_finishes_its_good_files(llm_server: Callable
         shared_string_bomb(folder / "shared_strings.xlsx"): None,  # the memory limit, or a reader's own refusal
         long_hwpx(folder / "long.hwpx"): "text over 2,000,000 characters (the reading limit EXTRACT_READ_TEXT); refused",
         sparse_text(folder / "huge.txt"): "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)",
+        many_elements_html(folder / "elements.html"): None,  # the memory limit, or the deadline on a busy machine
     }
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     env = cli_env(server.base_url, f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",

@@ -56,6 +56,12 @@ def reference_loop_pdf(path: Path) -> Path:
     return path
 
 
+def many_elements_html(path: Path, elements: int = 1_200_000) -> Path:
+    """9.6 MB of HTML in 1,200,000 paragraphs of one letter: within the size limit, gigabytes and minutes to read."""
+    path.write_text("<html><body>" + "<p>x</p>" * elements + "</body></html>", encoding="ascii")
+    return path
+
+
 def sparse_text(path: Path, size: int = 600 << 20) -> Path:
     """600 MB of NUL bytes that take no disk: more than a reader may hold once the size limit is raised for it."""
     with path.open("wb") as stream:
