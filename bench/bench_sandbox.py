@@ -102,8 +102,7 @@ def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[flo
     last = max(datetime.fromisoformat(str(at)).replace(tzinfo=UTC) for _, at in finished.values())
     seconds = (last - launched).total_seconds()
     summary = json.loads(out[out.index("{"):])
-    causes = "; ".join([o["cause"].rsplit("/", 1)[-1] for o in summary["outcomes"] if o["state"] == "INPUT_ERROR"]
-                       + [note.rsplit("/", 1)[-1] for note in summary["notes"]])
+    causes = "; ".join(o["cause"].rsplit("/", 1)[-1] for o in summary["outcomes"] if o["state"] == "INPUT_ERROR")
     if len(summary["outcomes"]) > GOOD + 4:
         causes += f"; {len(summary['outcomes'])} documents"
     return seconds, peak[0], causes
