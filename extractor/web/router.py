@@ -33,7 +33,7 @@ from fastapi.routing import APIRoute
 from extractor.review.queue import QueuePage, waiting
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEWABLE, DocumentState
+from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEWABLE, DocumentState, ReviewDecision
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -103,13 +103,16 @@ def _shown(value: Any) -> Any:
 def _environment() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    from extractor.review.view import iso
-    from extractor.web.page import pretty
+    from extractor.review.view import latency, when
+    from extractor.web.page import hint_text, path_breaks, pretty
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.filters["pretty"] = pretty
-    env.filters["iso"] = iso
+    env.filters["when"] = when
+    env.filters["hint"] = hint_text
+    env.filters["latency"] = latency
+    env.filters["path"] = path_breaks
     return env
 
 
@@ -216,9 +219,17 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
         filters = _filters(request)
         previous, following = _neighbours(store, records, filters, found.id)
+        approved = view.approved
+        latest = view.reviews[-1] if view.reviews else None
+        rejected = latest if approved is None and latest is not None and latest.decision == ReviewDecision.rejected \
+            else None
+        history = [r for r in view.reviews  # the approval the page shows is not listed again
+                   if approved is None or (r.decision, r.reviewer, r.created_at) != (ReviewDecision.approved,
+                                                                                   approved.reviewer, approved.approved_at)]
         return render("document.html", status, **context(
             request, principal, page=page, view=view, raw=raw, error=error, lang=page.lang,
-            blocked=found.state == DocumentState.BLOCKED, decidable=found.state in QUEUE_STATES,
+            blocked=found.state == DocumentState.BLOCKED, rejected=rejected, history=history,
+            decidable=found.state in QUEUE_STATES and approved is None and rejected is None,
             previous=previous, following=following, query=_query(filters),
             done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
 
