@@ -2,14 +2,19 @@
 
 Two folders, measured in turn (``--rounds`` times each, alternated; each run into a fresh SQLite run log): 36 good
 documents alone, and the same 36 with 4 bombs among them (docs/formats.md#reading-limits): an xlsx whose one 900 KB
-shared string 2,000 cells name (1.8 GB of text), an HWPX of 3,000,000 characters, a PDF whose MediaBox references
-loop, and an e-mail with 5,000 attachments. Every run is ``extract run FOLDER`` as a process of its own against a
-scripted model server in its own process (``bench_throughput.py --serve``) answering after ``--latency`` seconds.
+shared string 2,000 cells name (1.8 GB of text), an HWPX of 3,000,000 characters, 9.6 MB of HTML in 1,200,000
+paragraphs (1.9 GB and minutes to read outside a reader), and an e-mail of 9.5 MB with 40,000 attachments, which a
+reader must parse to take apart (the reading limits end it, or its 1,000 MIME parts; the run's causes below say
+which). Every run is ``extract run FOLDER`` as a process of its own against a scripted model server in its own process
+(``bench_throughput.py --serve``) answering after ``--latency`` seconds.
 
-Printed: for each run, when its last good document finished (from the run's start, read from the run log) and the
-largest resident size of the run's whole process tree, summed over its processes (the run, the fork server, the
-readers, the checker, Tesseract), sampled every 20 ms; then the median of each folder and the ratio with bombs to
-without (target <= 1.3x), and the peak against readers x the reading limit + 300 MB.
+Printed: for each run, when its last good document finished (from the command's start: discovery, the CPU pool's
+start-up and all; the time the run log records) and the largest resident size of the run's whole process tree,
+summed over its processes (the run, the fork server, the readers, the checker, Tesseract), sampled every 20 ms;
+then the median of each folder and the ratio with bombs to without (target <= 1.3x), and the peak against readers x
+the reading limit + 300 MB (the target; readers past the soft deadline let as many extra readers start, and the
+documented bound is twice that many readers' limits). The load average is printed with each run: the machine may
+be shared.
 
     python bench/bench_sandbox.py [--rounds 3] [--latency 0.5] [--read-timeout 20]
 """
@@ -32,9 +37,10 @@ if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
 
 from tests.support.batch import write_batch  # noqa: E402  (after the sys.path fix)
-from tests.support.hostile import long_hwpx, many_attachments, reference_loop_pdf, shared_string_bomb  # noqa: E402
+from tests.support.hostile import long_hwpx, many_attachments, many_elements_html, shared_string_bomb  # noqa: E402
 
 GOOD = 36
+GOOD_SUFFIXES = ("_en_purchase_approval.md", "_ko_work_request_review.txt", "_ru_vacation_approval.txt")
 SAMPLE_S = 0.02
 
 
@@ -61,13 +67,15 @@ def tree_rss(root: int) -> int:
 
 
 def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[float, int, str]:
-    """``extract run folder``: seconds from the run's start to its last good document's end, peak tree RSS, and the
-    causes of its INPUT_ERRORs."""
+    """``extract run folder``: seconds from the command's start to its last good document's end, peak tree RSS, and
+    the causes of its INPUT_ERRORs."""
     import json
+    from datetime import UTC, datetime
 
     from sqlalchemy import create_engine, text
 
     url = f"sqlite:///{database}"
+    launched = datetime.now(UTC)
     process = subprocess.Popen([sys.executable, "-m", "extractor", "run", str(folder), "--model", "openai:bench",
                                 "--retries", "0", "--format", "json"], env=env | {"EXTRACT_DATABASE_URL": url},
                                cwd=folder.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -86,17 +94,17 @@ def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[flo
         raise SystemExit(f"extract run exited {process.returncode}: {err[-2000:]}")
     engine = create_engine(url)
     with engine.connect() as connection:
-        started, last, finished = connection.execute(text(
-            "SELECT r.started_at, MAX(d.finished_at), COUNT(*) FROM runs r JOIN document_runs d ON d.run_id = r.id "
-            "WHERE d.state = 'READY_FOR_REVIEW' GROUP BY r.id")).one()
+        good = connection.execute(text("SELECT path, state, finished_at FROM document_runs")).all()
     engine.dispose()
-    if finished != GOOD:
-        raise SystemExit(f"{finished} good documents finished, not {GOOD}: {err[-2000:]}")
-    from datetime import datetime
-
-    seconds = (datetime.fromisoformat(str(last)) - datetime.fromisoformat(str(started))).total_seconds()
+    finished = {Path(path).name: (state, at) for path, state, at in good if Path(path).name.endswith(GOOD_SUFFIXES)}
+    if sorted(state for state, _ in finished.values()) != ["READY_FOR_REVIEW"] * GOOD:
+        raise SystemExit(f"the good documents ended {sorted(finished.items())}, not {GOOD} READY: {err[-2000:]}")
+    last = max(datetime.fromisoformat(str(at)).replace(tzinfo=UTC) for _, at in finished.values())
+    seconds = (last - launched).total_seconds()
     summary = json.loads(out[out.index("{"):])
     causes = "; ".join(o["cause"].rsplit("/", 1)[-1] for o in summary["outcomes"] if o["state"] == "INPUT_ERROR")
+    if len(summary["outcomes"]) > GOOD + 4:
+        causes += f"; {len(summary['outcomes'])} documents"
     return seconds, peak[0], causes
 
 
@@ -115,8 +123,8 @@ def main() -> None:
     shutil.copytree(alone, mixed)
     shared_string_bomb(mixed / "00009_shared_strings.xlsx")
     long_hwpx(mixed / "00018_long.hwpx")
-    reference_loop_pdf(mixed / "00027_loop.pdf")
-    many_attachments(mixed / "00035_attachments.eml")
+    many_elements_html(mixed / "00027_elements.html")
+    many_attachments(mixed / "00035_attachments.eml", 40_000)
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bench_throughput.py"), "--serve", "--latency",
                                str(args.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
@@ -135,7 +143,8 @@ def main() -> None:
                 times[name].append(seconds)
                 peaks[name].append(peak)
                 print(f"round {number + 1} {name:>10}: good files done after {seconds:6.1f} s, peak tree "
-                      f"{peak / 2**20:6.0f} MiB" + (f"  ({causes})" if causes else ""), flush=True)
+                      f"{peak / 2**20:6.0f} MiB, load {os.getloadavg()[0]:.1f}" + (f"  ({causes})" if causes else ""),
+                      flush=True)
     finally:
         assert server.stdin is not None
         server.stdin.close()
@@ -146,7 +155,8 @@ def main() -> None:
     peak = max(peaks["with bombs"])
     print(f"good files with bombs / alone (medians): {ratio:.2f}x (target <= 1.3x)")
     print(f"peak tree with bombs: {peak / 2**20:.0f} MiB; bound {count} x {memory_label(limits.memory)} + 300 MB = "
-          f"{bound / 2**20:.0f} MiB ({'within' if peak <= bound else 'OVER'})")
+          f"{bound / 2**20:.0f} MiB ({'within' if peak <= bound else 'OVER'}; with extra readers past the soft deadline "
+          f"the bound is {2 * count} x {memory_label(limits.memory)} + 300 MB)")
 
 
 if __name__ == "__main__":

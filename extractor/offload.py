@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import json
+import logging
 import os
 import re
 import resource
@@ -63,10 +65,12 @@ MEMORY_ENV = "EXTRACT_READ_MEMORY"
 TIMEOUT_ENV = "EXTRACT_READ_TIMEOUT"
 PAGE_TIMEOUT_ENV = "EXTRACT_READ_PAGE_TIMEOUT"
 TEXT_ENV = "EXTRACT_READ_TEXT"
+SOFT_TIMEOUT_ENV = "EXTRACT_READ_SOFT_TIMEOUT"
 DEFAULT_MEMORY = 1 << 30
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_PAGE_TIMEOUT_S = 30.0
 DEFAULT_TEXT_CHARS = 2_000_000
+DEFAULT_SOFT_TIMEOUT_S = 5.0
 PASSED_ENV = ("EXTRACT_MAX_DOCUMENT_BYTES", "EXTRACT_OCR_LANG", "EXTRACT_OCR_CACHE", TEXT_ENV)
 """Settings a reader reads from the environment, sent with every file: a reader started earlier must not use stale
 values."""
@@ -75,6 +79,8 @@ OUT_OF_MEMORY = 86
 PARENT_CHECK_S = 0.5
 """How often a pool process looks whether its run is still there."""
 PR_SET_NAME = 15
+LOW_PRIORITY = 19
+"""The nice value of a reader past the soft deadline: it gets the cores other readers leave."""
 PRELOAD = "extractor.preload"
 """What the fork server imports before it forks the pool's processes (``_context``)."""
 _SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
@@ -89,6 +95,7 @@ class Limits:
     timeout_s: float = DEFAULT_TIMEOUT_S
     page_timeout_s: float = DEFAULT_PAGE_TIMEOUT_S
     text_chars: int = DEFAULT_TEXT_CHARS
+    soft_timeout_s: float = DEFAULT_SOFT_TIMEOUT_S
 
     @staticmethod
     def from_environment() -> Limits:
@@ -96,7 +103,8 @@ class Limits:
         one."""
         return Limits(memory=_size(MEMORY_ENV, DEFAULT_MEMORY), timeout_s=_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
                       page_timeout_s=_seconds(PAGE_TIMEOUT_ENV, DEFAULT_PAGE_TIMEOUT_S),
-                      text_chars=_count(TEXT_ENV, DEFAULT_TEXT_CHARS))
+                      text_chars=_count(TEXT_ENV, DEFAULT_TEXT_CHARS),
+                      soft_timeout_s=_seconds(SOFT_TIMEOUT_ENV, DEFAULT_SOFT_TIMEOUT_S))
 
     def deadline_s(self, pages: int) -> float:
         """Seconds a reader may take on a file that OCRs ``pages`` pages."""
@@ -145,6 +153,11 @@ def readers() -> int:
     return int(raw)
 
 
+Attachments = tuple[tuple[str, bytes], ...]
+"""What a reader took from one e-mail: its attachments of supported types (at most ingest's limit of one e-mail,
+``extractor.ingest.eml``), each as its document's path (``mail.eml#attachment2/order.pdf``) and its bytes."""
+
+
 def memory_label(size: int) -> str:
     """``1 GiB``, ``512 MiB``, ``1500000 bytes``: a memory limit as a person reads it."""
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -164,27 +177,53 @@ def read_here(path: Path) -> Document:
     return segment(load(path))
 
 
-def _read(path: Path, environment: dict[str, str | None]) -> tuple[Document, float]:
-    """Run in a reader: ``path`` ingested and segmented with the caller's settings, and the CPU seconds it took.
-
-    The text cap is checked between ingest and segmentation: a text over it is neither split nor sent back."""
-    from extractor.ingest import load
-    from extractor.segment import segment
-
+def _use(environment: dict[str, str | None]) -> None:
+    """In a pool process: the caller's settings (``PASSED_ENV``) as this process's environment."""
     for name, value in environment.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def _read(path: Path, environment: dict[str, str | None], data: bytes | None = None) -> tuple[Document, float]:
+    """Run in a reader: ``path`` ingested and segmented with the caller's settings, and the CPU seconds it took;
+    ``data``: the bytes of the document ``path`` names (an e-mail's attachment, as a reader took them from the
+    e-mail; an upload), read as a file of that name.
+
+    The text cap is checked between ingest and segmentation: a text over it is neither split nor sent back."""
+    from extractor.ingest import load, load_bytes
+    from extractor.segment import segment
+
+    _use(environment)
     started = time.thread_time()
     try:
         cap = _count(TEXT_ENV, DEFAULT_TEXT_CHARS)
     except ValueError as error:
         raise InputError(str(path), str(error)) from None
-    document = load(path, _report_page)
+    document = load(path, _report_page) if data is None else load_bytes(str(path), data, _report_page)
     if len(document.text) > cap:
         raise InputError(str(path), f"text over {cap:,} characters (the reading limit {TEXT_ENV}); refused")
     return segment(document), time.thread_time() - started
+
+
+def _attachments(mail: str, data: bytes | None, environment: dict[str, str | None]) -> Attachments:
+    """Run in a reader: the attachments of supported types of the e-mail ``mail`` (its bytes ``data``, else the
+    file), parsed once. An e-mail that cannot be read has none here: reading it says why."""
+    from extractor.ingest import FORMATS, max_document_bytes
+    from extractor.ingest.eml import attachment_path, attachments
+
+    _use(environment)
+    try:
+        if data is None:
+            if os.stat(mail).st_size > max_document_bytes():
+                return ()
+            data = Path(mail).read_bytes()
+        found = attachments(data, mail)
+    except (OSError, ValueError, InputError):
+        return ()
+    return tuple((attachment_path(mail, a), a.payload) for a in found
+                 if FORMATS.get(Path(a.name).suffix.lower(), "blocks") != "blocks")
 
 
 def _validate(raw: str, document: Document, contract: ContractRef) -> tuple[Report, float]:
@@ -356,12 +395,19 @@ class Child:
         self.alone = alone
         self._process: Any = None
         self._connection: Connection | None = None
+        self._starting = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         return None if self._process is None else int(self._process.pid)
 
     def start(self) -> None:
+        """Start the process unless it runs (from any thread: ``CpuPool.start`` starts them early)."""
+        with self._starting:
+            if self._process is None:
+                self._start()
+
+    def _start(self) -> None:
         context = _context(self.alone)
         ours, theirs = context.Pipe(duplex=True)
         process = context.Process(target=_serve, args=(theirs, self.memory, self.role), name=f"extract-{self.role}", daemon=True)
@@ -371,30 +417,37 @@ class Child:
         self._process, self._connection = process, ours
 
     def call(self, function: Callable[..., Any], args: tuple[Any, ...], limits: Limits | None = None,
-             on_page: Callable[[int, int], None] | None = None) -> Any:
+             on_page: Callable[[int, int], None] | None = None, on_late: Callable[[], None] | None = None) -> Any:
         """``function(*args)`` in this process (started now if it is not): its result, or the exception it raised.
 
         ``limits``: the process is killed once the deadline passes (the base time, and the pages' time as the
-        reader reports them). ``Gone`` when the process ended first (``kill``, its memory, a crash), saying why;
-        the next call starts another.
+        reader reports them), and ``on_late()`` is called once the soft deadline passes. ``Gone`` when the
+        process ended first (``kill``, its memory, a crash), saying why; the next call starts another.
         """
-        if self._process is None:
-            self.start()
+        self.start()
         assert self._connection is not None
         connection, process = self._connection, self._process
         started = time.monotonic()
         pages = 0
+        late = None if limits is None or on_late is None else started + limits.soft_timeout_s
         try:
             connection.send((function, args))
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._ended(None) from None
         while True:
             deadline = None if limits is None else started + limits.deadline_s(pages)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait([connection, process.sentinel], left)
-            if not ready and limits is not None:
-                raise self._ended(f"still reading after {limits.deadline_s(pages):g} s (the reading limit {TIMEOUT_ENV}"
-                                  + (f", and {limits.page_timeout_s:g} s per OCR page" if pages else "") + ")")
+            until = deadline if late is None or deadline is None else min(late, deadline)
+            ready = wait([connection, process.sentinel], None if until is None else max(0.0, until - time.monotonic()))
+            if not ready:
+                now = time.monotonic()
+                if late is not None and now >= late and on_late is not None:
+                    late = None
+                    on_late()
+                elif limits is not None and deadline is not None and now >= deadline:
+                    raise self._ended(f"still reading after {limits.deadline_s(pages):g} s (the reading limit "
+                                      f"{TIMEOUT_ENV}" + (f", and {limits.page_timeout_s:g} s per OCR page" if pages
+                                                          else "") + ")")
+                continue
             try:
                 if connection not in ready and not connection.poll():
                     raise EOFError
@@ -429,11 +482,27 @@ class Child:
             return Gone(f"the {self.role} process was killed by {name}{hint}")
         return Gone(f"the {self.role} process ended (exit status {code})")
 
+    def lower_priority(self) -> None:
+        """The process, and those it started, at the lowest CPU priority (nice 19, every thread; Linux)."""
+        process = self._process
+        if process is None:
+            return
+        for pid in [int(process.pid), *_descendants(int(process.pid))]:
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                threads = [str(pid)]
+            for thread in threads:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, int(thread), LOW_PRIORITY)
+                except OSError:  # ended meanwhile
+                    pass
+
     def kill(self) -> None:
         """End the process now, from any thread: a call waiting on it returns ``Gone`` and stops it."""
         process = self._process
         if process is not None:
-            process.kill()
+            _kill_tree(process)
 
     def stop(self, *, grace_s: float = 0) -> None:
         """End the process (after ``grace_s`` to end by itself: nothing it holds is worth keeping) and forget it."""
@@ -443,10 +512,43 @@ class Child:
             return
         process.join(grace_s)
         if process.exitcode is None:
-            process.kill()
+            _kill_tree(process)
             process.join(5)
         if connection is not None:
             connection.close()
+
+
+def _kill_tree(process: Any) -> None:
+    """Kill ``process`` and the processes it started (a reader's Tesseract processes, which would go on reading
+    after it: their parent gone, nothing waits for their time limit)."""
+    below = _descendants(int(process.pid))
+    process.kill()
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # ended meanwhile
+            pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux's ``/proc/PID/task/TID/children``; none where there is no such file)."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{parent}/task/{thread}/children") as listed:
+                    children = [int(child) for child in listed.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            parents += children
+    return found
 
 
 def _relay(loop: asyncio.AbstractEventLoop, on_page: Callable[[int, int], None]) -> Callable[[int, int], None]:
@@ -463,6 +565,15 @@ def _relay(loop: asyncio.AbstractEventLoop, on_page: Callable[[int, int], None])
 # -- the pool ------------------------------------------------------------------------------------------------------
 
 
+READER = frozenset({"reader"})
+EITHER = frozenset({"checker", "reader"})
+
+
+def _passed() -> dict[str, str | None]:
+    """The settings a reader takes from the caller's environment (``PASSED_ENV``)."""
+    return {name: os.environ.get(name) for name in PASSED_ENV}
+
+
 @dataclass(eq=False)
 class _Waiter:
     roles: frozenset[str]
@@ -472,13 +583,19 @@ class _Waiter:
 
 class CpuPool:
     """The readers and the checker of this process (module docstring), shared by every run and every event loop of
-    the process: a file or an answer waits for a process that may take it, in the order they came."""
+    the process: a file or an answer waits for a process that may take it, in the order they came.
+
+    A reader still reading after the soft deadline (``EXTRACT_READ_SOFT_TIMEOUT``, 5 s) is probably on a file that
+    will take long, or never end: it reads on at the lowest CPU priority, and one more reader starts for the files
+    waiting behind it, up to as many extra readers as there are readers (so at most twice ``EXTRACT_READERS`` read
+    at once, docs/formats.md#reading-limits); once its file is done, it leaves."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: deque[Child] = deque()
         self._waiting: deque[_Waiter] = deque()
         self._children: list[Child] = []
+        self._overdue: set[Child] = set()  # readers reading past the soft deadline
         self._threads: ThreadPoolExecutor | None = None
         self._size = 0
 
@@ -491,7 +608,63 @@ class CpuPool:
             self._size = readers()
             self._children = [Child("checker", None)] + [Child("reader", memory) for _ in range(self._size)]
             self._idle.extend(self._children)
-            self._threads = ThreadPoolExecutor(max_workers=len(self._children), thread_name_prefix="offload")
+            self._threads = ThreadPoolExecutor(max_workers=1 + 2 * self._size, thread_name_prefix="offload")
+
+    def _allowed(self) -> int:
+        """Readers there may be now: ``EXTRACT_READERS``, and one more for each reading past the soft deadline, up
+        to twice as many. Called holding the lock."""
+        return self._size + min(len(self._overdue), self._size)
+
+    def _readers(self) -> int:
+        return sum(child.role == "reader" for child in self._children)
+
+    def _late(self, child: Child) -> None:
+        """``child`` is still reading past the soft deadline (from its call's thread): it reads on at a lower
+        priority, so the files behind it get the cores first, and a reader starts for them if one more is
+        allowed."""
+        with self._lock:
+            if child not in self._children:  # the pool closed meanwhile
+                return
+            self._overdue.add(child)
+            child.lower_priority()
+            if self._readers() >= self._allowed():
+                return
+            extra = Child("reader", child.memory)
+            self._children.append(extra)
+        self._release(extra)
+
+    def _done(self, child: Child) -> None:
+        """``child`` finished its call: back in line, or stopped when it is a reader more than are allowed now. A
+        reader that read past the soft deadline is replaced by a new one (started when next needed): it runs at
+        the lower priority, and whatever the file made it hold is let go."""
+        with self._lock:
+            overdue = child in self._overdue
+            self._overdue.discard(child)
+            retire = child.role == "reader" and child in self._children and self._readers() > self._allowed()
+            if retire:
+                self._children.remove(child)
+        if retire or overdue:
+            child.stop()
+        if not retire:
+            self._release(child)
+
+    def start(self) -> None:
+        """Start every process of the pool now, in the background: a long-lived process (``extract worker``) calls
+        it first, so that the fork server imports what the pool needs while this process imports its own.
+        ``ValueError`` for a reading limit that is not one."""
+        self._ensure()
+        threading.Thread(target=self._start_all, name="offload-start", daemon=True).start()
+
+    def _start_all(self) -> None:
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            try:
+                child.start()
+            except Exception as error:  # noqa: BLE001 - the first call starts it again, and reports what fails
+                logging.getLogger(__name__).warning("could not start the %s process: %s: %s", child.role,
+                                                    type(error).__name__, error)
+                return
 
     async def _acquire(self, roles: frozenset[str]) -> Child:
         self._ensure()
@@ -547,7 +720,8 @@ class CpuPool:
         if limits is not None and child.memory != limits.memory:  # the limit changed since it started
             child.stop()
             child.memory = limits.memory
-        working = loop.run_in_executor(self._threads, child.call, function, args, limits, relay)
+        late = None if limits is None or child.role != "reader" else functools.partial(self._late, child)
+        working = loop.run_in_executor(self._threads, child.call, function, args, limits, relay, late)
         try:
             return await asyncio.shield(working)
         except asyncio.CancelledError:
@@ -556,7 +730,7 @@ class CpuPool:
             raise
         finally:
             if working.done():
-                self._release(child)
+                self._done(child)
             else:  # free for the next call once its thread is done with it
                 working.add_done_callback(lambda done: self._abandoned(done, child))
 
@@ -565,33 +739,47 @@ class CpuPool:
         killed for it ends it with ``Gone``), and the child is free."""
         if not done.cancelled():
             done.exception()
-        self._release(child)
+        self._done(child)
 
     async def read(self, path: Path, on_page: Callable[[int, int], None] | None = None,
-                   ocr_lang: str | None = None) -> tuple[Document, float]:
+                   ocr_lang: str | None = None, data: bytes | None = None) -> tuple[Document, float]:
         """``path`` ingested and segmented by a reader: ``(document, CPU seconds spent on it)``. ``InputError`` for a
         file that cannot be used, a reader's limit among the reasons. ``ocr_lang``: the run's OCR languages (else
-        ``EXTRACT_OCR_LANG`` of this process)."""
+        ``EXTRACT_OCR_LANG`` of this process); ``data``: the bytes of the e-mail's attachment ``path`` names, as
+        ``attachments`` took them (the e-mail is not parsed again)."""
         try:
             limits = Limits.from_environment()
             self._ensure()
         except ValueError as error:
             raise InputError(str(path), str(error)) from None
-        environment = {name: os.environ.get(name) for name in PASSED_ENV}
+        environment = _passed()
         if ocr_lang:
             environment["EXTRACT_OCR_LANG"] = ocr_lang  # ingest reads it in the reader (extractor.ingest.ocr)
         try:
-            found: tuple[Document, float] = await self._call(frozenset({"reader"}), _read, (path, environment),
-                                                             limits, on_page)
+            found: tuple[Document, float] = await self._call(READER, _read, (path, environment, data), limits, on_page)
         except Gone as gone:
             raise InputError(str(path), str(gone)) from None
+        return found
+
+    async def attachments(self, mail: Path) -> Attachments:
+        """The e-mail's attachments as a reader takes them from it (``Attachments``); ``InputError`` naming the
+        limit the reader passed on it."""
+        try:
+            limits = Limits.from_environment()
+            self._ensure()
+        except ValueError as error:
+            raise InputError(str(mail), str(error)) from None
+        try:
+            found: Attachments = await self._call(READER, _attachments, (str(mail), None, _passed()), limits)
+        except Gone as gone:
+            raise InputError(str(mail), str(gone)) from None
         return found
 
     async def validate(self, raw: str, document: Document, contract: Contract) -> tuple[Report, float]:
         """The checker's report on one model answer and its CPU seconds (in this process if the checker died on
         it: a verdict never goes missing)."""
         try:
-            found: tuple[Report, float] = await self._call(frozenset({"checker", "reader"}), _validate,
+            found: tuple[Report, float] = await self._call(EITHER, _validate,
                                                            (raw, document, contract.ref))
             return found
         except Gone:
@@ -603,7 +791,7 @@ class CpuPool:
     async def check_structure(self, raw: str, contract: Contract) -> tuple[Report, float]:
         """The structure rules alone on one window's answer (only the text travels), as ``validate``."""
         try:
-            found: tuple[Report, float] = await self._call(frozenset({"checker", "reader"}), _check_structure,
+            found: tuple[Report, float] = await self._call(EITHER, _check_structure,
                                                            (raw, contract.ref))
             return found
         except Gone:
@@ -641,24 +829,39 @@ POOL = CpuPool()
 """The pool of this process."""
 atexit.register(POOL.close)  # before multiprocessing's own exit handler, which would wait for them
 read = POOL.read
+attachments = POOL.attachments
 validate = POOL.validate
 check_structure = POOL.check_structure
 warm_up = POOL.warm_up
 
 
-def read_now(path: Path) -> Document:
+def read_now(path: Path, data: bytes | None = None) -> Document:
     """``path`` read by one reader with the reading limits, for a command that reads one file (``extract split``,
-    ``validate``, ``show``): the document, or ``InputError``."""
+    ``validate``, ``show``, ``approve``; the review pages): the document, or ``InputError``. ``data``: the bytes of
+    the document ``path`` names (an upload in the run log), read as a file of that name."""
+    document: Document = in_reader(str(path), _read, (path, _passed(), data))[0]
+    return document
+
+
+def attachments_now(mail: str, data: bytes) -> Attachments:
+    """The attachments of the e-mail ``mail`` whose bytes are ``data`` (an upload, a file to queue), taken by one
+    reader with the reading limits, as ``CpuPool.attachments``."""
+    found: Attachments = in_reader(mail, _attachments, (mail, data, _passed()))
+    return found
+
+
+def in_reader(name: str, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``function(*args)`` (a module-level function) in a reader of its own, with the reading limits, for work on
+    the untrusted source ``name`` outside a run (the review page's page images): its result or the exception it
+    raised; ``InputError`` naming ``name`` and the limit it passed."""
     try:
         limits = Limits.from_environment()
     except ValueError as error:
-        raise InputError(str(path), str(error)) from None
+        raise InputError(name, str(error)) from None
     child = Child("reader", limits.memory, alone=True)
-    environment = {name: os.environ.get(name) for name in PASSED_ENV}
     try:
-        document: Document = child.call(_read, (path, environment), limits)[0]
+        return child.call(function, args, limits)
     except Gone as gone:
-        raise InputError(str(path), str(gone)) from None
+        raise InputError(name, str(gone)) from None
     finally:
         child.stop()
-    return document

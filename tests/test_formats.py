@@ -13,10 +13,11 @@ import pytest
 from hwpx import HwpxDocument
 from openpyxl import Workbook
 
+from extractor import offload
 from extractor.document import BlockKind, Document
 from extractor.engine.discover import discover
 from extractor.errors import InputError
-from extractor.ingest import load
+from extractor.ingest import load, load_bytes
 from extractor.segment import segment
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
@@ -245,9 +246,13 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
         "첨부한 주문서대로 구매를 요청합니다.\n납기는 3월 14일입니다.",
         "Attachments: order.xlsx (attachment 1), passwd.zip (attachment 2)",
     ]
-    # discovery lists the e-mail, then each attachment of a supported type, named after the e-mail
+    # discovery lists the e-mail alone; a sandboxed reader takes each attachment of a supported type from it,
+    # named after the e-mail, with its bytes
     attached = Path(f"{path}#attachment1/order.xlsx")
-    assert discover([str(path)]).files == [path, attached]
+    assert discover([str(path)]).files == [path]
+    found = offload.attachments_now(str(path), path.read_bytes())
+    assert found == ((str(attached), (tmp_path / "order.xlsx").read_bytes()),)
+    assert load_bytes(str(attached), found[0][1]) == load(attached)
     order = load(attached)
     assert order.path == str(attached) and order.text == "품목\n수량"
     with pytest.raises(InputError, match="unsupported attachment type '.zip'"):
@@ -262,9 +267,9 @@ def test_eml_attachments_are_bounded(tmp_path: Path) -> None:
     path = mail(tmp_path, [(f"note{number}.txt", f"메모 {number}".encode()) for number in range(1, 151)])
     document = load(path)
     assert document.text.endswith("note100.txt (attachment 100), and 50 more not read (limit 100)")
-    files = discover([str(path)]).files
-    assert len(files) == 101 and files[-1] == Path(f"{path}#attachment100/note100.txt")
-    assert load(files[-1]).text == "메모 100"
+    found = offload.attachments_now(str(path), path.read_bytes())  # what a run reads after the e-mail
+    assert len(found) == 100 and found[-1] == (f"{path}#attachment100/note100.txt", "메모 100".encode())
+    assert load(f"{path}#attachment100/note100.txt").text == "메모 100"
     with pytest.raises(InputError, match="has no attachment 101"):
         load(f"{path}#attachment101/note101.txt")
     crowded = mail(tmp_path, [(f"n{number}.txt", b"x") for number in range(1_000)])

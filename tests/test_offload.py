@@ -47,6 +47,13 @@ def pid_then_wait(folder: str) -> None:
         time.sleep(0.1)
 
 
+def process_then_wait(folder: str) -> None:
+    """Run in a reader: start a process, as OCR starts Tesseract, leave its pid in ``folder``, and wait for it."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(folder, str(process.pid)).touch()
+    process.wait()
+
+
 def modules_loaded() -> int:
     return len(sys.modules)
 
@@ -149,6 +156,23 @@ def test_a_reader_past_its_deadline_is_killed(fresh_pool: None, tmp_path: Path, 
     assert asyncio.run(late()) == f"{slow}: still reading after 0.5 s (the reading limit EXTRACT_READ_TIMEOUT)"
 
 
+def test_a_reader_stopped_takes_the_processes_it_started(fresh_pool: None, tmp_path: Path) -> None:
+    """A scan's Tesseract processes would go on after their reader is killed (for its time, or because the run
+    stops): they are killed with it."""
+
+    async def stopped() -> int:
+        working = asyncio.create_task(offload.POOL._call(READER, process_then_wait, (str(tmp_path),),
+                                                         offload.Limits.from_environment()))
+        await asyncio.to_thread(wait_for, lambda: any(tmp_path.iterdir()), "the reader to start a process")
+        working.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await working
+        return int(next(tmp_path.iterdir()).name)
+
+    started = asyncio.run(stopped())
+    wait_for(lambda: not alive(started), "the process the reader started to end", timeout=30)
+
+
 def test_text_over_the_cap_is_refused_before_it_is_segmented(fresh_pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(offload.TEXT_ENV, "500")
     with pytest.raises(InputError) as refused:
@@ -178,6 +202,44 @@ def test_a_reader_killed_from_outside_is_reported_and_replaced(fresh_pool: None,
     why, sentences = asyncio.run(killed())
     assert why == "the reader process was killed by SIGKILL (out of memory, or stopped)"
     assert sentences > 0
+
+
+def test_a_reader_past_the_soft_deadline_lets_one_more_start(fresh_pool: None, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader: a file holding it past the soft deadline does not hold up the next, a reader starts for it and the
+    slow one reads on at nice 19; with two such files a third waits (never more than twice ``EXTRACT_READERS``); the
+    extra reader leaves once the slow files are done."""
+    monkeypatch.setenv(offload.READERS_ENV, "1")
+    monkeypatch.setenv(offload.SOFT_TIMEOUT_ENV, "0.3")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    limits = offload.Limits.from_environment()
+
+    def pid_in(folder: Path) -> int:
+        wait_for(lambda: any(folder.iterdir()), f"a reader to start in {folder.name}")
+        return int(next(folder.iterdir()).name)
+
+    async def slow_files() -> tuple[int, int, bool, int, list[int]]:
+        pool = offload.POOL
+        slow = [asyncio.create_task(pool._call(READER, pid_then_wait, (str(first),), limits))]
+        await asyncio.wait_for(offload.read(SAMPLES[0]), 30)  # read by a reader started for it, within its deadline
+        slow.append(asyncio.create_task(pool._call(READER, pid_then_wait, (str(second),), limits)))
+        pids = [await asyncio.to_thread(pid_in, folder) for folder in (first, second)]
+        await asyncio.to_thread(wait_for, lambda: len(pool._overdue) == 2, "both slow files past the soft deadline")
+        third = asyncio.create_task(offload.read(SAMPLES[1]))
+        await asyncio.sleep(1)
+        waited, readers = not third.done(), pool._readers()
+        nice = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]) for pid in pids]
+        for pid, task in zip(pids, slow):
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(offload.Gone):
+                await task
+        document, _ = await asyncio.wait_for(third, 120)
+        assert document.sentences
+        return len(set(pids)), readers, waited, pool._readers(), nice
+
+    assert asyncio.run(slow_files()) == (2, 2, True, 1, [offload.LOW_PRIORITY] * 2)
 
 
 def test_a_cancelled_read_stops_its_reader_at_once(fresh_pool: None, tmp_path: Path,

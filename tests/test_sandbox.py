@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.batch import ROOT, answer_for, cli_env, extract_command, run_cli, summary_of
-from tests.support.hostile import long_hwpx, reference_loop_pdf, shared_string_bomb, sparse_text
+from tests.support.hostile import (
+    long_hwpx,
+    many_attachments,
+    many_elements_html,
+    reference_loop_pdf,
+    shared_string_bomb,
+    sparse_text,
+)
 from tests.support.llm_server import Reply, ScriptedLLMServer
 
 PEAK = ROOT / "tests" / "support" / "peak.py"
@@ -40,6 +47,7 @@ def test_a_batch_with_hostile_files_finishes_its_good_files(llm_server: Callable
         shared_string_bomb(folder / "shared_strings.xlsx"): None,  # the memory limit, or a reader's own refusal
         long_hwpx(folder / "long.hwpx"): "text over 2,000,000 characters (the reading limit EXTRACT_READ_TEXT); refused",
         sparse_text(folder / "huge.txt"): "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)",
+        many_elements_html(folder / "elements.html"): None,  # the memory limit, or the deadline on a busy machine
     }
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     env = cli_env(server.base_url, f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",
@@ -60,6 +68,63 @@ def test_a_batch_with_hostile_files_finishes_its_good_files(llm_server: Callable
         if says is not None:
             assert cause == f"{path}: {says}"
     assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the run peaked at {peak_of(peak) >> 20} MiB"
+
+
+def test_an_emails_attachments_are_taken_from_it_by_a_reader(llm_server: Callable[..., ScriptedLLMServer],
+                                                             tmp_path: Path) -> None:
+    """Discovery lists an e-mail alone; a reader takes its attachments from it, with the reading limits: of 105
+    attachments the first 100 are read (the 99th and 100th are text, the others before them a type no reader
+    reads), each a document of its own after its e-mail. An e-mail of 40,000 attachments (9.5 MB, seconds to
+    parse) ends at the reader's deadline, in one line: it was parsed nowhere else."""
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    for name in GOOD:
+        shutil.copy(ROOT / "samples" / name, folder / name)
+    orders = many_attachments(folder / "orders.eml", 105, binary=98)
+    flood = many_attachments(folder / "flood.eml", 40_000)
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",
+                  EXTRACT_READ_TIMEOUT="3", EXTRACT_READERS="2")
+    peak = tmp_path / "peak"
+    result = run_cli_measured(peak, "run", str(folder), "--model", "openai:scripted", "--format", "json", env=env,
+                              cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    paths = [o["path"] for o in summary_of(result)["outcomes"]]
+    outcomes = {o["path"]: o for o in summary_of(result)["outcomes"]}
+    attached = [f"{orders}#attachment{number}/order{number - 1}.txt" for number in (99, 100)]
+    assert sorted(paths) == sorted([str(folder / name) for name in GOOD] + [str(orders), *attached, str(flood)])
+    assert {name: outcomes[str(folder / name)]["state"] for name in GOOD} == dict.fromkeys(GOOD, "READY_FOR_REVIEW")
+    assert all(outcomes[path]["state"] != "INPUT_ERROR" for path in [str(orders), *attached]), outcomes
+    assert outcomes[str(flood)]["state"] == "INPUT_ERROR"
+    assert outcomes[str(flood)]["cause"] == f"{flood}: still reading after 3 s (the reading limit EXTRACT_READ_TIMEOUT)"
+    assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the run peaked at {peak_of(peak) >> 20} MiB"
+
+
+def test_show_and_approve_read_the_source_again_in_a_reader(llm_server: Callable[..., ScriptedLLMServer],
+                                                            tmp_path: Path) -> None:
+    """``extract show`` and ``approve`` read the source again with the reading limits: a source replaced by a file
+    no reader may hold is one line in each, and neither command's processes pass the limit."""
+    source = tmp_path / "request.txt"
+    shutil.copy(ROOT / "samples" / "ko_work_request_review.txt", source)
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",
+                  EXTRACT_MAX_DOCUMENT_BYTES=str(700 << 20))
+    ran = run_cli("run", str(source), "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    document_run = str(summary_of(ran)["outcomes"][0]["document_run_id"])
+    source.unlink()
+    sparse_text(source)  # 600 MB where the document was
+    limit = f"{source}: over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"
+    peak = tmp_path / "peak"
+    shown = run_cli_measured(peak, "show", document_run, env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert f"source unreadable: {limit}" in " ".join(shown.stdout.split()), shown.stdout[-3000:]
+    assert peak_of(peak) < LIMIT + (64 << 20), f"a process of extract show peaked at {peak_of(peak) >> 20} MiB"
+    approved = run_cli_measured(peak, "approve", document_run, "--reviewer", "Kim", env=env, cwd=tmp_path)
+    assert approved.returncode != 0 and "Traceback" not in approved.stderr
+    assert approved.stderr.splitlines() == [f"error: refused: cannot re-read the source to check it: {limit}; if the file "
+                                            "moved, pass --source FILE"]
+    assert peak_of(peak) < LIMIT + (64 << 20), f"a process of extract approve peaked at {peak_of(peak) >> 20} MiB"
 
 
 def run_cli_measured(out: Path, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

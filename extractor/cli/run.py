@@ -123,6 +123,17 @@ def _discovered(paths: list[str], here: Here) -> "Discovery":
     return discovery
 
 
+def start_readers() -> None:
+    """Start the CPU pool's processes now, in the background: the fork server imports what they need while this
+    process sets the run up (``extractor.offload``). A reading limit that is not one ends the command here."""
+    from extractor import offload
+
+    try:
+        offload.POOL.start()
+    except ValueError as error:
+        fail(str(error))
+
+
 def note_discovery(discovery: "Discovery") -> None:
     """What discovery passed over that a user should know of (links pointing outside a folder), on stderr."""
     from extractor.printable import printable
@@ -194,6 +205,7 @@ def _run(paths: list[str], options: "RunOptions", here: Here) -> None:
 
     chosen = contract_named(options.contract, here.contracts)  # a broken contract is refused before any model call
     discovery = _discovered(paths, here)
+    start_readers()
     store = open_store(here.database)
     progress = RunProgress(enabled=here.format is Format.text)
     engine = build_engine(options, chosen, store, concurrency=here.concurrency or DEFAULT_CONCURRENCY,

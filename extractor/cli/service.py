@@ -63,6 +63,9 @@ def worker(
     Start as many as the model server takes, on any machines that reach the broker and the run log
     (PostgreSQL for several machines). Ctrl-C or SIGTERM finishes the documents in flight, then stops.
     """
+    from extractor.cli.run import start_readers
+
+    start_readers()  # first: the fork server imports what the pool needs while this process imports Celery and the rest
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
     from extractor.queue.endpoints import load_endpoints
     from extractor.queue.fleet import fleet_for

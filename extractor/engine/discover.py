@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from extractor.errors import InputError
 from extractor.ingest import FORMATS
 
 NAMED_ONLY = frozenset(suffix for suffix, kind in FORMATS.items() if kind == "blocks")
@@ -70,7 +71,8 @@ def discover(paths: Iterable[str]) -> Discovery:
     A path that matches nothing is kept in ``missing`` instead of silently vanishing; a named file is taken
     whatever its suffix (ingest then says why it cannot read it), and as given, a link too. In a folder, a link (to
     a file or a folder) that points outside it is not followed: a folder of documents cannot make the run read
-    what lies elsewhere (``links_outside`` counts them).
+    what lies elsewhere (``links_outside`` counts them). An e-mail is listed alone: its attachments are taken from
+    it by a sandboxed reader when the run comes to it (``Engine``), never parsed here.
     """
     found: dict[Path, None] = {}
     discovery = Discovery()
@@ -94,40 +96,30 @@ def discover(paths: Iterable[str]) -> Discovery:
                     found[child] = None
                 else:
                     discovery.unsupported[suffix or "(no suffix)"] += 1
-    discovery.files = [attached for path in found for attached in _with_attachments(path)]
+    discovery.files = list(found)
     return discovery
 
 
-def _with_attachments(path: Path) -> list[Path]:
-    """A file, and after an e-mail its attachments of supported types, each a document of its own
-    (``extractor.ingest.eml``); an e-mail that cannot be read is left to ingest to report."""
-    if path.suffix.lower() != ".eml":
-        return [path]
-    try:
-        if path.stat().st_size > 64 << 20:  # ingest refuses it (over any size limit a user would set)
-            return [path]
-        data = path.read_bytes()
-    except OSError:
-        return [path]
-    return [path] + [Path(name) for name, _ in with_attachments(str(path), data)[1:]]
+def is_mail(name: str | Path) -> bool:
+    """Whether ``name`` is an e-mail whose attachments are documents of their own (docs/formats.md#e-mail)."""
+    return str(name).lower().endswith(".eml")
 
 
 def with_attachments(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """A document given as bytes (an upload), and after an e-mail its attachments of supported types as documents
-    of their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what ``extract serve``
-    and ``extract run --queue`` hand the workers, as discovery lists them for a run here. An e-mail that cannot
-    be read is left to ingest to report."""
-    if not name.lower().endswith(".eml"):
+    """A document given as bytes (an upload, a file to queue), and after an e-mail its attachments of supported
+    types as documents of their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what
+    ``extract serve`` and ``extract run --queue`` hand the workers, as a run here reads them after their e-mail.
+
+    The e-mail is parsed by a sandboxed reader (``extractor.offload.attachments_now``), never here; one the reader
+    cannot take apart is left to ingest to report."""
+    if not is_mail(name):
         return [(name, data)]
-    from extractor.errors import InputError
-    from extractor.ingest.eml import attachment_path, attachments
+    from extractor.offload import attachments_now
 
     try:
-        found = attachments(data, name)
-    except InputError:
+        return [(name, data), *attachments_now(name, data)]
+    except InputError:  # a reading limit: reading the e-mail itself ends INPUT_ERROR naming it
         return [(name, data)]
-    return [(name, data)] + [(attachment_path(name, a), a.payload) for a in found
-                             if Path(a.name).suffix.lower() in FOLDER_SUFFIXES]
 
 
 def files_under(folder: str) -> tuple[list[Path], int]:

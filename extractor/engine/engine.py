@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,7 +26,7 @@ from extractor import offload
 from extractor.engine.budget import LocalBudget, prices_for
 from extractor.engine.calls import Converter, Job, ModelCalls, RunHandles
 from extractor.engine.convert import convert
-from extractor.engine.discover import Discovery, discover
+from extractor.engine.discover import Discovery, discover, is_mail
 from extractor.engine.recorder import Observer, Recorder
 from extractor.engine.settings import RunSettings, Scope
 from extractor.engine.stop import Interrupted, Stop
@@ -150,18 +151,20 @@ class Engine:
         for outcome in summary.outcomes:
             self.progress.finished(outcome)
         heartbeat = asyncio.create_task(self._heartbeat())
-        pending = iter(files)
+        pending = _Pending(files)
         # documents waiting for the judge have tasks of their own (its queue depth), so they never leave
         # the generation slots without documents to fill them
         judging = self.judge.queue.depth if self.judge is not None else 0
+        # as many tasks as documents, or as slots: an e-mail may bring documents of its own
+        documents = len(files) if not any(map(is_mail, files)) else 2 * self.limit.maximum + judging
         # the first wave first: the tasks that read ahead start once every slot was taken (or a document
         # ended); until then their reading only competes with the first wave for this process (at 64 in flight
         # the 64th call started 0.28 s into a run instead of 0.32 s, medians of six)
-        opening = min(len(files), self.limit.maximum)
+        opening = min(documents, self.limit.maximum)
         self._takers = [asyncio.create_task(self._take_files(pending, discovery, summary, opens=self.limit.filled))
                          for _ in range(opening)]
         self._takers += [asyncio.create_task(self._take_files(pending, discovery, summary, after=self.limit.filled))
-                          for _ in range(min(len(files), 2 * self.limit.maximum + judging) - opening)]
+                          for _ in range(min(documents, 2 * self.limit.maximum + judging) - opening)]
         try:
             try:
                 await asyncio.wait(self._takers)  # unlike gather, a cancelled wait leaves the tasks running
@@ -180,7 +183,7 @@ class Engine:
         summary.stopped = self.stop.reason
         if summary.interrupted:
             await self.recorder.interrupted()
-            summary.outcomes += await self._left_over([discovery.name_of(path) for path in files], summary)
+            summary.outcomes += await self._left_over([discovery.name_of(path) for path in pending.files()], summary)
 
     async def close(self, summary: RunSummary, started: float) -> None:
         """Record how the run ended, close the providers and the run-log writer."""
@@ -239,31 +242,59 @@ class Engine:
         for taker in self._takers:  # asked twice: stop waiting for anything (writes still finish)
             taker.cancel()
 
-    async def _take_files(self, pending: Iterator[Path], discovery: Discovery, summary: RunSummary, *,
+    async def _take_files(self, pending: _Pending, discovery: Discovery, summary: RunSummary, *,
                           opens: asyncio.Event | None = None, after: asyncio.Event | None = None) -> None:
-        """Take the next file until none is left or the run stops (the shared iterator hands each file to one).
+        """Take the next file until none is left or the run stops (``pending`` hands each file to one task).
 
         ``after``: start only once that event is set; ``opens``: set it when a document ends here (documents
-        that end without a call, skipped or unreadable, never fill the slots).
+        that end without a call, skipped or unreadable, never fill the slots). An e-mail's attachments are taken
+        from it first, and come next (``_open_mail``).
         """
-        if after is not None:
-            try:
+        try:
+            if after is not None:
                 async with self.stop.waiting():
                     await after.wait()
-            except Interrupted:
-                return
-        try:
-            for path in pending:
-                if self.stop.requested:
+            while not self.stop.requested:
+                async with self.stop.waiting():
+                    taken = await pending.take()
+                if taken is None:
                     return
-                outcome = await self.process(path, discovery.names.get(path))
+                path, data = taken
+                name = discovery.names.get(path)
+                if data is None and is_mail(path):
+                    outcome = await self._open_mail(path, name, pending)
+                    if outcome is None:
+                        outcome = await self.process(path, name)
+                else:
+                    outcome = await self.process(path, name, data=data)
                 summary.outcomes.append(outcome)
                 self.progress.finished(outcome)
                 if opens is not None:
                     opens.set()
+        except Interrupted:
+            return
         finally:
             if opens is not None:  # (a run that stopped before any document ended)
                 opens.set()
+
+    async def _open_mail(self, mail: Path, name: str | None, pending: _Pending) -> DocumentOutcome | None:
+        """Have a reader take the e-mail's attachments from it and put them next in line, each a document of its own
+        (docs/formats.md#e-mail). Done on every run, a resumed one too, whether or not the e-mail itself was done
+        before. A reader that passed a limit on it gives the e-mail's outcome (INPUT_ERROR naming the limit): it is
+        not read again. ``name``: the e-mail's name in the run log, when ``mail`` is a local copy."""
+        pending.opening()
+        found: offload.Attachments = ()
+        try:
+            async with self.stop.waiting():
+                found = await offload.attachments(mail)
+        except Interrupted:
+            return DocumentOutcome(name or str(mail), Outcome.INTERRUPTED, INTERRUPTED_DOCUMENT)
+        except InputError as error:
+            return DocumentOutcome(name or str(mail), Outcome.INPUT_ERROR, str(error).replace(str(mail), name or str(mail)))
+        finally:
+            pending.opened(mail, found)
+        self.progress.more(len(found))
+        return None
 
     async def _left_over(self, files: list[str], summary: RunSummary) -> list[DocumentOutcome]:
         """After an interruption: the files (as the run log names them) without an outcome, as the run log has them."""
@@ -286,23 +317,25 @@ class Engine:
             await asyncio.sleep(HEARTBEAT_S)
             await self.recorder.heartbeat()
 
-    async def process(self, path: Path, name: str | None = None, scope: Scope | None = None) -> DocumentOutcome:
+    async def process(self, path: Path, name: str | None = None, scope: Scope | None = None,
+                      data: bytes | None = None) -> DocumentOutcome:
         """One document from file to final state; an unexpected bug in it is reported, not allowed to sink
         the batch (a claimed document then ends ERROR, so a rerun tries it again).
 
         ``name`` is the path the run log records, when ``path`` is only a local copy (a queued upload);
-        ``scope``, what its batch brings when that is not this run (a queued document's).
+        ``scope``, what its batch brings when that is not this run (a queued document's); ``data`` the bytes of
+        the e-mail's attachment ``path`` names (``offload.Attachments``).
         """
         job: Job | None = None
         label = name or str(path)
         scope = scope or self.scope
         try:
-            retried, skipped = await self._done_before(path, label, scope)
+            retried, skipped = await self._done_before(path, label, scope, data)
             if skipped is not None:
                 return skipped
             async with self.stop.waiting():
                 document, seconds = await offload.read(path, lambda done, total: self.progress.page(label, done, total),
-                                                       self.settings.options.ocr_lang)
+                                                       self.settings.options.ocr_lang, data)
             if name is not None:
                 document = replace(document, path=name)
             self.cpu_seconds["ingest+segment"] += seconds
@@ -339,14 +372,16 @@ class Engine:
         return DocumentOutcome(label, Outcome(conversion.state.value), conversion.cause, conversion.rule_ids,
                                conversion.tokens, job.document_run_id, retried=retried)
 
-    async def _done_before(self, path: Path, label: str, scope: Scope) -> tuple[bool, DocumentOutcome | None]:
-        """Whether this configuration finished the file's content before: ``(retried, skipped outcome)``.
+    async def _done_before(self, path: Path, label: str, scope: Scope, data: bytes | None = None
+                           ) -> tuple[bool, DocumentOutcome | None]:
+        """Whether this configuration finished the file's content (or an attachment's, ``data``) before:
+        ``(retried, skipped outcome)``.
 
         Looked up before ingest, so a rerun does not read and segment what is done; the claim still decides.
         """
         if not self._resuming or scope.force:
             return False, None
-        digest = await asyncio.to_thread(file_sha256, path)
+        digest = hashlib.sha256(data).hexdigest() if data is not None else await asyncio.to_thread(file_sha256, path)
         finished = digest and await self.recorder.finished(digest)
         if not finished:
             return False, None
@@ -359,6 +394,44 @@ class Engine:
             cause = f"done before by {where}"
         return False, DocumentOutcome(label, Outcome.SKIPPED, cause, skip=SkipReason.done, other_run=finished.run_id,
                                       document_run_id=finished.document_run_id)
+
+
+class _Pending:
+    """The files a run has yet to take, shared by its tasks: discovery's, and each e-mail's attachments, put right
+    after it once a reader has taken them from it. A task finding none left waits while an e-mail is being taken
+    apart: its attachments may still come."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self._files = files
+        self._queue: deque[tuple[Path, bytes | None]] = deque((path, None) for path in files)
+        self._attached: dict[Path, list[Path]] = {}
+        self._opening = 0
+        self._changed = asyncio.Event()
+
+    async def take(self) -> tuple[Path, bytes | None] | None:
+        """The next file (and an attachment's bytes), or None once there is none and none can come."""
+        while not self._queue:
+            if not self._opening:
+                return None
+            self._changed.clear()
+            await self._changed.wait()
+        return self._queue.popleft()
+
+    def opening(self) -> None:
+        """An e-mail is being taken apart: tasks wait for its attachments rather than end."""
+        self._opening += 1
+
+    def opened(self, mail: Path, attachments: Iterable[tuple[str, bytes]]) -> None:
+        """The e-mail's attachments, next in line."""
+        found = [(Path(name), data) for name, data in attachments]
+        self._queue.extendleft(reversed(found))
+        self._attached[mail] = [path for path, _ in found]
+        self._opening -= 1
+        self._changed.set()
+
+    def files(self) -> list[Path]:
+        """Every file of the run in order, each e-mail's attachments after it."""
+        return [each for path in self._files for each in (path, *self._attached.get(path, ()))]
 
 
 def file_sha256(path: Path, largest: int = 64 << 20) -> str | None:

@@ -177,6 +177,9 @@ class Progress:
     def finished(self, outcome: DocumentOutcome) -> None:
         """Called as each input reaches its outcome."""
 
+    def more(self, count: int) -> None:
+        """Called when ``count`` documents join the run after it started (an e-mail's attachments)."""
+
     def window(self, path: str, done: int, total: int) -> None:
         """Called as each window of a long document gets its answer (``done`` of ``total``)."""
 

@@ -89,13 +89,7 @@ def load(path: str | os.PathLike[str], on_page: OnPage | None = None) -> Documen
     suffix = Path(name).suffix.lower()
     if suffix not in FORMATS:
         raise InputError(name, f"unsupported file type {suffix or '(no suffix)'!r}; supported: {' '.join(FORMATS)}")
-    limit = _max_bytes(name)
-    if info.st_size > limit:  # checked before reading so a huge file never enters memory
-        raise InputError(
-            name,
-            f"file too large ({info.st_size / 1e6:.1f} MB = {info.st_size} bytes; limit {limit / 1e6:.1f} MB = "
-            f"{limit} bytes, set by {MAX_BYTES_ENV})",
-        )
+    _check_size(name, info.st_size)
     try:
         data = Path(name).read_bytes()
     except PermissionError:
@@ -135,8 +129,17 @@ def _parsed(name: str, data: bytes, digest: str, fmt: str, on_page: OnPage | Non
     return _document(name, text, blocks, digest, fmt, encoding)
 
 
+def _check_size(name: str, size: int) -> None:
+    """Refuse a file over the size limit before it is read, so a huge file never enters memory."""
+    limit = _max_bytes(name)
+    if size > limit:
+        raise InputError(name, f"file too large ({size / 1e6:.1f} MB = {size} bytes; limit {limit / 1e6:.1f} MB = "
+                               f"{limit} bytes, set by {MAX_BYTES_ENV})")
+
+
 def source_bytes(path: str) -> tuple[bytes, str]:
-    """The bytes of a source (a file, or an e-mail's attachment) and the suffix that names its format."""
+    """The bytes of a source (a file, or an e-mail's attachment) and the suffix that names its format; a file over
+    the size limit is refused before it is read."""
     if ".eml#" in path.lower() and not os.path.exists(path):
         from extractor.ingest.eml import attachment
 
@@ -145,6 +148,7 @@ def source_bytes(path: str) -> tuple[bytes, str]:
             raise InputError(path, "file not found")
         return found[0], Path(found[1]).suffix.lower()
     try:
+        _check_size(path, os.stat(path).st_size)
         return Path(path).read_bytes(), Path(path).suffix.lower()
     except OSError as error:
         raise InputError(path, f"cannot read file ({error.strerror})") from None

@@ -104,14 +104,19 @@ class Submission:
             self._sweep()
             self._collect()
             time.sleep(POLL_S)  # room is made by workers of any batch: no message to wait for
+        from extractor.engine.discover import with_attachments
         from extractor.ingest import source_bytes
 
         documents: list[tuple[str, bytes]] = []
         for path in paths:
-            try:  # a file, or an e-mail's attachment (discovery lists them after their e-mail): its own bytes
-                documents.append((str(path), source_bytes(str(path))[0]))
+            try:  # a file, and after an e-mail its attachments, taken from it by a sandboxed reader
+                data = source_bytes(str(path))[0]
             except InputError as error:
                 self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
+                continue
+            found = with_attachments(str(path), data)
+            documents += found
+            self.progress.more(len(found) - 1)
         if not documents:
             return
         first = self.batch_id is None

@@ -58,13 +58,15 @@ class Source:
     path: Path | None = None
 
     def document(self) -> Document:
-        """The source read as ingest reads it; ``InputError`` when it cannot be (a file moved, a broken upload)."""
-        from extractor.ingest import load, load_bytes
+        """The source read and segmented as a run reads it: by a sandboxed reader, with the reading limits
+        (docs/formats.md#reading-limits); ``InputError`` when it cannot be (a file moved, a broken upload, a
+        limit)."""
+        from extractor.offload import read_now
 
         if self.data is not None:
-            return load_bytes(self.name, self.data)
+            return read_now(Path(self.name), self.data)
         assert self.path is not None
-        return load(self.path)
+        return read_now(self.path)
 
     def content(self) -> tuple[bytes, str]:
         """Its bytes and the suffix that names its format (``InputError`` when a file cannot be read)."""

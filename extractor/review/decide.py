@@ -122,7 +122,8 @@ def _require_reviewable(document_run: DocumentRunInfo, verb: str) -> None:
 
 
 def reingest(store: Store, document_run: DocumentRunInfo, source: Path | None = None) -> Document:
-    """The source read again; refused unless its bytes are exactly what the run read.
+    """The source read again and segmented, by a sandboxed reader (``Source.document``); refused unless its bytes
+    are exactly what the run read.
 
     ``source`` (``--source``) when given; else the document's upload in the run log (a document submitted to
     the queue or the API: its path is only the name a submitter gave it, never opened), else the path the run
@@ -155,10 +156,9 @@ def check_edited(store: Store, document_run: DocumentRunInfo, run: RunInfo, text
                  source: Path | None = None, *, override_block: bool = False) -> Report:
     """Validate an edited candidate against the document exactly as the run segmented it."""
     from extractor.contracts.recorded import ContractNotAsRecorded, contract_of_run
-    from extractor.segment import segment
     from extractor.validate import validate
 
-    document = segment(reingest(store, document_run, source))
+    document = reingest(store, document_run, source)
     stored = store.get_document(document_run.document_id)
     if stored is None:
         raise ReviewError(f"document run {document_run.id} refers to a missing document")

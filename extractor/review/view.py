@@ -60,7 +60,8 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
 
 
 def _source(source: Source, sha256: str) -> tuple[Document | None, str, str | None]:
-    """The document as the run read it, when its upload or file is there unchanged.
+    """The document as the run read it, when its upload or file is there unchanged (read by a sandboxed reader,
+    ``Source.document``).
 
     Returns ``(document, status, detail)`` with status ``unchanged``, ``changed`` or ``unreadable``.
     """

@@ -187,6 +187,12 @@ class RunProgress(Progress):
     def calls(self, in_flight: Callable[[], int]) -> None:
         self._in_flight = in_flight
 
+    def more(self, count: int) -> None:
+        with self._lock:
+            self.total += count
+        if self._task is not None:
+            self._progress.update(self._task, total=self.total)
+
     def answered(self, tokens: int) -> None:
         with self._lock:
             self._tokens_from_calls = True

@@ -123,7 +123,7 @@ def serve(open_stores: Callable[[], tuple[Store, Store]], *, port: int | None = 
     import uvicorn
 
     app, login = create_local_app(open_stores)
-    threading.Thread(target=_warm_segmenters, name="warm-segmenters", daemon=True).start()
+    threading.Thread(target=_warm_readers, name="warm-readers", daemon=True).start()
     sock = listening_socket(port)
     bound = sock.getsockname()[1]
     announce(f"http://{HOST}:{bound}/?token={login.token}")
@@ -131,13 +131,10 @@ def serve(open_stores: Callable[[], tuple[Store, Store]], *, port: int | None = 
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def _warm_segmenters() -> None:
-    """Load the sentence splitters before the first edit is checked: the Korean one takes seconds to load,
-    and the reviewer's first "Check" should not wait for it."""
-    from extractor.ingest import from_text
-    from extractor.segment import segment
+def _warm_readers() -> None:
+    """Start the fork server the readers come from (a source is read again, and segmented, in a reader: it imports
+    the sentence splitters once, and the Korean one takes seconds), so the reviewer's first "Check" does not wait
+    for it."""
+    from extractor.offload import in_reader, warm_process
 
-    for text in ("요청자가 작업 내용을 작성합니다. 검토자가 확인합니다.",
-                 "Сотрудник подаёт заявление. Руководитель согласует его.",
-                 "The requester submits it. The owner approves it."):
-        segment(from_text(text))
+    in_reader("warm-up", warm_process, (None,))

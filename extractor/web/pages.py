@@ -1,5 +1,6 @@
 """Page images for the review page: a PDF page rendered with PDFium, an image's page as it is, scaled to the
-width the page shows and cached on disk (docs/formats.md#pages-and-boxes)."""
+width the page shows and cached on disk (docs/formats.md#pages-and-boxes). The source is rendered by a sandboxed
+reader with the reading limits (docs/formats.md#reading-limits), never in the web server's own process."""
 
 from __future__ import annotations
 
@@ -24,12 +25,9 @@ def page_png(source: Source, sha256: str, page: int, width: int = WIDTH) -> byte
     cached = None if folder is None else folder / f"{sha256}-{page}-{width}.png"
     if cached is not None and cached.exists():
         return cached.read_bytes()
-    picture = _page_image(source, page)
-    scale = width / picture.width
-    picture = picture.resize((width, max(1, round(picture.height * scale))))
-    buffer = io.BytesIO()
-    picture.save(buffer, "PNG", optimize=False, compress_level=6)
-    data = buffer.getvalue()
+    from extractor.offload import in_reader
+
+    data: bytes = in_reader(source.name, _render, (source, page, width))
     if cached is not None:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +37,16 @@ def page_png(source: Source, sha256: str, page: int, width: int = WIDTH) -> byte
         except OSError:  # a cache that cannot be written only makes the next view slower
             pass
     return data
+
+
+def _render(source: Source, page: int, width: int) -> bytes:
+    """Run in a sandboxed reader (``extractor.offload.in_reader``), with the reading limits: the page as PNG."""
+    picture = _page_image(source, page)
+    scale = width / picture.width
+    picture = picture.resize((width, max(1, round(picture.height * scale))))
+    buffer = io.BytesIO()
+    picture.save(buffer, "PNG", optimize=False, compress_level=6)
+    return buffer.getvalue()
 
 
 def _page_image(source: Source, page: int) -> Any:

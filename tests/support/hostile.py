@@ -4,6 +4,7 @@ bench/bench_sandbox.py)."""
 
 from __future__ import annotations
 
+import base64
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -55,6 +56,12 @@ def reference_loop_pdf(path: Path) -> Path:
     return path
 
 
+def many_elements_html(path: Path, elements: int = 1_200_000) -> Path:
+    """9.6 MB of HTML in 1,200,000 paragraphs of one letter: within the size limit, gigabytes and minutes to read."""
+    path.write_text("<html><body>" + "<p>x</p>" * elements + "</body></html>", encoding="ascii")
+    return path
+
+
 def sparse_text(path: Path, size: int = 600 << 20) -> Path:
     """600 MB of NUL bytes that take no disk: more than a reader may hold once the size limit is raised for it."""
     with path.open("wb") as stream:
@@ -62,15 +69,28 @@ def sparse_text(path: Path, size: int = 600 << 20) -> Path:
     return path
 
 
-def many_attachments(path: Path, count: int = 5000) -> Path:
-    """An e-mail with ``count`` small text attachments: work that grows with their number, or with its square."""
+def many_attachments(path: Path, count: int = 5000, binary: int = 0) -> Path:
+    """An e-mail with ``count`` small text attachments, each of its own content (the first ``binary`` of them named
+    ``.bin``, a type no reader reads): work that grows with their number, or with its square. The standard library
+    writes the message with its first attachment; the others are copies of that part, each with its own name and
+    text (the writer takes seconds per thousand)."""
     message = EmailMessage()
     message["Subject"] = "Purchase orders"
     message["From"] = "buyer@example.com"
     message["To"] = "clerk@example.com"
     message.set_content("The purchase orders are attached.")
-    for number in range(count):
-        message.add_attachment(f"Order {number}: 3 boxes of paper.".encode(), maintype="text", subtype="plain",
-                               filename=f"order{number}.txt")
-    path.write_bytes(message.as_bytes())
+    message.add_attachment(_order(0), maintype="text", subtype="plain", filename="order0.txt")
+    written = message.as_bytes()
+    boundary = f"--{message.get_boundary()}".encode()
+    head, body, part, end = written.split(boundary)
+    encoded = base64.b64encode(_order(0))
+    assert part.count(encoded) == 1 and part.count(b'filename="order0.txt"') == 1
+    parts = [part.replace(encoded, base64.b64encode(_order(number))).replace(
+        b'filename="order0.txt"', f'filename="order{number}.{"bin" if number < binary else "txt"}"'.encode())
+        for number in range(count)]
+    path.write_bytes(boundary.join([head, body, *parts, end]))
     return path
+
+
+def _order(number: int) -> bytes:
+    return f"Order {number}: {number % 7 + 1} boxes of paper for room {number}.".encode()
