@@ -42,6 +42,7 @@ PROVENANCE_COLUMNS = (
     "validator_version",
     "edited",
     "reviewer",
+    "approved_by",
     "approved_at",
     "note",
     "block_override",
@@ -73,6 +74,7 @@ def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | 
         "validator_version": None if run is None else run.validator_version,
         "edited": record.edited,
         "reviewer": record.reviewer,
+        "approved_by": [entry["reviewer"] for entry in record.approvals] if record.approvals else [record.reviewer],
         "approved_at": record.approved_at.isoformat(timespec="microseconds"),
         "note": record.note,
         "block_override": record.block_override,
@@ -167,10 +169,16 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
+def jsonl_line(record: dict[str, Any], origin: dict[str, Any]) -> str:
+    """One approved record as a JSONL line: what ``extract export --format jsonl`` writes and ``GET /v1/approved``
+    sends."""
+    return json.dumps({"record": record, "provenance": origin}, ensure_ascii=False) + "\n"
+
+
 def _jsonl(rows: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
     def write(stream: IO[str]) -> None:
         for record, origin in rows:
-            stream.write(json.dumps({"record": record, "provenance": origin}, ensure_ascii=False) + "\n")
+            stream.write(jsonl_line(record, origin))
 
     return write
 
@@ -239,26 +247,49 @@ def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None 
     return write
 
 
-def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
-           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None) -> ExportResult:
-    """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
-    one row per item of that list field)."""
-    from extractor.store.approved import approved_records
+def owned_records(run_log: Store, owner: str, approved: list[ApprovedRecordInfo]) -> list[ApprovedRecordInfo]:
+    """The approved records that are ``owner``'s: a task of its batches ended in a document run of that content under
+    that contract version (``extractor.store.tasks.owned_keys``); the same content submitted by two owners is one
+    record, and each of them exports it."""
+    from extractor.store.tasks import owned_keys
 
-    if fmt not in FORMATS:
-        raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    approved = approved_records(records, contract=contract, contract_version=contract_version, since=since)
+    mine = owned_keys(run_log.engine, owner, ((r.document_sha256, r.contract, r.contract_version) for r in approved))
+    return [r for r in approved if (r.document_sha256, r.contract, r.contract_version) in mine]
+
+
+def export_rows(approved: list[ApprovedRecordInfo], run_log: Store | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each record as exported (personal data masked where its contract says so) with its provenance, the runs read
+    once from ``run_log``."""
     runs: dict[str, Any] = {}
     if run_log is not None:
         wanted = {r.run_id for r in approved if r.run_id}
         runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
-    if explode is not None and fmt != "csv":
-        raise ValueError("--explode FIELD needs --format csv")
     rows = []
     for r in approved:
         run = runs.get(r.run_id or "")
         record, masked = masked_record(r, run)
         rows.append((record, provenance(r, run, masked)))
+    return rows
+
+
+def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
+           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None,
+           owner: str | None = None) -> ExportResult:
+    """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
+    one row per item of that list field; ``owner``: only the records of contents that owner submitted, read from
+    ``run_log``)."""
+    from extractor.store.approved import approved_records
+
+    if fmt not in FORMATS:
+        raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    approved = approved_records(records, contract=contract, contract_version=contract_version, since=since)
+    if owner is not None:
+        if run_log is None:
+            raise ValueError("an owner's records are found through the run log: pass run_log")
+        approved = owned_records(run_log, owner, approved)
+    if explode is not None and fmt != "csv":
+        raise ValueError("--explode FIELD needs --format csv")
+    rows = export_rows(approved, run_log)
     if explode is not None and rows and not any(explode in record for record, _ in rows):
         lists = sorted({key for record, _ in rows for key, value in record.items() if isinstance(value, list)})
         raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "

@@ -38,7 +38,8 @@ def api(llm_server: Callable[..., ScriptedLLMServer], db_url: str,
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the "default" endpoint (no endpoints file)
     store = open_store(db_url)
     service = build_service(store, broker=None, concurrency=2, model="openai:scripted-model")
-    tokens = {role: create_token(store.engine, f"{role}-token", role) for role in ("submitter", "reviewer", "admin")}
+    tokens = {role: create_token(store.engine, f"{role}-token", role, all_owners=role == "reviewer")
+              for role in ("submitter", "reviewer", "admin")}
     try:
         with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
             yield client, tokens, service
@@ -101,7 +102,7 @@ def test_no_token_a_wrong_token_and_a_revoked_token_get_401(api: tuple[httpx.Cli
     assert client.post("/v1/documents/text", json=body, headers=bearer("ext_not-a-token")).status_code == 401
     assert client.get("/v1/me", headers={"Authorization": f"Basic {tokens['admin']}"}).status_code == 401
     assert client.get("/v1/me", headers=bearer(tokens["admin"])).json() == {"name": "admin-token", "role": "admin",
-                                                                        "owner": "admin-token"}
+                                                                        "owner": "admin-token", "all_owners": True}
     assert revoke_token(service.store.engine, "admin-token")
     assert client.get("/v1/me", headers=bearer(tokens["admin"])).status_code == 401
     assert client.get("/health").json() == {"status": "ok"}
@@ -249,7 +250,7 @@ def test_tokens_are_created_once_listed_without_their_secret_and_revoked(tmp_pat
     from tests.support.batch import run_cli
 
     env = {"EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "PATH": "/usr/bin:/bin"}
-    created = run_cli("tokens", "create", "alice", "--role", "reviewer", env=env, cwd=tmp_path)
+    created = run_cli("tokens", "create", "alice", "--role", "reviewer", "--owner", "purchasing", env=env, cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     secret = created.stdout.strip()
     assert secret.startswith("ext_") and len(secret) > 40

@@ -45,7 +45,7 @@ from tests.support.corpus import run as corpus_run
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
 
-HEAD = "0012"
+HEAD = "0013"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 

@@ -254,6 +254,8 @@ def export(
     since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
     explode: Annotated[str | None, typer.Option(help="CSV: one row per item of this list field (e.g. lineItems), "
                                                 "its fields as FIELD.<name> columns")] = None,
+    owner: Annotated[str | None, typer.Option(help="only the records of documents this owner (an API token's "
+                                              "--owner) submitted")] = None,
     contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
@@ -264,7 +266,8 @@ def export(
     a cell starting with = + - @ tab or carriage return gets a leading apostrophe so no spreadsheet runs it.
 
     Provenance: document path and sha256, contract and version, run and attempt (model, prompt, validator),
-    evidence spans, whether it was edited, reviewer, approval time and note.
+    evidence spans, whether it was edited, reviewer (every approver when the contract needs several), approval
+    time and note.
     """
     from extractor.export import export as write_export
     from extractor.runfilter import parse_when
@@ -280,7 +283,7 @@ def export(
     store, records = open_stores(database, approved_database)
     try:
         result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,
-                              since=when, run_log=store, explode=explode)
+                              since=when, run_log=store, explode=explode, owner=owner)
     except OSError as error:
         fail(f"cannot write {out}: {error.strerror or error}")
     typer.echo(f"wrote {result.records} approved record(s) to {out} ({format.value})")

@@ -50,7 +50,7 @@ CHECKS_FILE = "checks.toml"
 TEMPLATES_DIR = "prompts"
 _VERSION = re.compile(r"^v([1-9][0-9]*)$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_TOP_KEYS = {"description", "evidence", "check", "guards", "modes"}
+_TOP_KEYS = {"description", "evidence", "check", "guards", "modes", "review"}
 CALIBRATION_FILE = "calibration.json"
 """Written by ``extract rules calibrate`` (machine-made, beside the person-made checks.toml): the fitted
 threshold, judge band and calibration record of each lexical-support rule, read over ``[evidence]``."""
@@ -147,7 +147,8 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
     where = folder / CHECKS_FILE
     settings, shape_text, exempt = _evidence_settings(checks.get("evidence", {}), record, where, lines)
     guards = _guards(checks.get("guards", {}), record, where, lines)
-    settings = with_calibration(settings | _modes(checks.get("modes"), where, lines), folder, lines)
+    settings = with_calibration(settings | _modes(checks.get("modes"), where, lines)
+                                | _review(checks.get("review"), where, lines), folder, lines)
     example_list = next((key for key, value in record.get("properties", {}).items()
                          if key not in ENVELOPE and value.get("type") == "array"), "items")
     example_field = next((key for key in record.get("properties", {}) if key not in ENVELOPE), "field")
@@ -402,6 +403,20 @@ def _modes(modes: Any, where: Path, lines: list[str]) -> dict[str, Any]:
         lines.append(f"{where}: [modes] {error}")
         return {}
     return {"modes": modes}
+
+
+def _review(table: Any, where: Path, lines: list[str]) -> dict[str, Any]:
+    """``[review]``: how many people approve a record (``extractor.contracts.settings.review_settings``); absent,
+    the settings stay as they were (one approval), so a contract without it keeps its configuration hash."""
+    from extractor.contracts.settings import SettingsError, review_settings
+
+    if table is None:
+        return {}
+    try:
+        return {"review": review_settings(table)}
+    except SettingsError as error:
+        lines.append(f"{where}: {error}")
+        return {}
 
 
 def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:

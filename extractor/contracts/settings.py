@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extractor.canonical import canonical_sha256
-from extractor.vocab import CalibrationVerdict, JudgeMode
+from extractor.vocab import MAX_APPROVALS, CalibrationVerdict, JudgeMode
 
 CALIBRATED_RULES: dict[str, str] = {
     "EVIDENCE_WEAK_SUPPORT": "weak_support",
@@ -84,6 +84,25 @@ def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error:
             return RuleMode(JudgeMode.review, f"{rule_id} block mode needs an admit-block calibration in "
                             f"{section}.calibration ({said}; run: extract rules calibrate {rule_id} LABELS.csv)")
     return RuleMode(wanted)
+
+
+def review_settings(table: Any) -> dict[str, Any]:
+    """``[review]`` of checks.toml, checked: ``approvals``, how many distinct people must approve a record before
+    it counts as approved and is exported (1 to ``MAX_APPROVALS``; four eyes: 2)."""
+    if not isinstance(table, dict):
+        raise SettingsError("[review] must be a table, e.g. approvals = 2")
+    unknown = sorted(set(table) - {"approvals"})
+    if unknown:
+        raise SettingsError(f"[review] has unknown key(s) {', '.join(unknown)} (known: approvals)")
+    approvals = table.get("approvals", 1)
+    if isinstance(approvals, bool) or not isinstance(approvals, int) or not 1 <= approvals <= MAX_APPROVALS:
+        raise SettingsError(f"[review] approvals is {approvals!r}, expected a whole number from 1 to {MAX_APPROVALS}")
+    return {"approvals": approvals}
+
+
+def approvals_required(settings: Mapping[str, Any]) -> int:
+    """The approvals a record of a contract with these settings needs (``review_settings``)."""
+    return int((settings.get("review") or {}).get("approvals", 1))
 
 
 def settings_sha256(settings: Mapping[str, Any]) -> str:
