@@ -221,6 +221,17 @@ def _block_override(document_run: DocumentRunInfo, override_block: bool, reason:
     return reason.strip()
 
 
+def _check_turn(store: Store, document_run: DocumentRunInfo) -> None:
+    """``Conflict`` when a decision was taken since the caller read the document run (a stale page): refused even
+    where the same decision again would be a no-op, so of two concurrent deciders exactly one succeeds."""
+    from extractor.store.approved import DecisionConflict, check_turn
+
+    try:
+        check_turn(store, document_run.id, document_run.review_version)
+    except DecisionConflict as error:
+        raise Conflict(str(error)) from None
+
+
 def approvals_required(run: RunInfo) -> int:
     """How many distinct people must approve a record of ``run``: its contract's ``[review] approvals`` as the run
     recorded it (a run recorded before contracts could ask for more: 1)."""
@@ -248,6 +259,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         raise ReviewError("--reviewer must name a person")
     reviewer = reviewer.strip()
     _require_reviewable(document_run, "approved")
+    _check_turn(store, document_run)
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
     if latest is not None and latest.decision == ReviewDecision.rejected and not force:
         raise Refused(f"document run {document_run.id} was rejected by {latest.reviewer} at "
@@ -333,6 +345,7 @@ def reject_document(store: Store, records: Store, document_run: DocumentRunInfo,
     if not reason.strip():
         raise ReviewError("--reason must say why")
     _require_reviewable(document_run, "rejected")
+    _check_turn(store, document_run)
     run = _run_of(store, document_run)
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)

@@ -242,20 +242,59 @@ def health_routes(app: Any, store: Store, broker: Callable[[], str | None], coun
 
 
 def instrument(app: Any) -> CollectorRegistry:
-    """Per-route HTTP metrics of ``app`` (prometheus-fastapi-instrumentator: requests by route, method and status
-    class, latency, request and response sizes, requests in flight) on a registry of the app's own, which it
-    returns (several apps in one process, as in the tests, each count their own)."""
-    from prometheus_client import CollectorRegistry
+    """Per-route HTTP metrics of ``app`` on a registry of the app's own, which it returns (several apps in one
+    process, as in the tests, each count their own): requests by route, method and status class, latency, request
+    and response sizes (prometheus-fastapi-instrumentator), and requests in flight by route and method (``InFlight``:
+    the library's own gauge registers on the process's default registry, once per process)."""
+    from prometheus_client import CollectorRegistry, Gauge
     from prometheus_fastapi_instrumentator import Instrumentator, metrics
 
     registry = CollectorRegistry(auto_describe=True)
     instrumentator = Instrumentator(should_group_status_codes=True, should_ignore_untemplated=True,
-                                    should_instrument_requests_inprogress=True, inprogress_labels=True,
-                                    inprogress_name="extract_http_requests_inprogress",
-                                    excluded_handlers=["/metrics", "/healthz", "/readyz", "/health"], registry=registry)
+                                    excluded_handlers=list(UNCOUNTED), registry=registry)
     instrumentator.add(metrics.default(metric_namespace="extract", registry=registry))
     instrumentator.instrument(app)
+    in_flight = Gauge("extract_http_requests_inprogress", "HTTP requests being answered, by route and method",
+                      ["handler", "method"], registry=registry, multiprocess_mode="livesum")
+    app.add_middleware(InFlight, gauge=in_flight)
     return registry
+
+
+UNCOUNTED = ("/metrics", "/healthz", "/readyz", "/health")
+"""What scrapers and load balancers call: not counted as the service's traffic."""
+
+
+class InFlight:
+    """Pure ASGI middleware: a request counts in ``gauge`` (by route template and method) while it is answered."""
+
+    def __init__(self, app: Any, gauge: Any) -> None:
+        self.app = app
+        self.gauge = gauge
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        handler = self._route(scope) if scope["type"] == "http" else None
+        if handler is None:
+            await self.app(scope, receive, send)
+            return
+        counted = self.gauge.labels(handler, scope["method"])
+        counted.inc()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            counted.dec()
+
+    @staticmethod
+    def _route(scope: dict[str, Any]) -> str | None:
+        """The template of the route ``scope`` goes to (``/v1/review/{document_run_id}``); None for none, or one not
+        counted."""
+        from starlette.routing import Match
+
+        for route in scope["app"].routes:
+            match, _ = route.matches(scope)
+            if match == Match.FULL:
+                path = str(getattr(route, "path", ""))
+                return None if path in UNCOUNTED else path
+        return None
 
 
 def serve_health(store: Store, broker: str | None, *, host: str, port: int) -> None:

@@ -243,8 +243,23 @@ def _take_turn(connection: Connection, document_run_id: int, reviewer: str, seen
         return
     if connection.execute(select(document_runs.c.id).where(document_runs.c.id == document_run_id)).first() is None:
         raise StoreError(f"no document run {document_run_id}")
-    raise DecisionConflict(f"{_newest_decision(connection, document_run_id)} while this decision was being made; "
-                           "nothing was written: look at it again and decide")
+    raise DecisionConflict(_overtaken(connection, document_run_id))
+
+
+def _overtaken(connection: Connection, document_run_id: int) -> str:
+    return (f"{_newest_decision(connection, document_run_id)}, after this decision's page or request read the document "
+            "run; nothing was written: look at it again and decide")
+
+
+def check_turn(store: Store, document_run_id: int, seen_version: int) -> None:
+    """``DecisionConflict`` naming the newest decision when one was taken since ``seen_version`` was read: the
+    early refusal of a stale page or request (before any re-reading or checking), which ``approve`` and ``reject``
+    make again, atomically, when they write."""
+    with store.engine.connect() as connection:
+        current = connection.execute(select(document_runs.c.review_version)
+                                     .where(document_runs.c.id == document_run_id)).scalar()
+        if current is not None and current != seen_version:
+            raise DecisionConflict(_overtaken(connection, document_run_id))
 
 
 def _newest_decision(connection: Connection, document_run_id: int) -> str:
