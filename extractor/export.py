@@ -272,21 +272,31 @@ def export_rows(approved: list[ApprovedRecordInfo], run_log: Store | None) -> li
     return rows
 
 
-def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
-           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None,
-           owner: str | None = None) -> ExportResult:
-    """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
-    one row per item of that list field; ``owner``: only the records of contents that owner submitted, read from
-    ``run_log``)."""
+@dataclass(frozen=True)
+class Wanted:
+    """Which approved records an export writes: of this contract (and version), approved at or after ``since``,
+    and ``owner``'s (the contents that owner submitted, found through the run log)."""
+
+    contract: str | None = None
+    contract_version: int | None = None
+    since: datetime | None = None
+    owner: str | None = None
+
+
+def export(records: Store, out: Path, fmt: str, *, wanted: Wanted = Wanted(), run_log: Store | None = None,
+           explode: str | None = None) -> ExportResult:
+    """Write the approved records ``wanted`` to ``out`` atomically; returns how many were written (``explode``: CSV
+    only, one row per item of that list field)."""
     from extractor.store.approved import approved_records
 
     if fmt not in FORMATS:
         raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    approved = approved_records(records, contract=contract, contract_version=contract_version, since=since)
-    if owner is not None:
+    approved = approved_records(records, contract=wanted.contract, contract_version=wanted.contract_version,
+                                since=wanted.since)
+    if wanted.owner is not None:
         if run_log is None:
             raise ValueError("an owner's records are found through the run log: pass run_log")
-        approved = owned_records(run_log, owner, approved)
+        approved = owned_records(run_log, wanted.owner, approved)
     if explode is not None and fmt != "csv":
         raise ValueError("--explode FIELD needs --format csv")
     rows = export_rows(approved, run_log)

@@ -259,8 +259,8 @@ OVER_THE_LIMIT = {
     "extractor/providers/openai_compat.py:__init__", "extractor/review/decide.py:approve_document",
     "extractor/review/queue.py:waiting", "extractor/rules/__init__.py:rule", "extractor/rules/declared.py:card",
     "extractor/rules/generic.py:generic_rule", "extractor/store/approved.py:approve",
-    "extractor/store/approved.py:_approve_once", "extractor/store/claims.py:claim_document",
-    "extractor/store/claims.py:claim", "extractor/store/claims.py:_decide_existing", "extractor/store/claims.py:_take_over",
+    "extractor/store/claims.py:claim_document", "extractor/store/claims.py:claim", "extractor/store/claims.py:_decide_existing",
+    "extractor/store/claims.py:_take_over",
     "extractor/store/evaluations.py:save_evaluation", "extractor/store/queries.py:find_runs",
     "extractor/store/runlog.py:find_runs", "extractor/web/router.py:_edit_page",
 }

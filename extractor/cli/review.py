@@ -269,6 +269,7 @@ def export(
     evidence spans, whether it was edited, reviewer (every approver when the contract needs several), approval
     time and note.
     """
+    from extractor.export import Wanted
     from extractor.export import export as write_export
     from extractor.runfilter import parse_when
 
@@ -282,8 +283,8 @@ def export(
     search_contracts(contracts)  # for records whose run recorded no masking setting
     store, records = open_stores(database, approved_database)
     try:
-        result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,
-                              since=when, run_log=store, explode=explode, owner=owner)
+        result = write_export(records, out, format.value, wanted=Wanted(contract, contract_version, when, owner),
+                              run_log=store, explode=explode)
     except OSError as error:
         fail(f"cannot write {out}: {error.strerror or error}")
     typer.echo(f"wrote {result.records} approved record(s) to {out} ({format.value})")
