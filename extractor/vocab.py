@@ -275,7 +275,7 @@ DEFAULT_JUDGE_TIMEOUT = 60.0
 """Seconds per judge call (its own timeout: a judge behind a proxy that cuts at 100 s must give up first)."""
 DEFAULT_CONCURRENCY = 4
 DEFAULT_OVERLAP = 2
-"""Sentences before a window shown to it as context (``--overlap``, docs/longdocs.md)."""
+"""Sentences before a window shown to it as context (``--overlap``, docs/runs.md#long-documents)."""
 MIN_ID_PREFIX = 6
 """The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
 ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""
