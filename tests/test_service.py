@@ -415,9 +415,13 @@ def scraped(client: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]
 
 def delta(before: dict[tuple[str, tuple[tuple[str, str], ...]], float],
           after: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, label: str) -> dict[str, float]:
-    """What a counter grew by between two scrapes, per value of ``label`` (metrics are the process's)."""
-    grown = {dict(labels)[label]: value - before.get((sample, labels), 0.0)
-             for (sample, labels), value in after.items() if sample == name}
+    """What a counter grew by between two scrapes, per value of ``label`` (summed over its other labels; metrics
+    are the process's)."""
+    grown: dict[str, float] = {}
+    for (sample, labels), value in after.items():
+        if sample == name:
+            key = dict(labels)[label]
+            grown[key] = grown.get(key, 0.0) + value - before.get((sample, labels), 0.0)
     return {key: value for key, value in grown.items() if value}
 
 
