@@ -15,7 +15,12 @@ the ratio command / baseline are printed (target <= 2x), with ``extract --help``
 The CPU time of each process (user + system) is printed beside the wall time: it leaves out waiting for a core,
 so its ratio moves less with what else the machine is doing.
 
-    python bench/bench_commands.py [--documents 10000] [--rounds 7] [--postgres ADMIN_URL]
+``--typer DIR`` measures another typer release side by side: each command also runs with ``DIR`` (a folder
+made with ``pip install --no-deps --target DIR typer==X``) first on ``PYTHONPATH``, in the same rounds, and the
+medians of both typers and their difference are printed. This is how the typer requirement in
+``pyproject.toml`` is judged.
+
+    python bench/bench_commands.py [--documents 10000] [--rounds 7] [--postgres ADMIN_URL] [--typer DIR]
 """
 
 from __future__ import annotations
@@ -72,10 +77,9 @@ BARE = """if True:
 """
 """The baseline: SQLAlchemy's engine, the recorded statements as the driver received them
 (``exec_driver_sql``), every row fetched, in one transaction: the store's own BEGIN/COMMIT (it begins its
-SQLite transactions itself) are left out, so the writes a command may make (marking a dead run crashed) are rolled
-back and every round reads the same run log. Replayed as recorded, the second BEGIN failed ("cannot start a
-transaction within a transaction") and the baseline stopped after the schema check; ``timed`` now requires it to
-exit 0."""
+SQLite transactions itself) are left out: replayed, the second BEGIN would fail ("cannot start a transaction within
+a transaction"). The writes a command may make (marking a dead run crashed) are rolled back, so every round reads
+the same run log, and ``timed`` requires the baseline to exit 0 (one that stopped part way did less work)."""
 
 
 def commands(document_run: int) -> dict[str, list[str]]:
@@ -119,12 +123,15 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=10_000, help="document runs in the run log")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--postgres", help="admin URL: a fresh PostgreSQL database instead of an SQLite file")
+    parser.add_argument("--typer", type=Path, help="a folder holding another typer release, timed side by side")
     args = parser.parse_args()
 
     from bench_store import build, fresh_database
 
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("EXTRACT_APPROVED_DATABASE_URL", None)
+    other = None if args.typer is None else {
+        **env, "PYTHONPATH": os.pathsep.join(filter(None, [str(args.typer.resolve()), env.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(prefix="bench_commands_") as tmp, \
             fresh_database(Path(tmp), "runlog", args.postgres) as url:
         began = time.perf_counter()
@@ -142,11 +149,17 @@ def main() -> None:
             sides[name] = ([sys.executable, "-m", "extractor", *command, "--database", url],
                            [sys.executable, "-c", BARE, url, str(recorded)])
         times: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {name: ([], []) for name in sides}
+        with_other: dict[str, list[tuple[float, float]]] = {name: [] for name in [*sides, "--help"]}
         start_up: list[tuple[float, float]] = []
+        help_command = [sys.executable, "-m", "extractor", "--help"]
         for _ in range(args.rounds):
-            start_up.append(timed([sys.executable, "-m", "extractor", "--help"], env))
+            start_up.append(timed(help_command, env))
+            if other is not None:
+                with_other["--help"].append(timed(help_command, other))
             for name, (ours, bare) in sides.items():
                 times[name][0].append(timed(ours, env, exits=(0, 1, 3)))  # 1: doctor's findings, 3: documents wait
+                if other is not None:
+                    with_other[name].append(timed(ours, other, exits=(0, 1, 3)))
                 times[name][1].append(timed(bare, env))
     backend = "PostgreSQL" if args.postgres else "SQLite"
     print(f"read-only commands on {args.documents:,} document runs ({backend}), median of {args.rounds} rounds, "
@@ -160,6 +173,21 @@ def main() -> None:
         print(f"  {name:<10} {wall_ours:>8.2f}s {wall_bare:>15.2f}s {ratio:>6.2f}x   {cpu_ours:>11.2f}s {cpu_bare:>5.2f}s "
               f"{cpu_ours / cpu_bare:>5.2f}x  {verdict}")
     print(f"  {'--help':<10} {medians(start_up)[0]:>8.2f}s   (the CLI's start-up floor)")
+    if other is not None:
+        installed, side = typer_version(env), typer_version(other)
+        print(f"typer {installed} (installed) against typer {side} ({args.typer}), the same rounds, medians")
+        print(f"  {'command':<10} {installed:>9} {side:>9} {'difference':>11}   {'CPU: ' + installed:>13} {side:>9}")
+        for name, samples in with_other.items():
+            (wall_ours, cpu_ours), (wall_side, cpu_side) = medians(start_up if name == "--help" else times[name][0]), \
+                medians(samples)
+            print(f"  {name:<10} {wall_ours:>8.2f}s {wall_side:>8.2f}s {(wall_side - wall_ours) * 1000:>+9.0f} ms   "
+                  f"{cpu_ours:>12.2f}s {cpu_side:>8.2f}s")
+
+
+def typer_version(env: dict[str, str]) -> str:
+    """The typer a process started with ``env`` imports."""
+    return subprocess.run([sys.executable, "-c", "import typer; print(typer.__version__)"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, check=True).stdout.strip()
 
 
 def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:

@@ -72,10 +72,10 @@ def main() -> None:
     from sqlalchemy import create_engine, make_url, text
 
     from extractor.engine import Progress, discover
-    from extractor.queue.celery_app import make_celery
     from extractor.queue.news import wakeup_for
+    from extractor.queue.outbox import Outbox
     from extractor.queue.settings import BatchSettings
-    from extractor.queue.submit import Submission, celery_publisher
+    from extractor.queue.submit import Submission
     from extractor.store import open_store, tasks
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-workers-"))
@@ -116,10 +116,10 @@ def main() -> None:
                                 "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench"}
             store = open_store(database)
             settings = BatchSettings(model="openai:bench", base_url=base_url, retries=0, timeout=30)
-            publish = celery_publisher(make_celery(broker))
+            outbox = Outbox(store, broker)
 
             def submit(*paths: Path) -> tuple[str, float]:
-                submission = Submission(store, settings, publish, submitted_by="bench", max_pending=1 << 30, wait=True,
+                submission = Submission(store, settings, outbox, submitted_by="bench", max_pending=1 << 30, wait=True,
                                         progress=Progress(), wakeup=wakeup_for(broker))
                 summary = submission.run(discover([str(path) for path in paths]))
                 assert summary.run_id is not None and set(summary.counts) == {"READY_FOR_REVIEW"}, summary.counts

@@ -3,21 +3,31 @@
 Provenance per record: document path and sha256, contract and version, the run and attempt it came from
 (with the run's model, prompt and validator version when the run log still has that run), whether a
 person edited it, the validator's evidence spans (offsets into the canonical text, with the sentence ids
-they touch), reviewer, approval time and note; ``block_override`` when a person approved a BLOCKED result over
-its critical finding (who, when, why, which rules); ``masked``: where personal data was masked, for a contract
-whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the values as the model gave them).
+they touch), reviewer and every approver (``approved_by``), approval time and note; ``block_override`` when a
+person approved a BLOCKED result over its critical finding (who, when, why, which rules); ``masked``: where personal
+data was masked, for a contract whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the
+values as the model gave them). ``Wanted.owner`` keeps the records of the contents one owner submitted.
 
 The file is written to a temporary file beside the target, flushed to disk and renamed over the target:
 a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
+
+Records are streamed from the database in batches (``extractor.store.approved.approved_batches``) and written as
+they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV needs
+every column before its header, so its rows are spooled first (beside the target, removed after) and written with
+the header once all are known.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,8 +36,9 @@ from typing import IO, TYPE_CHECKING, Any
 from extractor.errors import ExtractorError, UsageError
 
 if TYPE_CHECKING:
-    from extractor.store import Store
-    from extractor.store.approved import ApprovedRecordInfo
+    from extractor.store import RunInfo, Store
+    from extractor.store.approved import StoredApproval
+    from extractor.vocab import PersonalDataPolicy
 
 FORMATS = ("jsonl", "csv")
 PROVENANCE_COLUMNS = (
@@ -61,7 +72,40 @@ class ExportResult:
         return {"path": str(self.path), "format": self.format, "records": self.records}
 
 
-def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
+class RawJSON(str):
+    """JSON text as the database stores it, written into the export as it is (``_encode``): most records leave
+    the database and reach the file without ever being decoded (no Python objects per value, the costly part)."""
+
+
+def _encode(value: Any) -> str:
+    """``json.dumps`` of ``value`` (non-ASCII kept), with every ``RawJSON`` in it written as the JSON it holds.
+
+    Each raw text is first a marker string: NUL, this process's random token, its number, NUL (json.dumps writes
+    NUL as ``\\u0000``, and no content can know the token), replaced in one pass by the text it stands for.
+    """
+    raw: list[str] = []
+
+    def mark(item: Any) -> Any:
+        if isinstance(item, RawJSON):
+            raw.append(item)
+            return f"\x00{_TOKEN}{len(raw) - 1}\x00"
+        if isinstance(item, dict):  # only values that are raw text or hold some are rebuilt
+            return {key: mark(child) if isinstance(child, RawJSON | dict) else child for key, child in item.items()}
+        return item
+
+    text = json.dumps(mark(value), ensure_ascii=False)
+    return _MARKER.sub(lambda found: raw[int(found.group(1))], text) if raw else text
+
+
+_TOKEN = uuid.uuid4().hex
+_MARKER = re.compile(rf'"\\u0000{_TOKEN}(\d+)\\u0000"')
+
+
+def _raw(text: str | None) -> RawJSON | None:
+    return None if text is None else RawJSON(text)
+
+
+def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
     return {
         "document_path": record.document_path,
         "document_sha256": record.document_sha256,
@@ -74,33 +118,32 @@ def provenance(record: ApprovedRecordInfo, run: Any | None, masked: list[str] | 
         "validator_version": None if run is None else run.validator_version,
         "edited": record.edited,
         "reviewer": record.reviewer,
-        "approved_by": [entry["reviewer"] for entry in record.approvals] if record.approvals else [record.reviewer],
+        "approved_by": approvers(record),
         "approved_at": record.approved_at.isoformat(timespec="microseconds"),
         "note": record.note,
-        "block_override": record.block_override,
+        "block_override": _raw(record.block_override_json),
         "masked": masked or [],
-        "evidence_spans": record.evidence_spans,
+        "evidence_spans": _raw(record.evidence_spans_json),
     }
 
 
-def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[dict[str, Any], list[str]]:
-    """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where.
+def approvers(record: StoredApproval) -> list[str]:
+    """Everyone who approved the record: the people who signed it off when its contract needs several, else its
+    reviewer."""
+    signed = json.loads(record.approvals_json) if record.approvals_json else None
+    return [entry["reviewer"] for entry in signed] if signed else [record.reviewer]
 
-    The setting is the one its run recorded (the contract as it was when the record was made and approved);
-    a run that recorded none, or is not in the run log, takes it from the contract found as the run recorded it
-    (``extractor.contracts.recorded``). A contract that cannot be found cannot say whether to mask, so nothing of
-    it is exported.
+
+def masked_record(record: StoredApproval, run: Any | None = None,
+                  policy: PersonalDataPolicy | None = None) -> tuple[dict[str, Any] | RawJSON, list[str]]:
+    """The record as export writes it: personal data masked when its contract's guards say ``mask``, and where
+    (else the record's JSON as stored). ``policy`` is ``personal_data_policy(record, run)`` when the caller has it.
     """
     from extractor.evidence.sensitive import mask, personal_data
     from extractor.vocab import PersonalDataPolicy
 
-    recorded = ((run.config or {}).get("guards") or {}).get("source_personal_data") if run is not None else None
-    if recorded is not None:
-        policy = PersonalDataPolicy(recorded)
-    else:
-        policy = _contract_for(record, run).guards.source_personal_data
-    if policy is not PersonalDataPolicy.mask:
-        return record.record, []
+    if (policy or personal_data_policy(record, run)) is not PersonalDataPolicy.mask:
+        return RawJSON(record.record_json), []
     where: list[str] = []
 
     def walk(value: Any, path: str) -> Any:
@@ -114,10 +157,23 @@ def masked_record(record: ApprovedRecordInfo, run: Any | None = None) -> tuple[d
             return mask(value, found) if found else value
         return value
 
-    return walk(record.record, "$"), where
+    return walk(json.loads(record.record_json), "$"), where
 
 
-def _contract_for(record: ApprovedRecordInfo, run: Any | None) -> Any:
+def personal_data_policy(record: StoredApproval, run: Any | None) -> PersonalDataPolicy:
+    """Whether the record's personal data is masked in export: the setting its run recorded (the contract as it
+    was when the record was made and approved); a run that recorded none, or is not in the run log, takes it from
+    the contract found as the run recorded it (``extractor.contracts.recorded``). A contract that cannot be found
+    cannot say whether to mask, so nothing of it is exported."""
+    from extractor.vocab import PersonalDataPolicy
+
+    recorded = ((run.config or {}).get("guards") or {}).get("source_personal_data") if run is not None else None
+    if recorded is not None:
+        return PersonalDataPolicy(recorded)
+    return _contract_for(record, run).guards.source_personal_data  # type: ignore[no-any-return]
+
+
+def _contract_for(record: StoredApproval, run: Any | None) -> Any:
     from extractor.contracts.recorded import Recorded, resolve
 
     if run is not None:
@@ -169,13 +225,17 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def jsonl_line(record: dict[str, Any], origin: dict[str, Any]) -> str:
+Row = tuple[dict[str, Any] | RawJSON, dict[str, Any]]
+"""What export writes per record: the record (decoded, or its JSON as stored) and its provenance."""
+
+
+def jsonl_line(record: dict[str, Any] | RawJSON, origin: dict[str, Any]) -> str:
     """One approved record as a JSONL line: what ``extract export --format jsonl`` writes and ``GET /v1/approved``
     sends."""
-    return json.dumps({"record": record, "provenance": origin}, ensure_ascii=False) + "\n"
+    return _encode({"record": record, "provenance": origin}) + "\n"
 
 
-def _jsonl(rows: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Callable[[IO[str]], None]:
+def _jsonl(rows: Iterable[Row]) -> Callable[[IO[str]], None]:
     def write(stream: IO[str]) -> None:
         for record, origin in rows:
             stream.write(jsonl_line(record, origin))
@@ -227,55 +287,95 @@ def _exploded(record: dict[str, Any], field: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _csv(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> Callable[[IO[str]], None]:
+def _csv(rows: Iterable[Row], explode: str | None = None,
+         spool: Path | None = None) -> Callable[[IO[str]], None]:
     """Provenance columns, then the record flattened: nested objects as dotted columns, lists as JSON text;
     one row per record, or with ``explode`` one row per item of that list. A record column named like a
-    provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_cell``)."""
-    table = [(row, origin) for record, origin in rows
-             for row in (_exploded(record, explode) if explode else [flatten(record)])]
-    fields: dict[str, None] = {}
-    for row, _ in table:
-        fields.update(dict.fromkeys(row))
-    names = {key: f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in fields}
+    provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_cell``).
+
+    Columns come in the order they first appear. The header needs all of them, so the rows are spooled as CSV to a
+    temporary file in ``spool``'s folder (the system's temporary folder without one) and copied after the header; a
+    row written before the last new column appeared lacks that column's cells at its end and is padded (read back
+    with the csv module), the rows after it are copied as they are. ``explode`` naming a field no record has is a
+    ``UsageError``, before anything is written.
+    """
 
     def write(stream: IO[str]) -> None:
-        writer = csv.writer(stream)
-        writer.writerow([_cell(name) for name in (*PROVENANCE_COLUMNS, *names.values())])
-        for row, origin in table:
-            writer.writerow([_cell(origin[c]) for c in PROVENANCE_COLUMNS] + [_cell(row.get(k)) for k in names])
+        columns: dict[str, None] = {}
+        lists: set[str] = set()
+        exploded = False
+        short = 0  # rows written before the last column appeared: they need padding
+        written = 0
+        with tempfile.TemporaryFile("w+", encoding="utf-8", newline="", dir=spool, prefix=".export-",
+                                    suffix=".spool") as spooled:
+            for stored, origin in rows:
+                record = json.loads(stored) if isinstance(stored, RawJSON) else stored
+                if explode is not None:
+                    exploded = exploded or explode in record
+                    lists.update(key for key, value in record.items() if isinstance(value, list))
+                for row in _exploded(record, explode) if explode else [flatten(record)]:
+                    if not columns.keys() >= row.keys():
+                        columns.update(dict.fromkeys(row))
+                        short = written
+                    spooled.write(_csv_line([_cell(origin[c]) for c in PROVENANCE_COLUMNS]
+                                            + [_cell(row.get(k)) for k in columns]))
+                    written += 1
+            if explode is not None and columns and not exploded:
+                raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
+                                 f"{', '.join(sorted(lists)) or 'none'}); nothing written")
+            names = [f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in columns]
+            writer = csv.writer(stream)
+            stream.write(_csv_line([_cell(name) for name in (*PROVENANCE_COLUMNS, *names)]))
+            width = len(PROVENANCE_COLUMNS) + len(names)
+            spooled.seek(0)
+            reader = csv.reader(spooled)
+            for cells in itertools.islice(reader, short):
+                writer.writerow(cells + [""] * (width - len(cells)))
+            shutil.copyfileobj(spooled, stream)
 
     return write
 
 
-def owned_records(run_log: Store, owner: str, approved: list[ApprovedRecordInfo]) -> list[ApprovedRecordInfo]:
-    """The approved records that are ``owner``'s: a task of its batches ended in a document run of that content under
-    that contract version (``extractor.store.tasks.owned_keys``); the same content submitted by two owners is one
-    record, and each of them exports it."""
-    from extractor.store.tasks import owned_keys
-
-    mine = owned_keys(run_log.engine, owner, ((r.document_sha256, r.contract, r.contract_version) for r in approved))
-    return [r for r in approved if (r.document_sha256, r.contract, r.contract_version) in mine]
+_QUOTED = re.compile(r'[,"\r\n]')
 
 
-def export_rows(approved: list[ApprovedRecordInfo], run_log: Store | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each record as exported (personal data masked where its contract says so) with its provenance, the runs read
-    once from ``run_log``."""
-    runs: dict[str, Any] = {}
-    if run_log is not None:
-        wanted = {r.run_id for r in approved if r.run_id}
-        runs = {run.id: run for run in run_log.find_runs(ids=wanted)} if wanted else {}
-    rows = []
-    for r in approved:
-        run = runs.get(r.run_id or "")
-        record, masked = masked_record(r, run)
-        rows.append((record, provenance(r, run, masked)))
-    return rows
+def _csv_line(cells: list[Any]) -> str:
+    """One row as ``csv.writer`` writes it (Excel dialect: a cell with a comma, quote or line break is quoted, its
+    quotes doubled; CRLF at the end), built from string operations: the csv module scans a cell character by
+    character, about ten times slower on the long JSON cells of a record (tests compare the two)."""
+    text = [cell if isinstance(cell, str) else "" if cell is None else repr(cell) if isinstance(cell, float)
+            else str(cell) for cell in cells]
+    return ",".join(f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.search(cell) else cell
+                    for cell in text) + "\r\n"
+
+
+class _Runs:
+    """The runs of the records being exported, looked up a batch at a time and kept while they keep coming
+    (records come in approval order, so a run's records come together): at most ``KEEP`` at once."""
+
+    KEEP = 10_000
+
+    def __init__(self, run_log: Store | None) -> None:
+        self.run_log = run_log
+        self.known: dict[str, RunInfo | None] = {}
+
+    def load(self, run_ids: Iterable[str]) -> None:
+        wanted = {run_id for run_id in run_ids if run_id not in self.known}
+        if not wanted or self.run_log is None:
+            return
+        if len(self.known) + len(wanted) > self.KEEP:
+            self.known.clear()
+        found = {run.id: run for run in self.run_log.find_runs(ids=wanted, counts=False)}
+        self.known.update({run_id: found.get(run_id) for run_id in wanted})
+
+    def get(self, run_id: str | None) -> RunInfo | None:
+        return self.known.get(run_id) if run_id else None
 
 
 @dataclass(frozen=True)
 class Wanted:
     """Which approved records an export writes: of this contract (and version), approved at or after ``since``,
-    and ``owner``'s (the contents that owner submitted, found through the run log)."""
+    and ``owner``'s (the contents that owner submitted, found through the run log: ``owned``)."""
 
     contract: str | None = None
     contract_version: int | None = None
@@ -283,29 +383,84 @@ class Wanted:
     owner: str | None = None
 
 
+def owned(run_log: Store, owner: str, batch: list[StoredApproval]) -> list[StoredApproval]:
+    """The approved records of ``batch`` that are ``owner``'s: a task of its batches ended in a document run of that
+    content under that contract version (``extractor.store.tasks.owned_keys``, read for the batch's keys alone); the
+    same content submitted by two owners is one record, and each of them exports it."""
+    from extractor.store.tasks import owned_keys
+
+    mine = owned_keys(run_log.engine, owner, ((r.document_sha256, r.contract, r.contract_version) for r in batch))
+    return [r for r in batch if (r.document_sha256, r.contract, r.contract_version) in mine]
+
+
+class Rows:
+    """``(record as exported, provenance)`` of approved records, a batch at a time, with their runs and the
+    personal-data policy of contracts whose run is not in the log kept across batches."""
+
+    def __init__(self, run_log: Store | None) -> None:
+        self.runs = _Runs(run_log)
+        self.policies: dict[tuple[str, int], PersonalDataPolicy] = {}
+
+    def of(self, batch: list[StoredApproval]) -> Iterator[Row]:
+        self.runs.load(r.run_id for r in batch if r.run_id)
+        for approved in batch:
+            run = self.runs.get(approved.run_id)
+            if run is None:
+                key = (approved.contract, approved.contract_version)
+                policy = self.policies.get(key) or self.policies.setdefault(key, personal_data_policy(approved, None))
+            else:
+                policy = personal_data_policy(approved, run)
+            record, masked = masked_record(approved, run, policy)
+            yield record, provenance(approved, run, masked)
+
+
+def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Callable[[int, int], None]) -> Iterator[Row]:
+    """``(record as exported, provenance)`` of every approved record ``wanted``, streamed; ``progress`` is told how
+    many were read and how many written after each batch."""
+    from extractor.store.approved import approved_batches
+
+    rows = Rows(run_log)
+    read = written = 0
+    for batch in approved_batches(records, contract=wanted.contract, contract_version=wanted.contract_version,
+                                  since=wanted.since):
+        read += len(batch)
+        kept = batch
+        if wanted.owner is not None:
+            if run_log is None:
+                raise ValueError("an owner's records are found through the run log: pass run_log")
+            kept = owned(run_log, wanted.owner, batch)
+        yield from rows.of(kept)
+        written += len(kept)
+        progress(read, written)
+
+
 def export(records: Store, out: Path, fmt: str, *, wanted: Wanted = Wanted(), run_log: Store | None = None,
-           explode: str | None = None) -> ExportResult:
+           explode: str | None = None, progress: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write the approved records ``wanted`` to ``out`` atomically; returns how many were written (``explode``: CSV
-    only, one row per item of that list field)."""
-    from extractor.store.approved import approved_records
+    only, one row per item of that list field). ``progress`` is told (records read, records in all) as it goes."""
+    from extractor.store.approved import count_approved
 
     if fmt not in FORMATS:
         raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    approved = approved_records(records, contract=wanted.contract, contract_version=wanted.contract_version,
-                                since=wanted.since)
-    if wanted.owner is not None:
-        if run_log is None:
-            raise ValueError("an owner's records are found through the run log: pass run_log")
-        approved = owned_records(run_log, wanted.owner, approved)
     if explode is not None and fmt != "csv":
         raise ValueError("--explode FIELD needs --format csv")
-    rows = export_rows(approved, run_log)
-    if explode is not None and rows and not any(explode in record for record, _ in rows):
-        lists = sorted({key for record, _ in rows for key, value in record.items() if isinstance(value, list)})
-        raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
-                         f"{', '.join(lists) or 'none'}); nothing written")
+    written = 0
+    total = count_approved(records, wanted.contract, wanted.contract_version, wanted.since) if progress else 0
+
+    def counted(read: int, kept: int) -> None:
+        nonlocal written
+        written = kept
+        if progress is not None:
+            progress(read, total)
+
+    rows = _rows(records, run_log, wanted, counted)
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:
-        atomic_write(out, _csv(rows, explode), newline="")
-    return ExportResult(out, fmt, len(rows))
+        atomic_write(out, _csv(rows, explode, spool=out.parent), newline="")
+    return ExportResult(out, fmt, written)
+    if fmt == "jsonl":
+        atomic_write(out, _jsonl(rows))
+    else:
+        atomic_write(out, _csv(rows, explode, spool=out.parent), newline="")
+    return ExportResult(out, fmt, written)

@@ -1,7 +1,12 @@
 """What model calls cost: a price table per model, in US dollars per million tokens (docs/design.md#cost).
 
 Built-in entries cover the common OpenAI models, each with where its price was checked and the date the
-source gives (``BUILT_IN``); a JSON file named by ``EXTRACT_PRICES`` adds entries or overrides them::
+source gives (``BUILT_IN``); tests/test_cost.py holds every one to pydantic's maintained table, the
+``genai-prices`` package, which works offline. It is not read at run time: importing it (pydantic, an HTTP
+client, a 1.6 MB data module) took a few hundred ms, which every command that shows a cost (``extract runs``,
+``stats``, ``show``) would pay, and its tiered prices (above 200,000 prompt tokens) cannot be applied to the
+per-model sums those commands add up. A JSON file named by ``EXTRACT_PRICES`` adds entries or overrides them,
+read again whenever it changes (``extractor.configfile.PriceFile`` is its shape)::
 
     {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60, "as_of": "2025-08-01",
                      "source": "our contract"},
@@ -17,12 +22,12 @@ local judge: ``RunModels``) costs no API money: its calls are counted as such, n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -88,32 +93,63 @@ that could not be checked is left out (its cost is then unknown, never guessed).
 _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
-@cache
 def _file_prices(path: str) -> dict[str, Price]:
-    """Entries of a price file; refused with one line naming the file and the entry."""
+    """Entries of a price file, read again whenever the file changes (a long-running ``extract serve`` or worker
+    prices with the file as it is now). Validated by ``extractor.configfile.PriceFile``; a bad file is refused
+    with one line naming the file and the key.
+
+    The entries of a file as validated are kept in the user's cache (``~/.cache/extractor/prices``, by the
+    sha256 of the file's bytes), so a command that only reads the run log does not load pydantic to price it
+    while the file has not changed."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as file:
+            data = file.read(MAX_PRICE_FILE_BYTES + 1)
     except OSError as error:
         raise InputError(path, f"cannot read the price file named by {PRICES_ENV} ({error.strerror or error})") from None
-    except (UnicodeDecodeError, ValueError) as error:
-        raise InputError(path, f"the price file named by {PRICES_ENV} is not JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "a price file is a JSON object: {\"model\": {\"input\": USD per 1M tokens, ...}}")
-    prices = {}
-    for model, entry in data.items():
-        if not isinstance(entry, dict):
-            raise InputError(path, f"{model}: an entry is an object with input, output (and cached_input)")
-        numbers = {}
-        for key in ("input", "output", "cached_input"):
-            value = entry.get(key)
-            if value is None and key == "cached_input":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise InputError(path, f"{model}: {key} must be a number >= 0 (US dollars per million tokens)")
-            numbers[key] = float(value)
-        prices[model] = Price(model, numbers["input"], numbers["output"], numbers.get("cached_input"),
-                              str(entry.get("as_of", "")), str(entry.get("source", path)))
+    digest = hashlib.sha256(data).hexdigest()
+    kept = _READ.get((path, digest))
+    if kept is not None:
+        return kept
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extractor" / "prices" / f"{digest}.json"
+    entries = _cached_entries(cache)
+    if entries is None:
+        from extractor.configfile import PriceFile, parse_json
+
+        if len(data) > MAX_PRICE_FILE_BYTES:
+            raise InputError(path, f"the price file is over {MAX_PRICE_FILE_BYTES // 1024 // 1024} MiB")
+        entries = {model: entry.model_dump() for model, entry in parse_json(path, data, PriceFile, "price file").root.items()}
+        _keep(cache, entries)
+    prices = {model: Price(model, entry["input"], entry["output"], entry["cached_input"], entry["as_of"],
+                           entry["source"] or path) for model, entry in entries.items()}
+    _READ[(path, digest)] = prices
     return prices
+
+
+MAX_PRICE_FILE_BYTES = 16 * 1024 * 1024
+_READ: dict[tuple[str, str], dict[str, Price]] = {}
+"""Price files read by this process, by path and the sha256 of their bytes."""
+
+
+def _cached_entries(cache: Path) -> dict[str, dict[str, Any]] | None:
+    """The validated entries kept for a file with these bytes, or None (absent or unreadable: the file is then
+    validated again)."""
+    try:
+        kept = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) and all(isinstance(entry, dict) for entry in kept.values()) else None
+
+
+def _keep(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Write the validated entries to the cache, atomically; a cache that cannot be written only means the next
+    process validates the file again."""
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        temporary = cache.with_name(f".{cache.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(entries), encoding="utf-8")
+        os.replace(temporary, cache)
+    except OSError:
+        return
 
 
 def table() -> dict[str, Price]:

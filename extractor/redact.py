@@ -22,7 +22,7 @@ _BEARER = re.compile(r"(?i)bearer\s+\S+")
 _SECRET_FLAG = re.compile(
     r"(--?(?:[\w-]*[-_])?(?:api-?key|key|token|secret|password|passwd))(=|\s+)(\S+)", re.IGNORECASE
 )
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^/\s@]+@")  # the user may be empty: redis://:password@host
 _API_KEY_LITERAL = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
 
 

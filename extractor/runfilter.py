@@ -123,8 +123,10 @@ class RunFilter:
                 parts.append(f"{f.name}={shown}")
         return ",".join(parts) or "all runs"
 
-    def select(self, store: Store, limit: int | None = None, *, every_run: bool = False) -> list[RunInfo]:
+    def select(self, store: Store, limit: int | None = None, *, every_run: bool = False,
+               counts: bool = True) -> list[RunInfo]:
         """The matching runs, newest first. A run id prefix matching several runs raises ``ValueError``.
+        ``counts=False``: without their document counts (``Store.find_runs``).
 
         Unless a run id is given (or ``every_run``: ``extract runs`` lists them all), only runs in which some
         document reached the model count: five mistyped file names (runs of unusable inputs alone) never push
@@ -137,6 +139,7 @@ class RunFilter:
             prompt_version=self.prompt_version, contract=self.contract,
             validator_version=self.validator_version, since=self.since, until=self.until,
             limit=None if self.contract_hash else limit, with_documents=self.run is None and not every_run,
+            counts=counts,
         )
         if self.contract_hash is not None:  # recorded in the run's configuration, not a column: filtered here
             wanted = self.contract_hash
@@ -151,16 +154,18 @@ class RunFilter:
         return runs
 
 
-def select_runs(store: Store, selections: Sequence[str], options: RunFilter, *, limit: int) -> list[RunInfo]:
+def select_runs(store: Store, selections: Sequence[str], options: RunFilter, *, limit: int,
+                counts: bool = True) -> list[RunInfo]:
     """The runs ``selections`` name (run ids or ``key=value`` filters, each narrowed by ``options``), or the
-    newest runs matching ``options`` when there is none; newest first, at most ``limit``.
+    newest runs matching ``options`` when there is none; newest first, at most ``limit`` (``counts=False``: without
+    their document counts).
 
     A selection that matches no run is an error naming it, not an empty answer.
     """
-    chosen = {run.id: run for run in options.select(store, limit=limit)} if not selections else {}
+    chosen = {run.id: run for run in options.select(store, limit=limit, counts=counts)} if not selections else {}
     narrowing = {f.name: getattr(options, f.name) for f in fields(options)}
     for spec in selections:
-        matched = RunFilter.parse(spec).merged(**narrowing).select(store, limit=limit)
+        matched = RunFilter.parse(spec).merged(**narrowing).select(store, limit=limit, counts=counts)
         if not matched:
             raise UsageError(f"{spec!r} selects no run")
         for run in matched:

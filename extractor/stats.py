@@ -134,21 +134,22 @@ class CorrectionGroup:
                            for name, count in sorted(self.edited.items()) if name}}
 
 
-def correction_stats(store: Store, runs: list[RunInfo]) -> list[CorrectionGroup]:
-    """Per (model, prompt version, contract version) of ``runs``: approvals, and per field path the approvals in
-    which a person changed its value (``reviews.changed_fields``). ``edited[""]`` counts approvals as produced."""
-    from extractor.store.approved import corrections_for_runs
+def correction_stats(store: Store, run_ids: list[str] | None = None) -> list[CorrectionGroup]:
+    """Per (model, prompt version, contract version) of the runs ``run_ids`` (every run when None): approvals, and
+    per field path the approvals in which a person changed its value, as each decision recorded it
+    (``extractor.store.approved.correction_counts``). ``edited[""]`` counts approvals as produced."""
+    from extractor.store.approved import correction_counts
 
-    run_of = {run.id: run for run in runs}
     groups: dict[tuple[str, str, str], tuple[Counter[str], list[int]]] = {}
-    for correction in corrections_for_runs(store, run_of):
-        run = run_of[correction.run_id]
-        key = (run.model, run.prompt_version, f"{run.contract}@v{run.contract_version}")
-        counts, totals = groups.setdefault(key, (Counter(), [0, 0]))
-        if correction.changed_fields is None:
-            totals[1] += 1
-            continue
-        totals[0] += 1
-        counts.update(set(correction.changed_fields) or {""})
+    for model, prompt, contract, version, field_path, changes, count in correction_counts(store, run_ids):
+        counts, totals = groups.setdefault((model, prompt, f"{contract}@v{version}"), (Counter(), [0, 0]))
+        if field_path is not None:
+            counts[field_path] += count
+        elif changes is None:
+            totals[1] += count
+        else:
+            totals[0] += count
+            if changes == 0:
+                counts[""] += count
     return [CorrectionGroup(model, prompt, contract, totals[0], dict(counts), totals[1])
             for (model, prompt, contract), (counts, totals) in sorted(groups.items())]

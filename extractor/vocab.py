@@ -120,6 +120,7 @@ class AttemptOutcome(StrEnum):
 class TaskState(StrEnum):
     """Where one queued document (a Celery task) is; ``finished`` tasks carry an ``Outcome``."""
 
+    unsent = "unsent"  # committed, its message not yet taken by the broker (away): the outbox sends it later
     queued = "queued"  # enqueued, no worker has started it yet
     started = "started"  # a worker took it (again, after a worker died: ``deliveries`` counts the starts)
     finished = "finished"

@@ -492,3 +492,26 @@ def test_lookup_reads_jsonl_columns_and_sql_queries(tmp_path: Path, source: str)
     finding = next(f for f in check(contract, CASES["CODE_UNKNOWN"][0]).findings if f.rule_id == "CODE_UNKNOWN")
     assert "nearest 483920 (last two digits swapped)" in finding.message
     assert ("codes.jsonl" if source == "jsonl" else "codes table") in finding.message
+
+
+def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
+    import csv
+    import io
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from extractor.export import _csv_line
+
+    cells = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.text(),
+                      st.sampled_from(["", ",", '"', '""', "a,b", 'say "hi"', "line\nbreak", "cr\r", "\r\n", " x ",
+                                       "'=SUM(A1)", "Ω, ж, 한"]))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(cells, min_size=2, max_size=12))
+    def same(row: list[Any]) -> None:
+        expected = io.StringIO()
+        csv.writer(expected).writerow(row)
+        assert _csv_line(row) == expected.getvalue()
+
+    same()

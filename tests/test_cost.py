@@ -5,6 +5,9 @@ scripted HTTP server."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from extractor.windows.plan import MESSAGE_OVERHEAD_TOKENS
 from tests.support.corpus import GOOD, write_documents
 from tests.support.llm_server import Action, Reply
 
+ROOT = Path(__file__).resolve().parents[1]
 USAGE = (1_000, 200)
 CACHED = 600
 PRICES = {"good": {"input": 2.0, "cached_input": 0.5, "output": 8.0, "as_of": "2026-12-01", "source": "test"}}
@@ -41,15 +45,53 @@ def test_a_call_costs_uncached_cached_and_output_tokens_at_their_prices() -> Non
 
 def test_a_price_file_overrides_and_a_bad_one_is_refused_naming_it(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}}), "utf-8")
     monkeypatch.setenv(PRICES_ENV, str(prices))
     assert price_for("gpt-4o") == Price("gpt-4o", 1.0, 2.0, None, "", str(prices))
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"gpt-4o": {"input": "cheap", "output": 2.0}}), "utf-8")
-    monkeypatch.setenv(PRICES_ENV, str(bad))
-    with pytest.raises(InputError, match="bad.json: gpt-4o: input must be a number"):
-        price_for("gpt-4o")
+    for entry, problem in (({"input": "cheap", "output": 2.0}, "gpt-4o.input: Input should be a valid number"),
+                           ({"input": 1.0}, "gpt-4o.output: missing"),
+                           ({"input": 1.0, "output": -2}, "gpt-4o.output: Input should be greater than or equal to 0"),
+                           ({"input": 1.0, "output": 2, "per": "1K"}, "gpt-4o.per: unknown key"),
+                           ({"input": 1.0, "ouput": 2}, "gpt-4o.ouput: unknown key (and 1 more)")):  # the typo first
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"gpt-4o": entry}), "utf-8")
+        monkeypatch.setenv(PRICES_ENV, str(bad))
+        with pytest.raises(InputError) as refused:
+            price_for("gpt-4o")
+        assert str(refused.value) == f"{bad}: {problem}"
+
+
+def test_a_price_file_is_read_again_when_it_changes_and_unchanged_costs_no_validation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running service prices with the file as it is now; a fresh process reading an unchanged file
+    (``extract runs``) takes the entries validated before and does not load pydantic."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}}), "utf-8")
+    monkeypatch.setenv(PRICES_ENV, str(prices))
+    assert price_for("gpt-4o").output == 2.0  # type: ignore[union-attr]
+    prices.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 3.0, "source": "our contract"}}), "utf-8")
+    changed = price_for("gpt-4o")
+    assert changed is not None and (changed.output, changed.source) == (3.0, "our contract")
+    code = ("import sys; from extractor.prices import price_for; price = price_for('gpt-4o'); "
+            "print(price.output, 'pydantic' in sys.modules)")
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+                           cwd=ROOT, timeout=120)
+    assert fresh.returncode == 0 and fresh.stdout.split() == ["3.0", "False"], fresh.stdout + fresh.stderr
+
+
+def test_the_built_in_prices_are_those_of_genai_prices() -> None:
+    """The built-in table against pydantic's maintained one (genai-prices, offline: its data ships in the
+    package). A price that changed upstream fails here: update the entry, its source and its date."""
+    from genai_prices import Usage, calc_price
+
+    for name, price in BUILT_IN.items():
+        found = calc_price(Usage(input_tokens=1, output_tokens=1), name, provider_id="openai").model_price
+        assert (float(found.input_mtok), float(found.output_mtok)) == (price.input, price.output), name
+        cached = None if found.cache_read_mtok is None else float(found.cache_read_mtok)
+        assert cached == price.cached_input, name
 
 
 def answer(body: dict[str, Any] | None, _call: int) -> Action:

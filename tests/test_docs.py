@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -141,28 +142,47 @@ def test_the_readme_is_a_short_walk_through() -> None:
 
 def parse(command: str, *, whole: bool) -> None:
     """Parse ``command`` the way ``extract`` would, without running it: an unknown option or subcommand raises
-    click's ``UsageError``, and so do a missing argument or a wrong value when the command is ``whole`` (not a
-    mention such as `extract show` or `extract run --model`). ``--help`` ends parsing with ``typer.Exit``."""
-    from typer._click.exceptions import BadOptionUsage, BadParameter  # typer's own copy of click
-
+    a usage error (``typer.TyperException``, typer's public base of click's errors), and so do a missing argument
+    or a wrong value when the command is ``whole`` (not a mention such as `extract show` or `extract run
+    --model`). ``--help`` ends parsing with ``typer.Exit``."""
     from extractor.cli import app
 
-    try:
-        _parse(app, command)
-    except (BadParameter, BadOptionUsage):  # a missing or placeholder value
-        if whole:
-            raise
-
-
-def _parse(app: typer.Typer, command: str) -> None:
-    current = typer.main.get_command(app)
-    context = current.make_context("extract", shlex.split(command)[1:])
-    while hasattr(current, "resolve_command"):  # a group: the rest of the words name a subcommand
-        args = [*context._protected_args, *context.args]
-        if not args:
+    words = shlex.split(command)[1:]
+    current: Any = typer.main.get_command(app)
+    context = None
+    name = "extract"
+    while True:
+        group = hasattr(current, "resolve_command")
+        subcommand = next((at for at, word in enumerate(words) if group and word in current.list_commands(context)),
+                          None)  # a group's options, then the subcommand's name and its words
+        try:
+            context = current.make_context(name, words if subcommand is None else words[:subcommand + 1], parent=context)
+            if group and subcommand is None and (unknown := _positional(current, words)):
+                current.resolve_command(context, unknown)  # raises: no such command
+        except typer.TyperException as error:
+            if whole or not _about_a_value(error, current):
+                raise
             return
-        name, current, args = current.resolve_command(context, args)
-        context = current.make_context(name, args, parent=context)
+        if subcommand is None:
+            return
+        name, current, words = current.resolve_command(context, words[subcommand:])
+
+
+def _positional(group: Any, words: list[str]) -> list[str]:
+    """The words a group's options do not take, from the first: what would name its subcommand."""
+    takes_value = {opt for param in group.params if not getattr(param, "is_flag", False) for opt in param.opts}
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        at += 2 if words[at] in takes_value else 1
+    return words[at:]
+
+
+def _about_a_value(error: typer.TyperException, command: Any) -> bool:
+    """A mention's error that only says a value is missing or a placeholder: a bad or missing parameter, or an
+    option ``command`` has, given without its value."""
+    option = getattr(error, "option_name", None)
+    return isinstance(error, typer.BadParameter) or any(option in (*param.opts, *param.secondary_opts)
+                                                        for param in command.params)
 
 
 def shown_commands() -> Iterator[tuple[str, str, bool]]:
@@ -178,8 +198,6 @@ def shown_commands() -> Iterator[tuple[str, str, bool]]:
 
 
 def test_every_extract_command_the_readme_and_docs_show_parses() -> None:
-    from typer._click.exceptions import UsageError  # typer's own copy of click
-
     shown = list(shown_commands())
     assert len(shown) >= 40, shown
     failures = []
@@ -188,7 +206,7 @@ def test_every_extract_command_the_readme_and_docs_show_parses() -> None:
             parse(command, whole=whole)
         except typer.Exit:
             pass
-        except UsageError as error:
+        except typer.TyperException as error:
             failures.append(f"{page}: {command}: {error.format_message()}")
     assert not failures, "\n".join(failures)
 

@@ -5,6 +5,7 @@ so that every check fires; a damaged SQLite file; and databases it cannot use at
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -14,11 +15,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url, text, update
 
-from extractor.store import Store, open_store, tables
+from extractor.store import open_store, tables
 from extractor.store.approved import approve
 from extractor.store.integrity import checks
-from extractor.vocab import DocumentState, ExitCode, GateDecision
-from tests.support.runlog import dead_pid, make_document, plant, record, run_config
+from extractor.vocab import DocumentState, ExitCode
+from tests.support.processes import on_terminal
+from tests.support.runlog import dead_pid, healthy_log, make_document, plant, record, run_config
 
 
 def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -26,48 +28,16 @@ def doctor(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
-    """Three runs: four documents finished, a forced rerun that errored, and two BLOCKED documents (one
-    approved over its block); each run with the outcome its documents give."""
-    config = run_config()
-    first = store.start_run(config)
-    document_runs, attempts = [], []
-    for n in range(4):
-        document_id = store.get_or_create_document(make_document(n))
-        document_run = store.claim(first, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
-        attempt = record(store, document_run)
-        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=attempt)
-        document_runs.append(document_run)
-        attempts.append(attempt)
-    store.finish_run(first, "finished")
-    second = store.start_run(config)
-    forced = store.claim(second, config.config_hash, store.get_or_create_document(make_document(0)), "docs/0.txt",
-                         force=True).document_run_id
-    store.finish_document(forced, DocumentState.ERROR, cause="HTTP 503")
-    store.finish_run(second, "finished", GateDecision.MANUAL_REVIEW)
-    third = store.start_run(run_config(model="leaky"))
-    for n in (4, 5):
-        document_id = store.get_or_create_document(make_document(n))
-        blocked = store.claim(third, run_config(model="leaky").config_hash, document_id, f"docs/{n}.txt").document_run_id
-        attempt = record(store, blocked)
-        store.finish_document(blocked, DocumentState.BLOCKED, cause="critical finding(s): SECRET_IN_OUTPUT",
-                              final_attempt_id=attempt)
-        document_runs.append(blocked)
-        attempts.append(attempt)
-    approve(store, document_runs[4], {"rules": []}, reviewer="kim", attempt_id=attempts[4],
-            block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
-    store.finish_run(third, "finished", GateDecision.BLOCK)
-    return [first, second, third], document_runs, attempts
-
-
 def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(db_url: str) -> None:
     with open_store(db_url) as store:
         runs, document_runs, attempts = healthy_log(store)
-    healthy = doctor(db_url)
+    healthy = doctor(db_url)  # the first check reads the whole log
     assert healthy.returncode == ExitCode.OK, healthy.stderr
-    assert healthy.stdout.strip().endswith(f"healthy ({len(checks())} checks)") and healthy.stderr == ""
+    assert healthy.stdout.strip().endswith(f"healthy ({len(checks())} checks of the whole log)") and healthy.stderr == ""
     report = json.loads(doctor(db_url, "--format", "json").stdout)
     assert report["healthy"] is True and report["problems"] == [] and report["checks"] == [c.name for c in checks()]
+    # then what changed since: the three runs finished less than CLOCK_SKEW_S before it, so they are read again
+    assert report["full"] is False and report["scope"] == {"runs": 3, "reviews": 0, "evaluations": 0}
 
     with open_store(db_url) as store:
         processing = store.start_run(run_config())  # a document left PROCESSING by a run that says finished
@@ -90,17 +60,20 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE reviews SET block_override = NULL WHERE document_run_id = {document_runs[4]}"))
             connection.execute(text(f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {document_runs[5]}"))
             connection.execute(text(f"UPDATE attempts SET reused_from = {attempts[0]} WHERE id = {attempts[3]}"))
+            connection.execute(text(f"UPDATE document_runs SET name = 'other.txt' WHERE id = {document_runs[0]}"))
+            connection.execute(text(f"UPDATE reviews SET changes = 3 WHERE document_run_id = {document_runs[4]}"))
     planted = [  # one row per foreign key, each naming a row that does not exist
-        "INSERT INTO document_runs (id, run_id, document_id, path, config_hash, state, needs_person, tags, "
-        "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'x', 'ERROR', '[]', '[]', 999999, "
+        "INSERT INTO document_runs (id, run_id, document_id, path, name, config_hash, state, needs_person, tags, "
+        "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'p', 'x', 'ERROR', '[]', '[]', 999999, "
         "'2026-01-01 00:00:00')",
         "INSERT INTO attempts (id, document_run_id, run_id, document_id, number, kind, prompt_version, request, "
         "request_part, request_hash, findings, transport, outcome, created_at) VALUES (900001, 777777, 'gone', 888888, "
         "1, 'generate', 'v1', '[]', 'gone', 'x', '[]', '[]', 'passed', '2026-01-01 00:00:00')",
         "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
         "VALUES ('planted', 888888, 666666, 'gone', 'ERROR', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
-        "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (900002, 555555, 'approved', "
-        "'kim', '2026-01-01 00:00:00')",
+        "INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at, run_id) VALUES (900002, 555555, "
+        "'approved', 'kim', '2026-01-01 00:00:00', 'gone')",
+        "INSERT INTO review_fields (review_id, field_path, run_id) VALUES (900003, 'rules[]', 'gone')",
         "INSERT INTO tasks (id, batch_id, upload_id, state, rule_ids, deliveries, run_id, document_run_id, enqueued_at) "
         "VALUES ('planted', 'gone', 444444, 'queued', '[]', 0, 'gone', 333333, '2026-01-01 00:00:00')",
         "INSERT INTO evaluation_runs (evaluation_id, run_id) VALUES (222222, 'gone')",
@@ -111,13 +84,13 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     ]
     plant(db_url, planted)
 
-    damaged = doctor(db_url)
+    damaged = doctor(db_url, "--full")  # most of the damage is to rows written before the last clean check
     assert damaged.returncode == ExitCode.FAILED, damaged.stderr
     lines = damaged.stdout.splitlines()
     fired = {line.split(":", 1)[0] for line in lines}
     expected = {c.name for c in checks()} - {"database_file"}  # the file itself is damaged in the next test
     assert fired == expected, sorted(expected - fired)
-    assert damaged.stderr.strip().endswith(f"{len(lines)} problem(s) ({len(checks())} checks)")
+    assert damaged.stderr.strip().endswith(f"{len(lines)} problem(s) ({len(checks())} checks of the whole log)")
     text_ = damaged.stdout
     assert f"document run {document_runs[1]} in READY_FOR_REVIEW" in text_  # the claim that disagrees
     assert f"document run {left.document_run_id} is PROCESSING but its run {processing} is finished" in text_
@@ -136,8 +109,12 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert f"approved BLOCKED document run {document_runs[4]} without a recorded override" in text_
     assert f"document run {document_runs[5]} is BLOCKED without a final attempt" in text_
     assert f"attempt {attempts[3]} reuses attempt {attempts[0]}, which is not the same request's answer" in text_
-    report = json.loads(doctor(db_url, "--format", "json").stdout)
-    assert report["healthy"] is False and len(report["problems"]) == len(lines)
+    assert f"document run {document_runs[0]}: its name 'other.txt' is not the file name of its path 'docs/0.txt'" in text_
+    assert "review 1 records 3 changed field(s), its changed fields say None" in text_
+    assert "reviews 900002: run_id gone refers to a missing runs row" in text_
+    assert "review_fields 900003/rules[]: review_id 900003 refers to a missing reviews row" in text_
+    report = json.loads(doctor(db_url, "--format", "json").stdout)  # after a full check with problems: full again
+    assert report["healthy"] is False and len(report["problems"]) == len(lines) and report["full"] is True
 
 
 def test_a_damaged_sqlite_file_is_reported_and_an_unusable_database_exits_2(tmp_path: Path) -> None:
@@ -176,3 +153,68 @@ def test_doctor_needs_no_running_extractor_and_names_the_database_without_its_pa
     password = make_url(db_url).password
     if password:
         assert f":{password}@" not in result.stdout + result.stderr
+
+
+def test_doctor_checks_what_changed_since_its_last_clean_check_and_everything_with_full(db_url: str) -> None:
+    """By default only what changed since the last clean check is read, and checked as a full check checks it;
+    an old row edited in place is found by --full, and after that every check is full until one is clean."""
+    with open_store(db_url) as store:
+        runs, document_runs, _ = healthy_log(store)
+    first = json.loads(doctor(db_url, "--format", "json").stdout)
+    assert first["healthy"] and first["full"] is True and first["last_full"] is None
+    with open_store(db_url) as store:  # a new run, damaged in its own rows, and a decision on an old document run
+        config = run_config(model="newer")
+        newer = store.start_run(config)
+        fresh = store.claim(newer, config.config_hash, store.get_or_create_document(make_document(7)), "docs/7.txt")
+        store.finish_document(fresh.document_run_id, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(
+            store, fresh.document_run_id))
+        store.finish_run(newer, "finished")
+        approve(store, document_runs[0], {"rules": []}, reviewer="kim", changed_fields=["rules[]"])
+    new_damage = [f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {fresh.document_run_id}",
+                  f"UPDATE review_fields SET field_path = 'participants[]' WHERE review_id IN (SELECT id FROM reviews "
+                  f"WHERE document_run_id = {document_runs[0]})"]
+    old_damage = [f"UPDATE claims SET state = 'MANUAL_REVIEW' WHERE document_run_id = {document_runs[1]}"]
+    plant(db_url, new_damage + old_damage)
+    with open_store(db_url) as store:  # the old run is long finished (its heartbeat before the last check)
+        with store.engine.begin() as connection:
+            connection.execute(update(tables.runs).where(tables.runs.c.id.in_(runs))
+                               .values(heartbeat_at=datetime.now(UTC) - timedelta(hours=1),
+                                       finished_at=datetime.now(UTC) - timedelta(hours=1),
+                                       started_at=datetime.now(UTC) - timedelta(hours=2)))
+
+    changed = doctor(db_url)
+    assert changed.returncode == ExitCode.FAILED
+    assert "of what changed since the clean check of" in changed.stderr and "1 run(s), 1 decision(s)" in changed.stderr
+    new_problems = sorted(changed.stdout.splitlines())
+    assert new_problems == sorted([
+        f"ready_has_final_attempt: document run {fresh.document_run_id} is READY_FOR_REVIEW without a final attempt",
+        "decisions_recorded: review 2: its recorded field paths (participants[]) are not the ones it changed (rules[])",
+    ]), new_problems
+    everything = doctor(db_url, "--full")
+    assert everything.returncode == ExitCode.FAILED and "of the whole log" in everything.stderr
+    found = everything.stdout.splitlines()
+    assert set(new_problems) < set(found)  # the same checks on the same rows, and the old row's edit
+    assert [line for line in found if line not in new_problems] == [
+        f"claim_matches_document_run: claim ({run_config().config_hash[:12]}, document 2) in MANUAL_REVIEW disagrees "
+        f"with document run {document_runs[1]} in READY_FOR_REVIEW"]
+    again = doctor(db_url)  # the last check was full and found problems: full again until one is clean
+    assert again.stdout.splitlines() == found and "of the whole log" in again.stderr
+
+    plant(db_url, [f"UPDATE claims SET state = 'READY_FOR_REVIEW' WHERE document_run_id = {document_runs[1]}",
+                   "UPDATE review_fields SET field_path = 'rules[]'",
+                   f"UPDATE document_runs SET final_attempt_id = (SELECT max(id) FROM attempts WHERE document_run_id = "
+                   f"{fresh.document_run_id}) WHERE id = {fresh.document_run_id}"])
+    assert doctor(db_url).returncode == ExitCode.OK  # full, clean
+    report = json.loads(doctor(db_url, "--format", "json").stdout)
+    assert report["healthy"] and report["full"] is False and report["last_full"] is not None
+
+
+def test_doctor_full_shows_its_progress_on_a_terminal(db_url: str) -> None:
+    with open_store(db_url) as store:
+        healthy_log(store)
+    code, stdout, terminal = on_terminal([sys.executable, "-m", "extractor", "doctor", "--full", "--database", db_url])
+    assert code == ExitCode.OK and "healthy" in stdout
+    assert "extract doctor" in terminal and re.search(rf"\d+/{len(checks())}", terminal), terminal  # checks done of all
+    assert any(f" {check.name} " in terminal for check in checks()), terminal  # and the one it is at
+    piped = doctor(db_url, "--full")
+    assert "extract doctor" not in piped.stderr + piped.stdout  # no bar in a pipe or a log

@@ -15,12 +15,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from extractor.configfile import GuardsTable
 from extractor.contracts import Contract, catalogue, get_contract
 from extractor.contracts import registry as contract_registry
 from extractor.contracts.registry import register
@@ -146,12 +147,16 @@ def test_forbidden_phrases_are_a_contract_list(source: Document) -> None:
 def test_guard_settings_from_a_file_are_checked() -> None:
     assert Guards.from_mapping({"source_personal_data": "mask", "forbidden_phrases": ["x"]}).source_personal_data \
         is PersonalDataPolicy.mask
-    for bad, message in (({"secret": True}, r"unknown guard setting\(s\) secret \(known: "),
-                         ({"secrets": "yes"}, "secrets must be true or false"),
-                         ({"source_personal_data": "hide"}, "must be one of allow, mask, critical"),
-                         ({"max_excluded_share": 1.5}, "max_excluded_share must be a share")):
+    for bad, message in (({"secret": True}, "secret: unknown key"),
+                         ({"secrets": "yes"}, "secrets: Input should be a valid boolean"),
+                         ({"source_personal_data": "hide"}, "source_personal_data: Input should be 'allow', 'mask' or "
+                                                            "'critical'"),
+                         ({"max_excluded_share": 1.5}, "max_excluded_share: Input should be less than or equal to 1"),
+                         ({"forbidden_phrases": ["x", 3]}, r"forbidden_phrases\[1\]: Input should be a valid string")):
         with pytest.raises(ValueError, match=message):
             Guards.from_mapping(bad)
+    table = {name for name in GuardsTable.model_fields if name != "comment"}
+    assert table == {field.name for field in fields(Guards)}  # every setting of the checks has its key in the file
 
 
 def test_nothing_extracted_is_a_warning_that_needs_a_person(source: Document) -> None:

@@ -164,7 +164,7 @@ CASES: dict[str, Case] = {
     "Content-Length 0x5": Case(sends(length("0x5")), ("malformed HTTP answer", "invalid character in content-length")),
     "Content-Length longer than the body, then close": Case(
         sends(head("HTTP/1.1 200 OK", "Content-Length: 1000") + completion("{}")[:50], then="close"),
-        ("broken answer", "the server closed the connection after 50 of the 1000 body bytes")),
+        ("broken answer", "the connection ended after 50 of the 1000 body bytes")),
     "204 without Content-Length, kept open": Case(sends(head("HTTP/1.1 204 No Content"), then="next"),
                                                   ("unusable response body", "HTTP 204 with an empty body")),
     "304 without Content-Length, kept open": Case(sends(head("HTTP/1.1 304 Not Modified"), then="next"),
@@ -178,7 +178,7 @@ CASES: dict[str, Case] = {
     "one byte per second": Case(byte_per_second, ("timeout after 5 s", "reading the answer", "HTTP 200 arrived",
                                                   "body bytes followed within 5 s")),
     "accept and never answer": Case(never_answers, ("timeout after 5 s", "waiting for")),
-    "reset mid-answer": Case(resets_mid_answer, ("broken answer", "the connection was reset after 40 of the")),
+    "reset mid-answer": Case(resets_mid_answer, ("broken answer", "the connection ended after 40 of the")),
     "not HTTP at all": Case(sends(b"SSH-2.0-OpenSSH_9.2\r\n\r\n"), ("malformed HTTP answer", "bad status line", "SSH-2.0")),
     "closed without answering": Case(sends(b"", then="close"),
                                      ("broken answer", "the server closed the connection without answering")),

@@ -8,7 +8,7 @@ one side imports late is still a circle: neither module can be read or moved alo
 
 ``runs``, ``review``, ``show``, ``stats`` and ``doctor`` start in a fraction of a second only if they import no
 document parser, no sentence splitter, no Alembic, no stage that makes records, no schema validator, no model
-or queue client, no SQLAlchemy ORM and, on SQLite, no other database's SQLAlchemy dialect
+or queue client, no configuration-file models (pydantic), no SQLAlchemy ORM and, on SQLite, no other database's SQLAlchemy dialect
 (``bench/bench_commands.py`` times them against a bare SQLAlchemy script). Each runs here as ``extract`` runs it,
 in a fresh interpreter, on a run log made by the real pipeline; then the test reads that interpreter's
 ``sys.modules``.
@@ -122,6 +122,9 @@ again, through ``ingest`` and ``segment``, to mark its sentences)."""
 WRITERS = ("extractor.generate", "extractor.providers.openai_compat", "extractor.calibration_report")
 """What builds and sends requests and the calibration report's types: the store imports them only where it writes a
 request or reads a report back (about 25 ms of every command's start when imported at the top)."""
+CONFIGURATION = ("pydantic", "extractor.configfile")
+"""The models of the operator's configuration files: a price file is read into them only when it changed since it
+was last validated (tests/test_cost.py), and no other configuration file is read to show the run log."""
 
 PROBE = """if True:
     import json, sys
@@ -167,7 +170,7 @@ def test_read_only_commands_import_no_parser_splitter_or_alembic(command: list[s
         forbidden += WRITERS
     else:
         forbidden = LIBRARIES + PARSERS + STAGES + WRITERS
-    forbidden += SQLALCHEMY_UNUSED
+    forbidden += SQLALCHEMY_UNUSED + CONFIGURATION
     code, loaded, output = probe([*command, "--database", database], forbidden, tmp_path)
     assert code == 0, output
     assert output.strip(), "the command printed nothing: it did not read the run log"

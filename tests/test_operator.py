@@ -223,7 +223,9 @@ def check(db: str, server: ScriptedLLMServer, scrapes: list[Samples], workers: l
 
     # the service's view, read from the run log and the broker
     assert by(serve, "extract_workers_online") == Counter({(): 2})
-    assert sum(by(serve, "extract_queue_depth").values()) == scalar(db, "SELECT COUNT(*) FROM tasks WHERE state = 'queued'")
+    assert sum(by(serve, "extract_queue_depth").values()) == scalar(
+        db, "SELECT COUNT(*) FROM tasks WHERE state IN ('queued', 'unsent')")
+    assert sum(by(serve, "extract_queue_unsent").values()) == scalar(db, "SELECT COUNT(*) FROM tasks WHERE state = 'unsent'")
     backlog = rows(db, "SELECT d.state, b.owner, COUNT(*) FROM document_runs d JOIN tasks t ON t.document_run_id = d.id "
                        "JOIN batches b ON b.id = t.batch_id WHERE NOT d.decided AND d.state IN "
                        "('READY_FOR_REVIEW', 'MANUAL_REVIEW', 'BLOCKED') GROUP BY d.state, b.owner")

@@ -20,10 +20,10 @@ import pytest
 
 from extractor.contracts import get_contract
 from extractor.engine import AdaptiveLimit
-from extractor.generate import GenerationRequest, GenerationResult, Provider, ProviderError
+from extractor.generate import MAX_RETRY_AFTER_S, GenerationRequest, GenerationResult, Provider, ProviderError
 from extractor.providers import ACCEPTED_FORMS, ProviderSettings, ResponseFormat, from_string
 from extractor.providers.local import BUNDLED_MODEL_NOTE, THREADS_VARIABLE, LocalProvider, _merge_system, _template_keeps_system
-from extractor.providers.openai_compat import OpenAICompatProvider, _retry_after
+from extractor.providers.openai_compat import MAX_TOKEN_COUNT, OpenAICompatProvider, retry_after_s
 from extractor.vocab import ExitCode
 from tests.support.batch import cli_env, run_cli, summary_of, write_batch
 from tests.support.extras import needs_local_extra
@@ -347,12 +347,36 @@ def test_every_429_calls_on_rate_limit(llm_server: StartServer) -> None:
     assert seen == [0.0, None]
 
 
+@pytest.mark.parametrize(("usage", "cached", "counts"), [
+    ((-5, 10**30), None, (None, MAX_TOKEN_COUNT, None)),  # negative: not a count; huge: the limit
+    ((10, 5), 50, (10, 5, 10)),  # cached tokens are part of the prompt's
+    ((2**63, 0), 2**63, (MAX_TOKEN_COUNT, 0, MAX_TOKEN_COUNT)),
+])
+def test_token_counts_a_server_reports_are_kept_within_their_limit(
+        llm_server: StartServer, usage: tuple[int, int], cached: int | None,
+        counts: tuple[int | None, int | None, int | None]) -> None:
+    result = generate(llm_server([Reply("ok", usage=usage, cached_tokens=cached)]))
+    assert (result.prompt_tokens, result.completion_tokens, result.cached_tokens) == counts
+
+
 def test_retry_after_as_http_date() -> None:
     in_five_seconds = email.utils.formatdate(time.time() + 5, usegmt=True)
-    wait = _retry_after({"retry-after": in_five_seconds})
+    wait = retry_after_s(in_five_seconds)
     assert wait is not None and 3.5 <= wait <= 5.0
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
+    assert retry_after_s(email.utils.formatdate(time.time() - 3600, usegmt=True)) == 0.0  # passed: no wait
+    assert retry_after_s(None) is None and retry_after_s(" ") is None
+
+
+@pytest.mark.parametrize("value", ["86400", "-5", "inf", "-inf", "nan", "1e400", "99999999999999999999999", "soon",
+                                   "0x10", email.utils.formatdate(time.time() + 2 * 86400, usegmt=True),
+                                   "Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 99 Foo 2024 99:99:99 GMT"])
+def test_a_retry_after_that_is_negative_not_finite_huge_or_unreadable_counts_as_the_ceiling(value: str) -> None:
+    assert retry_after_s(value) == MAX_RETRY_AFTER_S
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0", 0.0), ("1", 1.0), ("2.5", 2.5), (" 7 ", 7.0), ("60", 60.0)])
+def test_a_retry_after_within_the_ceiling_is_used_as_sent(value: str, seconds: float) -> None:
+    assert retry_after_s(value) == seconds
 
 
 def test_retry_after_beyond_the_budget_gives_up_at_once(llm_server: StartServer) -> None:
@@ -360,10 +384,23 @@ def test_retry_after_beyond_the_budget_gives_up_at_once(llm_server: StartServer)
     began = time.monotonic()
     error = failure(server, settings=ProviderSettings(retry_budget_s=2.0))
     assert time.monotonic() - began < 1.0
-    assert (
-        error.cause
-        == f"HTTP 503 from {server.base_url} after 1 attempt: scripted HTTP 503 (retry budget of 2 s exhausted)"
-    )
+    assert error.cause == (f"HTTP 503 from {server.base_url} after 1 attempt: scripted HTTP 503 (Retry-After: 60 is "
+                           "more than the 2 s left: retry budget of 2 s exhausted)")
+
+
+def test_a_day_long_retry_after_is_the_ceiling_and_a_call_that_cannot_wait_it_ends_at_once_naming_it(
+        llm_server: StartServer) -> None:
+    """The gateway asks for a day: the call may wait the ceiling at most, its budget has less, so it ends at once
+    with the server's value in the cause; the run is asked to pause no longer than a call may wait."""
+    server = llm_server([Status(429, headers={"Retry-After": "86400"})])
+    paused: list[float | None] = []
+    began = time.monotonic()
+    error = failure(server, settings=replace(FAST, retry_budget_s=5.0), on_rate_limit=paused.append)
+    assert time.monotonic() - began < 2.0
+    assert error.cause == (f"HTTP 429 from {server.base_url} after 1 attempt: scripted HTTP 429 (Retry-After: 86400, "
+                           f"counted as the {MAX_RETRY_AFTER_S:g} s ceiling, is more than the 5 s left: retry budget "
+                           "of 5 s exhausted)")
+    assert paused == [5.0] and len(server.chat_requests) == 1
 
 
 def test_500s_until_provider_error_with_status_and_attempt_count(llm_server: StartServer) -> None:

@@ -41,7 +41,7 @@ from tests.support.batch import (
 from tests.support.databases import fresh_database
 from tests.support.llm_server import Action, Hang, Reply, Reset, ScriptedLLMServer, Status
 from tests.support.processes import Processes, alive, descendants, wait_for
-from tests.support.redis_server import free_port, redis_server
+from tests.support.redis_server import RedisServer, free_port, redis_server
 
 pytestmark = pytest.mark.postgres
 
@@ -504,3 +504,85 @@ def test_a_queued_document_that_ends_blocked_is_recorded_and_reported_blocked(
     assert rows(pg_url, "SELECT state, outcome FROM tasks") == [("finished", "BLOCKED")]
     workers.stop_all()  # the worker run ends with its documents' outcome
     assert rows(pg_url, "SELECT status, outcome FROM runs WHERE command = 'extract worker'") == [("finished", "BLOCK")]
+
+
+def test_a_broker_stopped_and_started_again_mid_batch_loses_and_doubles_no_document(
+        llm_server: Callable[..., ScriptedLLMServer], pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    """Redis (no persistence) stopped mid-batch and started again: the messages it held are gone with it. Every
+    document of the batch under way, and of a batch submitted while it was away (saved, not sent), ends final,
+    each converted once: the outbox of `extract run --queue` sends what was lost or never sent."""
+    paths = write_batch(tmp_path / "all", 80)
+    (tmp_path / "second").mkdir()
+    for path in paths[60:]:  # content of its own: a repeat of the first batch's would be "converted before"
+        path.rename(tmp_path / "second" / path.name)
+    server = llm_server(lambda request, number: Reply(answer_for(request), delay_s=0.2))
+    with RedisServer(tmp_path) as broker:
+        env = queue_env(server, pg_url, broker.url, EXTRACT_WORKER_PROCESSES="0")
+        processes(env).start("worker", "--concurrency", "2")
+        first = submit(env, str(tmp_path / "all"), cwd=tmp_path)
+        wait_for(lambda: task_count(pg_url, "state = 'finished'") >= 8, "the first documents", watch=(first,))
+        broker.stop()
+        lost = task_count(pg_url, "state = 'queued'")  # their messages went with the broker
+        second = submit(env, str(tmp_path / "second"), cwd=tmp_path)
+        wait_for(lambda: task_count(pg_url, "state = 'unsent'") == 20, "the second batch saved, not sent",
+                 watch=(second, first))
+        broker.start()
+        out_first, err_first = first.communicate(timeout=300)
+        out_second, err_second = second.communicate(timeout=300)
+    assert first.returncode == 0, err_first[-3000:]
+    assert second.returncode == 0, err_second[-3000:]
+    assert json.loads(out_first)["counts"] == {"READY_FOR_REVIEW": 60}
+    assert json.loads(out_second)["counts"] == {"READY_FOR_REVIEW": 20}
+    assert lost > 0
+    assert "did not take the documents" in err_second and "they are saved and sent when it is back" in err_second
+    assert "the broker is back" in err_second
+    assert task_count(pg_url, "state = 'finished'") == 80
+    runs = final_runs_per_document(pg_url)
+    assert len(runs) == 80 and set(runs.values()) == {1}  # every document final, none twice
+    assert len(server.chat_requests) == 80  # one model call per document
+
+
+def test_the_api_answers_503_while_the_broker_is_away_and_sends_the_documents_when_it_is_back(
+        llm_server: Callable[..., ScriptedLLMServer], pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    sample = (ROOT / "samples" / "en_purchase_approval.md").read_text(encoding="utf-8")
+    with RedisServer(tmp_path) as broker:
+        processes(queue_env(server, pg_url, broker.url, EXTRACT_WORKER_PROCESSES="0")).start("worker")
+        service = build_service(open_store(pg_url), broker=broker.url, concurrency=1, model="openai:scripted-model")
+        token = create_token(service.store.engine, "sam", "submitter")
+        try:
+            with serving(service) as url, httpx.Client(base_url=url, timeout=30) as client:
+                sent = client.post("/v1/documents/text", headers=bearer(token), json={"name": "one.md", "text": sample})
+                assert sent.status_code == 202, sent.text
+                assert finished(client, token, sent.json()["documents"][0]["id"])["outcome"] == "READY_FOR_REVIEW"
+
+                broker.stop()
+                began = time.monotonic()
+                away = client.post("/v1/documents/text", headers=bearer(token),
+                                   json={"name": "two.md", "text": sample.replace("\n", " 2\n", 1)})
+                assert time.monotonic() - began < 10  # the broker's client does not retry while the request waits
+                assert away.status_code == 503 and away.headers["Retry-After"] == "5", away.text
+                body = away.json()
+                assert body["detail"].startswith("saved, not yet queued: the broker did not take the documents")
+                [document] = body["documents"]
+                assert document["name"] == "two.md"
+                waiting = client.get(f"/v1/submissions/{document['id']}", headers=bearer(token)).json()
+                assert waiting["state"] == "unsent"
+                assert "extract_queue_unsent 1.0" in client.get("/metrics").text.splitlines()
+                assert "extract_queue_depth 1.0" in client.get("/metrics").text.splitlines()
+                assert client.get("/readyz").status_code == 503
+
+                broker.start()  # the sweep of `extract serve` sends it once the broker answers
+                task = finished(client, token, document["id"])
+                lines = client.get("/metrics").text.splitlines()
+                schema = client.get("/openapi.json").json()
+        finally:
+            service.close()
+    assert task["outcome"] == "READY_FOR_REVIEW" and task["deliveries"] == 1
+    assert "extract_queue_unsent 0.0" in lines and "extract_queue_depth 0.0" in lines
+    documented = schema["paths"]["/v1/documents/text"]["post"]["responses"]["503"]
+    assert documented["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NotSent"}
+    assert "Retry-After" in documented["headers"]
+    assert {"detail", "batch", "documents"} <= set(schema["components"]["schemas"]["NotSent"]["required"])

@@ -97,6 +97,7 @@ def test_one_redaction_helper_masks_every_form_a_credential_takes() -> None:
         "extract run docs --api-key sk-live-abcdefghijkl --max-tokens 800": "extract run docs --api-key *** --max-tokens 800",
         "POST failed: Authorization: Bearer abc.def.ghi (401)": "POST failed: Authorization: Bearer *** (401)",
         "cannot reach postgresql://extract:s3cret@db/extract": "cannot reach postgresql://extract:***@db/extract",
+        "the broker at redis://:s3cret@broker:6379/0": "the broker at redis://:***@broker:6379/0",
         "the server said: Incorrect API key sk-proj-0123456789ab": "the server said: Incorrect API key sk-***",
         "--token=abc123 --db-password hunter2 --keyboard us": "--token=*** --db-password *** --keyboard us",
         "no secret here: key points, tokens of thanks": "no secret here: key points, tokens of thanks",

@@ -192,6 +192,27 @@ def test_the_korean_shortcut_agrees_with_kss_on_every_korean_text_of_the_reposit
     assert [korean.split(block) for block in blocks] == [kss.split_sentences(block, backend="fast") for block in blocks]
 
 
+def test_a_kss_version_not_checked_goes_through_kss_public_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut reads kss's internals, so it is taken only for the versions it was checked against; with any
+    other version ``split`` calls ``kss.split_sentences`` itself, and the sentences are the same."""
+    import kss
+
+    from extractor.segment import korean
+
+    blocks = korean_blocks_of_the_repository()
+    monkeypatch.setattr(korean, "version", lambda name: "6.0.7" if name == "kss" else version(name))
+    korean.splitter.cache_clear()
+    called: list[str] = []
+    public = kss.split_sentences
+    monkeypatch.setattr(kss, "split_sentences", lambda text, **options: called.append(text) or public(text, **options))
+    try:
+        assert not korean.uses_shortcut()
+        assert [korean.split(block) for block in blocks] == [public(block, backend="fast") for block in blocks]
+        assert called == blocks  # every block went through the public function
+    finally:
+        korean.splitter.cache_clear()
+
+
 KSS_TOOLS = ("kss._modules.g2p", "kss._modules.spacing", "kss._modules.paradigm", "kss._modules.morphemes.analyzers",
              "kss._modules.sentences.split_sentences", "pecab", "scipy", "numpy")
 """What ``import kss`` loads and the fast splitter never calls (seconds and hundreds of MB)."""

@@ -16,7 +16,7 @@ import pytest
 from extractor.ingest import MAX_BYTES_ENV
 from extractor.queue.endpoints import ENDPOINTS_ENV
 from extractor.queue.settings import BatchSettings
-from extractor.service.app import Service, build_service
+from extractor.service.app import FORM_OVERHEAD_BYTES, Service, build_service
 from extractor.store import open_store, tasks
 from extractor.store.tokens import create_token, revoke_token
 from tests.support.api import bearer, finished, serving
@@ -133,6 +133,137 @@ def test_oversize_bodies_get_413_and_malformed_ones_422(api: tuple[httpx.Client,
     assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0  # none queued
 
 
+def test_a_body_over_the_limit_gets_413_while_it_is_still_arriving(
+        api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    """A chunked upload (no Content-Length) that passes the limit is refused at once: the answer comes while the
+    client has not finished the body (it never sends the last chunk), so nothing waited for the whole of it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    client, tokens, service = api
+    where = urlsplit(str(client.base_url))
+    boundary = "b0undary"
+    head = (f"POST /v1/documents HTTP/1.1\r\nHost: {where.hostname}\r\nAuthorization: Bearer {tokens['submitter']}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nTransfer-Encoding: chunked\r\n\r\n")
+    part = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.txt\"\r\n"
+            "Content-Type: text/plain\r\n\r\n").encode()
+    with socket.create_connection((where.hostname, where.port), timeout=30) as connection:
+        connection.sendall(head.encode() + f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        chunk = b"a" * 4096
+        for _ in range((LIMIT + FORM_OVERHEAD_BYTES) // len(chunk) + 2):  # just past the limit (document + form)
+            connection.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        received = b""
+        while b"request body over" not in received:  # the answer, though the body's last chunk never came
+            try:
+                if not (part := connection.recv(65536)):
+                    break
+            except ConnectionResetError:  # the server closed with some of our body unread
+                break
+            received += part
+    answer = received.decode("latin-1")
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert "request body over the limit of" in answer
+    assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0
+
+
+@pytest.mark.parametrize(("limit", "status", "seen"), [(100, 200, [10, 10, 10]), (25, 413, [10, 10])])
+def test_the_body_limit_hands_the_body_on_as_it_arrives_and_refuses_the_read_that_passes_it(
+        limit: int, status: int, seen: list[int]) -> None:
+    """The app gets each part of the body as it came, none held back to be joined; the read that passes the limit
+    fails and the answer is 413."""
+    import asyncio
+
+    from extractor.service.limits import BodyLimit
+
+    parts = [{"type": "http.request", "body": bytes(10), "more_body": more} for more in (True, True, False)]
+    sizes: list[int] = []
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            sizes.append(len(message["body"]))
+            if not message["more_body"]:
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def receive() -> dict[str, Any]:
+        return parts.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(BodyLimit(app, limit)({"type": "http", "headers": []}, receive, send))
+    assert sizes == seen and sent[0]["status"] == status
+
+
+def test_an_uploads_name_is_its_base_name_and_the_name_as_sent_is_kept_with_the_submission(
+        api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    client, tokens, service = api
+    headers = bearer(tokens["submitter"])
+    text = SAMPLE.read_text(encoding="utf-8")
+    sent = client.post("/v1/documents", headers=headers, files=[
+        ("files", (name, text.replace("\n", f" {number}\n", 1).encode(), "text/markdown"))
+        for number, name in enumerate(["../../x.md", "/tmp/abs.md", "..\\..\\y.md", "notes/../"])])
+    typed = client.post("/v1/documents/text", headers=headers, json={"name": "../../../etc/z.md", "text": text})
+    assert sent.status_code == 202 and typed.status_code == 202, (sent.text, typed.text)
+    documents = sent.json()["documents"] + typed.json()["documents"]
+    assert [d["name"] for d in documents] == ["x.md", "abs.md", "y.md", "document", "z.md"]
+    found = [finished(client, tokens["submitter"], d["id"]) for d in documents]
+    assert [(f["name"], f["sent_name"]) for f in found] == [
+        ("x.md", "../../x.md"), ("abs.md", "/tmp/abs.md"), ("y.md", "..\\..\\y.md"), ("document", "notes/../"),
+        ("z.md", "../../../etc/z.md")]
+    assert [f["outcome"] for f in found[:3]] + [found[4]["outcome"]] == ["READY_FOR_REVIEW"] * 4
+    shown = client.get(f"/v1/document-runs/{found[0]['document_run']}", headers=headers).json()
+    assert shown["document"]["path"] == "x.md" and shown["document"]["source_status"] == "unchanged"
+    plain = client.post("/v1/documents/text", headers=headers, json={"name": "plain.md", "text": text + "\n"})
+    assert finished(client, tokens["submitter"], plain.json()["documents"][0]["id"])["sent_name"] is None
+
+
+def test_what_a_request_states_is_bounded_before_it_is_used(api: tuple[httpx.Client, dict[str, str], Service]) -> None:
+    """Tags, a contract's name and the documents of one request (an e-mail's attachments counted) have limits:
+    over them is a 4xx naming the limit, and nothing is queued."""
+    from email.message import EmailMessage
+
+    from extractor.ingest.eml import MAX_ATTACHMENTS
+    from extractor.service.app import MAX_REQUEST_DOCUMENTS, MAX_TAG_CHARS, MAX_TAGS
+
+    client, tokens, service = api
+    headers = bearer(tokens["submitter"])
+    for body in ({"tags": ["t"] * (MAX_TAGS + 1)}, {"tags": ["t" * (MAX_TAG_CHARS + 1)]}, {"tags": ["a\nb"]},
+                 {"contract": "c" * 201}):
+        refused = client.post("/v1/documents/text", headers=headers, json={"name": "a.md", "text": "Text."} | body)
+        assert refused.status_code == 422, (body, refused.text)
+    refused = client.post("/v1/documents", headers=headers, data={"tags": ["t"] * (MAX_TAGS + 1)},
+                          files=[("files", ("a.md", b"Text.", "text/markdown"))])
+    assert refused.status_code == 422, refused.text
+
+    from fastapi.testclient import TestClient
+
+    from extractor.service.app import create_app
+
+    service.max_upload_bytes = 2 << 20  # room for the form's own limits: 1,000 files, 1 MB a field
+    with TestClient(create_app(service)) as roomy:
+        files = [("files", (f"{number}.md", b"Text.", "text/markdown")) for number in range(1001)]
+        for form in ({"files": files}, {"data": {"contract": "c" * ((1 << 20) + 1)}, "files": files[:1]}):
+            refused = roomy.post("/v1/documents", headers=headers, **form)  # type: ignore[arg-type]
+            assert refused.status_code == 422 and validation_errors(refused) == [(["body"], "body_invalid")], \
+                refused.text[:300]
+        mail = EmailMessage()
+        mail["From"], mail["To"], mail["Subject"] = "a@example.com", "b@example.com", "orders"
+        mail.set_content("The orders are attached.")
+        for number in range(MAX_ATTACHMENTS):
+            mail.add_attachment(f"# Order {number}\n\nText.".encode(), maintype="text", subtype="markdown",
+                                filename=f"{number}.md")
+        mails = MAX_REQUEST_DOCUMENTS // MAX_ATTACHMENTS  # each one a document, and its attachments too
+        refused = roomy.post("/v1/documents", headers=headers,
+                             files=[("files", (f"m{n}.eml", mail.as_bytes(), "message/rfc822")) for n in range(mails)])
+        assert refused.status_code == 413, refused.text
+        assert refused.json()["detail"].startswith(f"{mails * (MAX_ATTACHMENTS + 1)} documents in one request")
+    assert service.store.engine.connect().exec_driver_sql("SELECT COUNT(*) FROM tasks").scalar() == 0
+
+
 def validation_errors(response: httpx.Response) -> list[tuple[list[str | int], str]]:
     """The 422 body as /openapi.json documents it (HTTPValidationError): a list of {loc, msg, type}."""
     detail = response.json()["detail"]
@@ -237,7 +368,7 @@ def test_json_text_and_several_files_are_converted_and_openapi_docs_are_served(
     ids = [d["id"] for d in text.json()["documents"] + files.json()["documents"]]
     outcomes = [finished(client, tokens["submitter"], task_id) for task_id in ids]
     assert [o["outcome"] for o in outcomes] == ["READY_FOR_REVIEW", "READY_FOR_REVIEW", "MANUAL_REVIEW"], outcomes
-    assert outcomes[2]["name"] == "../../etc/evil name.md"  # recorded as given; only a scratch copy touched the disk
+    assert (outcomes[2]["name"], outcomes[2]["sent_name"]) == ("evil name.md", "../../etc/evil name.md")
     batch = client.get(f"/v1/batches/{files.json()['batch']}", headers=headers).json()
     assert batch["counts"] == {"finished": 2}
 

@@ -10,6 +10,7 @@ import json
 import multiprocessing
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, column, event, insert, inspect, make_url, table, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from typer.testing import CliRunner
 
 from extractor.cli import app as cli_app
@@ -33,19 +34,27 @@ from extractor.generate.prompt import load_prompt, render_request
 from extractor.ingest import load
 from extractor.repair import render_repair
 from extractor.segment import segment
-from extractor.stats import rule_stats
+from extractor.stats import correction_stats, rule_stats
 from extractor.store import RunConfig, Store, StoreError, open_store, requests, tables
+from extractor.store import tasks as store_tasks
 from extractor.store.approved import approve, approved_records, reject, reviews_for
-from extractor.store.db import SCHEMA_REVISION, alembic_config, create_store_engine
+from extractor.store.db import (
+    SCHEMA_REVISION,
+    alembic_config,
+    apply_migrations,
+    create_store_engine,
+    migration_connection,
+)
 from extractor.store.integrity import problems
 from extractor.validate import validate
-from extractor.vocab import DocumentState, GateDecision, RunStatus
+from extractor.vocab import DocumentState, GateDecision, Outcome, RunStatus
 from tests.support.corpus import GOOD, invented, script, write_documents
 from tests.support.corpus import run as corpus_run
+from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
-from tests.support.runlog import REQUEST, dead_pid, make_document, plant, record, run_config
+from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, record, run_config
 
-HEAD = "0013"
+HEAD = "0015"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 
@@ -114,8 +123,16 @@ def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outc
     engine = database_at(db_url, "0004")
     old = Store(engine)
     run_id = old.start_run(run_config())
-    document_run = old.claim(run_id, run_config().config_hash, old.get_or_create_document(make_document(1)),
-                             "docs/1.txt").document_run_id
+    document_id = old.get_or_create_document(make_document(1))
+    with engine.begin() as connection:  # a document run as 0004 wrote it (the store writes columns added since)
+        document_run = connection.execute(text(
+            "INSERT INTO document_runs (run_id, document_id, path, config_hash, state, needs_person, tags, started_at) "
+            f"VALUES ('{run_id}', {document_id}, 'docs/1.txt', '{run_config().config_hash}', 'PROCESSING', '[]', '[]', "
+            "'2026-01-01 00:00:00') RETURNING id")).scalar_one()
+        connection.execute(text(
+            "INSERT INTO claims (config_hash, document_id, document_run_id, run_id, state, claimed_at, updated_at) "
+            f"VALUES ('{run_config().config_hash}', {document_id}, {document_run}, '{run_id}', 'PROCESSING', "
+            "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"))
     with pytest.raises(IntegrityError):  # 0004 knows no BLOCKED state
         old.finish_document(document_run, DocumentState.BLOCKED)
     engine.dispose()
@@ -134,6 +151,62 @@ def test_a_log_of_revision_0004_in_use_is_upgraded_to_allow_blocked_and_run_outc
         assert store.integrity_check() == []
 
 
+def test_a_log_of_revision_0012_with_queued_tasks_is_upgraded_to_know_unsent_tasks_and_back(db_url: str) -> None:
+    """0014 widens the tasks' CHECK in batch mode (a table copy on SQLite) and adds the broker a message went to and
+    the name an upload was sent with: queued tasks of an older service keep their rows, and the outbox sends them
+    once (their broker is unknown); downgraded, unsent tasks are queued again."""
+    from extractor.store import tasks
+    from extractor.vocab import TaskState
+
+    engine = database_at(db_url, "0012")
+    legacy, _ = tasks_of_0012(engine)
+    engine.dispose()
+    with open_store(db_url) as store:
+        found = tasks.get_task(store.engine, legacy)
+        assert found is not None and (found.state, found.name, found.sent_name) == ("queued", "a.md", None)
+        batch, (unsent,) = tasks.add_batch(store.engine, {}, "sam", [tasks.Upload("b.md", b"# B", "../b.md")])
+        assert tasks.get_task(store.engine, unsent).state == TaskState.unsent  # type: ignore[union-attr]
+        due = tasks.to_send(store.engine, "broker-1", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                            stale_after_s=60, limit=10)
+        assert sorted(due) == sorted([legacy, unsent])
+        tasks.mark_sent(store.engine, due, "broker-1")
+        assert tasks.to_send(store.engine, "broker-1", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                             stale_after_s=60, limit=10) == []
+        assert tasks.to_send(store.engine, "broker-2", unsent_before=datetime.now(UTC) + timedelta(seconds=1),
+                             stale_after_s=60, limit=10) == due  # a broker that restarted lost them
+        assert tasks.to_send(store.engine, "broker-2", unsent_before=datetime.now(UTC), stale_after_s=60, limit=10,
+                             batch_id=batch) == [unsent]
+        with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the CHECK still holds
+            connection.execute(text("UPDATE tasks SET state = 'lost'"))
+        assert store.integrity_check() == []
+        with store.engine.begin() as connection:
+            connection.execute(text("UPDATE tasks SET state = 'unsent' WHERE id = :id"), {"id": unsent})
+    engine = create_store_engine(db_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0012")
+    with engine.connect() as connection:
+        assert sorted(connection.execute(text("SELECT state FROM tasks")).scalars()) == ["queued", "queued"]
+    engine.dispose()
+
+
+def tasks_of_0012(engine: Engine) -> tuple[str, int]:
+    """A batch of one queued task as a service of revision 0012 wrote it: the task's id and its upload's."""
+    now = datetime.now(UTC).isoformat()
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO batches (id, settings, submitted_by, created_at) "
+                                "VALUES ('b1', '{}', 'sam', :now)"), {"now": now})
+        connection.execute(text("INSERT INTO uploads (sha256, name, size, content, created_at) "
+                                "VALUES (:sha, 'a.md', 3, :content, :now)"),
+                           {"sha": hashlib.sha256(b"# A").hexdigest(), "content": b"# A", "now": now})
+        upload = int(connection.execute(text("SELECT MAX(id) FROM uploads")).scalar_one())
+        connection.execute(text("INSERT INTO tasks (id, batch_id, upload_id, state, tokens, rule_ids, deliveries, "
+                                "enqueued_at) VALUES ('t1', 'b1', :upload, 'queued', 0, '[]', 0, :now)"),
+                           {"upload": upload, "now": now})
+    return "t1", upload
+
+
 def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:
     open_store(db_url).close()
     engine = create_store_engine(db_url)
@@ -144,6 +217,154 @@ def test_migrations_downgrade_to_empty_and_upgrade_again(db_url: str) -> None:
     assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
     engine.dispose()
     with open_store(db_url) as store:
+        assert store.integrity_check() == []
+
+
+@pytest.fixture
+def defensive_sqlite() -> Iterator[None]:
+    """Every SQLite connection opened during the test runs in SQLite's defensive mode (no schema edits)."""
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection):
+            sqlite_defensive(dbapi_connection)
+
+    event.listen(Engine, "connect", on_connect)
+    yield
+    event.remove(Engine, "connect", on_connect)
+
+
+def sound(engine: Engine) -> list[str]:
+    """What SQLite's own checks say is wrong with the file (pages, indexes against tables, dangling keys)."""
+    if engine.dialect.name != "sqlite":
+        return []
+    with engine.connect() as connection:
+        pages = [line for (line,) in connection.exec_driver_sql("PRAGMA integrity_check") if line != "ok"]
+        keys = [f"{table} row {rowid}: no {parent} row" for table, rowid, parent, _ in
+                connection.exec_driver_sql("PRAGMA foreign_key_check")]
+    return pages + keys
+
+
+def test_migrations_round_trip_from_head_to_base_and_back_with_a_log_in_use(db_url: str, defensive_sqlite: None) -> None:
+    """Down and up again through every constraint change (batch mode: SQLite rebuilds the tables) with rows in
+    them, in SQLite's defensive mode, which refuses edits of the stored schema."""
+    with open_store(db_url) as store:
+        runs, document_runs, _ = healthy_log(store)  # BLOCKED document runs (0005) and an approval over a block
+        _, [task] = store_tasks.add_batch(store.engine, {}, "kim", [("a.txt", b"text")])
+        store_tasks.finish_task(store.engine, task, Outcome.BLOCKED, "critical finding", document_runs[4])  # (0012)
+    engine = create_store_engine(db_url)
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:  # the mode is on: the way 0005 and 0012 used to widen a CHECK fails
+            connection.exec_driver_sql("PRAGMA writable_schema = ON")
+            with pytest.raises(OperationalError, match="may not be modified"):
+                connection.exec_driver_sql("UPDATE sqlite_master SET sql = sql WHERE name = 'tasks'")
+    assert sound(engine) == []
+
+    apply_migrations(engine, "0011", downgrade=True)  # through 0012: tasks rebuilt
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT outcome FROM tasks")).scalar_one() == "MANUAL_REVIEW"
+    apply_migrations(engine, "0004", downgrade=True)  # through 0005: document_runs and claims rebuilt
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        states = dict(connection.execute(text("SELECT id, state FROM document_runs")).all())
+        assert connection.execute(text("SELECT count(*) FROM attempts")).scalar_one() == 6
+        assert connection.execute(text("SELECT count(*) FROM reviews")).scalar_one() == 1
+    assert [states[d] for d in document_runs] == ["READY_FOR_REVIEW"] * 4 + ["MANUAL_REVIEW"] * 2
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # 0004's constraint, as 0004 had it
+        connection.execute(text(f"UPDATE document_runs SET state = 'BLOCKED' WHERE id = {document_runs[0]}"))
+
+    apply_migrations(engine)  # up again, the same tables rebuilt with their rows
+    assert sound(engine) == []
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert context.get_current_heads() == (HEAD,)
+        assert compare_metadata(context, tables.metadata) == []
+    with Store(engine) as store:
+        assert [d.state for d in store.find_document_runs(ids=document_runs)][::-1] == (
+            ["READY_FOR_REVIEW"] * 4 + ["MANUAL_REVIEW"] * 2)
+        assert store.get_run(runs[0]).counts == {"READY_FOR_REVIEW": 4}
+        assert store.integrity_check() == []
+        store.finish_document(document_runs[5], DocumentState.BLOCKED, final_attempt_id=None)  # allowed again
+        _, [again] = store_tasks.add_batch(store.engine, {}, "kim", [("b.txt", b"b")])  # 0007's tables came back empty
+        assert store_tasks.finish_task(store.engine, again, Outcome.BLOCKED, None, None)
+
+    apply_migrations(engine, "base", downgrade=True)
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"} and sound(engine) == []
+    apply_migrations(engine)
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}),
+                                tables.metadata) == []
+    assert sound(engine) == []
+    engine.dispose()
+
+
+def test_a_migration_that_would_break_references_is_rolled_back_and_old_damage_does_not_block_one(db_url: str) -> None:
+    """SQLite migrates with foreign keys off (batch mode rebuilds tables): the references of what a migration
+    rebuilds are checked before it commits, against what they were before it started."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("SQLite migrates with foreign keys off; PostgreSQL keeps them on")
+    with open_store(db_url) as store:
+        _, document_runs, _ = healthy_log(store)
+    plant(db_url, ["INSERT INTO reviews (id, document_run_id, decision, reviewer, created_at) VALUES (900, 777777, "
+                   "'rejected', 'kim', '2026-01-01 00:00:00')"])  # damage from before: it does not block a migration
+    engine = create_store_engine(db_url)
+    with migration_connection(engine, {"document_runs"}) as connection:
+        connection.execute(text("UPDATE runs SET status = 'finished'"))
+    with pytest.raises(StoreError, match=r"break references of 1 row\(s\) of attempts to document_runs"):
+        with migration_connection(engine, {"document_runs"}) as connection:
+            connection.execute(text(f"DELETE FROM document_runs WHERE id = {document_runs[1]}"))
+    with engine.connect() as connection:  # rolled back, and foreign keys are on again
+        assert connection.execute(text(f"SELECT count(*) FROM document_runs WHERE id = {document_runs[1]}")).scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_decisions_recorded_before_0013_are_counted_by_stats_corrections_after_the_upgrade(db_url: str) -> None:
+    """0013 fills what ``stats --corrections`` reads (reviews.run_id, current, changes; review_fields) and the file
+    name ``show PATH`` looks up, from what a log of 0012 holds: only the newest decision on a document run counts,
+    an approval recorded before 0009 (no changed fields) is counted apart."""
+    with open_store(db_url) as store:
+        first, second = store.start_run(run_config()), store.start_run(run_config(model="other"))
+        document_runs = [store.claim(run_id, run_config(model=model).config_hash,
+                                     store.get_or_create_document(make_document(n)), f"in/box/{n}.txt").document_run_id
+                         for n, (run_id, model) in enumerate([(first, "gpt-test")] * 4 + [(second, "other")] * 2)]
+    engine = create_store_engine(db_url)
+    apply_migrations(engine, "0012", downgrade=True)
+    decisions = [  # (document run, decision, changed fields) in the order they were made
+        (0, "approved", '["rules[]", "processSteps[].actorId"]'), (1, "approved", "[]"), (2, "approved", None),
+        (3, "approved", '["rules[]"]'), (3, "rejected", None),  # superseded: counts as a rejection
+        (4, "rejected", None), (4, "approved", '["rules[]"]'), (5, "approved", '["documentPurpose"]')]
+    with engine.begin() as connection:
+        for n, (index, decision, changed) in enumerate(decisions):
+            connection.execute(text("INSERT INTO reviews (document_run_id, decision, reviewer, created_at, changed_fields) "
+                                    "VALUES (:d, :decision, 'kim', :at, :changed)"),
+                               {"d": document_runs[index], "decision": decision, "changed": changed,
+                                "at": datetime(2026, 1, 1, 12, n)})
+        connection.execute(text("UPDATE document_runs SET decided = TRUE"))
+    apply_migrations(engine)
+    with engine.connect() as connection:
+        current = connection.execute(text("SELECT document_run_id, decision, run_id, changes FROM reviews "
+                                          "WHERE current ORDER BY document_run_id")).all()
+        fields = connection.execute(text("SELECT field_path, run_id FROM review_fields ORDER BY field_path, run_id")).all()
+        names = {name for (name,) in connection.execute(text("SELECT name FROM document_runs"))}
+    engine.dispose()
+    assert [(d, decision, run_id, changes) for d, decision, run_id, changes in current] == [
+        (document_runs[0], "approved", first, 2), (document_runs[1], "approved", first, 0),
+        (document_runs[2], "approved", first, None), (document_runs[3], "rejected", first, None),
+        (document_runs[4], "approved", second, 1), (document_runs[5], "approved", second, 1)]
+    assert sorted(tuple(row) for row in fields) == sorted([("documentPurpose", second), ("processSteps[].actorId", first),
+                                                           ("rules[]", first), ("rules[]", second)])
+    assert names == {f"{n}.txt" for n in range(6)}
+    with open_store(db_url) as store:
+        groups = {group.model: group.to_json() for group in correction_stats(store)}
+        assert groups["gpt-test"] == {"model": "gpt-test", "prompt_version": "v1", "contract": "work_procedure@v1",
+                                      "approved": 2, "approved_unrecorded": 1, "approved_as_produced": 1,
+                                      "fields": {"processSteps[].actorId": {"edited": 1, "share": 0.5},
+                                                 "rules[]": {"edited": 1, "share": 0.5}}}
+        assert groups["other"]["approved"] == 2 and groups["other"]["fields"] == {
+            "documentPurpose": {"edited": 1, "share": 0.5}, "rules[]": {"edited": 1, "share": 0.5}}
+        assert [group.model for group in correction_stats(store, [second])] == ["other"]
+        assert [d.id for d in store.find_document_runs(same_file_name="elsewhere/3.txt")] == [document_runs[3]]
         assert store.integrity_check() == []
 
 
@@ -552,6 +773,50 @@ def test_a_run_id_prefix_finds_exactly_its_runs_through_the_primary_key(store: S
     with store.engine.connect() as connection:
         plan = " | ".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
     assert "SEARCH runs USING INDEX sqlite_autoindex_runs_1" in plan, plan  # not every run read (SCAN runs)
+
+
+def query_plans(store: Store, call: Callable[[], object]) -> str:
+    """SQLite's plan of every SELECT ``call`` sends, one ``|``-joined line (``SEARCH t USING INDEX ...``)."""
+    statements: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        call()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    with store.engine.connect() as connection:
+        return " | ".join(row[3] for statement, parameters in statements if statement.lstrip().upper().startswith("SELECT")
+                          for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters))
+
+
+def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> None:
+    """``show PATH`` and ``show SHA-PREFIX``, ``stats --corrections`` and ``export --since`` read an index range (or
+    a covering index), never every document run, document, review or approved record."""
+    config = run_config()
+    run_id = store.start_run(config)
+    for n in range(3):
+        document_run = store.claim(run_id, config.config_hash, store.get_or_create_document(make_document(n)),
+                                   f"in/{n}/same.txt").document_run_id
+        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(store, document_run))
+        approve(store, document_run, {"rules": []}, reviewer="kim", changed_fields=["rules[]"] if n else [])
+    sha = make_document(1).sha256
+    assert [d.sha256 for d in store.find_document_runs(sha_prefix=sha[:10].upper())] == [sha]
+    assert {d.path for d in store.find_document_runs(same_file_name="x/same.txt")} == {f"in/{n}/same.txt" for n in range(3)}
+    assert store.find_document_runs(same_file_name="in/0/same") == []
+    if store.engine.dialect.name != "sqlite":
+        return
+    plan = query_plans(store, lambda: store.find_document_runs(same_file_name="in/0/same.txt"))
+    assert "SEARCH document_runs USING INDEX ix_document_runs_name" in plan, plan
+    plan = query_plans(store, lambda: store.find_document_runs(sha_prefix=sha[:10]))
+    assert "SEARCH documents USING COVERING INDEX sqlite_autoindex_documents_1 (sha256>? AND sha256<?)" in plan, plan
+    plan = query_plans(store, lambda: correction_stats(store))
+    assert "SEARCH reviews USING COVERING INDEX ix_reviews_current_decision_run_id_changes (current=? AND decision=?)" \
+        in plan, plan
+    assert "SCAN review_fields USING COVERING INDEX ix_review_fields_run_id_field_path" in plan, plan
+    assert "TEMP B-TREE" not in plan.split("runs")[0], plan  # each count in index order, no sort of what it read
 
 
 # -- integrity ----------------------------------------------------------------------------------------------

@@ -172,6 +172,30 @@ def test_a_reset_before_the_answer_is_a_broken_answer_not_an_unreachable_server(
     assert isinstance(error, AnswerBroken) and str(error).startswith("the connection broke before answering")
 
 
+CUT_SHORT = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 40
+CHUNKS_CUT_SHORT = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+
+
+@pytest.mark.parametrize(("sent", "then_reset", "cause"), [
+    (CUT_SHORT, False, "the connection ended after 40 of the 1000 body bytes its Content-Length promised"),
+    (CUT_SHORT, True, "the connection ended after 40 of the 1000 body bytes its Content-Length promised"),
+    (CHUNKS_CUT_SHORT, False, "the connection ended before the chunked body's last chunk (5 bytes read)"),
+    (CHUNKS_CUT_SHORT, True, "the connection ended before the chunked body's last chunk (5 bytes read)"),
+], ids=["closed", "reset", "chunks closed", "chunks reset"])
+def test_a_body_cut_short_is_named_from_aiohttps_exception_types(sent: bytes, then_reset: bool, cause: str) -> None:
+    """The count is the bytes that came (read or not yet read when the end came), the kind from the exception's
+    type and its cause; nothing is read out of aiohttp's messages."""
+    def answer(connection: socket.socket, request: Request) -> bool:
+        connection.sendall(sent)
+        if then_reset:
+            reset(connection)
+        return False
+
+    with RawServer(answer) as server:
+        error = failure(session(server.base_url))
+    assert isinstance(error, AnswerBroken) and str(error) == cause
+
+
 def test_calls_in_flight_share_at_most_the_connections_the_session_was_sized_for() -> None:
     """Eight calls at once on a session of three connections: three at a time reach the server."""
     arrived = threading.Semaphore(0)

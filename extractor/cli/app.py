@@ -11,6 +11,7 @@ under a command becomes its one-line ``error: ...`` and its exit code here, in `
 import json
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -35,18 +36,26 @@ class Commands(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
-        """typer draws a usage error as a five-line box; here it is ``error: <what> (<command> --help)``."""
-        from typer._click.exceptions import ClickException  # typer's own copy of click
+        """typer draws a usage error as a five-line box; here it is ``error: <what> (<command> --help)``.
 
+        Every error click finds in the command line derives from ``typer.TyperException`` (typer's public base
+        of the click it ships), which carries the exit code (2) and the message."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
             result = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-        except ClickException as error:
-            if type(error).__name__ != "NoArgsIsHelpError":  # the help was printed: nothing to add
-                typer.echo(f"error: {usage_message(error)}", err=True)
+        except typer.TyperException as error:
+            typer.echo(f"error: {usage_message(error)}", err=True)
             sys.exit(error.exit_code)
         sys.exit(result if isinstance(result, int) else 0)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """The group named alone (``extract``, ``extract gold``) prints its help and exits 2, as a usage error
+        does; typer would raise an error carrying the help as its message, which ``main`` would print again."""
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            self.format_help(ctx, None)
+            raise typer.Exit(ExitCode.USAGE)
+        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
 
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer may vendor click: its own class)
         try:
@@ -115,6 +124,10 @@ def _tidy(param: Any) -> None:
         param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
 
 
+MORE_OPTIONS: ContextVar[dict[str, Any]] = ContextVar("more_options")
+"""The values of the options an ``OptionsCommand`` made, by name, while its function runs."""
+
+
 class OptionsCommand(Command):
     """A command with more options than its function declares: ``more_params`` makes them (from a model: ``extract
     run``'s from ``extractor.options.RunOptions``) the first time the command parses its arguments or shows its
@@ -124,10 +137,25 @@ class OptionsCommand(Command):
     def more_params(self) -> list[Any]:
         raise NotImplementedError
 
+    def more_declarations(self) -> dict[str, Any]:
+        """What ``--help`` needs of those options: each one's type and limits (``extractor.ui.help.Declared``)."""
+        raise NotImplementedError
+
+    def invoke(self, ctx: Any) -> Any:
+        """The values of the options ``more_params`` made reach the function in ``MORE_OPTIONS``, not as keyword
+        arguments: typer passes a function the parameters it declares, and from 0.29 on refuses others."""
+        self.get_params(ctx)  # the options are made
+        token = MORE_OPTIONS.set({name: ctx.params.pop(name) for name in list(ctx.params) if name in self._added})
+        try:
+            return super().invoke(ctx)
+        finally:
+            MORE_OPTIONS.reset(token)
+
     def get_params(self, ctx: Any) -> list[Any]:
         if not getattr(self, "_complete", False):
             self._complete = True
             added = self.more_params()
+            self._added = {param.name for param in added}
             for param in added:
                 _tidy(param)
             order = {panel.value: number for number, panel in enumerate(HelpPanel)}

@@ -7,23 +7,46 @@ Imported only by a command that shows or parses such options (``OptionsCommand``
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Iterator
 from typing import Any, get_args, get_origin
 
 import annotated_types
 import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
-from typer.main import get_click_param
-from typer.models import ParamMeta
 
 from extractor.cli.app import fail
 from extractor.options import Cli, RunOptions, explain
+from extractor.ui.help import Declared, one_value
 
 
 def option_params(model: type[BaseModel], names: tuple[str, ...] | None = None) -> list[Any]:
-    """The click parameters of ``model``'s fields that have a ``Cli`` mark (of ``names`` only, when given)."""
-    params = []
+    """The click parameters of ``model``'s fields that have a ``Cli`` mark (of ``names`` only, when given).
+
+    typer makes them the way it makes any command's: from a function whose signature declares one parameter per
+    option (typer's public API; its internal helpers for one parameter differ between releases)."""
+    parameters = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+                  for name, kind, info in _options(model, names)]
+
+    def declared(**values: Any) -> None:
+        """Never called: its signature is what typer reads."""
+
+    declared.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    declared.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    holder = typer.Typer(add_completion=False)
+    holder.command()(declared)
+    return list(typer.main.get_command(holder).params)
+
+
+def option_declarations(model: type[BaseModel], names: tuple[str, ...] | None = None) -> dict[str, Declared]:
+    """Those options as ``--help`` reads a function's parameters (``extractor.ui.help.Declared``)."""
+    return {name: Declared(one_value(kind), info) for name, kind, info in _options(model, names)}
+
+
+def _options(model: type[BaseModel], names: tuple[str, ...] | None) -> Iterator[tuple[str, Any, Any]]:
+    """``(name, the option's type, its typer.Option)`` of each field with a ``Cli`` mark."""
     for name, field in model.model_fields.items():
         mark = next((m for m in field.metadata if isinstance(m, Cli)), None)
         if mark is None or (names is not None and name not in names):
@@ -33,9 +56,7 @@ def option_params(model: type[BaseModel], names: tuple[str, ...] | None = None) 
         info = typer.Option(None if field.default == () else field.default, *declared, help=field.description,
                             metavar=mark.metavar, rich_help_panel=mark.panel.value, envvar=mark.envvar,
                             min=low, max=high)
-        param, _ = get_click_param(ParamMeta(name=name, default=info, annotation=_command_line_type(field)))
-        params.append(param)
-    return params
+        yield name, _command_line_type(field), info
 
 
 def _limits(field: FieldInfo) -> tuple[float | None, float | None]:

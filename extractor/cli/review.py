@@ -282,11 +282,16 @@ def export(
         fail(f"folder {out.parent} does not exist")
     search_contracts(contracts)  # for records whose run recorded no masking setting
     store, records = open_stores(database, approved_database)
-    try:
-        result = write_export(records, out, format.value, wanted=Wanted(contract, contract_version, when, owner),
-                              run_log=store, explode=explode)
-    except OSError as error:
-        fail(f"cannot write {out}: {error.strerror or error}")
+    from extractor.ui.console import progress_bar
+
+    with progress_bar("extract export") as bar:  # drawn on a terminal only
+        task = bar.add_task("records", total=None)
+        try:
+            result = write_export(records, out, format.value, wanted=Wanted(contract, contract_version, when, owner),
+                                  run_log=store, explode=explode, progress=None if bar.disable else
+                                  lambda done, total: bar.update(task, completed=done, total=total))
+        except OSError as error:
+            fail(f"cannot write {out}: {error.strerror or error}")
     typer.echo(f"wrote {result.records} approved record(s) to {out} ({format.value})")
     if not result.records:
         typer.echo("note: no approved record matched; approve with `extract approve DOC --reviewer NAME`", err=True)

@@ -8,7 +8,6 @@ refused in one line saying why.
 """
 
 
-import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -17,6 +16,7 @@ import typer
 
 from extractor.cli.app import (
     BATCH,
+    MORE_OPTIONS,
     OUTPUT,
     QUEUE,
     ContractsOption,
@@ -41,6 +41,12 @@ class RunCommand(OptionsCommand):
         from extractor.options import RunOptions
 
         return option_params(RunOptions)
+
+    def more_declarations(self) -> dict[str, Any]:
+        from extractor.cli.options import option_declarations
+        from extractor.options import RunOptions
+
+        return option_declarations(RunOptions)
 
 
 class Here(NamedTuple):
@@ -74,7 +80,6 @@ def run(
     database: Annotated[str | None, typer.Option(metavar="URL", rich_help_panel=OUTPUT, help="the run log "
                                                  "[env EXTRACT_DATABASE_URL; default sqlite:///extract.db]")] = None,
     format: FormatOption = Format.text,
-    **given: Any,
 ) -> None:
     """Convert documents: generate, validate, repair once, route; every attempt goes to the run log.
 
@@ -89,7 +94,7 @@ def run(
 
     signal.signal(signal.SIGTERM, _interrupt)  # until the run installs its own handler: stop like Ctrl-C
     here = Here(contracts, concurrency, broker_url(queue), max_pending, wait, database, format)
-    options = run_options(given)
+    options = run_options(MORE_OPTIONS.get())  # RunCommand's options
     try:
         if here.queue is not None:
             _run_queued(paths, options, here)
@@ -99,9 +104,6 @@ def run(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
-run.__signature__ = inspect.signature(run).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(run).parameters.values() if p.kind is not p.VAR_KEYWORD])
-"""typer makes options of the declared parameters only; ``given`` takes ``RunCommand``'s."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -136,11 +138,11 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
     assert here.queue is not None
     if here.concurrency is not None:
         fail("--concurrency is each worker's own with --queue: start the workers with extract worker --concurrency N")
-    from extractor.queue.celery_app import make_celery
     from extractor.queue.fleet import is_redis
     from extractor.queue.news import wakeup_for
+    from extractor.queue.outbox import Outbox
     from extractor.queue.settings import BatchSettings
-    from extractor.queue.submit import Submission, celery_publisher, worker_runs
+    from extractor.queue.submit import Submission, worker_runs
     from extractor.store import open_store
     from extractor.ui.run import RunProgress, print_summary
 
@@ -154,7 +156,7 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
     settings = BatchSettings.model_validate(options.to_json()).with_contract(chosen)
     store = open_store(here.database)
     progress = RunProgress(enabled=here.format is Format.text)
-    submission = Submission(store, settings, celery_publisher(make_celery(here.queue)),
+    submission = Submission(store, settings, Outbox(store, here.queue),
                             submitted_by=getpass.getuser(), max_pending=here.max_pending, wait=here.wait,
                             progress=progress, wakeup=wakeup_for(here.queue))
     try:
@@ -162,7 +164,7 @@ def _run_queued(paths: list[str], options: "RunOptions", here: Here) -> None:
             summary = submission.run(discovery)
     except KeyboardInterrupt:
         typer.echo(f"stopped following batch {submission.batch_id}: its {len(submission.unfinished)} unfinished "
-                   "documents stay queued and workers finish them", err=True)
+                   f"documents stay queued and workers finish them{submission.unsent_note()}", err=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     runs = worker_runs(store, summary.run_id) if summary.run_id else []
     if here.format is Format.json:

@@ -109,8 +109,9 @@ def stats(
     options = _filter(model, prompt_version, contract, validator, since, until)
     store = open_run_log(database)
     if corrections:
-        chosen = select_runs(store, selections or [], options, limit=limit if limit != 5 else 1_000_000)
-        groups = correction_stats(store, chosen)
+        every = not selections and options.empty and limit == 5  # no selection: every run, no list of ids to pass
+        groups = correction_stats(store, None if every else [run.id for run in select_runs(
+            store, selections or [], options, limit=limit if limit != 5 else 1_000_000, counts=False)])
         if format is Format.json:
             emit_json([group.to_json() for group in groups])
             return

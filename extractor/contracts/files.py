@@ -33,9 +33,8 @@ from extractor.contracts.registry import (
     registered,
     search_dirs,
 )
-from extractor.errors import ContractError
+from extractor.errors import ContractError, InputError
 from extractor.evidence import fieldpath
-from extractor.evidence.text import NORMALISATIONS
 from extractor.resources import data_dir
 from extractor.rules import STAGES, Card, Rule
 from extractor.rules import generic as generic_rules
@@ -54,7 +53,6 @@ _TOP_KEYS = {"description", "evidence", "check", "guards", "modes", "review"}
 CALIBRATION_FILE = "calibration.json"
 """Written by ``extract rules calibrate`` (machine-made, beside the person-made checks.toml): the fitted
 threshold, judge band and calibration record of each lexical-support rule, read over ``[evidence]``."""
-_EVIDENCE_KEYS = {"normalisation", "max_occurrences_per_excerpt", "weak_support_threshold", "text", "exempt"}
 
 
 @dataclass(frozen=True)
@@ -420,7 +418,8 @@ def _review(table: Any, where: Path, lines: list[str]) -> dict[str, Any]:
 
 
 def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:
-    """``settings`` with what ``calibration.json`` in ``folder`` fitted laid over each section it names."""
+    """``settings`` with what ``calibration.json`` in ``folder`` fitted laid over each section it names (its
+    shape is ``extractor.configfile.CalibrationFile``; a problem is a line naming the file and the key)."""
     from extractor.contracts.settings import CALIBRATED_RULES
 
     path = folder / CALIBRATION_FILE
@@ -431,36 +430,34 @@ def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]
     except (OSError, ValueError) as error:
         lines.append(f"{path}: cannot be read ({error})")
         return dict(settings)
-    sections = set(CALIBRATED_RULES.values())
-    if not isinstance(fitted, dict) or set(fitted) - sections or not all(isinstance(v, dict) for v in fitted.values()):
-        lines.append(f"{path}: expected an object with section(s) {', '.join(sorted(sections))}")
+    from extractor.configfile import CalibrationFile, validated
+
+    try:
+        validated(path, fitted, CalibrationFile)
+    except InputError as error:
+        lines.append(f"{error} (sections: {', '.join(sorted(set(CALIBRATED_RULES.values())))})")
         return dict(settings)
     return {**settings, **{section: {**settings.get(section, {}), **values} for section, values in fitted.items()}}
 
 
 def _evidence_settings(table: Any, record: Mapping[str, Any], where: Path, lines: list[str]
                        ) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], list[tuple[str, ...]]]:
-    """``[evidence]``: normalisation, limits, an object list's text fields and the exempt paths, checked."""
-    settings: dict[str, Any] = {"evidence_normalisation": "nfc_whitespace", "max_occurrences_per_excerpt": 20,
-                                "weak_support": {"threshold": 0.5}}
-    if not isinstance(table, dict):
-        lines.append(f"{where}: [evidence] must be a table")
-        return settings, {}, []
-    for key in sorted(set(table) - _EVIDENCE_KEYS):
-        lines.append(f"{where}: [evidence] has unknown key {key!r} (known: {', '.join(sorted(_EVIDENCE_KEYS))})")
-    normalisation = table.get("normalisation", settings["evidence_normalisation"])
-    if normalisation not in NORMALISATIONS:
-        lines.append(f"{where}: [evidence] normalisation must be one of {', '.join(NORMALISATIONS)}, not {normalisation!r}")
-    limit = table.get("max_occurrences_per_excerpt", 20)
-    threshold = table.get("weak_support_threshold", 0.5)
-    if not isinstance(limit, int) or limit < 1:
-        lines.append(f"{where}: [evidence] max_occurrences_per_excerpt must be a positive integer")
-    if not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
-        lines.append(f"{where}: [evidence] weak_support_threshold must be a share between 0 and 1")
-    settings.update(evidence_normalisation=normalisation, max_occurrences_per_excerpt=limit,
-                    weak_support={"threshold": threshold})
+    """``[evidence]`` (``extractor.configfile.EvidenceTable``): normalisation, limits, an object list's text fields
+    and the exempt paths, checked; the fields they name must be the schema's."""
+    from pydantic import ValidationError
+
+    from extractor.configfile import EvidenceTable, problem
+
+    try:
+        evidence = EvidenceTable.model_validate(table)
+    except ValidationError as error:
+        lines.append(f"{where}: [evidence] {problem(error)}")
+        evidence = EvidenceTable()
+    settings: dict[str, Any] = {"evidence_normalisation": evidence.normalisation,
+                                "max_occurrences_per_excerpt": evidence.max_occurrences_per_excerpt,
+                                "weak_support": {"threshold": evidence.weak_support_threshold}}
     text: dict[str, tuple[str, ...]] = {}
-    for list_path, fields in (table.get("text") or {}).items():
+    for list_path, fields in evidence.text.items():
         names = (fields,) if isinstance(fields, str) else tuple(fields)
         for name in names:
             steps = fieldpath.parse(f"{list_path}[0].{name}")
@@ -468,8 +465,8 @@ def _evidence_settings(table: Any, record: Mapping[str, Any], where: Path, lines
                 lines.append(f"{where}: [evidence] text: {list_path}[].{name} names no field of schema.json")
         text[list_path] = names
     exempt: list[tuple[str, ...]] = []
-    for raw in table.get("exempt") or []:
-        steps = fieldpath.parse(raw) if isinstance(raw, str) else None
+    for raw in evidence.exempt:
+        steps = fieldpath.parse(raw)
         if steps is None or not fieldpath.in_schema(record, steps) or any(isinstance(s, int) for s in steps):
             lines.append(f"{where}: [evidence] exempt: {raw!r} names no field of schema.json (no indices)")
         else:

@@ -185,3 +185,6 @@ class Progress:
 
     def calls(self, in_flight: Callable[[], int]) -> None:
         """Called once, before the first call, with a way to count the model calls in flight."""
+
+    def note(self, line: str) -> None:
+        """A line a person should read while the batch goes on (the broker is away, and back)."""

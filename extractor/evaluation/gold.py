@@ -18,11 +18,9 @@ import os
 import re
 import shutil
 import tempfile
-import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,26 +95,19 @@ class GoldSet:
 
 
 def read_manifest(folder: Path) -> tuple[str, int, dict[str, dict[str, Any]]]:
-    """``(contract, version, provenance)`` from ``gold.toml``; one-line errors name the file."""
+    """``(contract, version, provenance)`` from ``gold.toml`` (``extractor.configfile.GoldManifest``); one-line
+    errors name the file and the key."""
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such gold folder (a folder with {MANIFEST} and one JSON record per document)")
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise InputError(str(manifest), "missing: a gold folder names its contract there "
                                         "(contract = \"work_procedure\", version = 1)")
-    try:
-        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise InputError(str(manifest), f"not readable TOML ({error})") from None
-    contract, version = data.get("contract"), data.get("version")
-    if not isinstance(contract, str) or not contract:
-        raise InputError(str(manifest), "needs contract = \"<name>\"")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise InputError(str(manifest), "needs version = <N> (the contract version, a positive integer)")
-    documents = data.get("documents", {})
-    if not isinstance(documents, dict):
-        raise InputError(str(manifest), "[documents] must be a table of tables, one per file")
-    return contract, version, {str(k): v for k, v in documents.items() if isinstance(v, dict)}
+    from extractor.configfile import GoldManifest, read_toml
+
+    read = read_toml(manifest, GoldManifest, "gold manifest")
+    return read.contract, read.version, {name: document.model_dump(exclude_none=True)
+                                         for name, document in read.documents.items()}
 
 
 def load_gold(folder: Path, contract: Contract) -> GoldSet:
@@ -226,32 +217,13 @@ def gold_record(approved: ApprovedRecordInfo) -> dict[str, Any]:
 
 
 def manifest_text(contract: str, version: int, files: Mapping[str, ApprovedRecordInfo]) -> str:
-    """``gold.toml``: the contract, then per file where its record came from."""
-    lines = ["# A gold set written by `extract gold export`: one record per document as a person approved it.",
-             f"contract = {_toml_string(contract)}", f"version = {version}", ""]
-    for file_name, approved in files.items():
-        lines += [f"[documents.{_toml_string(file_name)}]",
-                  f"sha256 = {_toml_string(approved.document_sha256)}",
-                  f"path = {_toml_string(approved.document_path)}",
-                  f"reviewer = {_toml_string(approved.reviewer)}",
-                  f"approved_at = {_toml_datetime(approved.approved_at)}",
-                  f"edited = {'true' if approved.edited else 'false'}",
-                  f"run_id = {_toml_string(approved.run_id or '')}", ""]
-    return "\n".join(lines)
+    """``gold.toml`` (``extractor.configfile.GoldManifest``): the contract, then per file where its record came
+    from."""
+    import tomli_w
 
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and every control character escaped."""
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_datetime(when: datetime) -> str:
-    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
+    documents = {file_name: {"sha256": approved.document_sha256, "path": approved.document_path,
+                             "reviewer": approved.reviewer, "approved_at": approved.approved_at,
+                             "edited": approved.edited, "run_id": approved.run_id or ""}
+                 for file_name, approved in files.items()}
+    return ("# A gold set written by `extract gold export`: one record per document as a person approved it.\n"
+            + tomli_w.dumps({"contract": contract, "version": version, "documents": documents}))

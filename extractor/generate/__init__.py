@@ -7,6 +7,7 @@ is, and raise ``ProviderError`` only when no answer could be obtained after boun
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -120,8 +121,24 @@ class ProviderError(Exception):
         self.transport = transport or []
 
 
+MAX_RETRY_AFTER_S = 60.0
+"""The longest pause a server's ``Retry-After`` may ask of a call or of a run (the ``openai`` client's own
+ceiling): a larger value, a negative or non-finite one, or one that cannot be read counts as this. A server
+asking for a day (a gateway's daily quota) gets this, not a run stalled for a day (docs/model-servers.md)."""
+
+
+def bounded_pause(seconds: float | None) -> float | None:
+    """A pause a server asked for, within ``[0, MAX_RETRY_AFTER_S]`` (None stays None: no pause asked)."""
+    if seconds is None:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return MAX_RETRY_AFTER_S
+    return min(seconds, MAX_RETRY_AFTER_S)
+
+
 class RateLimited(Protocol):
-    """Providers call this on every 429 so the pipeline can lower its concurrency."""
+    """Providers call this on every 429 so the pipeline can lower its concurrency; ``retry_after_s`` is the pause
+    the server asked for, within ``MAX_RETRY_AFTER_S`` and the call's retry budget."""
 
     def __call__(self, retry_after_s: float | None) -> None: ...
 

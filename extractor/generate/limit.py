@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from extractor.generate import bounded_pause
+
 
 class AdaptiveLimit:
     """Concurrency that halves on every 429 or timeout and grows back by one after a run of successes.
@@ -42,9 +44,11 @@ class AdaptiveLimit:
         return bool(self.rate_limits or self.timeouts)
 
     def on_rate_limit(self, retry_after_s: float | None = None) -> None:
-        """A 429: halve the limit; with ``Retry-After``, start no new call before that time."""
+        """A 429: halve the limit; with ``Retry-After``, start no new call before that time (at most
+        ``MAX_RETRY_AFTER_S`` from now)."""
         self.rate_limits += 1
         self._lower()
+        retry_after_s = bounded_pause(retry_after_s)  # whoever called: never longer than the ceiling
         if retry_after_s is not None and retry_after_s > 0:
             try:
                 now = asyncio.get_running_loop().time()

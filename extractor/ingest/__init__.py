@@ -20,7 +20,7 @@ from extractor.ingest.assemble import Paged
 from extractor.ingest.decode import decode
 from extractor.ingest.text import canonicalize, parse_blocks
 
-__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "max_document_bytes"]
+__all__ = ["FORMATS", "MAX_BYTES_ENV", "from_text", "load", "load_bytes", "max_document_bytes"]
 
 FORMATS: dict[str, str] = {
     ".txt": "txt",
@@ -102,6 +102,18 @@ def load(path: str | os.PathLike[str], on_page: OnPage | None = None) -> Documen
         raise InputError(name, "permission denied (cannot read the file)") from None
     except OSError as exc:
         raise InputError(name, f"cannot read file ({exc.strerror})") from None
+    return load_bytes(name, data, on_page)
+
+
+def load_bytes(name: str, data: bytes, on_page: OnPage | None = None) -> Document:
+    """A document whose bytes are in memory already (an upload in the run log), read as ``load`` reads a file
+    called ``name``: its suffix picks the format, within the same size limit; nothing is written to disk."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(name, f"unsupported file type {suffix or '(no suffix)'!r}; supported: {' '.join(FORMATS)}")
+    limit = _max_bytes(name)
+    if len(data) > limit:
+        raise InputError(name, f"too large ({len(data)} bytes; limit {limit} bytes, set by {MAX_BYTES_ENV})")
     fmt = FORMATS[suffix]
     digest = hashlib.sha256(data).hexdigest()
     if fmt == "blocks":

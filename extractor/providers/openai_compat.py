@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -36,12 +37,14 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from extractor.generate import (
+    MAX_RETRY_AFTER_S,
     GenerationRequest,
     GenerationResult,
     ProviderError,
     RateLimited,
     TimedOut,
     TransportAttempt,
+    bounded_pause,
 )
 from extractor.providers.settings import ProviderSettings, ResponseFormat
 from extractor.providers.transport import AnswerMalformed, ConnectFailed, Progress, Session, TransportError
@@ -65,6 +68,12 @@ _FIELDS = {
     ResponseFormat.json_object: re.compile(r"response_format"),
     ResponseFormat.tools: re.compile(r"\btools\b|tool_choice"),
 }
+MAX_TOKEN_COUNT = 100_000_000
+"""The most tokens a server may report for one call (a hundred times the largest context offered today): more
+is taken as this, so a hostile count can neither overflow the run log's integer columns (their sums over a
+document's attempts included) nor pass as anything but an enormous cost."""
+MAX_NAME_CHARS = 200
+"""How much of the model name and the finish reason a server sends is kept."""
 _UNSUPPORTED = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|extra (input|field)")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -81,6 +90,7 @@ class _Failure(Exception):
         status: int | None = None,
         param: str | None = None,
         retry_after: float | None = None,
+        asked_wait: str | None = None,
         body: str = "",
         unreachable: bool = False,
         answering: bool = False,
@@ -91,7 +101,8 @@ class _Failure(Exception):
         self.retryable = retryable
         self.status = status
         self.param = param
-        self.retry_after = retry_after
+        self.retry_after = retry_after  # seconds, within MAX_RETRY_AFTER_S (``retry_after_s``)
+        self.asked_wait = asked_wait  # the Retry-After header as sent (cut short), for the cause
         self.body = body  # the raw error body, lower-cased: servers put the field name in different places
         self.unreachable = unreachable  # no connection could be made (not: the server answered wrong)
         self.answering = answering  # timed out while the answer's body was still arriving
@@ -192,8 +203,9 @@ class OpenAICompatProvider:
             except _Failure as failure:
                 latency = _ms_since(began)
                 number = len(transport) + 1
-                if failure.status == 429 and self._on_rate_limit is not None:
-                    self._on_rate_limit(failure.retry_after)
+                if failure.status == 429 and self._on_rate_limit is not None:  # the run pauses no longer than a call may
+                    self._on_rate_limit(None if failure.retry_after is None else
+                                        min(failure.retry_after, settings.retry_budget_s))
                 if failure.outcome == "timeout" and self._on_timeout is not None:
                     self._on_timeout()
                 detail = self._redact(failure.detail)
@@ -216,7 +228,8 @@ class OpenAICompatProvider:
                 if budget_deadline is None:
                     budget_deadline = time.monotonic() + settings.retry_budget_s
                 wait = self._wait(failure, retries + 1)
-                remaining = budget_deadline - time.monotonic() - wait
+                left = budget_deadline - time.monotonic()
+                remaining = left - wait
                 can_retry = failure.retryable and retries < settings.max_transport_retries
                 if can_retry and remaining > 0:
                     transport.append(TransportAttempt(number, failure.outcome, latency, wait_s=wait, detail=detail))
@@ -226,7 +239,7 @@ class OpenAICompatProvider:
                     timeout_s = min(settings.timeout_s, remaining)
                     continue
                 transport.append(TransportAttempt(number, failure.outcome, latency, detail=detail))
-                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry,
+                raise ProviderError(self._cause(failure, len(transport), budget_spent=can_retry, left_s=left,
                                                 capped=request.max_tokens is not None), transport) from None
             transport.append(TransportAttempt(len(transport) + 1, "ok", _ms_since(began)))
             text = answer.text
@@ -273,13 +286,14 @@ class OpenAICompatProvider:
         return _parse_completion(response.status, response.body, tool=tool)
 
     def _wait(self, failure: _Failure, retry: int) -> float:
-        """Seconds before retry number ``retry``: the server's Retry-After, else capped exponential + jitter."""
+        """Seconds before retry number ``retry``: the server's Retry-After (within ``MAX_RETRY_AFTER_S``), else
+        capped exponential + jitter. A call whose retry budget has less left than this ends at once."""
         if failure.retry_after is not None:
             return failure.retry_after
         ceiling = min(self._settings.backoff_max_s, self._settings.backoff_base_s * 2.0 ** (retry - 1))
         return ceiling * random.uniform(0.5, 1.0)
 
-    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, capped: bool) -> str:
+    def _cause(self, failure: _Failure, attempts: int, *, budget_spent: bool, left_s: float, capped: bool) -> str:
         """The one line a person reads in the run log and the ERROR route: what happened and what to try.
 
         ``capped``: the request set max_tokens. Without it a small model may write until its context is full
@@ -308,8 +322,15 @@ class OpenAICompatProvider:
             cause = f"malformed HTTP answer from {self.base_url} after {tries}: {detail}"
         else:
             cause = f"unusable response body from {self.base_url} after {tries}: {detail}"
-        if budget_spent:
-            cause += f" (retry budget of {self._settings.retry_budget_s:g} s exhausted)"
+        budget = f"retry budget of {self._settings.retry_budget_s:g} s exhausted"
+        if budget_spent and failure.asked_wait is not None:  # the server's own value, so a person sees what it asked
+            asked = self._redact(failure.asked_wait)[:40]
+            counted = (f", counted as the {MAX_RETRY_AFTER_S:g} s ceiling," if failure.retry_after == MAX_RETRY_AFTER_S
+                       and asked != f"{MAX_RETRY_AFTER_S:g}" else "")
+            left = f"{max(0.0, left_s):.1f}".removesuffix(".0")
+            cause += f" (Retry-After: {asked}{counted} is more than the {left} s left: {budget})"
+        elif budget_spent:
+            cause += f" ({budget})"
         return cause
 
     def _rejected_cause(self, mode: ResponseFormat, failure: _Failure) -> str:
@@ -386,7 +407,8 @@ def _status_failure(status: int, text: str, headers: Mapping[str, str]) -> _Fail
         retryable=status in RETRYABLE_STATUS,
         status=status,
         param=param if isinstance(param, str) else None,
-        retry_after=_retry_after(headers),
+        retry_after=retry_after_s(headers.get("retry-after")),
+        asked_wait=headers.get("retry-after"),
         body=text[:4000].lower(),
     )
 
@@ -418,11 +440,11 @@ def _parse_completion(status: int, body: bytes, *, tool: str | None = None) -> _
     finish_reason = choice.get("finish_reason")
     return _Answer(
         text=content if isinstance(content, str) else "",
-        model=model if isinstance(model, str) and model else None,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=_int_or_none(usage.get("completion_tokens")),
-        cached_tokens=_int_or_none(details.get("cached_tokens")) if isinstance(details := usage.get(
+        model=model[:MAX_NAME_CHARS] if isinstance(model, str) and model else None,
+        finish_reason=finish_reason[:MAX_NAME_CHARS] if isinstance(finish_reason, str) else None,
+        prompt_tokens=(prompt := _token_count(usage.get("prompt_tokens"))),
+        completion_tokens=_token_count(usage.get("completion_tokens")),
+        cached_tokens=_cached(details.get("cached_tokens"), prompt) if isinstance(details := usage.get(
             "prompt_tokens_details"), dict) else None,
     )
 
@@ -444,26 +466,42 @@ def _tool_arguments(message: dict[str, Any], tool: str) -> str | None:
     return None
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds, given as a number or as an HTTP date; None when absent or unreadable."""
-    value = headers.get("retry-after")
-    if not value:
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` value (seconds, or an HTTP date) as the seconds to wait, within ``MAX_RETRY_AFTER_S``;
+    None when there is none. A value that is negative, not finite, over the ceiling or unreadable counts as
+    the ceiling (a server that asked for a pause gets one, never longer); a date already past is 0."""
+    if value is None or not value.strip():
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = _seconds_until(value)
+    return bounded_pause(seconds)
+
+
+def _seconds_until(value: str) -> float:
+    """Seconds from now to an HTTP date (0 once it has passed); NaN when ``value`` is no date."""
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return math.nan
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _token_count(value: Any) -> int | None:
+    """A token count the server reports, within ``[0, MAX_TOKEN_COUNT]``; None when it is not a count (missing,
+    negative, not an integer): a visible gap, never a made-up zero."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, MAX_TOKEN_COUNT)
+
+
+def _cached(value: Any, prompt: int | None) -> int | None:
+    """Cached prompt tokens: a count, and never more than the prompt's when that is known (they are part of it)."""
+    cached = _token_count(value)
+    return cached if cached is None or prompt is None else min(cached, prompt)
 
 
 def _ms_since(began: float) -> float:

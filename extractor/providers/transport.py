@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import re
 import ssl
 import time
 import urllib.request
@@ -198,6 +197,9 @@ class Session:
                     except AnswerMalformed:  # closed, not pooled: the rest of its body may still be on the way
                         response.close()  # (one whose body had all come is already back in the pool, well framed)
                         raise
+                    except aiohttp.ClientPayloadError:  # the bytes that came, read by us or not yet
+                        progress.received = max(progress.received, response.content.total_bytes)
+                        raise
                     answer = Response(response.status, response.headers, body)
                 break
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
@@ -319,22 +321,26 @@ def _size(count: int) -> str:
     return f"{count / (1 << 20):g} MB" if count >= 1 << 20 else f"{count} bytes"
 
 
-_RECEIVED = re.compile(r"received (\d+) of (\d+) bytes")
-
-
 def _transport_error(error: aiohttp.ClientError, progress: Progress, where: str) -> TransportError:
-    """What aiohttp raised, as one line that says what the server did (not what aiohttp's class is called)."""
+    """What aiohttp raised, as one line that says what the server did (not what aiohttp's class is called).
+
+    Classified by aiohttp's exception types, never by their messages: a body that ended before its framing said
+    is a ``ClientPayloadError`` caused by the parser's ``ContentLengthError`` or ``TransferEncodingError`` at the
+    end of the stream; bad framing or headers anywhere else is an ``HttpProcessingError`` subclass (its message,
+    llhttp's description of the bytes, is only shown)."""
     if isinstance(error, aiohttp.ClientHttpProxyError):
         return ConnectFailed(f"{where} refused the tunnel: HTTP {error.status} {error.message}")
     if isinstance(error, aiohttp.ClientConnectorError):
         return ConnectFailed(f"ConnectError: {error}")
+    if isinstance(error, aiohttp.ClientPayloadError):
+        cut = error.__cause__
+        if isinstance(cut, http_exceptions.ContentLengthError):
+            return AnswerBroken(f"the connection ended after {progress.received} of the {progress.expected} body bytes "
+                                "its Content-Length promised")
+        if isinstance(cut, http_exceptions.TransferEncodingError):
+            return AnswerBroken(f"the connection ended before the chunked body's last chunk ({progress.received} "
+                                "bytes read)")
     malformed = _processing_error(error)
-    if isinstance(malformed, http_exceptions.ContentLengthError):
-        found = _RECEIVED.search(malformed.message)
-        got = f"{found[1]} of the {found[2]}" if found else f"{progress.received} of the {progress.expected}"
-        return AnswerBroken(f"{_ended(error)} after {got} body bytes its Content-Length promised")
-    if isinstance(malformed, http_exceptions.TransferEncodingError) and "Not enough data" in malformed.message:
-        return AnswerBroken(f"{_ended(error)} before the chunked body's last chunk ({progress.received} bytes read)")
     if isinstance(malformed, http_exceptions.LineTooLong):
         return AnswerMalformed(f"a response header line over {MAX_LINE_BYTES} bytes")
     if malformed is not None:
@@ -343,7 +349,7 @@ def _transport_error(error: aiohttp.ClientError, progress: Progress, where: str)
         return AnswerBroken("the server closed the connection without answering")
     if isinstance(error, aiohttp.ClientOSError):
         stage = "before answering" if progress.status is None else f"after {progress.received} body bytes"
-        return AnswerBroken(f"the connection broke {stage}: {error.strerror or error}")
+        return AnswerBroken(f"the connection broke {stage}: {error.strerror or type(error).__name__}")
     return AnswerBroken(_one_line(str(error)) or type(error).__name__)
 
 
@@ -355,16 +361,6 @@ def _processing_error(error: BaseException) -> http_exceptions.HttpProcessingErr
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-def _ended(error: BaseException) -> str:
-    """How a cut-short body ended: the server closed the connection, or it was reset."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, ConnectionResetError) or "ConnectionResetError" in str(seen):
-            return "the connection was reset"
-        seen = seen.__cause__ or seen.__context__
-    return "the server closed the connection"
 
 
 def _one_line(message: str) -> str:

@@ -47,6 +47,8 @@ SWEEP_LOCK_S = 10
 """How long the broker's sweep lock outlives a worker killed while holding it (kombu's default is 300 s)."""
 REDELIVERY_SLACK_S = RESTORE_EVERY_S + SWEEP_LOCK_S
 """A dead worker's documents are back on the queue within the visibility timeout plus this."""
+PUBLISH_TIMEOUT_S = 2.0
+"""How long a submitter waits for the broker to connect or answer before it leaves its tasks to the outbox."""
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +63,27 @@ def broker_url(url: str | None = None) -> str | None:
     return url or os.environ.get(BROKER_URL_ENV) or None
 
 
-def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Celery:
-    """A Celery app on the broker at ``url`` with the one task ``extractor.convert(task_id)``."""
+def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+                publish_only: bool = False) -> Celery:
+    """A Celery app on the broker at ``url`` with the one task ``extractor.convert(task_id)``.
+
+    ``publish_only``: a submitter's (``extract serve``, ``extract run --queue``): a broker that is away fails a
+    send within ``PUBLISH_TIMEOUT_S``, without Celery's and kombu's retries: the tasks are committed, and the
+    outbox sends them when the broker is back (``extractor.queue.outbox``), so nothing waits on a request."""
     from celery import Celery  # type: ignore[import-untyped]
 
+    transport: dict[str, Any] = {"visibility_timeout": visibility_timeout_s, "unacked_mutex_expire": SWEEP_LOCK_S}
+    if publish_only:
+        transport |= {"max_retries": 0, "socket_connect_timeout": PUBLISH_TIMEOUT_S,
+                      "socket_timeout": PUBLISH_TIMEOUT_S}
     app = Celery("extractor", broker=url, set_as_current=False)
     app.conf.update(
+        task_publish_retry=not publish_only,
+        broker_connection_timeout=PUBLISH_TIMEOUT_S if publish_only else 4.0,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options={"visibility_timeout": visibility_timeout_s, "unacked_mutex_expire": SWEEP_LOCK_S},
+        broker_transport_options=transport,
         task_default_queue=QUEUE_NAME,
         task_serializer="json",
         accept_content=["json"],

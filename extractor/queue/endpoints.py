@@ -17,20 +17,15 @@ is one, and with no key otherwise.
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from extractor.errors import UsageError
+from extractor.errors import InputError, UsageError
 
 ENDPOINTS_ENV = "EXTRACT_ENDPOINTS"
 DEFAULT_ENDPOINT = "default"
 OPENAI_URL = "https://api.openai.com/v1"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_MODEL = re.compile(r"[^\s\x00-\x1f]{1,200}")
 
 
 def normal_url(url: str) -> str:
@@ -101,7 +96,7 @@ class Endpoints:
 def load_endpoints(path: str | Path | None = None, *, default_model: str | None = None) -> Endpoints:
     """The endpoints from ``path`` (else ``EXTRACT_ENDPOINTS``); without a file, the ``default`` endpoint of
     this process's environment, allowing ``default_model`` only (any model when None: a worker). A broken
-    file is a ``UsageError`` naming the file and the problem."""
+    file is a ``UsageError`` naming the file and the key (``extractor.configfile.EndpointsFile`` is its shape)."""
     path = path or os.environ.get(ENDPOINTS_ENV) or None
     if path is None:
         local = default_model is not None and default_model.strip().partition(":")[0] == "local"
@@ -109,40 +104,12 @@ def load_endpoints(path: str | Path | None = None, *, default_model: str | None 
         models = None if default_model is None else (default_model,)
         return Endpoints({DEFAULT_ENDPOINT: Endpoint(DEFAULT_ENDPOINT, url, None if local else "OPENAI_API_KEY",
                                                      models)}, "OPENAI_BASE_URL and OPENAI_API_KEY")
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read the endpoints file ({error.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: not a TOML file: {error}") from None
-    try:
-        return Endpoints(_parse(raw), str(path))
-    except ValueError as error:
-        raise UsageError(f"{path}: {error}") from None
+    from extractor.configfile import EndpointsFile, read_toml
 
-
-def _parse(raw: dict[str, Any]) -> dict[str, Endpoint]:
-    sections = raw.get("endpoints")
-    unknown = set(raw) - {"endpoints"}
-    if unknown or not isinstance(sections, dict) or not sections:
-        raise ValueError("expected only [endpoints.NAME] tables, at least one" +
-                         (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
-    found: dict[str, Endpoint] = {}
-    for name, section in sections.items():
-        if not _NAME.fullmatch(name) or not isinstance(section, dict):
-            raise ValueError(f"endpoint name {name!r}: letters, digits, '_', '.', '-' (at most 64), then a table")
-        extra = set(section) - {"url", "key_env", "models"}
-        if extra:
-            raise ValueError(f"endpoint {name!r}: unknown keys {', '.join(sorted(extra))} (url, key_env, models)")
-        url, key_env, models = section.get("url"), section.get("key_env"), section.get("models")
-        if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url.strip()):
-            raise ValueError(f"endpoint {name!r}: url must be the http(s) base URL of an OpenAI-compatible server")
-        if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.fullmatch(key_env)):
-            raise ValueError(f"endpoint {name!r}: key_env names the environment variable holding the key "
-                             "(the key itself never goes in this file)")
-        if (not isinstance(models, list) or not models
-                or not all(isinstance(m, str) and _MODEL.fullmatch(m) for m in models)):
-            raise ValueError(f"endpoint {name!r}: models must list the model names the server serves")
-        found[name] = Endpoint(name, normal_url(url), key_env,
-                               tuple(m if m.startswith("openai:") else f"openai:{m}" for m in models))
-    return found
+    try:
+        config = read_toml(path, EndpointsFile, "endpoints file")
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    return Endpoints({name: Endpoint(name, normal_url(entry.url), entry.key_env,
+                                     tuple(m if m.startswith("openai:") else f"openai:{m}" for m in entry.models))
+                      for name, entry in config.endpoints.items()}, str(path))

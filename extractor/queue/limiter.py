@@ -6,6 +6,10 @@ deadline) and, before a call starts, reads both at most every ``SYNC_S``: a 429 
 this worker's limit too, and nobody starts a call before a deadline the server asked for. The keys are per
 model server (model and endpoint name, or base URL), so workers of another model are not slowed.
 
+The shared pause obeys the provider's ceiling (``MAX_RETRY_AFTER_S``): the deadline key expires by itself one
+second after the pause it holds, and a deadline read back further away than the ceiling (or not a number) is
+taken as at most the ceiling, so no value in Redis can stall the workers longer.
+
 Redis being unreachable never fails a document: the worker then throttles on what it sees itself.
 """
 
@@ -14,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
 from extractor.engine import AdaptiveLimit
+from extractor.generate import MAX_RETRY_AFTER_S, bounded_pause
 from extractor.queue.settings import BatchSettings
 
 if TYPE_CHECKING:
@@ -31,10 +37,14 @@ SYNC_S = 0.2
 FOLLOW_AT_MOST = 4
 """A burst of others' 429s halves the limit at most this many times per look (it reaches 1 quickly anyway)."""
 _RAISE_DEADLINE = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if tonumber(ARGV[1]) > current or redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return redis.call('INCR', KEYS[2])
 """
+"""Raise the shared deadline (a key that expires by itself; one without an expiry, or not a number, is replaced) and
+count the 429."""
 
 
 class SharedLimit(AdaptiveLimit):
@@ -61,7 +71,7 @@ class SharedLimit(AdaptiveLimit):
         task.add_done_callback(self._publishing.discard)
 
     async def _publish(self, retry_after_s: float | None) -> None:
-        pause = max(0.0, retry_after_s or 0.0)
+        pause = bounded_pause(retry_after_s) or 0.0
         deadline = time.time() + pause
         try:
             count = int(await self._client.eval(_RAISE_DEADLINE, 2, self._deadline_key, self._events_key,  # type: ignore[misc]
@@ -86,16 +96,37 @@ class SharedLimit(AdaptiveLimit):
         except Exception as error:  # noqa: BLE001 - see _publish
             log.warning("cannot read the shared 429s from Redis: %s", error)
             return
-        count = int(events or 0)
+        count = _count(events)
         if self._seen is not None and count > self._seen:
             for _ in range(min(count - self._seen, FOLLOW_AT_MOST)):
                 self.shared_rate_limits += 1
                 self._lower()
         self._seen = count if self._seen is None else max(self._seen, count)
-        if deadline is not None:
-            pause = float(deadline) - time.time()
-            if pause > 0:
-                self._resume_at = max(self._resume_at, loop.time() + pause)
+        pause = _pause_until(deadline)
+        if pause > 0:
+            self._resume_at = max(self._resume_at, loop.time() + pause)
+
+
+def _count(value: bytes | str | None) -> int:
+    """The shared 429 counter as read (0 when absent or not a count)."""
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0
+
+
+def _pause_until(deadline: bytes | str | None) -> float:
+    """Seconds until the shared deadline, within ``MAX_RETRY_AFTER_S`` (0 when absent or passed; the ceiling when
+    it is not a number)."""
+    if deadline is None:
+        return 0.0
+    try:
+        pause = float(deadline) - time.time()
+    except ValueError:
+        pause = math.nan
+    if not math.isfinite(pause):
+        return MAX_RETRY_AFTER_S
+    return min(max(pause, 0.0), MAX_RETRY_AFTER_S)
 
 
 def limit_prefix(settings: BatchSettings) -> str:

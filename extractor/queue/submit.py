@@ -2,29 +2,29 @@
 
 Backpressure: documents are submitted in chunks; while more than ``max_pending`` documents (of any batch)
 wait for a worker, submitting waits (or, with ``wait=False``, a batch that would pass the bound is refused
-before anything is queued). Following reads the run log, not the broker: outcomes are where workers write them;
-a message from the worker that finished a document says when to look (``extractor.queue.news``). The first chunk
-is small, so workers start on it while the rest is read and committed.
+before anything is queued). Each chunk is committed, then sent through the outbox: while the broker is away its
+documents wait in the run log, and the outbox's sweep sends them (and any the broker lost) while the batch is
+followed (``extractor.queue.outbox``). Following reads the run log, not the broker: outcomes are where workers
+write them; a message from the worker that finished a document says when to look (``extractor.queue.news``). The
+first chunk is small, so workers start on it while the rest is read and committed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from extractor.engine import DocumentOutcome, Progress, RunSummary
 from extractor.engine.discover import Discovery
 from extractor.errors import InputError, UsageError
 from extractor.queue.news import POLL_S, Timer, Wakeup
+from extractor.queue.outbox import SWEEP_S, BrokerAway, Outbox
 from extractor.queue.settings import BatchSettings
+from extractor.redact import redact_text
 from extractor.store import Store, tasks
 from extractor.store.tasks import TaskInfo
-from extractor.vocab import Outcome, SkipReason
-
-if TYPE_CHECKING:
-    from celery import Celery  # type: ignore[import-untyped]
+from extractor.vocab import Outcome, SkipReason, TaskState
 
 CHUNK = 100
 """Documents read and committed per transaction while submitting."""
@@ -45,15 +45,16 @@ def outcome_of(task: TaskInfo) -> DocumentOutcome:
 
 
 class Submission:
-    """One batch being submitted and followed; ``publish`` sends the messages of committed tasks."""
+    """One batch being submitted and followed; ``outbox`` sends the messages of committed tasks."""
 
-    def __init__(self, store: Store, settings: BatchSettings, publish: Callable[[list[str]], None], *,
+    def __init__(self, store: Store, settings: BatchSettings, outbox: Outbox, *,
                  submitted_by: str, max_pending: int, wait: bool, progress: Progress, wakeup: Wakeup | None = None
                  ) -> None:
         self.store = store
         self.wakeup = wakeup or Timer()
         self.settings = settings
-        self.publish = publish
+        self.outbox = outbox
+        self._away = False  # the broker did not take the last send: said once, and again when it is back
         self.submitted_by = submitted_by
         self.max_pending = max_pending
         self.wait = wait
@@ -80,6 +81,7 @@ class Submission:
         try:
             while self.unfinished:
                 self.wakeup.wait()
+                self._sweep()
                 self._collect()
         finally:
             self.wakeup.close()
@@ -99,6 +101,7 @@ class Submission:
 
     def _submit(self, paths: Sequence[Path]) -> None:
         while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
+            self._sweep()
             self._collect()
             time.sleep(POLL_S)  # room is made by workers of any batch: no message to wait for
         from extractor.ingest import source_bytes
@@ -117,9 +120,34 @@ class Submission:
         if first:
             self.wakeup.follow(self.batch_id)  # before any of its messages can be sent
         self.summary.run_id = self.batch_id
-        self.publish(task_ids)
         self.unfinished.update(task_ids)
+        try:
+            self.outbox.send(task_ids)
+        except BrokerAway as away:
+            self._broker_away(str(away))
         self._collect()
+
+    def _sweep(self) -> None:
+        """Send what waits for the broker (unsent, or lost by a broker that restarted): this batch's, and any other
+        batch's a submitter stopped following before the broker was back."""
+        self.outbox.sweep_if_due()
+        if self._away and self.outbox.away is None:
+            self._away = False
+            self.progress.note("the broker is back: the documents that waited for it are being sent")
+
+    def unsent_note(self) -> str:
+        """For a person who stops following: how many of the batch still wait for the broker, and who sends them."""
+        if self.batch_id is None:
+            return ""
+        unsent = tasks.batch_counts(self.store.engine, self.batch_id).get(TaskState.unsent, 0)
+        return (f"; {unsent} of them wait for the broker: `extract serve` or the next `extract run --queue` sends them "
+                "when it is back" if unsent else "")
+
+    def _broker_away(self, why: str) -> None:
+        if not self._away:
+            self._away = True
+            self.progress.note(f"the broker at {redact_text(self.outbox.url)} did not take the documents ({why}); they "
+                               f"are saved and sent when it is back (every {SWEEP_S:g} s this command tries again)")
 
     def _collect(self) -> None:
         if not self.unfinished or self.batch_id is None:
@@ -132,12 +160,6 @@ class Submission:
     def _report(self, outcome: DocumentOutcome) -> None:
         self.summary.outcomes.append(outcome)
         self.progress.finished(outcome)
-
-
-def celery_publisher(app: Celery) -> Callable[[list[str]], None]:
-    from extractor.queue.celery_app import enqueue
-
-    return lambda task_ids: enqueue(app, task_ids)
 
 
 def worker_runs(store: Store, batch_id: str) -> list[str]:

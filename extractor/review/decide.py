@@ -42,6 +42,7 @@ from extractor.vocab import REVIEWABLE, DocumentState, ExitCode, ReviewDecision
 if TYPE_CHECKING:
     from extractor.document import Document
     from extractor.evidence.report import Report
+    from extractor.queue.uploads import Source
     from extractor.store.approved import Approvals, ApprovedRecordInfo, ReviewInfo
 
 
@@ -148,29 +149,28 @@ def reingest(store: Store, document_run: DocumentRunInfo, source: Path | None = 
 
     ``source`` (``--source``) when given; else the document's upload in the run log (a document submitted to
     the queue or the API: its path is only the name a submitter gave it, never opened), else the path the run
-    read (``extractor.queue.uploads.source_file``)."""
-    from extractor.queue.uploads import source_file
+    read (``extractor.queue.uploads.source_of``)."""
+    from extractor.queue.uploads import Source, source_of
 
     if source is not None:
-        return _read_again(document_run, source, str(source), hint="")
-    with source_file(store, document_run) as found:
-        if found is None:
-            raise Refused(f"cannot re-read the source to check it: {document_run.path} was submitted to the queue "
-                          "and its upload is not in the run log; pass --source FILE with the same content")
-        return _read_again(document_run, found, document_run.path, hint="; if the file moved, pass --source FILE")
+        return _read_again(document_run, Source(str(source), path=source), hint="")
+    found = source_of(store, document_run)
+    if found is None:
+        raise Refused(f"cannot re-read the source to check it: {document_run.path} was submitted to the queue "
+                      "and its upload is not in the run log; pass --source FILE with the same content")
+    return _read_again(document_run, found, hint="; if the file moved, pass --source FILE")
 
 
-def _read_again(document_run: DocumentRunInfo, path: Path, label: str, *, hint: str) -> Document:
+def _read_again(document_run: DocumentRunInfo, source: Source, *, hint: str) -> Document:
     from extractor.errors import InputError
-    from extractor.ingest import load
 
     try:
-        document = load(path)
+        document = source.document()
     except InputError as error:
-        raise Refused(f"cannot re-read the source to check it: {str(error).replace(str(path), label)}{hint}") from None
+        raise Refused(f"cannot re-read the source to check it: {error}{hint}") from None
     if document.sha256 != document_run.sha256:
-        raise Refused(f"{label} changed since run {document_run.run_id[:12]} read it (sha256 {document.sha256[:12]} "
-                      f"now, {document_run.sha256[:12]} then); run it again before approving")
+        raise Refused(f"{source.name} changed since run {document_run.run_id[:12]} read it (sha256 "
+                      f"{document.sha256[:12]} now, {document_run.sha256[:12]} then); run it again before approving")
     return document
 
 

@@ -69,11 +69,9 @@ def candidates(store: Store, ref: str, cwd: Path | None = None) -> dict[str, lis
         for document_run in store.find_document_runs(sha_prefix=ref.lower()):
             found[document_run.id] = document_run
     if not found or os.sep in ref or "/" in ref or "." in ref:
-        name = Path(ref).name
-        if name:
-            for document_run in store.find_document_runs(path_suffix=name):
-                if _same_path(document_run.path, ref, cwd):
-                    found[document_run.id] = document_run
+        for document_run in store.find_document_runs(same_file_name=ref):
+            if _same_path(document_run.path, ref, cwd):
+                found[document_run.id] = document_run
     groups: dict[str, list[DocumentRunInfo]] = {}
     for document_run in sorted(found.values(), key=lambda d: (d.started_at, d.id), reverse=True):
         groups.setdefault(document_run.sha256, []).append(document_run)

@@ -17,6 +17,7 @@ from extractor.vocab import FAILING, AttemptKind, SentenceMark
 
 if TYPE_CHECKING:
     from extractor.document import Document, Word
+    from extractor.queue.uploads import Source
     from extractor.store.approved import Approvals, ApprovedRecordInfo, ReviewInfo
     from extractor.store.review_claims import ReviewClaim
 
@@ -49,20 +50,19 @@ def run_summary(run: RunInfo) -> dict[str, Any]:
     }
 
 
-def _source(path: str, sha256: str) -> tuple[Document | None, str, str | None]:
-    """The document as the run read it, when the file is still there unchanged.
+def _source(source: Source, sha256: str) -> tuple[Document | None, str, str | None]:
+    """The document as the run read it, when its upload or file is there unchanged.
 
     Returns ``(document, status, detail)`` with status ``unchanged``, ``changed`` or ``unreadable``.
     """
     from extractor.errors import InputError
-    from extractor.ingest import load
 
     try:
-        document = load(path)
+        document = source.document()
     except InputError as error:
         return None, "unreadable", str(error)
     if document.sha256 != sha256:
-        return None, "changed", f"{path} now has sha256 {document.sha256[:12]}, the run read {sha256[:12]}"
+        return None, "changed", f"{source.name} now has sha256 {document.sha256[:12]}, the run read {sha256[:12]}"
     return document, "unchanged", None
 
 
@@ -406,17 +406,16 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
     attempts = store.attempts_for(document_run.id)
     final = next((a for a in attempts if a.id == document_run.final_attempt_id), None)
     shown = final or (attempts[-1] if attempts else None)
-    from extractor.queue.uploads import source_file
+    from extractor.queue.uploads import source_of
 
     # A document submitted to the queue or the API is read from its upload in the run log: its path is only the
     # name a client gave it, never a file of this machine to open.
     source: Document | None = None
     source_status = "unreadable"
     source_detail: str | None = f"{document_run.path}: its upload is not in the run log"
-    with source_file(store, document_run) as found:
-        if found is not None:
-            source, source_status, detail = _source(str(found), document.sha256)
-            source_detail = None if detail is None else detail.replace(str(found), document_run.path)
+    found = source_of(store, document_run)
+    if found is not None:
+        source, source_status, source_detail = _source(found, document.sha256)
     text = None if source is None else source.text
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}

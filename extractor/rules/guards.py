@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
@@ -60,35 +60,19 @@ class Guards:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Guards:
-        """Settings as a file holds them (``checks.toml``); an unknown key or a wrong type is a ``ValueError``
-        (a ``comment`` key is documentation and ignored)."""
-        data = {key: value for key, value in data.items() if key != "comment"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown guard setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            default = getattr(cls(), name)
-            if name == "source_personal_data":
-                try:
-                    values[name] = PersonalDataPolicy(value)
-                except ValueError:
-                    raise ValueError(f"source_personal_data must be one of "
-                                     f"{', '.join(PersonalDataPolicy)}, not {value!r}") from None
-            elif name in ("forbidden_phrases", "value_fields"):
-                if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                    raise ValueError(f"{name} must be a list of strings, not {value!r}")
-                values[name] = tuple(value)
-            elif isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise ValueError(f"{name} must be true or false, not {value!r}")
-                values[name] = value
-            else:
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ValueError(f"{name} must be a number, not {value!r}")
-                values[name] = float(value)
-        return cls(**values)
+        """Settings as a file holds them (``checks.toml``; ``extractor.configfile.GuardsTable`` is their shape); an
+        unknown key or a wrong value is a ``ValueError`` naming the key."""
+        from pydantic import ValidationError
+
+        from extractor.configfile import GuardsTable, problem
+
+        try:
+            table = GuardsTable.model_validate(dict(data))
+        except ValidationError as error:
+            raise ValueError(problem(error)) from None
+        given: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
+                                 for name, value in table.model_dump(exclude_none=True, exclude={"comment"}).items()}
+        return cls(**given)
 
     def to_json(self) -> dict[str, Any]:
         """As recorded with a run (and hashed into its configuration: these settings change verdicts)."""

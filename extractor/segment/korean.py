@@ -5,15 +5,15 @@ every character it tries 13 tag corrections in turn, then runs a part-of-speech 
 by ``MAG 다``, and so on). That pass can only fire on the tags a morpheme analyser gives, and the fast backend
 tags every character ``-``, so it never fires. ``split`` calls kss's own splitter with a preprocessor that
 remembers each character's tag and skips the pass when no syllable carries a tag it reads. The sentences are
-the same, six times faster (55 Korean lines of the samples and the test corpus: 30 -> 5 ms); reading the
-Korean sample, ingest included, went from 7.5 to 1.9 ms. It was the largest share of a mixed batch's reading CPU.
+the same, several times faster (``bench/bench_segment.py`` prints it next to kss alone); kss's own
+preparation was the largest share of a mixed batch's reading CPU.
 
 Only the splitter's own modules are loaded. ``import kss`` runs kss's ``__init__``, which imports every tool
 kss has (g2p, spacing, paradigms, the pecab analyser, scipy): 11-14 s and 347 MB, paid by every process that
 reads Korean, for functions the fast splitter never calls. ``_fast_package`` registers kss's package without
-running that ``__init__`` and imports the splitter's modules from it (``_fast_splitter_module``): about 0.2 s and
-5 MB. ``extract split`` of the Korean sample went from 15.4 s and 390 MB to the English sample's time and 73 MB
-(``bench/bench_korean.py``). A later ``import kss`` in the process still gets all of kss
+running that ``__init__`` and imports the splitter's modules from it (``_fast_splitter_module``): a fraction of
+a second and a few MB. ``bench/bench_korean.py`` holds ``extract split`` of the Korean sample to at most 1.5x
+the English one's time. A later ``import kss`` in the process still gets all of kss
 (``_complete_on_first_use``).
 
 This relies on kss internals, so it is used only with the kss versions it was read and tested against

@@ -12,10 +12,15 @@ page at a time, with ``extract export``'s provenance.
 Every refusal is a 4xx the OpenAPI document describes, never a 500: ids and limits are bounded where they
 enter (a 64-bit id overflows SQLite, a 32-bit one PostgreSQL); a body the validators refuse, or one that cannot
 be parsed at all (JSON nested too deeply included), is 422 with the list of errors FastAPI documents; other
-refusals carry ``{"detail": "..."}`` (``Problem``). Request bodies over the document limit get 413 before they
-are parsed; OpenAPI docs are at ``/docs``. The review pages for people are under ``/review``
-(``extractor.service.browser``: sign in by pasting a token). Handlers are plain functions (FastAPI runs them in
-its thread pool): the run log is a synchronous SQLAlchemy store.
+refusals carry ``{"detail": "..."}`` (``Problem``). A request body over the document limit gets 413 as soon as
+the bytes that came pass it (``extractor.service.limits``: counted as they arrive, never buffered whole first; a
+multipart upload is spooled by Starlette, to disk past 1 MB); OpenAPI docs are at ``/docs``.
+
+A submission is committed before its messages are sent: when the broker does not take them it answers 503 with
+``Retry-After`` and the ids to follow (``NotSent``), and the outbox's sweep sends them once the broker is back
+(``extractor.queue.outbox``). The review pages for people are under ``/review`` (``extractor.service.browser``:
+sign in by pasting a token). Handlers are plain functions (FastAPI runs them in its thread pool): the run log is
+a synchronous SQLAlchemy store.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
 from extractor.engine.discover import with_attachments
 from extractor.errors import ExtractorError, UsageError
@@ -41,17 +47,32 @@ from extractor.ingest import max_document_bytes
 from extractor.options import RunOptions
 from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.fleet import is_redis
+from extractor.queue.outbox import BrokerAway, Outbox, Sweeper
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
+from extractor.queue.uploads import plain_name
 from extractor.service.auth import Principal, current_principal, require_everyone, require_role
-from extractor.service.limits import BodyLimit
+from extractor.service.limits import BodyLimit, BodyTooLarge, over_limit
 from extractor.service.metrics import Department, collected, health_routes, instrument, metrics
 from extractor.store import DocumentRunInfo, Store, tasks
-from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, Role
+from extractor.store.tasks import Upload
+from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, Role, TaskState
 
 FORM_OVERHEAD_BYTES = 64 << 10
 """Room for multipart boundaries and form fields around the documents of one request."""
 RETRY_AFTER_S = 5
+MAX_REQUEST_DOCUMENTS = 1000
+"""Documents one request may submit, an e-mail's attachments counted (Starlette's own limit of files per form)."""
+MAX_SENT_NAME_CHARS = 1000
+"""How much of a name as sent the submission keeps (the document's own name is at most ``MAX_NAME_CHARS``)."""
+MAX_TAGS = 20
+MAX_TAG_CHARS = 100
+"""A submission's tags: at most this many, each of 1 to this many printable characters."""
+MAX_NOTE_CHARS = 10_000
+"""A reviewer's note or reason for a rejection, at most."""
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+ContractName = Annotated[str, StringConstraints(max_length=200)]
 
 # Module level: FastAPI resolves the (string) annotations of the handlers in this module's namespace.
 Submitter = Annotated[Principal, Depends(require_role(Role.submitter))]
@@ -82,7 +103,8 @@ other owners'): a page may hold fewer records, even none, and still name the nex
 class Service:
     """What the routes share: the run log, where submissions go, the default settings and the limits.
 
-    ``publish`` hands committed task ids to the workers (Celery messages), or to ``runner`` in this process.
+    ``publish`` hands committed task ids to the workers (Celery messages through the outbox: ``BrokerAway`` when
+    the broker does not take them), or to ``runner`` in this process.
     """
 
     store: Store
@@ -99,6 +121,8 @@ class Service:
     runner: Runner | None = None
     broker: str | None = None
     """The workers' broker (``/readyz`` checks it answers); None: documents are converted in this process."""
+    sweeper: Sweeper | None = None
+    """With a broker: sends what waits for it (``extractor.queue.outbox``)."""
     claim_s: float = REVIEW_CLAIM_S
     """How long opening a document to review it holds it (the page renews it while it is open)."""
     records: Store = field(init=False)
@@ -110,6 +134,9 @@ class Service:
         self.records = open_approved(self.store)
 
     def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.stop()
+            self.sweeper.outbox.close()
         if self.runner is not None:
             self.runner.close()
         if self.records is not self.store:
@@ -132,11 +159,9 @@ def build_service(store: Store, *, broker: str | None, concurrency: int, model: 
     defaults = RunOptions(model=model, endpoint=serving.name)
     max_upload_bytes = max_document_bytes() if max_upload_bytes is None else max_upload_bytes
     if broker is not None:
-        from extractor.queue.celery_app import make_celery
-        from extractor.queue.submit import celery_publisher
-
-        return Service(store, celery_publisher(make_celery(broker)), defaults, endpoints, max_upload_bytes, max_pending,
-                       broker=broker)
+        outbox = Outbox(store, broker)
+        return Service(store, outbox.send, defaults, endpoints, max_upload_bytes, max_pending, broker=broker,
+                       sweeper=Sweeper(outbox))
     runner = Runner(store, concurrency=concurrency, command="extract serve", endpoints=endpoints, observer=metrics())
 
     def publish(task_ids: list[str]) -> None:
@@ -150,13 +175,14 @@ def build_service(store: Store, *, broker: str | None, concurrency: int, model: 
 # -- request and response bodies -------------------------------------------------------------------------
 
 class TextDocument(BaseModel):
-    """A document given as text; ``name`` is what the run log records as its path (its extension picks the reader)."""
+    """A document given as text; the base name of ``name`` is the document's name (its extension picks the
+    reader), the name as sent is kept with the submission."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=500, examples=["purchase-request.md"])
     text: str = Field(min_length=1)
-    contract: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    contract: ContractName | None = None
+    tags: Tags = Field(default_factory=list)
 
 
 class Problem(BaseModel):
@@ -168,7 +194,8 @@ class Problem(BaseModel):
 _WHY = {400: "the request names something that cannot be done (e.g. a selection of no run)",
         401: "no valid bearer token", 403: "the token's role may not do this",
         404: "no such item, or not the caller's", 409: "refused: the decision cannot be taken (see detail)",
-        413: "a document or the request body is over the document limit",
+        413: "a document or the request body is over the document limit, or the request has more documents than "
+             f"one may have ({MAX_REQUEST_DOCUMENTS}, attachments counted)",
         429: "the queue is full: retry after Retry-After seconds"}
 
 
@@ -188,20 +215,41 @@ class Submitted(BaseModel):
     documents: list[dict[str, str]] = Field(description="one {id, name} per document: GET /v1/submissions/{id}")
 
 
+class NotSent(Submitted):
+    """503: the documents are saved but the broker did not take them; they are sent as soon as it is back. Follow
+    them by their ids (submitting them again would queue them twice)."""
+
+    detail: str
+
+
+class _BrokerAway(Exception):
+    """A submission committed and not sent: answered 503 with its ``NotSent`` body."""
+
+    def __init__(self, body: NotSent) -> None:
+        super().__init__(body.detail)
+        self.body = body
+
+
+NOT_SENT: dict[int | str, dict[str, Any]] = {503: {
+    "model": NotSent, "description": "the broker is away: the documents are saved and sent when it is back",
+    "headers": {"Retry-After": {"description": "seconds after which to look at the submissions",
+                                "schema": {"type": "integer"}}}}}
+
+
 VERSION_HELP = ("the document run's review_version as the caller read it (GET /v1/review/{id}): the decision is "
                 "refused with 409 when another was taken since; left out, the one read by this request")
 
 
 class Approve(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    note: str | None = None
+    note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
     replace: bool = False  # override an earlier decision: a rejection, or an approval of a different record
     version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
 
 
 class Reject(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: str = Field(min_length=1)
+    reason: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
     force: bool = False  # withdraw an approval a person gave this document run
     version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
 
@@ -213,7 +261,8 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="extractor", summary="Submit documents, read candidates and findings, review them.",
                   version="1")
     app.state.service = service
-    app.add_middleware(BodyLimit, limit=service.max_upload_bytes + FORM_OVERHEAD_BYTES)
+    body_limit = service.max_upload_bytes + FORM_OVERHEAD_BYTES
+    app.add_middleware(BodyLimit, limit=body_limit)
 
     @app.exception_handler(ExtractorError)
     def extractor_error(request: Request, error: ExtractorError) -> JSONResponse:
@@ -222,11 +271,25 @@ def create_app(service: Service) -> FastAPI:
         code = status.HTTP_409_CONFLICT if isinstance(error, Refused) else status.HTTP_400_BAD_REQUEST
         return JSONResponse({"detail": str(error)}, status_code=code)
 
+    @app.exception_handler(_BrokerAway)
+    def broker_away(request: Request, error: _BrokerAway) -> JSONResponse:
+        return JSONResponse(error.body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Any:
         """FastAPI answers a body it could not parse at all (JSON nested past the parser's recursion limit,
         bytes that are not UTF-8, a broken multipart stream) with a bare 400 raised *from* the parser's
-        error; that is a malformed body, so 422 with the error list like any other."""
+        error, and Starlette a form past its limits (1,000 files or fields, 1 MB a field) with a 400 raised
+        while handling its ``MultiPartException``; both are malformed bodies, so 422 with the error list like
+        any other."""
+        if isinstance(error.__cause__, BodyTooLarge):  # FastAPI was reading the body when it passed the limit
+            return JSONResponse({"detail": over_limit(body_limit)}, status_code=status.HTTP_413_CONTENT_TOO_LARGE,
+                                headers={"Connection": "close"})
+        if error.status_code == status.HTTP_400_BAD_REQUEST and isinstance(error.__context__, MultiPartException):
+            detail = [{"type": "body_invalid", "loc": ["body"], "input": None,
+                       "msg": f"the form cannot be read: {error.__context__.message}"}]
+            return JSONResponse({"detail": detail}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
         if error.status_code == status.HTTP_400_BAD_REQUEST and isinstance(error.__cause__, Exception):
             cause = error.__cause__
             detail = [{"type": "body_invalid", "loc": ["body"], "input": None,
@@ -253,27 +316,27 @@ def create_app(service: Service) -> FastAPI:
         return {"name": principal.name, "role": principal.role, "owner": principal.owner or principal.name,
                 "all_owners": principal.scope is None}
 
-    @api.post("/documents", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429))
+    @api.post("/documents", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429) | NOT_SENT)
     def submit_files(principal: Submitter, files: Annotated[list[UploadFile], File(description="the documents")],
-                     contract: Annotated[str | None, Form()] = None,
-                     tags: Annotated[list[str] | None, Form()] = None) -> Submitted:
+                     contract: Annotated[ContractName | None, Form()] = None,
+                     tags: Annotated[Tags | None, Form()] = None) -> Submitted:
         """Submit documents as a multipart upload; each gets an id to follow (``GET /v1/submissions/{id}``)."""
-        documents = []
-        for upload in files:
+        documents: list[tuple[str | None, bytes]] = []
+        for upload in files:  # spooled by Starlette (to disk past 1 MB); read once, to be stored
             content = upload.file.read(service.max_upload_bytes + 1)
             if len(content) > service.max_upload_bytes:
                 raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
-                                    f"{upload.filename}: over the limit of {service.max_upload_bytes} bytes")
-            documents.append((upload.filename or "document", content))
+                                    f"{plain_name(upload.filename)}: over the limit of {service.max_upload_bytes} bytes")
+            documents.append((upload.filename, content))
         return _submit(service, principal, documents, contract, tags or [])
 
-    @api.post("/documents/text", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429))
+    @api.post("/documents/text", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429) | NOT_SENT)
     def submit_text(principal: Submitter, document: TextDocument) -> Submitted:
         """Submit one document as JSON text."""
         content = document.text.encode("utf-8")
         if len(content) > service.max_upload_bytes:
             raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
-                                f"{document.name}: over the limit of {service.max_upload_bytes} bytes")
+                                f"{plain_name(document.name)}: over the limit of {service.max_upload_bytes} bytes")
         return _submit(service, principal, [(document.name, content)], document.contract, document.tags)
 
     @api.get("/submissions/{task_id}", responses=problems(404))
@@ -486,11 +549,19 @@ def _check_contract(name: str, loc: tuple[str, ...]) -> None:
         raise unprocessable(loc, str(error.args[0]), name) from None
 
 
-def _submit(service: Service, principal: Principal, documents: list[tuple[str, bytes]], contract: str | None,
+def _submit(service: Service, principal: Principal, sent: list[tuple[str | None, bytes]], contract: str | None,
             tags: list[str]) -> Submitted:
     """Record the documents as a batch of the caller's owner, then hand them to the workers; 429 while the
-    queue is full. An e-mail's attachments of supported types are documents of their own, as in ``extract run``."""
-    documents = [document for name, content in documents for document in with_attachments(name, content)]
+    queue is full, 503 (``NotSent``) when the broker did not take them (they are sent when it is back). A
+    document is named by the base name of the name sent (``plain_name``), which the submission keeps as sent.
+    An e-mail's attachments of supported types are documents of their own, as in ``extract run``."""
+    documents = [Upload(name, data, as_sent[:MAX_SENT_NAME_CHARS] if index == 0 and as_sent is not None
+                        and as_sent != name else None)
+                 for as_sent, content in sent
+                 for index, (name, data) in enumerate(with_attachments(plain_name(as_sent), content))]
+    if len(documents) > MAX_REQUEST_DOCUMENTS:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"{len(documents)} documents in one request (e-mails' "
+                            f"attachments counted), over the limit of {MAX_REQUEST_DOCUMENTS}; submit them in several")
     chosen: dict[str, Any] = {}
     if contract is not None:
         _check_contract(contract, ("body", "contract"))
@@ -507,10 +578,17 @@ def _submit(service: Service, principal: Principal, documents: list[tuple[str, b
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"queue full: {pending} documents wait for a worker "
                             f"(at most {service.max_pending}); retry later", headers={"Retry-After": str(RETRY_AFTER_S)})
     batch_id, task_ids = tasks.add_batch(service.store.engine, settings.to_json(), principal.name, documents,
-                                         owner=principal.owner or principal.name)
-    service.publish(task_ids)
-    return Submitted(batch=batch_id, documents=[{"id": task_id, "name": name}
-                                                for task_id, (name, _) in zip(task_ids, documents)])
+                                         owner=principal.owner or principal.name,
+                                         state=TaskState.queued if service.runner is not None else TaskState.unsent)
+    submitted = Submitted(batch=batch_id, documents=[{"id": task_id, "name": document.name}
+                                                     for task_id, document in zip(task_ids, documents)])
+    try:
+        service.publish(task_ids)
+    except BrokerAway as away:
+        raise _BrokerAway(NotSent(detail=f"saved, not yet queued: the broker did not take the documents ({away}); "
+                                  "they are sent as soon as it is back: follow them at GET /v1/submissions/{id}, "
+                                  "do not submit them again", **submitted.model_dump())) from None
+    return submitted
 
 
 def _document_run(service: Service, document_run_id: int, principal: Principal) -> DocumentRunInfo:
@@ -554,15 +632,16 @@ def _approved_page(service: Service, owner: str | None, after: tuple[datetime, i
                    contract: str | None, version: int | None) -> tuple[list[str], str | None]:
     """The JSONL lines of the next page and the cursor after it (None at the end). For one owner, records are read
     in approval order and kept when the owner's, at most ``SCAN_PER_PAGE`` times ``limit`` per request."""
-    from extractor.export import export_rows, jsonl_line, owned_records
+    from extractor.export import Rows, jsonl_line, owned
     from extractor.store.approved import approved_after
 
     lines: list[str] = []
+    rows = Rows(service.store)
     for _ in range(SCAN_PER_PAGE if owner is not None else 1):
         wanted = limit - len(lines)
         chunk = approved_after(service.records, after, wanted, contract=contract, contract_version=version)
-        kept = chunk if owner is None else owned_records(service.store, owner, chunk)
-        lines.extend(jsonl_line(record, origin) for record, origin in export_rows(kept, service.store))
+        kept = chunk if owner is None else owned(service.store, owner, chunk)
+        lines.extend(jsonl_line(record, origin) for record, origin in rows.of(kept))
         if len(chunk) < wanted:
             return lines, None
         after = (chunk[-1].approved_at, chunk[-1].id)

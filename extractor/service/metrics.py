@@ -9,8 +9,9 @@ Each series comes from exactly one kind of process, so a sum over every scraped 
   timeout, error: one per HTTP try, as each attempt's ``transport`` records them), each try's latency, tokens in
   and out, queued documents by the outcome their task ended with, how long each ran and how long it waited;
 - **the department's view** (``Department``), exported by ``extract serve`` alone, read when scraped: documents
-  waiting for a worker, the review queue by state and owner, people's decisions, workers online (from the
-  broker: ``extractor.queue.presence``);
+  waiting for a worker (whether the broker holds their messages or they wait for the broker to come back) and how
+  many of them wait for the broker, the review queue by state and owner, people's decisions, workers online (from
+  the broker: ``extractor.queue.presence``);
 - **HTTP** per route (requests, latency, sizes, in flight), exported by ``extract serve`` alone, measured by
   prometheus-fastapi-instrumentator on a registry of the app's own.
 
@@ -25,7 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from extractor.vocab import DocumentState, Outcome
+from extractor.vocab import DocumentState, Outcome, TaskState
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -129,8 +130,11 @@ class Department:
         from extractor.store import tasks
         from extractor.store.approved import decision_counts
 
-        yield GaugeMetricFamily("extract_queue_depth", "Documents queued and not started yet",
-                                value=tasks.pending_count(self.store.engine))
+        queued = tasks.waiting_counts(self.store.engine)
+        yield GaugeMetricFamily("extract_queue_depth", "Documents waiting for a worker (queued, or unsent while the "
+                                "broker is away)", value=sum(queued.values()))
+        yield GaugeMetricFamily("extract_queue_unsent", "Documents saved and not yet taken by the broker (sent when it "
+                                "is back)", value=queued[TaskState.unsent])
         waiting = GaugeMetricFamily("extract_review_backlog", "Documents waiting for a person (the review queue of "
                                     "every owner), by state and owner (\"\": no API owner)", labels=["state", "owner"])
         for (state, owner), count in sorted(backlog(self.store, self.records).items()):

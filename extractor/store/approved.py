@@ -7,12 +7,28 @@ only a person's decision (``approve`` / ``reject``) does. Export reads ``approve
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Text,
+    and_,
+    cast,
+    delete,
+    func,
+    insert,
+    null,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from extractor.canonical import canonical_sha256
@@ -20,8 +36,8 @@ from extractor.errors import StoreError
 from extractor.store.db import plain, utcnow, write_connection
 from extractor.store.review_claims import end_claim, held_by_another
 from extractor.store.runlog import Store, open_store
+from extractor.store.tables import NulFreeText, document_runs, documents, review_fields, reviews, runs, signoffs
 from extractor.store.tables import approved_records as approved_table
-from extractor.store.tables import document_runs, documents, reviews, runs, signoffs
 from extractor.vocab import ReviewDecision, SignoffState
 
 APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
@@ -310,11 +326,31 @@ def pending_record(store: Store, signoff_id: int) -> dict[str, Any]:
 
 def _add_review(connection: Connection, review: dict[str, Any]) -> int:
     """A decision, and its document run marked decided in the same transaction (the review queue skips it);
-    returns the review's id."""
-    inserted = connection.execute(insert(reviews).values(**review)).inserted_primary_key
+    returns the review's id.
+
+    The decision becomes its document run's current one: earlier ones are no longer current and lose their
+    ``review_fields``; an approval's changed field paths are written with it (``changed_fields``, ``changes`` and
+    a row each), so ``extract stats --corrections`` counts them without reading a record. The document run's row
+    is locked first (PostgreSQL): two decisions on it at once are recorded one after the other.
+    """
+    document_run_id = review["document_run_id"]
+    connection.execute(update(document_runs).where(document_runs.c.id == document_run_id).values(decided=True))
+    run_id = connection.execute(select(document_runs.c.run_id).where(document_runs.c.id == document_run_id)).scalar()
+    earlier = select(reviews.c.id).where(reviews.c.document_run_id == document_run_id, reviews.c.current.is_(True))
+    connection.execute(delete(review_fields).where(review_fields.c.review_id.in_(earlier)))
+    connection.execute(update(reviews).where(reviews.c.document_run_id == document_run_id, reviews.c.current.is_(True))
+                       .values(current=False))
+    changed = review.get("changed_fields")
+    approval = review["decision"] == ReviewDecision.approved
+    inserted = connection.execute(insert(reviews).values(
+        **review, run_id=run_id, current=True, changes=len(set(changed)) if approval and changed is not None else None,
+    )).inserted_primary_key
     assert inserted is not None
-    connection.execute(update(document_runs).where(document_runs.c.id == review["document_run_id"]).values(decided=True))
-    return int(inserted[0])
+    review_id = int(inserted[0])
+    if approval and changed and run_id is not None:
+        connection.execute(insert(review_fields), [{"review_id": review_id, "field_path": path, "run_id": run_id}
+                                                   for path in sorted(set(changed))])
+    return review_id
 
 
 def _source_of(connection: Connection, document_run_id: int) -> Any:
@@ -365,10 +401,8 @@ def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str, se
                                             reviewer=reviewer, note=reason, created_at=utcnow()))
 
 
-def approved_records(
-    store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
-) -> list[ApprovedRecordInfo]:
-    """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
+def _approved_query(contract: str | None, contract_version: int | None, since: datetime | None) -> Any:
+    """Approved records, oldest approval first (``ix_approved_records_approved_at``; ``since``: a range of it)."""
     query = select(approved_table).order_by(approved_table.c.approved_at, approved_table.c.id)
     if contract is not None:
         query = query.where(approved_table.c.contract == contract)
@@ -376,25 +410,81 @@ def approved_records(
         query = query.where(approved_table.c.contract_version == contract_version)
     if since is not None:
         query = query.where(approved_table.c.approved_at >= since)
+    return query
+
+
+def approved_records(
+    store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
+) -> list[ApprovedRecordInfo]:
+    """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
     with store.engine.connect() as connection:
-        return [plain(ApprovedRecordInfo, row) for row in connection.execute(query)]
+        return [plain(ApprovedRecordInfo, row) for row in connection.execute(_approved_query(contract, contract_version, since))]
+
+
+class StoredApproval(NamedTuple):
+    """An approved record as export streams it: its JSON columns as the text stored (``record_json``,
+    ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them."""
+
+    id: int
+    document_sha256: str
+    document_path: str
+    contract: str
+    contract_version: int
+    record_json: str
+    evidence_spans_json: str | None
+    attempt_id: int | None
+    run_id: str | None
+    reviewer: str
+    note: str | None
+    edited: bool
+    approved_at: datetime
+    block_override_json: str | None
+    approvals_json: str | None
+
+
+def approved_batches(store: Store, contract: str | None = None, contract_version: int | None = None,
+                     since: datetime | None = None, *, size: int = 1000) -> Iterator[list[StoredApproval]]:
+    """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored: the
+    database sends rows as they are read (a server-side cursor on PostgreSQL), and no record becomes Python objects
+    until its writer needs them, so memory stays flat however many records there are."""
+    query = _stored(_approved_query(contract, contract_version, since))
+    with store.engine.connect() as connection:
+        result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
+        for rows in result.partitions():
+            yield [StoredApproval(*row) for row in rows]
+
+
+_JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
+
+
+def _stored(query: Any) -> Any:
+    """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored)."""
+    by_name = {column.name: column for column in approved_table.columns}
+    return query.with_only_columns(*[
+        cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
+        and name.endswith("_json") else by_name[name] for name in StoredApproval._fields])
+
+
+def count_approved(store: Store, contract: str | None = None, contract_version: int | None = None,
+                   since: datetime | None = None) -> int:
+    """How many records ``approved_batches`` gives (for progress)."""
+    query = _approved_query(contract, contract_version, since).order_by(None).with_only_columns(func.count())
+    with store.engine.connect() as connection:
+        return int(connection.execute(query).scalar() or 0)
 
 
 def approved_after(store: Store, after: tuple[datetime, int] | None, limit: int, *, contract: str | None = None,
-                   contract_version: int | None = None) -> list[ApprovedRecordInfo]:
-    """At most ``limit`` approved records in approval order (approval time, then id) after ``after`` (the last
-    one of the previous page): a page of ``GET /v1/approved``. A record approved again (replaced) moves to the end,
-    so a reader that follows the pages sees it again."""
-    query = select(approved_table).order_by(approved_table.c.approved_at, approved_table.c.id).limit(limit)
+                   contract_version: int | None = None) -> list[StoredApproval]:
+    """At most ``limit`` approved records, as ``approved_batches`` gives them, in approval order (approval time, then
+    id) after ``after`` (the last one of the previous page): a page of ``GET /v1/approved``. A record approved again
+    (replaced) moves to the end, so a reader that follows the pages sees it again."""
+    query = _stored(_approved_query(contract, contract_version, None)).limit(limit)
     if after is not None:
         at, last = after
         query = query.where(or_(approved_table.c.approved_at > at,
                                 and_(approved_table.c.approved_at == at, approved_table.c.id > last)))
-    for column, value in ((approved_table.c.contract, contract), (approved_table.c.contract_version, contract_version)):
-        if value is not None:
-            query = query.where(column == value)
     with store.engine.connect() as connection:
-        return [plain(ApprovedRecordInfo, row) for row in connection.execute(query)]
+        return [StoredApproval(*row) for row in connection.execute(query)]
 
 
 def decision_counts(store: Store) -> dict[str, int]:
@@ -474,29 +564,35 @@ def latest_reviews(store: Store, document_run_ids: Iterable[int]) -> dict[int, R
     return latest
 
 
-@dataclass(frozen=True)
-class Correction:
-    """One approved document run whose newest decision is an approval: what the person changed, under which run."""
-
-    document_run_id: int
-    run_id: str
-    changed_fields: list[str] | None
-    """None: approved before changes were recorded (counted apart, never as unedited)."""
+CorrectionCount = tuple[str, str, str, int, str | None, int | None, int]
+"""``(model, prompt_version, contract, contract_version, field_path, changes, count)``: with ``field_path`` None,
+``count`` current approvals that changed ``changes`` field paths (None: approved before changes were recorded);
+else ``count`` current approvals that changed ``field_path``."""
 
 
-def corrections_for_runs(store: Store, run_ids: Iterable[str]) -> list[Correction]:
-    """The approvals of these runs' document runs (the newest decision of each, when it is an approval)."""
-    wanted = sorted(set(run_ids))
-    newest: dict[int, Any] = {}
+def correction_counts(store: Store, run_ids: Sequence[str] | None = None) -> list[CorrectionCount]:
+    """What people changed before approving, per run configuration (model, prompt version, contract version):
+    read from what each decision recorded (``reviews.changes``, ``review_fields``) in one grouped query, and
+    only the newest decision on each document run counts. ``run_ids``: only these runs (else every run)."""
+    approvals = (select(reviews.c.run_id, cast(null(), NulFreeText).label("field_path"), reviews.c.changes,
+                        func.count().label("n"))
+                 .where(reviews.c.current == true(), reviews.c.decision == ReviewDecision.approved)
+                 .group_by(reviews.c.run_id, reviews.c.changes))
+    fields = (select(review_fields.c.run_id, review_fields.c.field_path, cast(null(), Integer).label("changes"),
+                     func.count().label("n"))
+              .group_by(review_fields.c.run_id, review_fields.c.field_path))
+    chunks: list[list[str] | None] = [None]
+    if run_ids is not None:
+        wanted = sorted(set(run_ids))
+        chunks = [wanted[start : start + 500] for start in range(0, len(wanted), 500)]
+    found: Counter[tuple[str, str, str, int, str | None, int | None]] = Counter()
     with store.engine.connect() as connection:
-        for start in range(0, len(wanted), 500):
-            query = (select(document_runs.c.run_id, reviews.c.document_run_id, reviews.c.decision,
-                            reviews.c.changed_fields)
-                     .join(document_runs, document_runs.c.id == reviews.c.document_run_id)
-                     .where(document_runs.c.run_id.in_(wanted[start : start + 500]))
-                     .order_by(reviews.c.created_at, reviews.c.id))
-            for row in connection.execute(query):
-                newest[row.document_run_id] = row
-    return [Correction(document_run_id, row.run_id, None if row.changed_fields is None else list(row.changed_fields))
-            for document_run_id, row in sorted(newest.items())
-            if row.decision == ReviewDecision.approved]
+        for chunk in chunks:
+            both = union_all(approvals.where(reviews.c.run_id.in_(chunk)) if chunk is not None else approvals,
+                             fields.where(review_fields.c.run_id.in_(chunk)) if chunk is not None else fields).subquery()
+            keys = (runs.c.model, runs.c.prompt_version, runs.c.contract, runs.c.contract_version, both.c.field_path,
+                    both.c.changes)
+            query = select(*keys, func.sum(both.c.n)).join(runs, runs.c.id == both.c.run_id).group_by(*keys)
+            for *key, count in connection.execute(query):
+                found[tuple(key)] += int(count)  # type: ignore[index]
+    return [(*key, count) for key, count in found.items()]

@@ -20,7 +20,7 @@ from extractor.errors import StoreError
 from extractor.store.db import plain, require_one_of, utcnow, write_connection
 from extractor.store.info import ClaimResult, DocumentInfo, FinishedClaim
 from extractor.store.runs import is_alive
-from extractor.store.tables import claims, document_runs, documents, runs
+from extractor.store.tables import claims, document_runs, documents, file_name, runs
 from extractor.vocab import FINAL_STATES, DocumentState, values_of
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _document_id(connection: Connection, document: SourceDocument) -> int:
 def _insert_document_run(connection: Connection, run_id: str, config_hash: str, document_id: int, path: str,
                          tags: Sequence[str], now: datetime) -> int:
     inserted = connection.execute(_INSERT_DOCUMENT_RUN, {
-        "run_id": run_id, "document_id": document_id, "path": path, "config_hash": config_hash,
+        "run_id": run_id, "document_id": document_id, "path": path, "name": file_name(path), "config_hash": config_hash,
         "state": DocumentState.PROCESSING, "needs_person": [], "tags": list(tags), "started_at": now,
     }).inserted_primary_key
     assert inserted is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
@@ -25,7 +26,7 @@ from extractor.resources import data_dir
 if TYPE_CHECKING:  # Alembic is loaded only when a database needs migrating
     from alembic.config import Config
 
-SCHEMA_REVISION = "0013"
+SCHEMA_REVISION = "0015"
 """The newest migration in ``migrations/versions`` (a test checks it against Alembic's head)."""
 DATABASE_URL_ENV = "EXTRACT_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///extract.db"
@@ -174,9 +175,85 @@ def upgrade_schema(engine: Engine) -> str:
     return _migrate(engine)
 
 
+def apply_migrations(engine: Engine, revision: str = "head", *, downgrade: bool = False) -> None:
+    """Upgrade (or with ``downgrade``, downgrade) the schema to ``revision``, in one ``migration_connection``.
+
+    A migration that rebuilds tables on SQLite (Alembic's batch mode) names them in its module's ``REBUILDS``;
+    their references are checked before it commits.
+    """
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = alembic_config()
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_heads()
+    upper, lower = (current[0] if current else "base", revision) if downgrade else (revision, current[0] if current else "base")
+    pending = [] if upper == lower else ScriptDirectory.from_config(config).iterate_revisions(upper, lower)
+    rebuilds = {table for script in pending for table in getattr(script.module, "REBUILDS", ())}
+    with migration_connection(engine, rebuilds) as connection:
+        config.attributes["connection"] = connection
+        (command.downgrade if downgrade else command.upgrade)(config, revision)
+
+
+@contextmanager
+def migration_connection(engine: Engine, rebuilds: Iterable[str] = ()) -> Iterator[Connection]:
+    """The one write transaction migrations run in, committed only if they all succeed.
+
+    PostgreSQL: an advisory lock, so two processes opening a fresh database at once do not both create the tables.
+    SQLite: foreign keys are off while it runs, as SQLite's procedure for schema changes it cannot ALTER requires
+    (https://www.sqlite.org/lang_altertable.html#otheralter): Alembic's batch mode rebuilds such a table (new
+    table, rows copied, old one dropped, new one renamed), and dropping a table other tables point at would
+    otherwise delete through their keys or fail. Before committing, ``PRAGMA foreign_key_check`` of the tables in
+    ``rebuilds`` and of every table pointing at them must find no broken reference they did not have before (a
+    damaged log keeps what ``extract doctor`` reports; tables nothing rebuilds are not read).
+    """
+    with engine.connect() as connection:
+        if engine.dialect.name != "sqlite":
+            with connection.begin():
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+                yield connection
+            return
+        raw = connection.connection.driver_connection  # outside a transaction: the only place the pragma works
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys = OFF")
+        try:
+            connection.execution_options(store_write=True)
+            with connection.begin():
+                checked = _pointing_at(connection, set(rebuilds))
+                before = _broken_references(connection, checked)
+                yield connection
+                added = _broken_references(connection, checked) - before
+                if added:
+                    raise StoreError(f"cannot migrate database at {safe_url(engine)}: it would break references of "
+                                     + ", ".join(f"{count} row(s) of {table} to {parent}"
+                                                 for (table, parent), count in sorted(added.items())))
+        finally:
+            raw.execute("PRAGMA foreign_keys = ON")
+
+
+def _pointing_at(connection: Connection, tables: set[str]) -> set[str]:
+    """``tables`` and every table with a foreign key to one of them (SQLite)."""
+    if not tables:
+        return set()
+    names = connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'").scalars().all()
+    return tables | {name for name in names if any(
+        row[2] in tables for row in connection.exec_driver_sql(f'PRAGMA foreign_key_list("{name}")'))}
+
+
+def _broken_references(connection: Connection, tables: set[str]) -> Counter[tuple[str, str]]:
+    """SQLite's ``PRAGMA foreign_key_check`` of these tables (those that exist): rows whose reference names no row,
+    counted per table and parent."""
+    broken: Counter[tuple[str, str]] = Counter()
+    for table in sorted(tables):
+        if connection.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).first():
+            broken.update((child, parent) for child, _rowid, parent, _key in
+                          connection.exec_driver_sql(f'PRAGMA foreign_key_check("{table}")'))
+    return broken
+
+
 def _migrate(engine: Engine) -> str:
     """``upgrade_schema`` through Alembic: a new database, an older one, or one a newer extractor wrote."""
-    from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
@@ -199,12 +276,7 @@ def _migrate(engine: Engine) -> str:
             )
         if current == (head,):
             return head
-        with write_connection(engine) as connection:
-            if engine.dialect.name == "postgresql":
-                # Two processes opening a fresh database at once must not both create the tables.
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        apply_migrations(engine)
     except (SQLAlchemyError, CommandError) as error:
         raise StoreError(
             f"cannot open or migrate database at {where}: {scrub(engine, str(error))}"

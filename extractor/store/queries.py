@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
 from extractor.store.db import plain
 from extractor.store.info import DocumentRunInfo, RunInfo
-from extractor.store.tables import attempts, document_runs, documents, runs, waiting
+from extractor.store.tables import attempts, document_runs, documents, file_name, runs, waiting
 from extractor.store.tasks import owned_by
 
 AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
@@ -47,8 +47,10 @@ def find_runs(
     until: datetime | None = None,
     limit: int | None = None,
     with_documents: bool = False,
+    counts: bool = True,
 ) -> list[RunInfo]:
-    """Runs matching every given filter, newest first, with their document counts per state; with
+    """Runs matching every given filter, newest first, with their document counts per state (unless ``counts``
+    is False: then ``counts`` and ``decided`` are left empty, for a caller that needs only the runs); with
     ``with_documents`` only runs in which some document reached the model (one made of unusable inputs or
     skipped documents alone has no document run).
 
@@ -81,9 +83,11 @@ def find_runs(
         query = query.limit(limit)
     with engine.connect() as connection:
         found = connection.execute(query).all()
-        counts = _state_counts(connection, [run.id for run in found])
+        if not counts:
+            return [plain(RunInfo, run, counts={}, decided=0) for run in found]
+        states = _state_counts(connection, [run.id for run in found])
         decided = _decided_counts(connection, [run.id for run in found])
-        return [plain(RunInfo, run, counts=counts[run.id], decided=decided.get(run.id, 0)) for run in found]
+        return [plain(RunInfo, run, counts=states[run.id], decided=decided.get(run.id, 0)) for run in found]
 
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -94,8 +98,9 @@ def _id_starts_with(column: Any, prefix: str) -> list[Any]:
     """``column`` starts with ``prefix``, as conditions the column's index answers.
 
     ``LIKE 'prefix%'`` alone reads every row (SQLite's LIKE ignores case and cannot use the index, PostgreSQL's
-    needs the C collation): a run id looked up by ``compare``, ``stats`` or ``show`` would cost more with every
-    run logged. Ids are lowercase hex (``uuid4().hex``), so a hex prefix is also the range from the prefix up to
+    needs the C collation): a run id looked up by ``compare``, ``stats`` or ``show`` (or a content hash by ``show``)
+    would cost more with every run logged. Ids are lowercase hex (``uuid4().hex``, sha256), so a hex prefix is also
+    the range from the prefix up to
     the prefix with its last digit the next one (``9`` -> ``a``, ``f`` -> ``g``; digits sort before letters in
     SQLite's and PostgreSQL's collations alike), which the primary key answers; the LIKE stays, so what matches
     does not change.
@@ -154,9 +159,11 @@ def find_document_runs(
     run_ids: Iterable[str] | None = None,
     states: Iterable[str] | None = None,
     sha_prefix: str | None = None,
-    path_suffix: str | None = None,
+    same_file_name: str | None = None,
 ) -> list[DocumentRunInfo]:
-    """Document runs matching every given filter, newest first."""
+    """Document runs matching every given filter, newest first: ``sha_prefix`` a prefix of the content's sha256 (a
+    range of the documents' unique index), ``same_file_name`` the file name of this path (``ix_document_runs_name``;
+    whole paths are the caller's to compare)."""
     conditions: list[Any] = []
     if ids is not None:
         conditions.append(document_runs.c.id.in_(list(ids)))
@@ -165,9 +172,9 @@ def find_document_runs(
     if states is not None:
         conditions.append(document_runs.c.state.in_(list(states)))
     if sha_prefix is not None:
-        conditions.append(documents.c.sha256.startswith(sha_prefix.lower(), autoescape=True))
-    if path_suffix is not None:
-        conditions.append(document_runs.c.path.endswith(path_suffix, autoescape=True))
+        conditions.extend(_id_starts_with(documents.c.sha256, sha_prefix.lower()))
+    if same_file_name is not None:
+        conditions.append(document_runs.c.name == file_name(same_file_name))
     condition = document_runs.c.id.is_not(None)
     for extra in conditions:
         condition = condition & extra

@@ -138,10 +138,10 @@ class Store:
                   provider_model: tuple[str, str | None] | None = None, prompt_version: str | None = None,
                   contract: str | None = None, validator_version: str | None = None, since: datetime | None = None,
                   until: datetime | None = None, limit: int | None = None,
-                  with_documents: bool = False) -> list[RunInfo]:
+                  with_documents: bool = False, counts: bool = True) -> list[RunInfo]:
         return queries.find_runs(self.engine, ids=ids, id_prefix=id_prefix, model=model, provider_model=provider_model,
                                  prompt_version=prompt_version, contract=contract, validator_version=validator_version,
-                                 since=since, until=until, limit=limit, with_documents=with_documents)
+                                 since=since, until=until, limit=limit, with_documents=with_documents, counts=counts)
 
     def document_runs_for(self, run_id: str) -> list[DocumentRunInfo]:
         return queries.document_runs_for(self.engine, run_id)
@@ -151,9 +151,9 @@ class Store:
 
     def find_document_runs(self, *, ids: Iterable[int] | None = None, run_ids: Iterable[str] | None = None,
                            states: Iterable[str] | None = None, sha_prefix: str | None = None,
-                           path_suffix: str | None = None) -> list[DocumentRunInfo]:
+                           same_file_name: str | None = None) -> list[DocumentRunInfo]:
         return queries.find_document_runs(self.engine, ids=ids, run_ids=run_ids, states=states, sha_prefix=sha_prefix,
-                                          path_suffix=path_suffix)
+                                          same_file_name=same_file_name)
 
     def undecided_document_runs(self, states: Iterable[str], run_ids: Iterable[str] | None = None,
                                 owner: str | None = None) -> list[DocumentRunInfo]:
@@ -205,7 +205,11 @@ class Store:
     # -- integrity (extractor.store.integrity, ``extract doctor``) -------------------------------------------
 
     def problems(self) -> list[integrity.Problem]:
+        """Every problem in the whole log (not recorded as a check: ``doctor`` is)."""
         return integrity.problems(self.engine)
+
+    def doctor(self, *, full: bool = False, progress: integrity.Progress | None = None) -> integrity.Doctored:
+        return integrity.doctor(self.engine, full=full, progress=progress)
 
     def integrity_check(self) -> list[str]:
         """Problems in the run log, one line each; an empty list means healthy."""

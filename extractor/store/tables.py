@@ -35,6 +35,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     text,
+    true,
 )
 
 from extractor.store.db import compact_json
@@ -217,6 +218,15 @@ documents = Table(
 )
 """A file's content as segmented once: the same bytes and segmenter always give the same sentence ids."""
 
+def file_name(path: str) -> str:
+    """What ``document_runs.name`` holds for ``path``: what follows its last ``/`` (the whole path without one).
+
+    ``extract show PATH`` looks a path up by its file name through ``ix_document_runs_name`` (an index answers
+    equality, never ``LIKE '%name'``) and then compares whole paths.
+    """
+    return path.rpartition("/")[2]
+
+
 def waiting(table: str = "") -> str:
     """SQL: a document run a person may still decide (``table``: its name, in a query that joins others).
 
@@ -233,6 +243,8 @@ document_runs = Table(
     Column("run_id", ForeignKey("runs.id"), nullable=False),
     Column("document_id", ForeignKey("documents.id"), nullable=False),
     Column("path", NulFreeText, nullable=False),
+    # ``file_name(path)``: what ``extract show PATH`` looks up (migration 0013 filled it for rows written before)
+    Column("name", NulFreeText, nullable=False),
     Column("config_hash", String(64), nullable=False),
     Column("state", String(20), nullable=False),
     Column("cause", NulFreeText),
@@ -250,6 +262,7 @@ document_runs = Table(
     CheckConstraint(one_of("state", values_of(DocumentState)), name="state"),
     Index("ix_document_runs_document_id", "document_id"),
     Index("ix_document_runs_path", "path"),
+    Index("ix_document_runs_name", "name"),
     # Partial on both backends (migrations 0004 and 0005 build it with this condition). Declared for SQLite only:
     # ``postgresql_where`` makes SQLAlchemy import its PostgreSQL dialect to check the argument, in every
     # command, SQLite ones included (about 40 ms of each start); Alembic builds the index and does not compare
@@ -363,6 +376,7 @@ approved_records = Table(
     # more than one (``[review] approvals``); NULL for a record one person approved (``reviewer``).
     Column("approvals", NullableJSON),
     UniqueConstraint("document_sha256", "contract", "contract_version"),
+    Index("ix_approved_records_approved_at", "approved_at", "id"),  # export's order, and its ``--since`` range
 )
 """A record a person approved: the only data that is exported.
 
@@ -383,10 +397,43 @@ reviews = Table(
     # For an approval: the field paths whose values the person changed from the model's final candidate
     # (``[]``: approved as produced); NULL for a rejection, and for approvals recorded before this was kept.
     Column("changed_fields", NullableJSON),
+    # The run of the reviewed document run (NULL only where that document run is missing).
+    Column("run_id", ForeignKey("runs.id")),
+    # The newest decision on its document run: the one that counts (unset when a newer one is recorded).
+    Column("current", Boolean, default=True, server_default=true(), nullable=False),
+    # For an approval: how many field paths it changed (``len(changed_fields)``; NULL where those are NULL).
+    Column("changes", Integer),
     CheckConstraint(one_of("decision", values_of(ReviewDecision)), name="decision"),
     Index("ix_reviews_document_run_id", "document_run_id"),
+    Index("ix_reviews_current_decision_run_id_changes", "current", "decision", "run_id", "changes"),
 )
-"""One human decision on one document run; the full history, never overwritten."""
+"""One human decision on one document run; the full history, never overwritten (``current`` and ``changes`` are
+kept with it so ``extract stats --corrections`` counts approvals without reading any record)."""
+
+review_fields = Table(
+    "review_fields",
+    metadata,
+    Column("review_id", ForeignKey("reviews.id"), primary_key=True),
+    Column("field_path", NulFreeText, primary_key=True),
+    Column("run_id", ForeignKey("runs.id"), nullable=False),
+    Index("ix_review_fields_run_id_field_path", "run_id", "field_path"),
+)
+"""The field paths a current approval changed (``reviews.changed_fields`` as rows), with its run: what
+``extract stats --corrections`` counts per field. Written with the decision; a newer decision on the same document
+run removes them."""
+
+integrity_checks = Table(
+    "integrity_checks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=False),
+    Column("full", Boolean, nullable=False),
+    Column("problems", Integer, nullable=False),
+    # The largest id of each table it checked up to (``extractor.store.integrity.Marks``), taken when it started.
+    Column("marks", JSON, nullable=False),
+)
+"""Every ``extract doctor`` check: the next one checks what changed since the newest clean one."""
 
 signoffs = Table(
     "signoffs",
@@ -457,7 +504,8 @@ uploads = Table(
     Index("ix_uploads_sha256", "sha256"),
 )
 """The bytes of a document submitted to the queue or the API: workers on other machines read them here,
-not from the submitter's disk. ``name`` is the file name as submitted (its extension picks the reader)."""
+not from the submitter's disk. ``name`` is the document's name (its extension picks the reader): through the
+API the base name of the name sent, which the task keeps as sent (``tasks.sent_name``)."""
 
 batches = Table(
     "batches",
@@ -493,6 +541,8 @@ tasks = Table(
     Column("enqueued_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
+    Column("sent_to", String(64)),
+    Column("sent_name", NulFreeText),
     CheckConstraint(one_of("state", values_of(TaskState)), name="state"),
     CheckConstraint(f"outcome IS NULL OR {one_of('outcome', values_of(Outcome))}", name="outcome"),
     Index("ix_tasks_batch_id_state", "batch_id", "state"),
@@ -505,6 +555,10 @@ tasks = Table(
 
 ``deliveries`` counts how many times a worker started it: a document whose worker keeps dying ends
 ERROR after ``max_deliveries`` instead of looping. ``run_id`` is the worker run that last started it.
+``sent_to`` names the broker that took its message (Redis's run id, new at every restart; NULL while
+``unsent``): a broker that restarted without its data lost it, and the outbox sends it again
+(``extractor.queue.outbox``). ``sent_name`` is the name the document was sent with when its name (the base name
+of it) differs: ``../../x.txt`` for ``x.txt``, the submission's provenance.
 """
 
 api_tokens = Table(

@@ -1,6 +1,8 @@
 """Queued documents (``tasks``), their batches and uploaded bytes: what the queue and the API share.
 
-The Celery message of a document carries only its task id; the task row says where it is. A worker starts
+The Celery message of a document carries only its task id; the task row says where it is. A task is committed
+``unsent`` and becomes ``queued`` once the broker took its message (``mark_sent``; ``extractor.queue.outbox``
+sends what is left unsent, or was lost with a broker that restarted: ``to_send``). A worker starts
 a delivery with ``start_delivery``, one short transaction that decides whether to work on it:
 
 - the task is finished: nothing to do (a redelivery after the worker finished but died before acking);
@@ -15,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, and_, case, func, insert, or_, select, update
 
 from extractor.store.db import utcnow, write_connection
 from extractor.store.runs import is_alive
@@ -35,6 +37,8 @@ class TaskInfo:
     id: str
     batch_id: str
     name: str
+    sent_name: str | None
+    """The name as its submitter sent it, when ``name`` (its base name) differs."""
     sha256: str
     state: TaskState
     outcome: Outcome | None
@@ -49,7 +53,8 @@ class TaskInfo:
     finished_at: datetime | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "batch": self.batch_id, "name": self.name, "sha256": self.sha256,
+        return {"id": self.id, "batch": self.batch_id, "name": self.name, "sent_name": self.sent_name,
+                "sha256": self.sha256,
                 "state": self.state, "outcome": self.outcome, "cause": self.cause, "tokens": self.tokens,
                 "rule_ids": list(self.rule_ids), "deliveries": self.deliveries,
                 "run": self.run_id, "document_run": self.document_run_id,
@@ -66,23 +71,33 @@ class Delivery:
     deliveries: int = 0
 
 
-_TASK_COLUMNS = (tasks.c.id, tasks.c.batch_id, uploads.c.name, uploads.c.sha256, tasks.c.state, tasks.c.outcome,
+_TASK_COLUMNS = (tasks.c.id, tasks.c.batch_id, uploads.c.name, tasks.c.sent_name, uploads.c.sha256, tasks.c.state,
+                 tasks.c.outcome,
                  tasks.c.cause, tasks.c.tokens, tasks.c.rule_ids, tasks.c.deliveries, tasks.c.run_id,
                  tasks.c.document_run_id, tasks.c.enqueued_at, tasks.c.started_at, tasks.c.finished_at)
 
 
 def _info(row: Any) -> TaskInfo:
-    return TaskInfo(row.id, row.batch_id, row.name, row.sha256, TaskState(row.state),
+    return TaskInfo(row.id, row.batch_id, row.name, row.sent_name, row.sha256, TaskState(row.state),
                     None if row.outcome is None else Outcome(row.outcome), row.cause, row.tokens,
                     tuple(row.rule_ids or ()), row.deliveries, row.run_id,
                     row.document_run_id, row.enqueued_at, row.started_at, row.finished_at)
 
 
+class Upload(NamedTuple):
+    """A document to queue: its name (the run log's), its bytes, and the name as sent when that differs."""
+
+    name: str
+    content: bytes
+    sent_name: str | None = None
+
+
 def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
-              documents: Sequence[tuple[str, bytes]], batch_id: str | None = None, *,
-              owner: str | None = None) -> tuple[str, list[str]]:
-    """Record ``documents`` (name, bytes) as queued tasks of a batch (new, or ``batch_id`` when adding to one);
-    returns ``(batch id, task ids)`` in the order given. Enqueue the messages only after this commits.
+              documents: Sequence[tuple[str, bytes] | Upload], batch_id: str | None = None, *,
+              owner: str | None = None, state: TaskState = TaskState.unsent) -> tuple[str, list[str]]:
+    """Record ``documents`` (``Upload``, or name and bytes) as tasks of a batch (new, or ``batch_id`` when adding
+    to one); returns ``(batch id, task ids)`` in the order given. They are ``unsent`` until ``mark_sent`` (send the
+    messages only after this commits); ``state=queued`` for a runner in this process, which needs no message.
     ``owner``: whose work it is (an API token's owner); None for batches only reviewers and admins see."""
     now = utcnow()
     task_ids = [str(uuid.uuid4()) for _ in documents]
@@ -91,15 +106,50 @@ def add_batch(engine: Engine, settings: dict[str, Any], submitted_by: str,
             batch_id = uuid.uuid4().hex
             connection.execute(insert(batches), {"id": batch_id, "settings": settings, "submitted_by": submitted_by,
                                                "owner": owner, "created_at": now})
-        for task_id, (name, content) in zip(task_ids, documents):
+        for task_id, document in zip(task_ids, documents):
+            name, content, sent_name = Upload(*document)
             upload = connection.execute(insert(uploads), {
                 "sha256": hashlib.sha256(content).hexdigest(), "name": name, "size": len(content),
                 "content": content, "created_at": now}).inserted_primary_key
             assert upload is not None
             connection.execute(insert(tasks), {"id": task_id, "batch_id": batch_id, "upload_id": int(upload[0]),
-                                              "state": TaskState.queued, "tokens": 0, "rule_ids": [], "deliveries": 0,
-                                              "enqueued_at": now})
+                                              "state": state, "tokens": 0, "rule_ids": [], "deliveries": 0,
+                                              "enqueued_at": now, "sent_name": sent_name})
     return batch_id, task_ids
+
+
+def mark_sent(engine: Engine, task_ids: Sequence[str], broker: str) -> None:
+    """The broker ``broker`` (its incarnation: ``extractor.queue.outbox``) took these tasks' messages: unsent ones
+    are queued now, and every one records where its message went (a started one too: a worker may be faster than
+    this update)."""
+    if not task_ids:
+        return
+    with write_connection(engine) as connection:
+        connection.execute(update(tasks).where(tasks.c.id.in_(list(task_ids)), tasks.c.state != TaskState.finished)
+                           .values(sent_to=broker, state=case((tasks.c.state == TaskState.unsent, TaskState.queued),
+                                                              else_=tasks.c.state)))
+
+
+def to_send(engine: Engine, broker: str, *, unsent_before: datetime, stale_after_s: float, batch_id: str | None = None,
+            limit: int) -> list[str]:
+    """Tasks whose message the broker ``broker`` should get now, oldest first, at most ``limit``: unsent ones
+    committed before ``unsent_before`` (a younger one may be being sent by its submitter right now), and those
+    whose message went to another broker (one that restarted without its data lost it): queued, or started by a
+    worker run that is gone since. Only of ``batch_id`` when given."""
+    stale = or_(tasks.c.sent_to.is_(None), tasks.c.sent_to != broker)
+    waiting = (select(tasks.c.id).where(or_(and_(tasks.c.state == TaskState.unsent, tasks.c.enqueued_at < unsent_before),
+                                            and_(tasks.c.state == TaskState.queued, stale)))
+               .order_by(tasks.c.enqueued_at, tasks.c.id).limit(limit))
+    held = (select(tasks.c.id, runs.c.status, runs.c.host, runs.c.pid, runs.c.heartbeat_at)
+            .outerjoin(runs, runs.c.id == tasks.c.run_id).where(tasks.c.state == TaskState.started, stale)
+            .order_by(tasks.c.enqueued_at, tasks.c.id).limit(limit))  # apart: live holders never crowd out the rest
+    if batch_id is not None:
+        waiting, held = waiting.where(tasks.c.batch_id == batch_id), held.where(tasks.c.batch_id == batch_id)
+    with engine.connect() as connection:
+        found = list(connection.execute(waiting).scalars())
+        orphans = [row.id for row in connection.execute(held) if row.status is None
+                   or not is_alive(row.status, row.host, row.pid, row.heartbeat_at, stale_after_s)]
+    return (found + orphans)[:limit]
 
 
 def batch_settings(engine: Engine, batch_id: str) -> dict[str, Any] | None:
@@ -107,11 +157,21 @@ def batch_settings(engine: Engine, batch_id: str) -> dict[str, Any] | None:
         return connection.execute(select(batches.c.settings).where(batches.c.id == batch_id)).scalar()
 
 
+WAITING = (TaskState.unsent, TaskState.queued)
+"""States of a task that waits for a worker: what backpressure bounds and the queue-depth gauge counts."""
+
+
 def pending_count(engine: Engine) -> int:
-    """Tasks queued and not started yet, over every batch: what backpressure bounds."""
+    """Tasks waiting for a worker (queued, or unsent while the broker is away), over every batch."""
+    return sum(waiting_counts(engine).values())
+
+
+def waiting_counts(engine: Engine) -> dict[TaskState, int]:
+    """How many tasks wait for a worker, by state (``WAITING``)."""
+    query = select(tasks.c.state, func.count()).where(tasks.c.state.in_(WAITING)).group_by(tasks.c.state)
     with engine.connect() as connection:
-        return int(connection.execute(select(func.count()).select_from(tasks).where(tasks.c.state == TaskState.queued))
-                   .scalar() or 0)
+        found = {TaskState(state): int(count) for state, count in connection.execute(query)}
+    return {state: found.get(state, 0) for state in WAITING}
 
 
 def unfinished_ids(engine: Engine) -> list[str]:
@@ -252,7 +312,7 @@ def owned_keys(engine: Engine, owner: str, keys: Iterable[ContentKey]) -> set[Co
 
 
 def upload_of(engine: Engine, task_id: str) -> tuple[str, bytes]:
-    """The task's document: ``(name as submitted, bytes)``."""
+    """The task's document: ``(its name, bytes)``."""
     query = select(uploads.c.name, uploads.c.content).join(tasks, tasks.c.upload_id == uploads.c.id).where(tasks.c.id == task_id)
     with engine.connect() as connection:
         row = connection.execute(query).one()
@@ -305,13 +365,12 @@ def state_in_run(engine: Engine, run_id: str, sha256: str, segmenter: str) -> st
         return connection.execute(query).scalar()
 
 
-def uploads_with(engine: Engine, sha256: str) -> list[tuple[int, str]]:
-    """The uploads with this content, oldest first, as ``(upload id, name as submitted)``."""
-    query = select(uploads.c.id, uploads.c.name).where(uploads.c.sha256 == sha256).order_by(uploads.c.id)
+def upload_with(engine: Engine, sha256: str, named: Callable[[str], bool]) -> bytes | None:
+    """The bytes of the oldest upload with this content whose name ``named`` accepts, read in one query (uploads
+    of one content are few: one per submission of it)."""
+    query = select(uploads.c.name, uploads.c.content).where(uploads.c.sha256 == sha256).order_by(uploads.c.id)
     with engine.connect() as connection:
-        return [(row.id, row.name) for row in connection.execute(query)]
-
-
-def upload_content(engine: Engine, upload_id: int) -> bytes:
-    with engine.connect() as connection:
-        return bytes(connection.execute(select(uploads.c.content).where(uploads.c.id == upload_id)).scalar_one())
+        for name, content in connection.execute(query):
+            if named(name):
+                return bytes(content)
+    return None

@@ -13,10 +13,15 @@ letter wide. Two rules keep every table readable:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:  # rich.progress is imported only by a command that draws a bar
+    from rich.progress import Progress as RichProgress
 
 PIPE_WIDTH = 10_000
 """Columns assumed when the output is not a terminal: wider than any row the tables here produce."""
@@ -78,3 +83,14 @@ def add_columns(table: Table, names: tuple[str, ...], *, wrap: tuple[str, ...] =
     for name in names:
         table.add_column(name, justify="right" if name in right else "left", no_wrap=name not in wrap,
                          overflow="fold" if name in wrap else "ellipsis")
+
+
+def progress_bar(title: str) -> RichProgress:
+    """A bar on stderr for long work (``doctor --full``, ``export``): drawn on a terminal and gone when done; a
+    pipe or a log gets nothing (the command's summary line says what it did)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    console = open_console(stderr=True)
+    return Progress(TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.description}", markup=False), TimeElapsedColumn(), TimeRemainingColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)

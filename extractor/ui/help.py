@@ -6,17 +6,23 @@ and kept the docstring's line breaks, splitting sentences. Here each option is o
 value placeholder (``--contracts DIR``, ``--wait / --no-wait``) on the left, the help wrapped on the
 right, or below it when the names are long; nothing is ever cut. Options carry their panel in
 ``rich_help_panel`` (model, contract, batch, output, ...); a command without panels shows one "Options".
-Only rich and the standard library are imported: ``extract --help`` must stay cheap.
+Only typer, rich and the standard library are imported: ``extract --help`` must stay cheap.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
-from typing import Any
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
@@ -47,24 +53,62 @@ def reflow(text: str) -> list[str]:
     return paragraphs
 
 
-VALUE_WORDS: dict[str, str] = {"str": "TEXT", "int": "N", "int range": "N", "float": "NUMBER", "float range": "NUMBER",
-                               "path": "PATH"}
-"""The placeholder of an option's value by its click type's name, unless the option names its own (``metavar``)."""
+VALUE_WORDS: dict[type, str] = {str: "TEXT", int: "N", float: "NUMBER", Path: "PATH"}
+"""The placeholder of an option's value by its declared type, unless the option names its own (``metavar``)."""
 
 
-def metavar(param: Any) -> str:
+class Declared(NamedTuple):
+    """A parameter as the command's function declares it: the type of one value (``Optional`` and ``list``
+    taken off) and typer's ``Option``/``Argument`` (its ``min`` and ``max``). The help is drawn from these, not from
+    the parameter objects typer builds, whose types differ from one typer release to the next."""
+
+    kind: Any
+    info: Any
+
+
+def declarations(command: Any) -> dict[str, Declared]:
+    """Each parameter of ``command``'s function by name (typer's commands wrap it: ``__wrapped__``), and those a
+    command makes besides them (``more_declarations``: ``extract run``'s from its options model)."""
+    more = getattr(command, "more_declarations", None)
+    found = dict(more()) if more is not None else {}
+    if command.callback is None:
+        return found
+    function = inspect.unwrap(command.callback)
+    hints = typing.get_type_hints(function, include_extras=True)
+    for name, parameter in inspect.signature(function).parameters.items():
+        hint = hints.get(name, parameter.annotation)
+        extras: tuple[Any, ...] = ()
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *rest = typing.get_args(hint)
+            extras = tuple(rest)
+        infos = [extra for extra in (*extras, parameter.default) if isinstance(extra, typer.models.ParameterInfo)]
+        found[name] = Declared(one_value(hint), infos[0] if infos else None)
+    return found
+
+
+def one_value(hint: Any) -> Any:
+    """``int`` of ``int | None``, ``Path`` of ``list[Path] | None``."""
+    while True:
+        arguments = [argument for argument in typing.get_args(hint) if argument is not type(None)]
+        if typing.get_origin(hint) in (list, typing.Union, types.UnionType) and len(arguments) == 1:
+            hint = arguments[0]
+        else:
+            return hint
+
+
+def metavar(param: Any, declared: Declared | None = None) -> str:
     """What follows an option's name: nothing for a flag, its choices, or a word for its kind of value."""
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return ""
     if param.metavar:
         return str(param.metavar)
-    kind = param.type
-    if (choices := getattr(kind, "choices", None)) is not None:  # typer's choice of an Enum's members
-        return "|".join(str(getattr(choice, "value", choice)) for choice in choices)
-    return VALUE_WORDS.get(kind.name, kind.name.upper())
+    kind = declared.kind if declared is not None else str
+    if isinstance(kind, type) and issubclass(kind, Enum):  # the choice of an Enum's members
+        return "|".join(str(member.value) for member in kind)
+    return VALUE_WORDS.get(kind, getattr(kind, "__name__", str(kind)).upper())
 
 
-def names(param: Any) -> str:
+def names(param: Any, declared: Declared | None = None) -> str:
     """``-f, --format text|json``, ``--wait / --no-wait`` (the negative form only when the flag is on by
     default), ``PATHS...``."""
     if param.param_type_name == "argument":
@@ -72,12 +116,14 @@ def names(param: Any) -> str:
     shown = ", ".join(sorted(param.opts, key=len))
     if param.secondary_opts and param.default is True:  # "--no-replace" for an option that is off anyway: noise
         shown += " / " + ", ".join(param.secondary_opts)
-    value = metavar(param)
+    value = metavar(param, declared)
     return f"{shown} {value}".strip()
 
 
-def _limits(param: Any) -> str:
-    low, high = getattr(param.type, "min", None), getattr(param.type, "max", None)  # an IntRange, a FloatRange
+def _limits(declared: Declared | None) -> str:
+    """``1 to 256``, ``at least 1``: the ``min`` and ``max`` the option declares."""
+    info = declared.info if declared is not None else None
+    low, high = getattr(info, "min", None), getattr(info, "max", None)
     if low is not None and high is not None:
         return f"{low} to {high}"
     if low is not None:
@@ -85,11 +131,11 @@ def _limits(param: Any) -> str:
     return f"at most {high}" if high is not None else ""
 
 
-def describe(param: Any, ctx: Any) -> str:
+def describe(param: Any, ctx: Any, declared: Declared | None = None) -> str:
     """The help of one parameter with its limits, default and environment variable appended."""
     parts = [" ".join((getattr(param, "help", None) or "").split())]
     notes: list[str] = []
-    if limits := _limits(param):
+    if limits := _limits(declared):
         notes.append(limits)
     if getattr(param, "multiple", False) and "repeatable" not in parts[0]:
         notes.append("repeatable")
@@ -147,7 +193,7 @@ def entries_panel(title: str, rows: Sequence[tuple[str, str]], width: int, colum
     return Panel(text, title=title, title_align="left", border_style="dim", width=width)
 
 
-def panels(params: Iterable[Any], ctx: Any) -> dict[str, list[tuple[str, str]]]:
+def panels(params: Iterable[Any], ctx: Any, declared: Mapping[str, Declared] | None = None) -> dict[str, list[tuple[str, str]]]:
     """Visible parameters grouped by panel, in the order the command declares them; arguments first and
     ``--help`` last (with the output options when there are any)."""
     grouped: dict[str, list[tuple[str, str]]] = {}
@@ -155,7 +201,8 @@ def panels(params: Iterable[Any], ctx: Any) -> dict[str, list[tuple[str, str]]]:
     for param in params:
         if getattr(param, "hidden", False):
             continue
-        row = (names(param), describe(param, ctx))
+        found = (declared or {}).get(param.name)
+        row = (names(param, found), describe(param, ctx, found))
         if param.name == "help":
             help_row = row
             continue
@@ -177,7 +224,7 @@ def print_help(command: Any, ctx: Any, subcommands: Sequence[tuple[str, str]] = 
         console.print()
         console.print(Text(paragraph))
     console.print()
-    grouped = panels(command.get_params(ctx), ctx)
+    grouped = panels(command.get_params(ctx), ctx, declarations(command))
     column = name_column(row for rows in grouped.values() for row in rows)
     for title, rows in grouped.items():
         console.print(entries_panel(title, rows, width, column))

@@ -24,6 +24,7 @@ from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import FINAL_STATES, CoverageStatus, DocumentState, SentenceMark
 
 if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
     from rich.syntax import Syntax
 
     from extractor.compare import Comparison
@@ -618,3 +619,19 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         print_accuracy_comparison(comparison.accuracy, console)
     console.print(Text.assemble(("decision: ", "bold"), (gate.decision, DECISION_STYLE[gate.decision]),
                                 f"  ({gate.reason})"))
+
+
+class DoctorProgress:
+    """``extract doctor``'s bar (``extractor.store.integrity.Progress``): the check it is at, of how many, and the
+    rows read by a check that reads row by row."""
+
+    def __init__(self, bar: RichProgress) -> None:
+        self.bar = bar
+        self.task = bar.add_task("", total=None)
+
+    def check(self, name: str, number: int, of: int) -> None:
+        self.name = name
+        self.bar.update(self.task, total=of, completed=number - 1, description=name)
+
+    def rows(self, done: int, total: int | None) -> None:
+        self.bar.update(self.task, description=f"{self.name}: {done:,}{f'/{total:,}' if total else ''} rows")

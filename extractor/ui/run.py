@@ -165,6 +165,9 @@ class RunProgress(Progress):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
 
+    def note(self, line: str) -> None:
+        self._progress.console.print(line, markup=False, highlight=False)
+
     def line(self) -> str:
         """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 1:02 elapsed,
         ETA 3:27``."""

@@ -285,7 +285,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         if (refused := allowed(principal)) is not None:
             return refused
         from extractor.errors import InputError
-        from extractor.queue.uploads import source_file
+        from extractor.queue.uploads import source_of
         from extractor.web.pages import page_png
 
         store, _ = open_stores()
@@ -294,13 +294,13 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         last = max((s.get("page") or 0 for s in (document.sentences if document is not None else ())), default=0)
         if found is None or document is None or not page <= last:
             return PlainTextResponse("no such page", status_code=404)
-        with source_file(store, found) as path:
-            if path is None:
-                return PlainTextResponse("the source is not available", status_code=404)
-            try:
-                data = page_png(str(path), document.sha256, page)
-            except (InputError, IndexError, EOFError, ValueError) as error:
-                return PlainTextResponse(f"cannot show the page: {error}", status_code=404)
+        source = source_of(store, found)
+        if source is None:
+            return PlainTextResponse("the source is not available", status_code=404)
+        try:
+            data = page_png(source, document.sha256, page)
+        except (InputError, IndexError, EOFError, ValueError) as error:
+            return PlainTextResponse(f"cannot show the page: {error}", status_code=404)
         return Response(data, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
     @router.post("/doc/{document_run_id}/approve")

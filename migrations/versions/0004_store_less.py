@@ -27,8 +27,7 @@ WAITING = "NOT decided AND state IN ('READY_FOR_REVIEW', 'MANUAL_REVIEW')"
 
 
 def upgrade() -> None:
-    # Plain ADD COLUMN everywhere (SQLite allows it with a REFERENCES clause): a batch copy of these tables
-    # would break the foreign keys pointing at them while SQLite enforces them.
+    # Plain ADD COLUMN everywhere (SQLite allows it with a REFERENCES clause): no copy of these large tables.
     op.create_table(
         "request_parts",
         sa.Column("sha256", sa.String(64), nullable=False),

@@ -8,11 +8,11 @@
 - ``reviews.block_override`` and ``approved_records.block_override``: who approved a BLOCKED result, when, why,
   and which critical rules they overrode (export carries it as provenance).
 
-SQLite cannot alter a CHECK constraint, and rebuilding ``document_runs`` is not possible while foreign keys are
-enforced (attempts, claims and reviews point at it: dropping the old table fails even with deferred keys). A
-widened IN list changes no stored row, which is the case SQLite documents for editing the stored schema text
-(https://www.sqlite.org/lang_altertable.html, "making other kinds of table schema changes"): the CREATE TABLE
-text is rewritten in ``sqlite_master`` and the schema version bumped, in the migration's transaction.
+SQLite cannot alter a CHECK constraint: the state tables are rebuilt with the new one in Alembic's batch mode
+(new table, rows copied, old table dropped, new one renamed: SQLite's documented procedure for schema changes it
+cannot ALTER), with foreign keys off while the migration runs and checked before it commits
+(``extractor.store.db.migration_connection``); PostgreSQL alters the constraint in place. ``runs.outcome`` is a
+plain ADD COLUMN with its CHECK constraint, which SQLite allows.
 
 Revision ID: 0005
 Revises: 0004
@@ -36,29 +36,16 @@ NEW_WAITING = "NOT decided AND state IN ('READY_FOR_REVIEW', 'MANUAL_REVIEW', 'B
 OUTCOMES = "outcome IN ('PROMOTE', 'MANUAL_REVIEW', 'BLOCK', 'NOT_EVALUABLE')"
 """As ``extractor.vocab`` had them when this revision was written (migrations never import the models)."""
 STATE_TABLES = ("document_runs", "claims")
+REBUILDS = STATE_TABLES
+"""Tables SQLite rebuilds here (``extractor.store.db.apply_migrations`` checks their references)."""
 
 
-def _states(old: str, new: str) -> None:
-    """Replace the IN list of the ``state`` CHECK constraint of every state table."""
-    if op.get_bind().dialect.name != "sqlite":
-        for table in STATE_TABLES:
-            op.drop_constraint(f"ck_{table}_state", table, type_="check")
-            op.create_check_constraint(f"ck_{table}_state", table, f"state IN ({new})")
-        return
-    connection = op.get_bind()
-    version = connection.exec_driver_sql("PRAGMA schema_version").scalar_one()
-    connection.exec_driver_sql("PRAGMA writable_schema = ON")
-    try:
-        for table in STATE_TABLES:
-            changed = connection.execute(
-                sa.text("UPDATE sqlite_master SET sql = replace(sql, :old, :new) "
-                        "WHERE type = 'table' AND name = :table AND instr(sql, :old) > 0"),
-                {"old": f"CHECK (state IN ({old}))", "new": f"CHECK (state IN ({new}))", "table": table})
-            if changed.rowcount != 1:
-                raise RuntimeError(f"{table}: its state CHECK constraint is not the one revision 0004 left")
-        connection.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
-    finally:
-        connection.exec_driver_sql("PRAGMA writable_schema = OFF")
+def _states(new: str) -> None:
+    """Make ``new`` the IN list of the ``state`` CHECK constraint of every state table."""
+    for table in STATE_TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.drop_constraint(f"ck_{table}_state", type_="check")
+            batch.create_check_constraint(f"ck_{table}_state", sa.text(f"state IN ({new})"))
 
 
 def _waiting_index(condition: str) -> None:
@@ -68,9 +55,9 @@ def _waiting_index(condition: str) -> None:
 
 
 def upgrade() -> None:
-    _states(OLD_STATES, NEW_STATES)
+    _states(NEW_STATES)
     _waiting_index(NEW_WAITING)
-    if op.get_bind().dialect.name == "sqlite":  # plain ADD COLUMN: a batch copy would break the keys pointing here
+    if op.get_bind().dialect.name == "sqlite":  # a column with its constraint: SQLite adds it without a copy
         op.execute(f"ALTER TABLE runs ADD COLUMN outcome VARCHAR(16) CONSTRAINT ck_runs_outcome CHECK ({OUTCOMES})")
     else:
         op.add_column("runs", sa.Column("outcome", sa.String(16), nullable=True))
@@ -89,4 +76,4 @@ def downgrade() -> None:
     for table in STATE_TABLES:
         op.execute(f"UPDATE {table} SET state = 'MANUAL_REVIEW' WHERE state = 'BLOCKED'")
     _waiting_index(OLD_WAITING)
-    _states(NEW_STATES, OLD_STATES)
+    _states(OLD_STATES)

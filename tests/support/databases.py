@@ -10,10 +10,13 @@ cluster runs as the ``postgres`` system user the Debian package creates.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import pwd
 import shutil
 import socket
+import sqlite3
 import tempfile
 import time
 import uuid
@@ -134,3 +137,28 @@ def fresh_database(backend: str, folder: Path) -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+SQLITE_DBCONFIG_DEFENSIVE = 1010
+"""``sqlite3.SQLITE_DBCONFIG_DEFENSIVE`` (Python 3.12+ names it; the value is SQLite's own)."""
+
+
+def sqlite_defensive(connection: sqlite3.Connection) -> None:
+    """Turn on SQLite's defensive mode for this connection: no writable schema, no edits of ``sqlite_master``
+    (what a hardened application or SQLite shell sets, and what a migration must survive).
+
+    Python 3.12 has ``Connection.setconfig``; on 3.11 the same call goes to the SQLite library the ``sqlite3``
+    module is linked with, through the connection's handle (the first field after the object header). Either way
+    the setting is read back, so a wrong handle fails here rather than leaving the mode off.
+    """
+    if hasattr(connection, "setconfig"):
+        connection.setconfig(SQLITE_DBCONFIG_DEFENSIVE, True)
+        enabled = int(connection.getconfig(SQLITE_DBCONFIG_DEFENSIVE))
+    else:
+        library = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
+        handle = ctypes.c_void_p.from_address(id(connection) + object.__basicsize__)
+        state = ctypes.c_int(-1)
+        library.sqlite3_db_config(handle, ctypes.c_int(SQLITE_DBCONFIG_DEFENSIVE), ctypes.c_int(1), ctypes.byref(state))
+        enabled = state.value
+    if enabled != 1:
+        raise RuntimeError(f"SQLite's defensive mode did not turn on (it reads {enabled})")

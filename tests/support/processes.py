@@ -89,3 +89,45 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def on_terminal(command: list[str], *, env: Mapping[str, str] | None = None, timeout: float = 120) -> tuple[int, str, str]:
+    """Run ``command`` with its stderr on a terminal (a pseudo-terminal of 100 columns) and its stdout on a pipe:
+    ``(exit code, stdout, what the terminal received)``, escape sequences included."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    try:
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=secondary)
+    finally:
+        os.close(secondary)
+    received = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 0.5)
+            if not ready:
+                if process.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the process closed the terminal (EIO)
+                break
+            if not chunk:
+                break
+            received += chunk
+        stdout, _ = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        os.close(primary)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, stdout.decode("utf-8", "replace"), received.decode("utf-8", "replace")

@@ -14,7 +14,9 @@ from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
 from extractor.generate import GenerationRequest
 from extractor.store import AttemptRecord, RunConfig, Store
+from extractor.store.approved import approve
 from extractor.store.db import create_store_engine
+from extractor.vocab import DocumentState, GateDecision
 
 
 def make_document(n: int, segmenter: str = "test-seg/1") -> SourceDocument:
@@ -102,3 +104,37 @@ def plant(db_url: str, statements: list[str]) -> None:
                     connection.execute(text(statement))
     finally:
         engine.dispose()
+
+
+def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
+    """Three runs: four documents finished, a forced rerun that errored, and two BLOCKED documents (one
+    approved over its block); each run with the outcome its documents give."""
+    config = run_config()
+    first = store.start_run(config)
+    document_runs, attempts = [], []
+    for n in range(4):
+        document_id = store.get_or_create_document(make_document(n))
+        document_run = store.claim(first, config.config_hash, document_id, f"docs/{n}.txt").document_run_id
+        attempt = record(store, document_run)
+        store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=attempt)
+        document_runs.append(document_run)
+        attempts.append(attempt)
+    store.finish_run(first, "finished")
+    second = store.start_run(config)
+    forced = store.claim(second, config.config_hash, store.get_or_create_document(make_document(0)), "docs/0.txt",
+                         force=True).document_run_id
+    store.finish_document(forced, DocumentState.ERROR, cause="HTTP 503")
+    store.finish_run(second, "finished", GateDecision.MANUAL_REVIEW)
+    third = store.start_run(run_config(model="leaky"))
+    for n in (4, 5):
+        document_id = store.get_or_create_document(make_document(n))
+        blocked = store.claim(third, run_config(model="leaky").config_hash, document_id, f"docs/{n}.txt").document_run_id
+        attempt = record(store, blocked)
+        store.finish_document(blocked, DocumentState.BLOCKED, cause="critical finding(s): SECRET_IN_OUTPUT",
+                              final_attempt_id=attempt)
+        document_runs.append(blocked)
+        attempts.append(attempt)
+    approve(store, document_runs[4], {"rules": []}, reviewer="kim", attempt_id=attempts[4],
+            block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
+    store.finish_run(third, "finished", GateDecision.BLOCK)
+    return [first, second, third], document_runs, attempts

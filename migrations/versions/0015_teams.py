@@ -16,8 +16,8 @@
 
 Plain ADD COLUMN (with server defaults), new tables and indexes: no table is copied on SQLite.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-12-06
 """
 
@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013"
-down_revision: str | None = "0012"
+revision: str = "0015"
+down_revision: str | None = "0014"
 branch_labels: str | None = None
 depends_on: str | None = None
 
