@@ -129,6 +129,7 @@ class Runner:
         self.fleet = fleet or Alone()
         self.idle_s = idle_s
         self._slots: dict[str, _Slot] = {}
+        self._closing = 0
         self._budgets: OrderedDict[str, Budget] = OrderedDict()
         self._janitor: asyncio.Task[None] | None = None
         self._warmed: set[ContractRef] = set()
@@ -201,8 +202,9 @@ class Runner:
 
     @property
     def engines(self) -> int:
-        """Engines (worker runs, each with its model client) open now."""
-        return len(self._slots)
+        """Engines (worker runs, each with its model client) open now: an idle one being closed counts until its
+        run is recorded finished."""
+        return len(self._slots) + self._closing
 
     async def _close_idle(self) -> None:
         """Every so often, close the engines no document used for ``idle_s`` seconds."""
@@ -212,8 +214,12 @@ class Runner:
                 now = time.monotonic()
                 idle = [key for key, slot in self._slots.items() if not slot.busy and now - slot.used > self.idle_s]
                 closing = [self._slots.pop(key) for key in idle]
+            self._closing += len(closing)
             for slot in closing:
-                await self._close_slot(slot)
+                try:
+                    await self._close_slot(slot)
+                finally:
+                    self._closing -= 1
 
     def _summary(self, run_id: str) -> RunSummary:
         """A worker run's documents as the run log has them, so the run ends with their outcome (with none, every

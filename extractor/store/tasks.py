@@ -211,10 +211,7 @@ def tasks_of_batch(engine: Engine, batch_id: str, task_ids: Iterable[str] | None
     if task_ids is not None:
         query = query.where(tasks.c.id.in_(list(task_ids)))
     with engine.connect() as connection:
-        if owner is not Everyone and connection.execute(
-                select(batches.c.id).where(batches.c.id == batch_id, batches.c.owner == owner)).first() is None:
-            return []
-        return [_info(row) for row in connection.execute(query.order_by(tasks.c.enqueued_at, tasks.c.id))]
+        return [_info(row) for row in connection.execute(_owned(query, owner).order_by(tasks.c.enqueued_at, tasks.c.id))]
 
 
 def batch_counts(engine: Engine, batch_id: str) -> dict[str, int]:
