@@ -313,12 +313,19 @@ def decide_release(categories: Sequence[Category], settings: GateSettings = Gate
         raise ValueError(f"category weights must sum to 1, not {weight}")
     rate_a, rate_b = sample_rates(categories, settings)
     value = float(np.mean(rate_b < rate_a - settings.delta))
+    passed_a, passed_b = sum(c.passed_a for c in categories), sum(c.passed_b for c in categories)
+    counts = f"the candidate passes {passed_b} of {total_b} document(s), the baseline {passed_a} of {total_a}"
     if value >= settings.block:
-        decision, reason = GateDecision.BLOCK, f"rho {value:.3f} >= block threshold {settings.block:g}"
+        decision, reason = GateDecision.BLOCK, (f"rho {value:.3f} >= block threshold {settings.block:g}: the candidate "
+                                                f"very likely passes fewer documents than the baseline ({counts})")
     elif value >= settings.review:
-        decision, reason = GateDecision.MANUAL_REVIEW, f"rho {value:.3f} >= review threshold {settings.review:g}"
+        decision, reason = GateDecision.MANUAL_REVIEW, (f"rho {value:.3f} >= review threshold {settings.review:g}: "
+                                                        f"the candidate may pass fewer documents ({counts})")
     else:
-        decision, reason = GateDecision.PROMOTE, f"rho {value:.3f} < review threshold {settings.review:g}"
+        decision, reason = GateDecision.PROMOTE, (f"rho {value:.3f} < review threshold {settings.review:g}: no sign the "
+                                                  f"candidate passes fewer documents than the baseline ({counts})")
+        if passed_b == 0:
+            reason += "; PROMOTE says it is not worse, not that it is good: it passes none"
     return GateResult(decision, value, categories, settings, reason,
                       rate_a=_summary(rate_a, settings.level), rate_b=_summary(rate_b, settings.level),
                       difference=_summary(rate_b - rate_a, settings.level), samples_a=rate_a, samples_b=rate_b)

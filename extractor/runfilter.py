@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w)$", re.IGNORECASE)
 _UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _RUN_ID = re.compile(rf"^[0-9a-f]{{{MIN_ID_PREFIX},32}}$")
+_NEWEST = re.compile(r"^latest(?:~(\d{1,4}))?$")
+"""``latest`` (the newest run), ``latest~1`` (the one before it), ...: among the runs the other filters select."""
 
 FILTER_KEYS = {
     "prompt": "prompt_version",
@@ -58,6 +60,12 @@ def parse_when(value: str, *, now: datetime | None = None) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def newest(text: str) -> int | None:
+    """``n`` when ``text`` is ``latest~n`` (0 for ``latest``), else None."""
+    found = _NEWEST.match(text.strip().lower())
+    return None if found is None else int(found.group(1) or 0)
+
+
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs to take: every set field must match (``run`` is a run id or a unique prefix of one)."""
@@ -72,9 +80,14 @@ class RunFilter:
     until: datetime | None = None
 
     def __post_init__(self) -> None:
-        if self.run is not None and not _RUN_ID.match(self.run):
+        if self.run is not None and not _RUN_ID.match(self.run) and not _NEWEST.match(self.run):
             raise UsageError(f"run {self.run!r}: give a run id or at least {MIN_ID_PREFIX} of its first characters "
-                             "(`extract runs` lists them)")
+                             "(`extract runs` lists them), or latest, latest~1, ...")
+
+    @property
+    def newest(self) -> int | None:
+        """``n`` of ``run=latest~n`` (0 for ``latest``): the n-th newest of the runs the other filters select."""
+        return newest(self.run or "")
 
     @classmethod
     def parse(cls, spec: str) -> RunFilter:
@@ -84,8 +97,9 @@ class RunFilter:
         if not text:
             raise UsageError("empty run selection: give a run id or key=value filters")
         if "=" not in text:
-            if not _RUN_ID.match(text.lower()):
-                raise UsageError(f"{spec!r} is neither a run id (at least {MIN_ID_PREFIX} characters) nor key=value filters "
+            if not _RUN_ID.match(text.lower()) and not _NEWEST.match(text.lower()):
+                raise UsageError(f"{spec!r} is neither a run id (at least {MIN_ID_PREFIX} characters), latest (latest~1 "
+                                 "the run before it) nor key=value filters "
                                  f"(keys: {', '.join(sorted(set(FILTER_KEYS) - {'prompt_version', 'validator_version'}))})")
             return cls(run=text.lower())
         values: dict[str, Any] = {}
@@ -130,8 +144,13 @@ class RunFilter:
 
         Unless a run id is given (or ``every_run``: ``extract runs`` lists them all), only runs in which some
         document reached the model count: five mistyped file names (runs of unusable inputs alone) never push
-        a real run out of ``stats``' default view or into a side of ``compare``.
+        a real run out of ``stats``' default view or into a side of ``compare``. ``run=latest~n``: the n-th newest
+        of those the other filters select (none when there are not that many).
         """
+        newest = self.newest
+        if newest is not None:
+            found = replace(self, run=None).select(store, every_run=every_run)
+            return found[newest:newest + 1]
         from extractor.providers import provider_model  # (here: listing runs needs no provider unless asked)
 
         runs = store.find_runs(

@@ -214,3 +214,47 @@ def test_help_has_no_placeholders_and_every_argument_and_option_says_what_it_is(
     top = subprocess.run([sys.executable, "-m", "extractor", "split", "--help"], capture_output=True, text=True,
                          timeout=60, env={**os.environ, "COLUMNS": "100"})
     assert "Usage: python -m extractor split [OPTIONS] FILE" in top.stdout and "<bool>" not in top.stdout
+
+
+# ---------------------------------------------------------------- at a terminal
+
+
+TINY_MODEL = {"documentPurpose": "purchase_request_approval_procedure", "participants": [], "processSteps": [],
+              "rules": [], "assignmentRule": "no", "missingFields": [], "evidence": [], "sentenceCoverage": []}
+"""What the bundled demonstration model answers: values without evidence, no sentence accounted for."""
+
+
+def test_show_at_an_80_column_terminal_groups_identical_findings_and_indents_wrapped_lines(tmp_path: Path) -> None:
+    from tests.support.llm_server import Reply
+    from tests.support.terminal import at_terminal, plain
+
+    url = f"sqlite:///{tmp_path}/extract.db"
+    [path] = write_documents(tmp_path / "docs", [1])
+    with ScriptedLLMServer(lambda _request, _number: Reply(json.dumps(TINY_MODEL))) as server:
+        [outcome] = run(url, server, [path], "tiny").outcomes
+    assert outcome.state == "MANUAL_REVIEW"
+    env = {**os.environ, "EXTRACT_DATABASE_URL": url}
+    code, drawn, _ = at_terminal([sys.executable, "-m", "extractor", "show", str(path)], env=env, cwd=tmp_path)
+    assert code == 0
+    lines = [line.rstrip() for line in plain(drawn).splitlines()]
+    assert max(len(line) for line in lines) <= 80 and len(lines) < 110, len(lines)  # it was 281 lines
+    text = "\n".join(lines)
+    for attempt in ("attempt 1 (generate)", "attempt 2 (repair, final)"):
+        block = text.split(attempt, 1)[1]
+        assert "\n  error SENTENCE_NOT_ACCOUNTED x18 at $.sentenceCoverage\n" in block
+        assert "\n      s1 is not accounted for: map it to a field, or mark it" in block
+        assert " ".join(block.split("the same for s2", 1)[1].split()).startswith(
+            ", ".join(f"s{n}" for n in range(2, 19))[2:])
+        assert "\n  error VALUE_WITHOUT_EVIDENCE x2\n      $.documentPurpose: documentPurpose has no evidence" in block
+        assert "the same for assignmentRule" in block
+    findings = text.split("attempt 1 (generate)", 1)[1].splitlines()[1:]
+    # a wrapped line stands in under its entry: only an attempt's first line starts at the margin, and a finding's
+    # message and its wrapped lines stand in under its head
+    assert all(line.startswith(("attempt ", " ")) for line in findings if line.strip()), findings
+    inside = False
+    for line in findings:
+        if line.startswith(("  error ", "attempt ")):
+            inside = line.startswith("  error ")
+        elif inside and line.strip():
+            assert line.startswith("      "), line  # a message and its wrapped lines, under the finding's head
+    assert text.count("s7 is not accounted for") == 0  # said once for all 18, as `extract review` counts them

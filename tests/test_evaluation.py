@@ -37,6 +37,7 @@ from extractor.evaluation.metrics import (
 from extractor.evaluation.values import as_date, as_number, normalised
 from extractor.providers import from_string
 from extractor.store import open_store
+from extractor.vocab import ExitCode
 from tests.support.corpus import FAST
 from tests.support.llm_server import Action, Reply, ScriptedLLMServer, Status
 
@@ -188,6 +189,35 @@ def test_needs_input_false_values_and_references_are_counted_apart() -> None:
     assert scorer.score(gold_of(en), None).fields["lineItems[].sku"] == [3, 0, 0, 0, 0, 3, 0, 0]
 
 
+def test_case_is_folded_only_where_the_contract_compares_without_case() -> None:
+    """work_procedure declares case-free comparison for participants' names only (its PARTICIPANT_NAME_DUPLICATE
+    check normalises with casefold): a rule in other case is a wrong value, a name in other case a right one."""
+    scorer = Scorer(get_contract("work_procedure"))
+    en = PROCEDURES[0]
+    candidate = expected_candidate(en)
+    candidate["rules"][0] = candidate["rules"][0].upper()
+    candidate["participants"][0]["name"] = candidate["participants"][0]["name"].upper()
+    fields = scorer.score(gold_of(en), candidate).fields
+    assert fields["rules[]"][:4] == [2, 2, 1, 1]  # aligned (the identity ignores case), then wrong: case counts
+    assert fields["participants[].name"][:4] == [3, 3, 2, 3]  # wrong exactly, right normalised
+
+
+def test_an_answer_that_broke_the_schema_has_its_values_and_its_evidence_scored(db_url: str, llm_server: Any) -> None:
+    """The final answer lacks sentenceCoverage (SCHEMA_VIOLATION: the evidence rules never ran): its values are
+    scored, and its excerpts, found in the source the way gold's are, are scored as evidence too."""
+    def no_coverage(body: dict[str, Any] | None, _call: int) -> Action:
+        candidate = expected_candidate(PROCEDURES[0])
+        del candidate["sentenceCoverage"]
+        return Reply(json.dumps(candidate))
+
+    run_id = run_samples(db_url, llm_server(no_coverage), "broken", PROCEDURES[:1], "work_procedure")
+    data = json.loads(cli(db_url, "eval", run_id, "--gold", str(GOLD / "procedures"), "--format", "json",
+                          "--no-save").output)
+    assert data["documents"][0]["state"] == "MANUAL_REVIEW" and data["summary"]["f1"] == 1.0
+    evidence = data["evidence"]["overall"]
+    assert evidence["gold"] > 0 and evidence["checked"] == evidence["overlap"] == evidence["gold"], evidence
+
+
 # ---------------------------------------------------------------- bootstrap and McNemar by what they promise
 
 
@@ -326,11 +356,19 @@ def test_eval_scores_a_run_stores_it_and_runs_shows_it(db_url: str, llm_server: 
 
     text = cli(db_url, "eval", worse, "--gold", str(GOLD / "procedures"), "--no-save")
     assert "rules[]" in text.output and "0.833" in text.output and "1000 resamples, seed 42" in text.output
+    # three documents, one per language: a resample often draws none of a language, and the table says what that is
+    assert " undefined)" in text.output and "(N undefined): in N of the 1000 resamples" in " ".join(text.output.split())
 
+    # the model never answered the English order (HTTP 403): not evaluable, left out of the score as compare leaves
+    # it out of the pass rates, and listed apart; the two it answered are scored
     orders = json.loads(cli(db_url, "eval", down, "--gold", str(GOLD / "purchase_orders"), "--format", "json").output)
-    assert [d["path"].endswith("en_purchase_order.md") for d in orders["documents"] if d["without_candidate"]] == [True]
-    assert orders["summary"]["without_candidate"] == 1
-    assert orders["overall"]["counts"]["misses"] >= 15  # every value of the English order
+    [unanswered] = orders["not_evaluable"]
+    assert unanswered["path"].endswith("en_purchase_order.md") and unanswered["state"] == "ERROR"
+    assert "the model never answered" in unanswered["why"] and "403" in unanswered["why"]
+    assert orders["summary"]["not_evaluable"] == 1 and orders["summary"]["documents"] == 2
+    assert not any(d["path"].endswith("en_purchase_order.md") for d in orders["documents"])
+    assert orders["summary"]["without_candidate"] == 0 and orders["overall"]["counts"]["misses"] == 0
+    assert orders["outcome"] is None and orders["summary"]["f1"] == 1.0
 
     listed = json.loads(cli(db_url, "runs", "--format", "json").output)
     by_id = {run["id"]: run for run in listed}
@@ -338,6 +376,22 @@ def test_eval_scores_a_run_stores_it_and_runs_shows_it(db_url: str, llm_server: 
     assert by_id[good]["accuracy"]["f1"] == 1.0 and by_id[good]["accuracy"]["gold"].endswith("procedures")
     table = cli(db_url, "runs")
     assert "accuracy (F1)" in table.output and "0.980 [" in table.output
+
+
+def test_a_run_the_model_never_answered_is_not_evaluable_and_not_kept(db_url: str, llm_server: Any) -> None:
+    """Every call refused: eval says NOT_EVALUABLE (exit 4) as compare does, scores nothing and keeps nothing, so
+    `extract runs` shows no F1 of 0.000 for a model that was never heard."""
+    server = llm_server(lambda _body, _call: Status(403, {"error": {"message": "no access"}}))
+    down = run_samples(db_url, server, "down", PROCEDURES, "work_procedure")
+    result = cli(db_url, "eval", down, "--gold", str(GOLD / "procedures"))
+    assert result.exit_code == ExitCode.NOT_EVALUABLE, result.output
+    assert "not evaluable, the model never answered (left out of every score): 3 document(s)" in result.output
+    assert "NOT_EVALUABLE: the model answered none of the documents gold has" in result.output
+    assert "0.000" not in result.output and "accuracy of values" not in result.output and "resamples" not in result.output
+    data = json.loads(cli(db_url, "eval", down, "--gold", str(GOLD / "procedures"), "--format", "json").output)
+    assert data["outcome"] == "NOT_EVALUABLE" and data["summary"]["f1"] is None and "evaluation_id" not in data
+    [listed] = json.loads(cli(db_url, "runs", "--format", "json").output)
+    assert listed["accuracy"] is None  # nothing kept
 
 
 def test_a_gold_record_off_the_schema_is_refused_with_one_line(tmp_path: Path, llm_server: Any) -> None:
@@ -440,6 +494,11 @@ def test_compare_gold_blocks_a_significant_accuracy_regression(db_url: str, llm_
     rules = next(f for f in accuracy["fields"] if f["field"] == "rules[]")
     assert rules["f1_a"] == pytest.approx(23 / 24) and rules["f1_b"] == pytest.approx(15 / 24)
     assert accuracy["overall"]["difference_ci"]["high"] < 0
+    assert accuracy["reason"].startswith("fewer documents fully right") or accuracy["reason"].startswith(
+        "accuracy dropped significantly (the whole 95% interval of the F1 difference is below 0)")
+    assert "below -0" not in blocked.output
+    said = cli(db_url, "compare", ids["base"], ids["worse"], "--gold", str(gold), "--max-f1-drop", "0.01").output
+    assert "below -0.01 (--max-f1-drop)" in said or "fewer documents fully right" in said
 
     # the paired interval: both sides' counts summed over the same resamples of the documents
     store = open_store(db_url)

@@ -119,3 +119,25 @@ def test_help_in_a_pipe_is_80_columns_and_wider_terminals_are_used() -> None:
     wide = help_of(["review"], columns=100)
     assert max(len(line) for line in wide.splitlines()) == 100
     assert len(wide.splitlines()) < len(help_of(["review"]).splitlines())
+
+
+def test_extract_help_lists_the_commands_in_the_order_a_newcomer_meets_them() -> None:
+    output = help_of([])
+    assert panel_titles(output)[1:] == ["Convert and decide", "Measure", "Contracts and rules", "Run a service"]
+    names = re.findall(r"^│ ([a-z]+) ", output, flags=re.MULTILINE)
+    assert names[:7] == ["run", "runs", "show", "review", "approve", "reject", "export"], names
+    listed = {name for name, child in typer.main.get_command(app).commands.items() if not child.hidden}  # type: ignore[attr-defined]
+    assert sorted(names) == sorted(listed)  # every command once
+
+
+@pytest.mark.parametrize("words", [["run"], ["review"], ["show"], ["approve"], ["export"], ["eval"], ["compare"],
+                                   ["serve"]], ids=lambda words: words[0])
+def test_the_commands_people_run_first_end_with_examples(words: list[str]) -> None:
+    """The last thing their --help prints: one or two commands to paste, each after a comment saying what it does
+    (tests/test_docs.py pastes them); outside any panel, so a selection copies no border."""
+    output = help_of(words)
+    examples = output.split("Examples (in a clone of the repository):\n", 1)[1].splitlines()
+    commands = [line for line in examples if line.startswith("  extract ")]
+    assert 1 <= len(commands) <= 2 and examples[0].startswith("  # "), examples
+    assert all(line.startswith(("  # ", "  extract ", "      --")) for line in examples if line), examples
+    assert "│" not in "\n".join(examples)

@@ -107,3 +107,52 @@ def test_runs_of_unusable_inputs_alone_do_not_crowd_out_real_runs(tmp_path: Path
     assert [r["id"] for r in json.loads(compared.stdout)["candidate"]["runs"]] == [again["run_id"], real["run_id"]]
     named = json.loads(run_cli("stats", failed[0], "--format", "json", env=env, cwd=tmp_path).stdout)
     assert [s["run_id"] for s in named] == [failed[0]]
+
+
+def test_unreadable_inputs_are_named_in_the_summary_and_explain_exit_2(tmp_path: Path,
+                                                                      llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    """The summary names up to 20 unreadable inputs with their causes and says how to list the rest; the last line
+    says why the exit is 2 although the outcome alone would exit 3."""
+    folder = tmp_path / "docs"
+    paths = write_documents(folder, [1])
+    broken = [folder / f"broken{number:02d}.docx" for number in range(22)]
+    for path in broken:
+        path.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    server = llm_server(script({"m": lambda number: "fail"}))
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db")
+    result = run_cli("run", str(folder), "--model", "openai:m", env=env, cwd=tmp_path)
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    lines = result.stdout.splitlines()
+    assert "could not be read: 22 input(s)" in lines, result.stdout
+    named = [line for line in lines if line.startswith(f"  {folder}/broken")]
+    assert len(named) == 20 and all(": " in line.removeprefix(f"  {folder}/") for line in named), named
+    assert len(set(named)) == 20
+    assert ("  ... and 2 more: each was named on stderr as it failed, and --format json lists every input with its "
+            "cause") in lines, result.stdout
+    assert lines[-1].startswith("outcome MANUAL_REVIEW   exit 2   (exit 2, not MANUAL_REVIEW's 3: 22 input(s) could "
+                                "not be read (named above); 1 document(s) need a person: extract review)"), lines[-1]
+    assert len(paths) == 1
+
+
+def test_the_gate_says_what_its_decision_rests_on_and_latest_names_runs(tmp_path: Path,
+                                                                      llm_server: Callable[..., ScriptedLLMServer]) -> None:
+    """Two runs that pass none of their three documents: the gate promotes (the candidate is not worse) and says
+    so, with the counts, rather than a bare PROMOTE; ``latest`` and ``latest~1`` name the two newest runs."""
+    server = llm_server(script({"m": lambda number: "fail", "n": lambda number: "fail"}))
+    paths = write_documents(tmp_path / "docs", [1, 2, 3])
+    env = cli_env(server.base_url, f"sqlite:///{tmp_path}/extract.db")
+    for model in ("m", "n"):
+        assert run_cli("run", *map(str, paths), "--model", f"openai:{model}", env=env, cwd=tmp_path).returncode == 3
+    compared = run_cli("compare", "latest~1", "latest", "--format", "json", env=env, cwd=tmp_path)
+    assert compared.returncode == ExitCode.OK, compared.stderr
+    data = json.loads(compared.stdout)
+    assert [side["runs"][0]["model"] for side in (data["baseline"], data["candidate"])] == ["m", "n"]
+    assert data["decision"] == "PROMOTE"
+    assert ("no sign the candidate passes fewer documents than the baseline (the candidate passes 0 of 3 document(s), "
+            "the baseline 0 of 3); PROMOTE says it is not worse, not that it is good: it passes none") in data["reason"]
+    text = run_cli("compare", "latest~1", "latest", env=env, cwd=tmp_path).stdout.splitlines()[-1]
+    assert text.startswith("decision: PROMOTE  (rho ") and "passes 0 of 3" in text, text
+    missing = run_cli("compare", "latest~2", "latest", env=env, cwd=tmp_path)
+    assert missing.returncode == ExitCode.USAGE and "'latest~2' selects no run" in missing.stderr
+    narrowed = run_cli("stats", "model=m,run=latest", "--format", "json", env=env, cwd=tmp_path)
+    assert [entry["model"] for entry in json.loads(narrowed.stdout)] == ["m"], narrowed.stdout

@@ -436,8 +436,27 @@ def test_unreachable_server_names_the_connection_error() -> None:
     with pytest.raises(ProviderError) as caught:
         generate_all(provider)
     cause = caught.value.cause
-    assert cause.startswith(f"connection error to {base_url} after 4 attempts: ConnectError")
-    assert cause.endswith("(is a server running at that address? it comes from --base-url or OPENAI_BASE_URL)")
+    port = base_url.split(":")[2].split("/")[0]
+    assert cause == (f"connection error to {base_url} after 4 attempts: ConnectError: cannot connect to "
+                     f"127.0.0.1:{port}: connection refused (is a server running at that address?)")
+
+
+def test_an_unreachable_default_address_says_neither_base_url_was_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --base-url and OPENAI_BASE_URL the address is OpenAI's own: the cause says so, not where to change a
+    setting nobody made. (Pointed at a closed port through the module's default, as no test may reach the internet.)"""
+    import extractor.providers.openai_compat as openai_compat
+
+    with ScriptedLLMServer() as server:
+        base_url = server.base_url
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setattr(openai_compat, "DEFAULT_BASE_URL", base_url)
+    provider = from_string("openai:m", api_key=KEY, settings=ProviderSettings(max_transport_retries=0))
+    with pytest.raises(ProviderError) as caught:
+        generate_all(provider)
+    cause = caught.value.cause
+    assert "ssl:" not in cause and "connection refused" in cause, cause
+    assert cause.endswith("(the OpenAI API's own address, as neither --base-url nor OPENAI_BASE_URL was set: is "
+                          "this machine online, or does it need HTTPS_PROXY?)"), cause
 
 
 # --- the run's options, through the CLI -------------------------------------------------------------------

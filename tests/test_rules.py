@@ -349,3 +349,14 @@ def test_rag_judge_band_is_a_warning_not_an_error() -> None:
 def test_output_not_json_nearest_input_parses() -> None:
     assert rule_ids(check('{"documentPurpose": "x"')) == {"OUTPUT_NOT_JSON"}
     assert "OUTPUT_NOT_JSON" not in rule_ids(check('{"documentPurpose": "x"}'))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"documentPurpose": "x\n", "rules": []}', "not JSON: Invalid control character at line 1 column 23"),
+    ('{"documentPurpose": "abc, "rules": [}', "not JSON: Expecting ',' delimiter at line 1 column 28"),
+    ('{"documentPurpose": "unterminated', "not JSON: Unterminated string starting at line 1 column 21"),
+])
+def test_output_not_json_says_where_once(text: str, message: str) -> None:
+    """The parser's own words and the place, said once ("starting at line 1", never "starting at at line 1")."""
+    [finding] = [f for f in check(text).findings if f.rule_id == "OUTPUT_NOT_JSON"]
+    assert finding.message == message and " at at " not in finding.message

@@ -185,7 +185,7 @@ def test_two_approvals_show_1_of_2_until_a_second_person_approves(site: Site, br
         assert [[entry["reviewer"] for entry in json.loads(value) if isinstance(value, str)] or
                 [entry["reviewer"] for entry in value] for (value,) in approvals] == [["kim", "lee"]]
         done = open_document(lee, site, "po")
-        assert "approved by kim, lee" in done.locator(".approved").inner_text()
+        assert "Approved by kim, lee" in done.locator("#approved").inner_text()
     finally:
         kim.close()
         lee.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -172,6 +173,15 @@ def test_queue_puts_needs_a_person_first_and_filters(review: Review) -> None:
     counts = {a.get_attribute("data-state"): a.locator("b").inner_text() for a in page.locator("a.count[data-state]").all()}
     assert counts == {"READY_FOR_REVIEW": "2", "MANUAL_REVIEW": "2", "BLOCKED": "0"}
     assert "STEP_ORDER_INVERTED" in rows.first.inner_text() and "VALUE_WITHOUT_EVIDENCE" in rows.last.inner_text()
+    # what needs a person is said on the warning itself (no column that stays empty for most rows)
+    headers = page.locator("table.queue th").all_inner_texts()
+    assert "needs a person" not in [h.replace("\n", " ") for h in headers], headers
+    assert rows.first.locator(".badge.needs").inner_text() == "STEP_ORDER_INVERTED · needs a person"
+    # a path wraps only after a "/": never inside a name
+    path = rows.first.locator("td.path")
+    assert path.evaluate("cell => getComputedStyle(cell).wordBreak") == "normal"
+    assert path.evaluate("cell => getComputedStyle(cell).overflowWrap") == "normal"
+    assert path.evaluate("cell => cell.innerHTML").startswith(f"{review.folder}/".replace("/", "/<wbr>")[:-5])
 
     page.keyboard.press("j")
     page.keyboard.press("j")
@@ -261,6 +271,8 @@ def test_a_script_in_the_document_is_shown_as_text(review: Review) -> None:
     page.locator("details.request summary").first.click()
     assert "<script>window.pwned = 1</script>" in page.locator("details.request pre").first.inner_text()
     assert "STEP_ORDER_INVERTED" in page.inner_text(".needs")
+    # latency as extract show gives it, in seconds
+    assert re.search(r" · \d+\.\d s · ", page.inner_text(".attempts")) and " ms " not in page.inner_text(".attempts")
     assert page.console_errors == []
 
 
@@ -362,4 +374,54 @@ def test_approve_edit_and_reject_then_export(review: Review) -> None:
     assert review.show(en)["approved"]["edited"] is False
     [rejection] = review.show(ru)["reviews"]
     assert rejection == {**rejection, "decision": "rejected", "reviewer": REVIEWER, "note": "wrong approver named"}
+
+    # the approved Korean document's page shows the approved record, the edit marked, who and when: nothing to decide
+    page = review.open(f"/review/doc/{ko}")
+    assert page.inner_text("#decision") == "APPROVED" and page.locator(".badge.state-MANUAL_REVIEW").count() == 0
+    assert page.locator("#approve-form, #reject-form, #edit, #needs-edit").count() == 0
+    approved = page.inner_text("#approved")
+    assert approved.startswith(f"Approved by {REVIEWER} at ") and " UTC, edited" in approved
+    assert approved.endswith(": removed the invented CFO rule") and page.inner_text("main").count(f"by {REVIEWER}") == 1
+    rules = page.locator(".field[data-path='rules']")
+    assert rules.locator(":scope > .fhead .badge.edited").inner_text() == "edited"
+    assert rules.locator(":scope > .fhead .was").inner_text() == "the model had 3 items"
+    assert rules.locator(".field[data-path^='rules[']").count() == 2  # the approved record's two rules
+    fields = page.inner_text("#fields")
+    assert INVENTED not in fields and "VALUE_WITHOUT_EVIDENCE" not in fields  # the model's finding went with its rule
+    page.keyboard.press("a")  # no decision to take: the key does nothing
+    assert page.url.endswith(f"/review/doc/{ko}") and page.console_errors == []
+    page = review.open(f"/review/doc/{ru}")
+    assert page.inner_text("#decision") == "REJECTED" and page.locator("#approve-form, #reject-form").count() == 0
+    assert page.inner_text("#rejected") .endswith(": wrong approver named")
     assert os.environ.get("USER") != REVIEWER  # the name came from the server's login, not from this process
+
+
+def test_a_findings_hint_reads_as_words(browser: Any, tmp_path: Path) -> None:
+    """A finding's hint (machine-usable help for the repair, a dict) is drawn as words on the page, never as a Python
+    dict: an answer that leaves the last sentence out of its coverage gets SENTENCE_NOT_ACCOUNTED with one."""
+    def leaves_one_out(body: dict[str, Any] | None, _call: int) -> Reply:
+        candidate = json.loads(answer_for(body))
+        candidate["sentenceCoverage"] = [e for e in candidate["sentenceCoverage"] if e["sentenceId"] != "s18"]
+        return Reply(json.dumps(candidate, ensure_ascii=False))
+
+    db_url = f"sqlite:///{tmp_path}/run.db"
+    [path] = write_batch(tmp_path / "docs", 1)
+    with ScriptedLLMServer(leaves_one_out) as server:
+        env = cli_env(server.base_url, db_url, USER=REVIEWER, LOGNAME=REVIEWER)
+        done = run_cli("run", str(path), "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path)
+    [outcome] = json.loads(done.stdout)["outcomes"]
+    assert outcome["state"] == "MANUAL_REVIEW", outcome
+    process = subprocess.Popen([*extract_command("review", "--web", "--port", "0", "--database", db_url)], env=env,
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(read_address(process))
+        page.goto(page.url + f"doc/{outcome['document_run_id']}")
+        finding = page.locator(".field[data-path='sentenceCoverage'] .finding[data-rule='SENTENCE_NOT_ACCOUNTED']")
+        assert finding.locator(".detail").inner_text() == "sentence id s18 · text “Questions go to the finance team.”"
+        assert "{'" not in page.inner_text("main") and "'sentence_id'" not in page.content()
+    finally:
+        context.close()
+        process.terminate()
+        process.wait(timeout=20)

@@ -83,7 +83,7 @@ def test_every_page_carries_the_security_headers_and_every_post_needs_the_token(
         assert client.post(path, data={**form, "csrf": token[::-1]}).status_code == 403, path
         assert client.post(path, data={**form, "csrf": "토큰" * 32}).status_code == 403, path  # not a 500
     view = client.get(f"/review/doc/{good}").text
-    assert "approved by" not in view and "rejected by" not in view
+    assert "Approved by" not in view and "Rejected by" not in view and 'id="approve-form"' in view
 
     # another person's token is not this person's
     other = site.client(Person("kim", "reviewer"))
@@ -118,7 +118,14 @@ def test_an_edit_as_json_is_checked_then_approved_under_the_principal_name(site:
                                                             "raw_json": json.dumps(GOOD)}, follow_redirects=False)
     assert approved.status_code == 303
     view = client.get(f"/review/doc/{bad}").text
-    assert re.search(r"approved by <b>lee</b> at [^<]+ \(edited\): fixed", view)
+    assert re.search(r"Approved by <b>lee</b> at \d{4}-\d\d-\d\d \d\d:\d\d UTC, edited: [^<]+: fixed", view), view
+    # the page of an approved document is the approved record's: no decision to take, no MANUAL_REVIEW badge, the
+    # person's edits marked, the model's findings (about its own candidate) gone
+    assert 'id="decision">APPROVED<' in view and "badge state-MANUAL_REVIEW" not in view
+    assert 'id="approve-form"' not in view and 'id="reject-form"' not in view and 'id="needs-edit"' not in view
+    assert "<h2>Approved record</h2>" in view and 'class="badge edited"' in view
+    assert view.count("Approved by <b>lee</b>") == 1 and "approved by <b>lee</b>" not in view
+    assert 'data-rule="VALUE_WITHOUT_EVIDENCE"' not in view.split("<h2>The model's attempts</h2>")[0]
 
 
 def test_a_rejection_needs_a_reason_and_records_it(site: Site) -> None:
@@ -131,7 +138,8 @@ def test_a_rejection_needs_a_reason_and_records_it(site: Site) -> None:
                        follow_redirects=False)
     assert done.status_code == 303
     view = client.get(f"/review/doc/{good}").text
-    assert "rejected by <b>lee</b>" in view and "&lt;b&gt;wrong&lt;/b&gt; owner" in view
+    assert "Rejected by <b>lee</b>" in view and "&lt;b&gt;wrong&lt;/b&gt; owner" in view
+    assert 'id="decision">REJECTED<' in view and 'id="approve-form"' not in view and 'id="reject-form"' not in view
     queue = client.get("/review/").text
     assert f'data-id="{good}"' not in queue and f'data-id="{site.ids[1]}"' in queue
 
@@ -182,7 +190,7 @@ def test_a_blocked_document_is_approved_only_with_the_override_reason(
         approved = client.post(target, data={"csrf": csrf_of(page), "override": "a quoted phishing example"},
                                follow_redirects=False)
         assert approved.status_code == 303, approved.text
-        assert "approved by <b>lee</b>" in client.get(f"/review/doc/{outcome.document_run_id}").text
+        assert "Approved by <b>lee</b>" in client.get(f"/review/doc/{outcome.document_run_id}").text
 
 
 def test_the_local_login_works_once_and_only_for_this_machine(site: Site) -> None:

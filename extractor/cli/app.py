@@ -70,12 +70,27 @@ class Commands(TyperGroup):
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _plain_help(super().get_help_option(ctx))
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        from extractor.ui.help import print_help, reflow
+    def list_commands(self, ctx: Any) -> list[str]:
+        """``extract``'s commands in the order a newcomer meets them (``COMMAND_GROUPS``), the rest after them."""
+        from extractor.cli.examples import COMMAND_GROUPS
 
-        listed = [(name, command) for name in self.list_commands(ctx)
-                  if (command := self.get_command(ctx, name)) is not None and not command.hidden]
-        print_help(self, ctx, [(name, (reflow(command.help or "") or [""])[0]) for name, command in listed])
+        names = super().list_commands(ctx)
+        if getattr(ctx, "parent", None) is not None:  # a group of its own (and click may ask without a context)
+            return names
+        order = [name for _, group in COMMAND_GROUPS for name in group]
+        return sorted(names, key=lambda name: order.index(name) if name in order else len(order))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from extractor.cli.examples import COMMAND_GROUPS
+        from extractor.ui.help import COMMANDS, print_help, reflow
+
+        listed = {name: (name, (reflow(command.help or "") or [""])[0]) for name in self.list_commands(ctx)
+                  if (command := self.get_command(ctx, name)) is not None and not command.hidden}
+        if ctx.parent is not None:  # a group of its own (`extract gold`, `extract judge`): one panel
+            print_help(self, ctx, [(COMMANDS, list(listed.values()))])
+            return
+        panels = [(title, [listed.pop(name) for name in group if name in listed]) for title, group in COMMAND_GROUPS]
+        print_help(self, ctx, [*panels, *([("More commands", list(listed.values()))] if listed else [])])
 
 
 def usage_message(error: Any) -> str:
@@ -102,9 +117,11 @@ class Command(TyperCommand):
         return _plain_help(super().get_help_option(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        from extractor.cli.examples import EXAMPLES
         from extractor.ui.help import print_help
 
-        print_help(self, ctx)
+        path = " ".join(ctx.command_path.split()[1:])  # "run", "gold export": the words after `extract`
+        print_help(self, ctx, examples=[(example.what, example.command) for example in EXAMPLES.get(path, ())])
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []

@@ -1,7 +1,8 @@
 """Accuracy against gold records: ``extract eval`` and ``extract gold export``.
 
 ``eval`` exits 0 when it scored (the score is a measurement, not a gate: ``extract compare --gold`` gates),
-2 for bad usage or a gold folder it cannot use (one line naming the file).
+4 NOT_EVALUABLE when the model answered none of the documents gold has (nothing to score, nothing kept), 2 for
+bad usage or a gold folder it cannot use (one line naming the file).
 """
 
 
@@ -12,7 +13,7 @@ import typer
 
 from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
 from extractor.cli.review import ApprovedDatabaseOption, DatabaseOption, open_run_log, open_stores
-from extractor.vocab import MIN_ID_PREFIX
+from extractor.vocab import MIN_ID_PREFIX, ExitCode
 
 GoldOption = Annotated[list[Path], typer.Option(
     "--gold", help="a gold folder (gold.toml + one JSON record per document); repeat it for runs of several "
@@ -23,8 +24,10 @@ SeedOption = Annotated[int, typer.Option(help="bootstrap seed (same runs, gold a
 
 @app.command("eval")
 def evaluate(
-    selection: Annotated[str, typer.Argument(metavar="RUN", help=f"run id (or its first {MIN_ID_PREFIX}+ characters), "
-                                             "or key=value filters as for `extract compare` (prompt=v2,model=x)")],
+    selection: Annotated[str, typer.Argument(metavar="RUN_OR_FILTER", help=f"a run id (or its first {MIN_ID_PREFIX}+ "
+                                             "characters), latest (latest~1 the run before it), or key=value filters "
+                                             "as `extract runs` shows them: model=gpt-4o-mini,prompt=v2 (every "
+                                             "matching run's newest result per document)")],
     gold: GoldOption,
     resamples: ResamplesOption = 1_000,
     seed: SeedOption = 42,
@@ -34,12 +37,14 @@ def evaluate(
     database: DatabaseOption = None,
     format: FormatOption = Format.text,
 ) -> None:
-    """Score a run's final candidates against gold records: precision, recall and F1 per field, language and
+    """Score the runs' final candidates against gold records: precision, recall and F1 per field, language and
     contract, exact and normalised, with 95% bootstrap intervals over documents.
 
     Lists are aligned by the contract's identity keys, else by value similarity; a reference is right when it
     points at the right item. A value where gold has none is a false value (the costly error); a null with a
-    question where gold has a value is a miss. Documents without a final candidate count as misses, listed apart.
+    question where gold has a value is a miss. An answer that could not be read counts every gold value as a miss;
+    a document the model never answered (ERROR) is not evaluable and left out, listed apart. Exit 0 scored,
+    4 NOT_EVALUABLE (the model answered none of them: nothing scored, nothing kept), 2 bad usage.
     """
     from extractor.evaluation.evaluate import evaluate as run_evaluation
 
@@ -47,12 +52,15 @@ def evaluate(
     store = open_run_log(database)
     result = run_evaluation(store, selection, gold, resamples=resamples, seed=seed)
     data = result.to_json()
-    if save and result.documents:
+    if save and store.read_only is not None:
+        typer.echo("note: the score is not kept: the run log is read-only (--no-save leaves it out without this note)",
+                   err=True)
+    elif save and result.documents and result.outcome is None:
         data["evaluation_id"] = store.save_evaluation(
             selection=selection, gold=" ".join(str(g.folder) for g in result.gold),
             gold_sha256=_combined(g.digest() for g in result.gold), resamples=resamples, seed=seed,
             summary=result.summary(), report=data, run_ids=[r.id for r in result.runs])
-    if plot is not None:
+    if plot is not None and result.outcome is None:
         from extractor.ui.evaluation import plot_fields
 
         try:
@@ -61,12 +69,14 @@ def evaluate(
             fail(f"cannot write {plot}: {error.strerror or error}")
     if format is Format.json:
         emit_json(data)
-        return
-    from extractor.ui.evaluation import print_evaluation
+    else:
+        from extractor.ui.evaluation import print_evaluation
 
-    print_evaluation(result)
-    if plot is not None:
-        typer.echo(f"plot: {plot}")
+        print_evaluation(result)
+        if "plot" in data:
+            typer.echo(f"plot: {plot}")
+    if result.outcome is not None:  # nothing the model answered: no measurement, as compare's NOT_EVALUABLE
+        raise typer.Exit(ExitCode.NOT_EVALUABLE)
 
 
 def _combined(digests: object) -> str:

@@ -51,18 +51,23 @@ class QueueState(StrEnum):
     all = "all"
 
 
-def open_run_log(database: str | None) -> Any:
-    """The run log, refusing to create an empty SQLite file for a command that only reads or reviews."""
+def open_run_log(database: str | None, *, reads_only: bool = True) -> Any:
+    """The run log, refusing to create an empty SQLite file for a command that only reads or reviews. A command
+    that ``reads_only`` works on a run log in a read-only folder (opened read-only, with a note saying so); one
+    that writes (a decision) is refused there with one line before it starts."""
     from extractor.store import open_store
 
-    return open_store(database, create=False)
+    store = open_store(database, create=False, reads_only=reads_only)
+    if store.read_only is not None:
+        typer.echo(f"note: {store.read_only} is read-only: the run log is opened read-only", err=True)
+    return store
 
 
-def open_stores(database: str | None, approved_database: str | None) -> tuple[Any, Any]:
+def open_stores(database: str | None, approved_database: str | None, *, reads_only: bool = True) -> tuple[Any, Any]:
     from extractor.store.approved import open_approved
 
-    store = open_run_log(database)
-    return store, open_approved(store, approved_database)
+    store = open_run_log(database, reads_only=reads_only)
+    return store, open_approved(store, approved_database, reads_only=reads_only)
 
 
 @app.command()
@@ -98,7 +103,7 @@ def review(
     from extractor.runfilter import RunFilter
 
     search_contracts(contracts)  # the web review's forms and checks need each run's contract
-    store, records = open_stores(database, approved_database)
+    store, records = open_stores(database, approved_database, reads_only=not web)  # the web page records decisions
     if web:
         _serve_web(store, records, port)
         return
@@ -195,7 +200,7 @@ def approve(
     from extractor.review.decide import Refused, approve_document
 
     search_contracts(contracts)  # an edit is checked by the contract as the run used it
-    store, records = open_stores(database, approved_database)
+    store, records = open_stores(database, approved_database, reads_only=False)
     resolved = resolve(store, doc, for_decision=True)
     text = read_candidate(edited) if edited is not None else None
     try:
@@ -234,7 +239,7 @@ def reject(
     from extractor.review import resolve
     from extractor.review.decide import reject_document
 
-    store, records = open_stores(database, approved_database)
+    store, records = open_stores(database, approved_database, reads_only=False)
     resolved = resolve(store, doc, for_decision=True)
     result = reject_document(store, records, resolved.document_run, reviewer=reviewer, reason=reason, force=force)
     if format is Format.json:

@@ -202,7 +202,7 @@ def tokens_revoke(name: Annotated[str, typer.Argument(help="the token's name")],
     from extractor.cli.review import open_run_log
     from extractor.store.tokens import revoke_token
 
-    with open_run_log(database) as store:
+    with open_run_log(database, reads_only=False) as store:
         if not revoke_token(store.engine, name):
             fail(f"no live token named {name!r}")
     typer.echo(f"revoked {name}")

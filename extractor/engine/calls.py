@@ -149,6 +149,7 @@ class ModelCalls:
                     request = replace(request, max_tokens=held.max_output)
                 called_at, calling = datetime.now(UTC), True
                 result = await self.provider.generate(request)
+                self.progress.answered((result.prompt_tokens or 0) + (result.completion_tokens or 0))
                 if held is not None:
                     reservation, held = held, None
                     await job.money.settle(reservation, result)  # type: ignore[union-attr]
@@ -216,6 +217,7 @@ class ModelCalls:
                                                    request.max_tokens or self.budget.max_output, JUDGE)
                 base["created_at"] = datetime.now(UTC)
                 outcome, decision = await judge.evaluate(report, None if held is None else held.max_output)
+                self.progress.answered(outcome.tokens)
                 if held is not None and outcome.result is not None:
                     reservation, held = held, None
                     await job.money.settle(reservation, outcome.result)  # type: ignore[union-attr]

@@ -186,5 +186,8 @@ class Progress:
     def calls(self, in_flight: Callable[[], int]) -> None:
         """Called once, before the first call, with a way to count the model calls in flight."""
 
+    def answered(self, tokens: int) -> None:
+        """Called as each model call is answered, with its prompt and completion tokens (0 when not reported)."""
+
     def note(self, line: str) -> None:
         """A line a person should read while the batch goes on (the broker is away, and back)."""

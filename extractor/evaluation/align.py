@@ -4,7 +4,8 @@ Field paths are named with ``[]`` for list items (``processSteps[].actorId``). A
 before they are compared (docs/design.md#evaluation):
 
 1. by the contract's identity keys (its ``unique`` checks, as the merge spec reads them: ``"~name"``
-   compared normalised, ``"name"`` exactly, ``"~"`` a plain item's own text), one to one, in order;
+   compared normalised with case folded, ``"name"`` exactly, ``"~"`` a plain item's own text, normalised with
+   case folded), one to one, in order;
 2. the items left over by an optimal assignment on value similarity (``scipy.optimize.linear_sum_assignment``),
    keeping pairs at least ``MIN_SIMILARITY`` alike: a line item whose SKU the model got wrong is one item with
    one wrong field, not one missing item and one invented item.
@@ -14,7 +15,8 @@ model chooses, so it is not scored; a reference (``processSteps[].actorId``) is 
 candidate item aligned with the gold item the gold reference points at.
 
 Per field path the counts are ``COLUMNS``: gold values, candidate values, values right exactly and normalised
-(``extractor.evaluation.values``), false values (a value where gold is null or has no item: the costly error),
+(``extractor.evaluation.values``; case folded only for a field a ``unique`` check compares without case, or in a
+contract whose evidence normalisation folds case), false values (a value where gold is null or has no item: the costly error),
 misses (null or absent where gold has a value), misses the candidate asked a question about (NEEDS_INPUT), and
 nulls gold agrees with that carry a question. Precision is right / candidate values, recall right / gold values.
 """
@@ -94,8 +96,9 @@ class Scorer:
             for spec in merge.lists:
                 label = f"{spec.path}[]"
                 self.lists[label] = ListKeys(tuple(key for key in spec.identity if key != EVIDENCE_KEY), spec.id_field)
-                self.casefold.update(f"{label}.{key[1:]}" if key != "~" else label
-                                     for key in spec.identity if key.startswith("~"))
+                # a field a `unique` check compares without case ("~name"); a bare "~" is the merge's own way of
+                # telling plain items apart (no check declared it), so their values keep their case
+                self.casefold.update(f"{label}.{key[1:]}" for key in spec.identity if key.startswith("~") and key != "~")
             self.references = {f"{ref.path}[].{ref.field}": f"{ref.target}[]" for ref in merge.references}
             self.order = tuple(f"{spec.path}[]" for spec in merge.lists)
         self.id_labels = frozenset(f"{label}.{keys.id_field}" for label, keys in self.lists.items() if keys.id_field)

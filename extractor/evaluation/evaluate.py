@@ -38,6 +38,7 @@ from extractor.evaluation.metrics import (
 from extractor.prices import RunModels, Spend, spend_by_key
 from extractor.runfilter import RunFilter
 from extractor.store.info import newest_final
+from extractor.vocab import DocumentState, GateDecision
 
 if TYPE_CHECKING:
     from extractor.contracts import Contract
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from extractor.store.evaluations import FinalCandidate
 
 NO_CANDIDATE = "no final candidate"
+EVIDENCE = "evidence"
+"""The envelope's list of evidence entries (``{fieldPath, sourceExcerpt}``)."""
 
 
 @dataclass
@@ -62,6 +65,13 @@ class ScoredDocument:
     score: DocumentScore
     without_candidate: str | None = None
     """Why there is no candidate to score (its state, or an unparseable answer); None when there is one."""
+
+    @property
+    def evaluable(self) -> bool:
+        """The model answered (its answer may be unusable: then every gold value is a miss). A document it never
+        answered (ERROR) says nothing about its accuracy: it is left out of every score, as ``extract compare``
+        leaves it out of the pass rates, and listed apart."""
+        return self.state != DocumentState.ERROR
 
     @property
     def fully_right(self) -> bool:
@@ -119,6 +129,14 @@ class Evaluation:
     evidence_overall: EvidenceScore | None = None
     spend: Spend | None = None
     """What the model calls of the scored document runs cost (``extractor.prices``)."""
+    not_evaluable: list[ScoredDocument] = field(default_factory=list)
+    """Documents with a gold record the model never answered: left out of every score (``ScoredDocument.evaluable``)."""
+
+    @property
+    def outcome(self) -> str | None:
+        """``NOT_EVALUABLE`` when the model answered none of the documents gold has (nothing to score: no F1, nothing
+        kept), else None."""
+        return GateDecision.NOT_EVALUABLE.value if self.not_evaluable and not self.documents else None
 
     @property
     def fully_right(self) -> int:
@@ -133,6 +151,7 @@ class Evaluation:
         overall = self.overall
         return {
             "documents": len(self.documents),
+            "not_evaluable": len(self.not_evaluable),
             "without_candidate": len(self.without_candidate),
             "fully_right": self.fully_right,
             "f1": None if overall is None else overall.normalised.f1,
@@ -165,6 +184,10 @@ class Evaluation:
                            "language": d.language, "document_run_id": d.document_run_id, "run_id": d.run_id,
                            "state": d.state, "without_candidate": d.without_candidate,
                            "fully_right": d.fully_right} for d in self.documents],
+            "not_evaluable": [{"sha256": d.sha256, "path": d.path, "gold": d.gold, "document_run_id": d.document_run_id,
+                               "run_id": d.run_id, "state": d.state, "why": d.without_candidate}
+                              for d in self.not_evaluable],
+            "outcome": self.outcome,
             "not_in_gold": self.not_in_gold,
             "gold_not_run": self.gold_not_run,
         }
@@ -183,9 +206,12 @@ def evaluate(store: Store, selection: str, gold_folders: Sequence[Path], *, resa
     runs = RunFilter.parse(selection).select(store)
     if not runs:
         raise UsageError(f"{selection!r} selects no run (see `extract runs`)")
-    documents, gold_sets, not_in_gold, gold_not_run = score_selection(store, runs, gold_folders)
-    result = Evaluation(selection, runs, gold_sets, resamples, seed, documents, not_in_gold, gold_not_run)
-    aggregate(result)
+    scored, gold_sets, not_in_gold, gold_not_run = score_selection(store, runs, gold_folders)
+    documents = [d for d in scored if d.evaluable]
+    result = Evaluation(selection, runs, gold_sets, resamples, seed, documents, not_in_gold, gold_not_run,
+                        not_evaluable=[d for d in scored if not d.evaluable])
+    if documents:  # none: nothing to score (no gold record matched, or the model answered none of them)
+        aggregate(result)
     result.spend = spend_of(store, runs, documents)
     return result
 
@@ -255,14 +281,25 @@ def score_document(scorer: Scorer, gold: Mapping[str, Any], gold_evidence: Seque
     """One document: its candidate (if any) against its gold record, evidence by the sentences it cites."""
     candidate = final.candidate if final is not None and isinstance(final.candidate, dict) else None
     why = None
-    if candidate is None:
+    if document_run.state == DocumentState.ERROR:
+        why = f"{document_run.state}: the model never answered ({document_run.cause or 'no cause recorded'})"
+    elif candidate is None:
         why = (f"{document_run.state}: {NO_CANDIDATE}" if final is None or final.candidate is None
                else f"{document_run.state}: the final answer is not a JSON object")
         if final is not None and final.outcome == "unparseable":
             why = f"{document_run.state}: the final answer was unparseable"
     located = locate(gold_evidence, sentences, normalisation) if gold_evidence and candidate is not None else []
-    cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ())
-             for entry in (final.evidence_spans if final is not None else ()) if isinstance(entry, dict)]
+    spans = final.evidence_spans if final is not None else []
+    excerpts = candidate.get(EVIDENCE) if candidate is not None else None
+    if not spans and isinstance(excerpts, list) and excerpts:
+        # an answer that broke the schema never reached the evidence rules (docs/design.md#rules): its excerpts are
+        # found the way gold's are, so its evidence is scored like its values
+        cited: list[tuple[str, Any]] = locate(
+            [(str(e.get("fieldPath", "")), str(e.get("sourceExcerpt", ""))) for e in excerpts if isinstance(e, dict)],
+            sentences, normalisation)
+    else:
+        cited = [(entry.get("fieldPath", ""), entry.get("sentence_ids") or ()) for entry in spans
+                 if isinstance(entry, dict)]
     score = scorer.score(gold, candidate, located, cited)
     language = language_of(" ".join(s.get("text", "") for s in sentences[:50])[:4000])  # the script of its start
     return ScoredDocument(document_run.sha256, document_run.path, gold_name, contract, language, document_run.id,

@@ -115,8 +115,8 @@ def compare_accuracy(store: Store, runs_a: Sequence[RunInfo], runs_b: Sequence[R
     """Both sides scored against ``gold``, paired by document sha256, and the accuracy decision."""
     scored_a, _, _, _ = score_selection(store, runs_a, gold)
     scored_b, _, _, _ = score_selection(store, runs_b, gold)
-    by_a = {d.sha256: d for d in scored_a}
-    by_b = {d.sha256: d for d in scored_b}
+    by_a = {d.sha256: d for d in scored_a if d.evaluable}  # a document the model never answered: no accuracy
+    by_b = {d.sha256: d for d in scored_b if d.evaluable}
     shared = sorted(set(by_a) & set(by_b), key=lambda sha: (by_a[sha].path, sha))
     result = AccuracyComparison(GateDecision.NOT_EVALUABLE, "", len(shared), max_drop, alpha, resamples, seed,
                                 unpaired={"baseline_only": len(set(by_a) - set(by_b)),
@@ -184,8 +184,10 @@ def _decide(result: AccuracyComparison) -> tuple[GateDecision, str]:
     fully = (f"fully right only in baseline {result.only_a_right}, only in candidate {result.only_b_right}, "
              f"McNemar exact p = {result.mcnemar_p:.4f}")
     summary = f"F1 candidate - baseline {shown} {where} on {result.documents} document(s); {fully}"
+    below = "0" if result.max_drop == 0 else f"-{result.max_drop:g} (--max-f1-drop)"
     if overall.regressed(result.max_drop):
-        return GateDecision.BLOCK, f"accuracy dropped significantly (below -{result.max_drop:g}): {summary}"
+        return GateDecision.BLOCK, (f"accuracy dropped significantly (the whole 95% interval of the F1 difference is "
+                                    f"below {below}): {summary}")
     if result.mcnemar_p < result.alpha and result.only_a_right > result.only_b_right:
         return GateDecision.BLOCK, f"fewer documents fully right (p < {result.alpha:g}): {summary}"
     regressed = result.regressed

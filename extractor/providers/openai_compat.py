@@ -153,6 +153,7 @@ class OpenAICompatProvider:
         on_rate_limit: RateLimited | None = None,
         on_timeout: TimedOut | None = None,
     ) -> None:
+        self._base_url_from = "given" if base_url else "OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else None
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if api_key is None:
@@ -314,8 +315,7 @@ class OpenAICompatProvider:
             after = f" after {tries}" if failure.retryable else ""
             cause = f"HTTP {failure.status} from {self.base_url}{after}: {detail}"
         elif failure.unreachable:
-            cause = (f"connection error to {self.base_url} after {tries}: {detail} (is a server running at that "
-                     "address? it comes from --base-url or OPENAI_BASE_URL)")
+            cause = f"connection error to {self.base_url} after {tries}: {detail} ({self._where()})"
         elif failure.outcome == "connection_error":
             cause = f"broken answer from {self.base_url} after {tries}: {detail}"
         elif failure.outcome == "protocol_error":
@@ -332,6 +332,15 @@ class OpenAICompatProvider:
         elif budget_spent:
             cause += f" ({budget})"
         return cause
+
+    def _where(self) -> str:
+        """What to check when the base URL cannot be reached, by where the URL came from."""
+        if self._base_url_from is None:
+            return ("the OpenAI API's own address, as neither --base-url nor OPENAI_BASE_URL was set: is this machine "
+                    "online, or does it need HTTPS_PROXY?")
+        if self._base_url_from == "OPENAI_BASE_URL":
+            return "is a server running at that address? it comes from OPENAI_BASE_URL"
+        return "is a server running at that address?"
 
     def _rejected_cause(self, mode: ResponseFormat, failure: _Failure) -> str:
         """An explicitly chosen mode the server lacks: say so, and how to let the run choose instead."""

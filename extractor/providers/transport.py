@@ -331,7 +331,7 @@ def _transport_error(error: aiohttp.ClientError, progress: Progress, where: str)
     if isinstance(error, aiohttp.ClientHttpProxyError):
         return ConnectFailed(f"{where} refused the tunnel: HTTP {error.status} {error.message}")
     if isinstance(error, aiohttp.ClientConnectorError):
-        return ConnectFailed(f"ConnectError: {error}")
+        return ConnectFailed(f"ConnectError: {_connect_failure(error)}")
     if isinstance(error, aiohttp.ClientPayloadError):
         cut = error.__cause__
         if isinstance(cut, http_exceptions.ContentLengthError):
@@ -351,6 +351,19 @@ def _transport_error(error: aiohttp.ClientError, progress: Progress, where: str)
         stage = "before answering" if progress.status is None else f"after {progress.received} body bytes"
         return AnswerBroken(f"the connection broke {stage}: {error.strerror or type(error).__name__}")
     return AnswerBroken(_one_line(str(error)) or type(error).__name__)
+
+
+def _connect_failure(error: aiohttp.ClientConnectorError) -> str:
+    """``cannot connect to HOST:PORT: why``. aiohttp's own text says ``ssl:default`` of every address, plain http
+    included, and asyncio's says ``Connect call failed ('127.0.0.1', 9)`` where the system's word is clearer."""
+    cause: BaseException = getattr(error, "certificate_error", None) or error.os_error
+    why = str(cause) or type(cause).__name__
+    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+        if cause.errno is not None and cause.errno > 0:
+            why = os.strerror(cause.errno)  # "Connection refused"
+        elif cause.strerror:
+            why = cause.strerror  # a name that does not resolve: "Name or service not known"
+    return f"cannot connect to {error.host}:{error.port}: {_one_line(why)}"
 
 
 def _processing_error(error: BaseException) -> http_exceptions.HttpProcessingError | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extractor.errors import ExtractorError
+from extractor.runfilter import RunFilter, newest
 from extractor.store import DocumentRunInfo, RunInfo, Store
 from extractor.vocab import FINAL_STATES, MIN_ID_PREFIX, REVIEWABLE, ExitCode
 
@@ -139,8 +140,14 @@ def resolve_shown(store: Store, ref: str) -> RunInfo | Resolved:
 
 
 def resolve_run(store: Store, ref: str) -> RunInfo | None:
-    """The run ``ref`` names (full id or a unique prefix of at least ``MIN_ID_PREFIX`` characters), if any."""
+    """The run ``ref`` names (full id or a unique prefix of at least ``MIN_ID_PREFIX`` characters, or ``latest``,
+    ``latest~1``, ...: the newest runs in which a document reached the model), if any."""
     text = ref.strip().lower()
+    if newest(text) is not None:
+        found = RunFilter(run=text).select(store)
+        if not found:
+            raise ReviewError(f"{ref!r}: there are not that many runs (`extract runs` lists them)")
+        return found[0]
     if not _RUN_ID.fullmatch(text):
         return None
     runs = store.find_runs(id_prefix=text, limit=10)

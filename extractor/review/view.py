@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from extractor.review.resolve import ReviewError
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 def iso(value: datetime | None) -> str | None:
     """A time as the views print it (UTC, to the second)."""
     return None if value is None else value.isoformat(timespec="seconds")
+
+
+def when(value: datetime | None) -> str:
+    """A time as people read it, in UTC: ``2026-05-01 12:30 UTC`` (``-`` when there is none)."""
+    return "-" if value is None else f"{value.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def latency(milliseconds: float | None) -> str:
+    """A model call's time as ``extract show`` and the review page both show it: ``11.9 s`` (``-`` unmeasured)."""
+    return f"{milliseconds / 1000:.1f} s" if milliseconds else "-"
 
 
 def run_summary(run: RunInfo) -> dict[str, Any]:
@@ -420,6 +430,23 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}
     spans = list(shown.evidence_spans or []) if shown is not None else []
+    return DocumentView(
+        document_run, run, document, text, source_status, source_detail, sentence_views(document, states, spans),
+        shown,
+        attempt_views(store, run, document_run, attempts),
+        reviews_for(store, document_run.id),
+        approved_record_for(records, document.sha256, run.contract, run.contract_version),
+        list(others or []),
+        [] if source is None else source.words, 0 if source is None else source.pages,
+        approvals if (approvals := approvals_of(store, document_run, run)).required > 1 else None,
+        live_claims(store.engine, [document_run.id]).get(document_run.id),
+    )
+
+
+def sentence_views(document: DocumentInfo, states: dict[str, dict[str, Any]],
+                   spans: Sequence[dict[str, Any]]) -> list[SentenceView]:
+    """The document's sentences as a record leaves them: each one's state by sentence id (``states``: none, every
+    sentence NOT_EVALUATED) and the parts of the record's evidence ``spans`` that fall inside it."""
     sentences = []
     for sentence in document.sentences:
         start, end = sentence["start"], sentence["end"]
@@ -437,16 +464,7 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
             sentence.get("box"),
             sentence.get("location"),
         ))
-    return DocumentView(
-        document_run, run, document, text, source_status, source_detail, sentences, shown,
-        attempt_views(store, run, document_run, attempts),
-        reviews_for(store, document_run.id),
-        approved_record_for(records, document.sha256, run.contract, run.contract_version),
-        list(others or []),
-        [] if source is None else source.words, 0 if source is None else source.pages,
-        approvals if (approvals := approvals_of(store, document_run, run)).required > 1 else None,
-        live_claims(store.engine, [document_run.id]).get(document_run.id),
-    )
+    return sentences
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def parse_candidate(text: str) -> Parsed:
         value = json.loads(stripped, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:
         truncated = error.pos >= len(stripped) - 1 and error.msg.startswith(("Expecting", "Unterminated"))
-        what = "truncated JSON" if truncated else error.msg
+        # the standard library's "Unterminated string starting at" names a place itself: "at" once, not twice
+        what = "truncated JSON" if truncated else error.msg.removesuffix(" at")
         return Parsed(problem=f"not JSON: {what} at line {error.lineno} column {error.colno}")
     except _Unparseable as error:
         return Parsed(problem=f"not usable JSON: {error}")

@@ -44,16 +44,17 @@ APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
 """Where approved records live when they are kept apart from the run log (default: the run-log database)."""
 
 
-def open_approved(run_log: Store, url: str | None = None) -> Store:
+def open_approved(run_log: Store, url: str | None = None, *, reads_only: bool = False) -> Store:
     """The store holding ``approved_records``: ``url``, else ``EXTRACT_APPROVED_DATABASE_URL``, else ``run_log``.
 
     A separate database is migrated like any other (the run-log tables there stay empty). The review
-    history (``reviews``) always stays in the run log, beside the document runs it refers to.
+    history (``reviews``) always stays in the run log, beside the document runs it refers to. ``reads_only``:
+    as ``open_store``'s.
     """
     url = url or os.environ.get(APPROVED_DATABASE_URL_ENV) or None
     if url is None or url == run_log.engine.url.render_as_string(hide_password=False):
         return run_log
-    return open_store(url)
+    return open_store(url, reads_only=reads_only)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
+from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from extractor.errors import StoreError
@@ -46,15 +47,45 @@ def database_url(url: str | None = None) -> str:
     return url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
 
 
-def missing_sqlite_file(url: str | None = None) -> str | None:
-    """The path of the SQLite file ``url`` names when that file does not exist (else None)."""
+def sqlite_file(url: str | None = None) -> str | None:
+    """The path of the SQLite file ``url`` names (None: another database, or SQLite in memory)."""
     try:
         parsed = make_url(database_url(url))
     except ArgumentError:
         return None  # create_store_engine says what is wrong with it
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
-    return None if Path(parsed.database).exists() else parsed.database
+    return parsed.database if not parsed.database.startswith("file:") else None  # an SQLite URI: as given
+
+
+def missing_sqlite_file(url: str | None = None) -> str | None:
+    """The path of the SQLite file ``url`` names when that file does not exist (else None)."""
+    path = sqlite_file(url)
+    return None if path is None or Path(path).exists() else path
+
+
+def read_only_folder(url: str | None = None) -> str | None:
+    """The folder of the SQLite file ``url`` names when this process may not write there: SQLite keeps its -wal
+    and -shm files beside the database, so a read-only folder (or file system, or a database file this user may
+    not write) takes no write at all. None for a folder that can be written, or another kind of database."""
+    path = sqlite_file(url)
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return None  # opening says what is missing
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return folder
+    return None
+
+
+def read_only_url(path: str) -> URL:
+    """An SQLite file opened read-only (``mode=ro``). Without a -wal file beside it nobody is writing it and
+    nothing waits in a WAL, so it is also ``immutable``: SQLite would otherwise need to create the -shm file;
+    with one, SQLite reads the WAL's transactions too."""
+    absolute = os.path.abspath(path)
+    query = {"mode": "ro", "uri": "true"} | ({} if os.path.exists(f"{absolute}-wal") else {"immutable": "1"})
+    return URL.create("sqlite", database=f"file:{quote(absolute)}", query=query)
 
 
 def safe_url(engine: Engine) -> str:
@@ -82,16 +113,17 @@ def compact_json(value: Any) -> str:
     return text
 
 
-def create_store_engine(url: str | None = None) -> Engine:
+def create_store_engine(url: str | None = None, *, read_only: bool = False) -> Engine:
     """An engine configured for many short transactions from several processes.
 
     On SQLite, SQLAlchemy emits BEGIN itself (the driver's implicit transactions would let a read
     silently upgrade to a write and fail with "database is locked" under contention); connections from
     ``write_connection`` take the write lock up front with BEGIN IMMEDIATE, which waits for the busy timeout
-    instead of failing.
+    instead of failing. ``read_only``: the SQLite file is opened read-only (``read_only_url``).
     """
+    path = sqlite_file(url) if read_only else None
     try:
-        engine = create_engine(database_url(url), json_serializer=compact_json)
+        engine = create_engine(read_only_url(path) if path else database_url(url), json_serializer=compact_json)
     except ArgumentError:
         # The message would echo the URL, password included.
         raise StoreError(
@@ -102,7 +134,7 @@ def create_store_engine(url: str | None = None) -> Engine:
             f"database driver missing ({error.name}): for PostgreSQL install extractor[postgres]"
         ) from None
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _sqlite_on_read_only_connect if path else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
     return engine
 
@@ -117,6 +149,12 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
+
+
+def _sqlite_on_read_only_connect(dbapi_connection: Any, _record: Any) -> None:
+    """A read-only file keeps the journal mode it has: changing it is a write."""
+    dbapi_connection.isolation_level = None
+    dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
 
 def _sqlite_on_begin(connection: Any) -> None:
@@ -156,7 +194,7 @@ def alembic_config() -> Config:
     return config
 
 
-def upgrade_schema(engine: Engine) -> str:
+def upgrade_schema(engine: Engine, *, read_only: bool = False) -> str:
     """Bring the database to the newest revision this code knows; returns that revision.
 
     Refuses (``StoreError``) a database stamped with a revision this code does not know, which means a
@@ -172,6 +210,9 @@ def upgrade_schema(engine: Engine) -> str:
                     return SCHEMA_REVISION
     except SQLAlchemyError as error:
         raise StoreError(f"cannot open database at {safe_url(engine)}: {scrub(engine, str(error))}") from error
+    if read_only:
+        raise StoreError(f"the run log at {safe_url(engine)} was written by an older extractor and needs its schema "
+                         "upgraded, which a read-only folder does not allow: open it once where it can be written")
     return _migrate(engine)
 
 

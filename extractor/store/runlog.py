@@ -26,7 +26,14 @@ from sqlalchemy import Engine
 
 from extractor.errors import StoreError
 from extractor.store import attempts, calibrations, claims, evaluations, integrity, queries, runs
-from extractor.store.db import create_store_engine, missing_sqlite_file, safe_url, upgrade_schema
+from extractor.store.db import (
+    create_store_engine,
+    missing_sqlite_file,
+    read_only_folder,
+    safe_url,
+    sqlite_file,
+    upgrade_schema,
+)
 from extractor.store.evaluations import EvaluationInfo, FinalCandidate
 from extractor.store.info import (
     AttemptInfo,
@@ -51,9 +58,11 @@ if TYPE_CHECKING:
 class Store:
     """The run log on one database; create it with ``open_store``."""
 
-    def __init__(self, engine: Engine, *, stale_after_s: float = STALE_AFTER_S) -> None:
+    def __init__(self, engine: Engine, *, stale_after_s: float = STALE_AFTER_S, read_only: str | None = None) -> None:
         self.engine = engine
         self.stale_after_s = stale_after_s
+        self.read_only = read_only
+        """The read-only folder of an SQLite run log opened read-only (``open_store(reads_only=True)``), else None."""
         self._known_parts: set[str] = set()  # request parts committed by this store: inserted once per process
 
     @property
@@ -216,22 +225,29 @@ class Store:
         return [problem.message for problem in self.problems()]
 
 
-def open_store(url: str | None = None, *, create: bool = True, stale_after_s: float = STALE_AFTER_S) -> Store:
+def open_store(url: str | None = None, *, create: bool = True, reads_only: bool = False,
+               stale_after_s: float = STALE_AFTER_S) -> Store:
     """Open the run log at ``url`` (else ``EXTRACT_DATABASE_URL``, else ./extract.db), upgrading its schema.
 
     Raises ``StoreError`` (one line, password hidden) when the database cannot be reached or migrated,
     was written by a newer extractor, or (``create=False``, for commands that only read or review) is an
-    SQLite file that does not exist: opening it would leave an empty run log behind.
+    SQLite file that does not exist: opening it would leave an empty run log behind. An SQLite file in a folder
+    this process may not write is opened read-only for a command that ``reads_only`` (``Store.read_only`` names
+    the folder); for any other command that is a ``StoreError`` saying so, before anything is done.
     """
     if not create:
         missing = missing_sqlite_file(url)
         if missing is not None:
             raise StoreError(f"no run log at {missing}: run `extract run` first, or point --database / "
                              "EXTRACT_DATABASE_URL at one")
-    engine = create_store_engine(url)
+    folder = read_only_folder(url)
+    if folder is not None and not (reads_only and not missing_sqlite_file(url)):
+        raise StoreError(f"{folder} is read-only: the run log {sqlite_file(url)} cannot be written there; run in a "
+                         "folder you can write to, or point --database / EXTRACT_DATABASE_URL at one elsewhere")
+    engine = create_store_engine(url, read_only=folder is not None)
     try:
-        upgrade_schema(engine)
+        upgrade_schema(engine, read_only=folder is not None)
     except BaseException:
         engine.dispose()
         raise
-    return Store(engine, stale_after_s=stale_after_s)
+    return Store(engine, stale_after_s=stale_after_s, read_only=folder)

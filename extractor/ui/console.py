@@ -73,9 +73,19 @@ def print_table(console: Console, table: Table) -> None:
         console.print(Text.assemble((f"{headers[0]} ", "bold"), first))
         for header, cell in zip(headers[1:], rest, strict=True):
             if cell.plain.strip():
-                console.print(Text.assemble(f"  {header}: ", cell))
+                print_hanging(console, Text.assemble(f"  {header}: ", cell), indent=4)
     if table.caption:
         console.print(_as_text(console, table.caption))
+
+
+def print_hanging(console: Console, text: Text, indent: int = 2) -> None:
+    """``text`` wrapped at words to the console's width, every line after the first indented by ``indent``: a
+    wrapped line never starts at the margin, where the next entry starts."""
+    if console.width >= PIPE_WIDTH:
+        console.print(text)
+        return
+    for number, line in enumerate(text.wrap(console, max(20, console.width - indent))):
+        console.print(Text(" " * indent) + line if number else line, soft_wrap=True)
 
 
 def add_columns(table: Table, names: tuple[str, ...], *, wrap: tuple[str, ...] = (), right: tuple[str, ...] = ()) -> None:

@@ -28,6 +28,17 @@ def interval(found: Interval) -> str:
     return f"[{found.low:.3f}, {found.high:.3f}]{undefined}"
 
 
+def undefined_note(resamples: int) -> str:
+    """What ``(N undefined)`` beside an interval means (printed under a table that shows one)."""
+    return (f"(N undefined): in N of the {resamples} resamples the documents drawn held no value of that row (a "
+            "field, or a language's documents), in gold or in the candidates, so it had no F1 there; the interval is "
+            "of the other resamples")
+
+
+def _any_undefined(intervals: list[Interval]) -> bool:
+    return any(found.undefined and found.low is not None for found in intervals)
+
+
 def score_cells(score: Score) -> list[str]:
     return [number(score.precision), number(score.recall), number(score.f1), interval(score.f1_interval)]
 
@@ -54,7 +65,18 @@ def print_evaluation(result: Evaluation, console: Console | None = None) -> None
     more = f" and {len(result.runs) - 5} more" if len(result.runs) > 5 else ""
     console.print(f"eval {result.selection}: runs {runs}{more}")
     console.print("gold: " + "; ".join(f"{g.folder} ({g.contract_id}, {len(g.records)} records)" for g in result.gold))
-    if result.overall is None or not result.documents:
+    if result.not_evaluable:
+        console.print(Text(f"not evaluable, the model never answered (left out of every score): "
+                           f"{len(result.not_evaluable)} document(s)", style="yellow"))
+        for document in result.not_evaluable[:20]:
+            console.print(f"  {document.path}: {document.without_candidate}", highlight=False)
+        if len(result.not_evaluable) > 20:
+            console.print(f"  ... and {len(result.not_evaluable) - 20} more (--format json lists them)")
+    if result.outcome is not None:
+        console.print(Text.assemble(("NOT_EVALUABLE", "bold magenta"), ": the model answered none of the documents gold "
+                                    "has, so there is no accuracy to measure (no F1, nothing kept); rerun them with "
+                                    "`extract run` (it retries what ended ERROR), then eval again"))
+    elif result.overall is None or not result.documents:
         console.print("no document of the selection has a gold record: nothing scored", style="bold yellow")
     else:
         overall = [("overall", result.overall)]
@@ -63,6 +85,9 @@ def print_evaluation(result: Evaluation, console: Console | None = None) -> None
                                           + [(f"language {g.name}", g) for g in result.languages], "group"))
         print_table(console, groups_table("per field", [(f"{c} {g.name}" if len(result.contracts) > 1 else g.name, g)
                                                         for c, g in result.fields], "field"))
+        shown = [result.overall, *result.contracts, *result.languages, *(g for _, g in result.fields)]
+        if _any_undefined([g.normalised.f1_interval for g in shown]):
+            console.print(undefined_note(result.resamples), style="bright_black")
         counts = result.overall.counts
         console.print(Text.assemble(
             "NEEDS_INPUT: ", (f"{counts['false_values']} false value(s)", "bold red" if counts["false_values"] else ""),
@@ -104,7 +129,9 @@ def print_evaluation(result: Evaluation, console: Console | None = None) -> None
                       f"{dollars(cost['per_document_usd'])} per document, {dollars(cost['per_correct_field_usd'])} "
                       "per correct field" + ("" if cost["cost_usd"] is not None else
                                              f" (no price for {', '.join(cost['models_without_price']) or 'some calls'})"))
-    console.print(f"95% percentile bootstrap intervals over documents: {result.resamples} resamples, seed {result.seed}")
+    if result.overall is not None:
+        console.print(f"95% percentile bootstrap intervals over documents: {result.resamples} resamples, "
+                      f"seed {result.seed}")
 
 
 def plot_fields(result: Evaluation, path: Path) -> Path:
@@ -165,6 +192,9 @@ def print_accuracy_comparison(accuracy: AccuracyComparison, console: Console) ->
                            style="red" if difference is not None and difference < 0 else ""),
                       interval(change.interval), Text("REGRESSED" if regressed else "", style="bold red"))
     print_table(console, table)
+    if _any_undefined([change.interval for change in [accuracy.overall, *accuracy.fields]]):
+        console.print(undefined_note(accuracy.resamples).replace("so it had no F1 there", "so the difference had no "
+                                                                 "value there"), style="bright_black")
     console.print(f"documents fully right: both {accuracy.both_right}, only baseline {accuracy.only_a_right}, only "
                   f"candidate {accuracy.only_b_right}; McNemar exact p = {accuracy.mcnemar_p:.4f} (alpha {accuracy.alpha:g})")
     from extractor.prices import dollars

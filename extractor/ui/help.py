@@ -214,8 +214,11 @@ def panels(params: Iterable[Any], ctx: Any, declared: Mapping[str, Declared] | N
     return ordered
 
 
-def print_help(command: Any, ctx: Any, subcommands: Sequence[tuple[str, str]] = ()) -> None:
-    """A command's (or a group's) help: usage, its description reflowed, panels of parameters, subcommands."""
+def print_help(command: Any, ctx: Any, subcommands: Sequence[tuple[str, Sequence[tuple[str, str]]]] = (),
+               examples: Sequence[tuple[str, str]] = ()) -> None:
+    """A command's (or a group's) help: usage, its description reflowed, panels of parameters, its subcommands in
+    panels (title, rows), then ``examples`` as (what it does, command) to paste, outside any panel so that a
+    selection copies no border."""
     console = help_console()
     width = console.width
     usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
@@ -229,4 +232,13 @@ def print_help(command: Any, ctx: Any, subcommands: Sequence[tuple[str, str]] = 
     for title, rows in grouped.items():
         console.print(entries_panel(title, rows, width, column))
     if subcommands:
-        console.print(entries_panel(COMMANDS, subcommands, width, name_column(subcommands)))
+        column = name_column(row for _, entries in subcommands for row in entries)
+        for title, entries in subcommands:
+            console.print(entries_panel(title, entries, width, column))
+    if examples:
+        console.print(Text("Examples (in a clone of the repository):", style="bold"))
+        for what, example in examples:
+            for line in textwrap.wrap(what, width=width - 4, break_long_words=False, break_on_hyphens=False):
+                console.print(Text(f"  # {line}", style="dim"), soft_wrap=True)
+            for line in example.splitlines():
+                console.print(Text(f"  {line}", style="bold"), soft_wrap=True)

@@ -10,6 +10,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from extractor.printable import printable
-from extractor.ui.console import add_columns, open_console, print_table
+from extractor.ui.console import add_columns, open_console, print_hanging, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
 from extractor.vocab import FINAL_STATES, CoverageStatus, DocumentState, SentenceMark
 
@@ -329,20 +330,19 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             if isinstance(question, dict):
                 console.print(f"  - {question.get('fieldPath')}: {question.get('question')}")
     from extractor.prices import dollars
+    from extractor.review.view import latency
 
     for shown in view.attempts:
         attempt = shown.attempt
         cached = f" ({attempt.cached_tokens} cached)" if attempt.cached_tokens else ""
         tokens = (f"{attempt.prompt_tokens or 0}{cached}+{attempt.completion_tokens or 0} tokens, "
                   f"{'local model, no API price' if shown.in_process else dollars(shown.cost)}")
-        latency = f"{attempt.latency_ms / 1000:.1f} s" if attempt.latency_ms else "-"
+        took = latency(attempt.latency_ms)
         reused = f", {shown.reused.describe(document_run.id)}" if shown.reused else ""
         title = (f"attempt {shown.position} ({shown.label}{reused}{', final' if shown.final else ''}): "
-                 f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {latency}")
-        if shown.findings:
-            print_table(console, findings_table(shown.findings, title))
-        else:
-            console.print(Text(title, style="bold"))
+                 f"{attempt.outcome}, {shown.errors} error(s), {shown.warnings} warning(s), {tokens}, {took}")
+        print_hanging(console, Text(title, style="bold"))
+        print_findings(console, shown.findings)
         if attempt.error:
             console.print(Text(f"  error: {attempt.error}", style="red"))
         raw = shown.raw_response
@@ -350,7 +350,10 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             console.print(Text(f"  raw response ({len(raw)} chars): {raw[:500]!r}", style="bright_black"))
         if requests:
             print_request(attempt.request, attempt.request_hash, console, attempt.mode)
+    approved = view.approved
     for review in view.reviews:
+        if approved is not None and (review.reviewer, review.created_at) == (approved.reviewer, approved.approved_at):
+            continue  # the approval of the record below: said once
         console.print(f"{review.decision} by {review.reviewer} at {_when(review.created_at)}"
                       + (f": {review.note}" if review.note else ""))
     if view.approvals is not None and view.approvals.pending:
@@ -363,10 +366,82 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         same = "this candidate" if view.approved_same_as_candidate else "a different record"
         by = ", ".join(entry["reviewer"] for entry in approved.approvals) if approved.approvals else approved.reviewer
         console.print(Text(f"approved record: {same}{' (edited)' if approved.edited else ''}, by "
-                           f"{printable(by)} at {_when(approved.approved_at)}", style="green"))
+                           f"{printable(by)} at {_when(approved.approved_at)}"
+                           + (f": {printable(approved.note)}" if approved.note else ""), style="green"))
     if view.others:
         console.print("other runs of this document: " + ", ".join(
             f"{o.id} ({o.state}, run {_short(o.run_id)})" for o in view.others))
+
+
+SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
+FINDING_INDENT = 6
+"""How far a finding's message stands in under its ``severity RULE_ID`` line (its wrapped lines too)."""
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """The findings of one attempt with the same rule and severity: ``extract show`` prints them once."""
+
+    rule_id: str
+    severity: str
+    entries: list[tuple[str, str]]
+    """``(location, message)`` of each finding; of the first alone when the messages differ in one word only."""
+    varying: list[str]
+    """The word the other findings' messages have in that place (``s2``, ``s3``, ...), in order."""
+    count: int
+    locations: frozenset[str]
+    """Where the group's findings point."""
+
+    @property
+    def location(self) -> str | None:
+        """The one location of every finding of the group, if they share it."""
+        return next(iter(self.locations)) if len(self.locations) == 1 else None
+
+
+def group_findings(findings: Iterable[dict[str, Any]]) -> list[FindingGroup]:
+    """Findings grouped by rule and severity, in order of first appearance. Eighteen SENTENCE_NOT_ACCOUNTED
+    findings differ only in their sentence id: one message and the list of ids, not eighteen messages."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for finding in findings:
+        grouped.setdefault((str(finding.get("rule_id")), str(finding.get("severity") or "")), []).append(finding)
+    groups = []
+    for (rule_id, severity), members in grouped.items():
+        entries = [(str(f.get("location") or ""), str(f.get("message") or "")) for f in members]
+        words = [message.split(" ") for _, message in entries]
+        varying: list[str] = []
+        if len(members) > 1 and len({len(w) for w in words}) == 1:
+            differ = [i for i in range(len(words[0])) if len({w[i] for w in words}) > 1]
+            if len(differ) == 1:
+                varying = [w[differ[0]] for w in words[1:]]
+                entries = entries[:1]
+        groups.append(FindingGroup(rule_id, severity, entries, varying, len(members),
+                                   frozenset(str(f.get("location") or "") for f in members)))
+    return groups
+
+
+def print_findings(console: Console, findings: Sequence[dict[str, Any]]) -> None:
+    """An attempt's findings, grouped (``group_findings``): ``error SENTENCE_NOT_ACCOUNTED x18 at $.sentenceCoverage``,
+    then the message and ``the same for s2, s3, ...``, indented, wrapped lines too."""
+    from rich.padding import Padding
+
+    for group in group_findings(findings):
+        style = SEVERITY_STYLE.get(group.severity, "")
+        head = Text("  ")
+        head.append(group.severity, style=style)
+        head.append(" ")
+        head.append(group.rule_id, style=f"bold {style}".strip())
+        if group.count > 1:
+            head.append(f" x{group.count}")
+        shared = group.location
+        if shared is not None:
+            head.append(f" at {printable(shared)}")
+        print_hanging(console, head, indent=FINDING_INDENT)
+        for location, message in group.entries:
+            text = Text(printable(message if shared is not None else f"{location}: {message}"))
+            console.print(Padding(text, (0, 0, 0, FINDING_INDENT), expand=False))
+        if group.varying:
+            console.print(Padding(Text(printable(f"the same for {', '.join(group.varying)}")), (0, 0, 0, FINDING_INDENT),
+                                  expand=False))
 
 
 def print_run_view(view: RunView, console: Console | None = None) -> None:

@@ -6,10 +6,11 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
@@ -24,26 +25,36 @@ from extractor.prices import Spend
 from extractor.printable import printable
 from extractor.ui.console import add_columns, open_console, print_table
 from extractor.ui.styles import DECISION_STYLE, STATE_STYLE, findings_table
-from extractor.vocab import GateDecision, Outcome, SkipReason
+from extractor.vocab import GATE_EXIT_CODES, ExitCode, GateDecision, Outcome, SkipReason
 
 
 def outcome_meaning(summary: RunSummary) -> str:
     """What the run's outcome asks of the reader, in the summary's last line: a review only when something
-    waits for a person, a rerun when the model never answered."""
+    waits for a person, a rerun when the model never answered; and why the exit code is 2 when an input could not
+    be read (it outranks the outcome's own code, docs/design.md#exit-codes)."""
     decision = summary.outcome
+    unread = summary.counts[Outcome.INPUT_ERROR]
     if decision is GateDecision.BLOCK:
         return "a critical finding: nothing of it is exported unless a person overrides the block"
     if decision is GateDecision.NOT_EVALUABLE:
         unanswered = len(summary.not_answered)
         if unanswered:
-            return (f"the model never answered {unanswered} of {len(summary.outcomes)} document(s): rerun the same "
-                    "command to retry them")
-        return "no document was evaluated in this run"
-    if decision is GateDecision.MANUAL_REVIEW:
-        if summary.needs_person:
-            return f"{summary.needs_person} document(s) need a person: extract review"
-        return "some inputs could not be evaluated (see above)"
-    return "every document passed every check; each still waits for a person's approval"
+            meaning = (f"the model never answered {unanswered} of {len(summary.outcomes)} document(s): rerun the "
+                       "same command to retry them")
+        else:
+            meaning = "no document was evaluated in this run"
+    elif decision is GateDecision.MANUAL_REVIEW and summary.needs_person:
+        meaning = f"{summary.needs_person} document(s) need a person: extract review"
+    elif decision is GateDecision.MANUAL_REVIEW and not unread:
+        meaning = "some inputs could not be evaluated (see above)"
+    elif decision is GateDecision.MANUAL_REVIEW:
+        meaning = "every document read passed every check; each still waits for a person's approval"
+    else:
+        meaning = "every document passed every check; each still waits for a person's approval"
+    if summary.exit_code is ExitCode.USAGE and unread:
+        return (f"exit 2, not {decision.value}'s {int(GATE_EXIT_CODES[decision])}: {unread} input(s) could not be "
+                f"read (named above); {meaning}")
+    return meaning
 
 
 def print_report(report: Report, document: Document, console: Console | None = None) -> None:
@@ -111,23 +122,44 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+class _BarAndStatus(RichProgress):
+    """rich's bar with a status line under it: the bar line alone has no room at 80 columns for what a person
+    waiting on a slow model needs (calls in flight, tokens, the time left)."""
+
+    def __init__(self, *columns: Any, status: Callable[[], Text], **options: Any) -> None:
+        super().__init__(*columns, **options)
+        self._status = status
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        if self.tasks:
+            yield self._status()
+
+
 class RunProgress(Progress):
-    """Progress on stderr, so JSON output stays clean: on a terminal a rich bar with live counts per state; in a
-    log (no terminal) one plain line every ``EXTRACT_PROGRESS_SECONDS`` (10 s): documents done, their states,
-    model calls in flight, time elapsed and the time left at the pace so far."""
+    """Progress on stderr, so JSON output stays clean. On a terminal: a bar with documents done, time elapsed and
+    left, and under it the documents per state, model calls in flight and tokens so far, redrawn as they change.
+    In a log (no terminal): one plain line every ``EXTRACT_PROGRESS_SECONDS`` (10 s) with the same facts.
+
+    The time left is shown once a document needed work (skipped and unusable inputs take none): at the pace of
+    those so far, for the documents not done yet."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.counts: Counter[str] = Counter()
         self.total = 0
+        self.tokens = 0
         console = open_console(stderr=True)
         self.lines = enabled and not console.is_terminal
-        self._progress = RichProgress(
-            TextColumn("[bold]extract run"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeElapsedColumn(), console=console, disable=not enabled or self.lines, transient=False,
+        self._progress = _BarAndStatus(
+            TextColumn("[bold]extract run"), BarColumn(bar_width=24), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[left]}"), status=self._status_line, console=console,
+            disable=not enabled or self.lines, transient=False,
         )
         self._task: TaskID | None = None
         self._in_flight: Callable[[], int] | None = None
+        self._reading = ""  # a long document's windows or a scan's pages, as they are read
+        self._tokens_from_calls = False  # answered() reports tokens: finished() adds none (a queued batch: it does)
         self._lock = threading.Lock()  # the counts are read by the thread printing the lines
         self._started = time.monotonic()
         self._stop = threading.Event()
@@ -148,19 +180,27 @@ class RunProgress(Progress):
     def started(self, total: int) -> None:
         self.total = total
         self._started = time.monotonic()
-        self._task = self._progress.add_task("", total=total)
+        self._task = self._progress.add_task("", total=total, left="")
         if self._ticker is not None:
             self._ticker.start()
 
     def calls(self, in_flight: Callable[[], int]) -> None:
         self._in_flight = in_flight
 
+    def answered(self, tokens: int) -> None:
+        with self._lock:
+            self._tokens_from_calls = True
+            self.tokens += tokens
+
     def finished(self, outcome: DocumentOutcome) -> None:
         with self._lock:
             self.counts[outcome.state] += 1
+            if not self._tokens_from_calls:
+                self.tokens += outcome.tokens
+            self._reading = ""
         if self._task is not None:
-            description = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
-            self._progress.update(self._task, advance=1, description=description)
+            left = self.left()
+            self._progress.update(self._task, advance=1, left=f"{left} left" if left else "")
         if outcome.state in (Outcome.INPUT_ERROR, Outcome.ERROR):
             self._progress.console.print(Text.assemble((outcome.state, "red"), f" {problem_line(outcome)}"),
                                          markup=False, highlight=False)
@@ -168,21 +208,45 @@ class RunProgress(Progress):
     def note(self, line: str) -> None:
         self._progress.console.print(line, markup=False, highlight=False)
 
-    def line(self) -> str:
-        """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 1:02 elapsed,
-        ETA 3:27``."""
+    def left(self) -> str | None:
+        """The time left at the pace so far (``2:05``), once a document that needed work is done; else None."""
         with self._lock:
-            counts = sorted(self.counts.items())
-        done = sum(n for _, n in counts)
-        parts = [f"progress: {done}/{self.total} documents"
-                 + (f" ({', '.join(f'{state} {n}' for state, n in counts)})" if counts else "")]
+            done = sum(self.counts.values())
+            worked = done - self.counts[Outcome.SKIPPED] - self.counts[Outcome.INPUT_ERROR]
+        if not worked or done >= self.total:
+            return None
+        return clock((time.monotonic() - self._started) / worked * (self.total - done))
+
+    def status(self) -> tuple[str, list[str]]:
+        """The documents per state (``MANUAL_REVIEW 1, READY_FOR_REVIEW 2``), and the rest of what is going on:
+        ``3 calls in flight``, ``12,345 tokens so far``, a long document's window or a scan's page being read."""
+        with self._lock:
+            counts = ", ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
+            tokens, reading = self.tokens, self._reading
+        rest = []
         if self._in_flight is not None:
             calls = self._in_flight()
-            parts.append(f"{calls} call{'' if calls == 1 else 's'} in flight")
-        elapsed = time.monotonic() - self._started
-        parts.append(f"{clock(elapsed)} elapsed")
-        if 0 < done < self.total:
-            parts.append(f"ETA {clock(elapsed / done * (self.total - done))}")
+            rest.append(f"{calls} call{'' if calls == 1 else 's'} in flight")
+        rest.append(f"{tokens:,} tokens so far")
+        if reading:
+            rest.append(reading)
+        return counts, rest
+
+    def _status_line(self) -> Text:
+        counts, rest = self.status()
+        return Text("  " + " · ".join([counts, *rest] if counts else rest), overflow="ellipsis", no_wrap=True)
+
+    def line(self) -> str:
+        """``progress: 12/40 documents (MANUAL_REVIEW 3, READY_FOR_REVIEW 9), 4 calls in flight, 12,345 tokens so
+        far, 1:02 elapsed, 3:27 left``."""
+        with self._lock:
+            done = sum(self.counts.values())
+        counts, rest = self.status()
+        parts = [f"progress: {done}/{self.total} documents" + (f" ({counts})" if counts else ""), *rest,
+                 f"{clock(time.monotonic() - self._started)} elapsed"]
+        left = self.left()
+        if left:
+            parts.append(f"{left} left")  # a duration: "ETA 17:42" reads as a time of day
         return ", ".join(parts)
 
     def _tick(self, seconds: float) -> None:
@@ -190,17 +254,14 @@ class RunProgress(Progress):
             self._progress.console.print(self.line(), markup=False, highlight=False)
 
     def window(self, path: str, done: int, total: int) -> None:
-        """A long document's windows as they are answered, in the bar's description."""
-        if self._task is not None:
-            counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
-            self._progress.update(self._task, description=f"{counts}  {printable(path)}: window {done}/{total}".strip())
-
+        """A long document's windows as they are answered, in the status."""
+        with self._lock:
+            self._reading = f"{printable(path)}: window {done}/{total}"
 
     def page(self, path: str, done: int, total: int) -> None:
-        """A scan's pages as OCR reads them, in the bar's description."""
-        if self._task is not None:
-            counts = "  ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
-            self._progress.update(self._task, description=f"{counts}  {printable(path)}: OCR page {done}/{total}".strip())
+        """A scan's pages as OCR reads them, in the status."""
+        with self._lock:
+            self._reading = f"{printable(path)}: OCR page {done}/{total}"
 
 
 def problem_line(outcome: DocumentOutcome) -> str:
@@ -224,6 +285,10 @@ def print_nothing_found(discovery: Discovery, as_json: bool = False) -> None:
         print(json.dumps({"run_id": None, "documents": 0, "missing": discovery.missing,
                           "unsupported_files": dict(sorted(discovery.unsupported.items())), "nothing_found": reason},
                          ensure_ascii=False, indent=2))
+
+
+SHOWN_PROBLEMS = 20
+"""The summary names this many unreadable inputs, then says how to list the rest."""
 
 
 def print_summary(summary: RunSummary, console: Console | None = None, title: str | None = None) -> None:
@@ -260,6 +325,14 @@ def print_summary(summary: RunSummary, console: Console | None = None, title: st
     if summary.interrupted:
         left = summary.counts.get(Outcome.INTERRUPTED, 0)
         console.print(f"interrupted: {left} document(s) left; rerun the same command to finish them", style="yellow")
+    unread = [outcome for outcome in summary.outcomes if outcome.state == Outcome.INPUT_ERROR]
+    if unread:
+        console.print(Text(f"could not be read: {len(unread)} input(s)", style="red"))
+        for outcome in unread[:SHOWN_PROBLEMS]:
+            console.print(Text(f"  {problem_line(outcome)}"), highlight=False)
+        if len(unread) > SHOWN_PROBLEMS:
+            console.print(f"  ... and {len(unread) - SHOWN_PROBLEMS} more: each was named on stderr as it failed, "
+                          "and --format json lists every input with its cause")
     for outcome in summary.outcomes:
         if outcome.state == Outcome.BLOCKED:
             console.print(Text.assemble((Outcome.BLOCKED, "bold red"), f" {printable(outcome.path)}: {printable(outcome.cause)}"),

@@ -14,15 +14,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup, escape
+
 from extractor.document import language_of, line_boxes, words_in
+from extractor.evidence.fieldpath import parse
 from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
 
 QUESTIONS = "missingFields"
 """The envelope's list of NEEDS_INPUT questions (``{fieldPath, question}``), drawn as questions, not as a field."""
+COVERAGE = "sentenceCoverage"
+"""The envelope's list of sentence states (``{sentenceId, status, fieldPaths, reason}``)."""
 
 if TYPE_CHECKING:
-    from extractor.review.view import DocumentView, EvidenceMark
+    from extractor.review.view import DocumentView, EvidenceMark, SentenceView
 
 SENTENCE_STATES = (*CoverageStatus, *SentenceMark)
 """The states a sentence is coloured by; anything else (UNVERIFIED:<rule>) is drawn as a problem."""
@@ -94,6 +99,21 @@ class DocumentPage:
     lists it on its own."""
     pages: list[PageBoxes] = field(default_factory=list)
     """The source's pages, each with a box on every line of every excerpt on it (docs/formats.md#pages-and-boxes)."""
+    approved: bool = False
+    """The page shows the approved record of this content (not the model's candidate)."""
+    edits: dict[str, str] = field(default_factory=dict)
+    """In an approved record, each field a person changed from the model's candidate, with what the model had
+    (``the model's value: ...``, ``the model had none``, ``the model had 2 items``)."""
+    added: list[str] = field(default_factory=list)
+    """In an approved record, the list items a person added (the model's list had no item at that place)."""
+
+    @property
+    def sentence_counts(self) -> dict[str, int]:
+        """Sentences per label, as this page colours them."""
+        counts: dict[str, int] = {}
+        for sentence in sorted(self.sentences, key=lambda s: s.label):
+            counts[sentence.label] = counts.get(sentence.label, 0) + 1
+        return counts
 
     @property
     def questions_at_fields(self) -> list[str]:
@@ -121,13 +141,13 @@ def _pieces(text: str, start: int, evidence: list[EvidenceMark]) -> list[Piece]:
     return out
 
 
-def source_runs(view: DocumentView) -> tuple[list[SentenceRun], str]:
-    """The sentences in order with the text between them (the source as the run read it, when it is
-    unchanged; else each sentence's own text, blocks separated by blank lines)."""
+def source_runs(view: DocumentView, sentences: list[SentenceView] | None = None) -> tuple[list[SentenceRun], str]:
+    """The sentences in order (the view's, or ``sentences``) with the text between them (the source as the run read
+    it, when it is unchanged; else each sentence's own text, blocks separated by blank lines)."""
     text = view.text
     out: list[SentenceRun] = []
     previous_end, previous_block = 0, None
-    for position, sentence in enumerate(view.sentences):
+    for position, sentence in enumerate(view.sentences if sentences is None else sentences):
         start, end = sentence.start, sentence.end
         if text is not None:
             lead, body = text[previous_end:start], text[start:end]
@@ -141,38 +161,120 @@ def source_runs(view: DocumentView) -> tuple[list[SentenceRun], str]:
 
 
 def document_page(view: DocumentView, schema: dict[str, Any] | None) -> DocumentPage:
-    """Everything the document template needs, from ``document_view`` and the contract's schema."""
-    sentences, tail = source_runs(view)
-    candidate = view.candidate
-    tree = SchemaForm(schema).tree(candidate) if schema is not None and isinstance(candidate, dict) else None
+    """Everything the document template needs, from ``document_view`` and the contract's schema: the model's
+    candidate with its final attempt's findings, or, once a person approved this content, the approved record
+    with its own evidence and the fields the person changed marked (the model's findings are about a candidate
+    that is no longer the record)."""
+    approved = view.approved
+    record = approved.record if approved is not None else view.candidate
+    spans = list(approved.evidence_spans or []) if approved is not None else view.evidence_spans
+    sentences, tail = source_runs(view, None if approved is None else approved_sentences(view))
+    tree = SchemaForm(schema).tree(record) if schema is not None and isinstance(record, dict) else None
     names = {node.name for node in tree.walk()} if tree is not None else set()
     shown_id = None if view.shown is None else view.shown.id
     final = next((a for a in view.attempts if a.attempt.id == shown_id), None)
     findings: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for finding in [] if final is None else final.findings:
+    for finding in [] if final is None or approved is not None else final.findings:
         findings[finding_anchor(finding.get("location"), names)].append(finding)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for span in view.evidence_spans:
+    for span in spans:
         evidence[str(span.get("fieldPath"))].append(span)
-    questions = {str(m.get("fieldPath")): str(m.get("question")) for m in view.missing_fields or ()
-                 if isinstance(m, dict)}
+    missing = record.get(QUESTIONS) if isinstance(record, dict) else None
+    questions = {str(m.get("fieldPath")): str(m.get("question")) for m in missing or () if isinstance(m, dict)}
     extra = [f"{node.name + '.' if node.name else ''}{key}" for node in (tree.walk() if tree else ())
              for key in node.extra_keys]
     source = view.text or " ".join(s.text for s in view.sentences)
-    asked = isinstance(view.missing_fields, list) and all(isinstance(m, dict) for m in view.missing_fields)
+    asked = isinstance(missing, list) and all(isinstance(m, dict) for m in missing)
     top = [child for child in (tree.children if tree is not None else ())
            if child.present and not (asked and child.name == QUESTIONS)]
+    edits, added = edited_fields(tree, view.candidate) if approved is not None and tree is not None else ({}, [])
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
-                        dict(view.fields or {}), language_of(source), extra, top,
-                        frozenset(name for child in top for name in _drawn(child)), page_boxes(view))
+                        {} if approved is not None else dict(view.fields or {}), language_of(source), extra, top,
+                        frozenset(name for child in top for name in _drawn(child)), page_boxes(view, spans),
+                        approved is not None, edits, added)
 
 
-def page_boxes(view: DocumentView) -> list[PageBoxes]:
-    """Every page of a paged source, with a box around each line of each excerpt found on it."""
+def approved_sentences(view: DocumentView) -> list[SentenceView]:
+    """The sentences as the approved record leaves them: its coverage entries (checked when it was approved: an
+    error among them refuses an approval) and its evidence."""
+    from extractor.review.view import sentence_views
+
+    approved = view.approved
+    assert approved is not None
+    coverage = approved.record.get(COVERAGE) if isinstance(approved.record, dict) else None
+    states = {str(entry.get("sentenceId")): {"id": entry.get("sentenceId"), "state": entry.get("status"),
+                                            "fieldPaths": entry.get("fieldPaths"), "reason": entry.get("reason")}
+              for entry in coverage or () if isinstance(entry, dict)}
+    return sentence_views(view.document, states, list(approved.evidence_spans or []))
+
+
+def edited_fields(tree: Node, candidate: Any) -> tuple[dict[str, str], list[str]]:
+    """What a person changed in an approved record (``tree``) from the model's ``candidate``, path by path: the
+    fields whose value differs, each with what the model had (its value, none, or a list's count of items),
+    and the list items the model did not have at all (their fields are not listed one by one)."""
+    edits: dict[str, str] = {}
+    added: list[str] = []
+
+    def visit(node: Node) -> None:
+        before = value_at(candidate, node.name) if node.name else candidate
+        if node.name and before is MISSING_VALUE and node.key.startswith("["):
+            added.append(node.name)
+            return
+        if node.kind == "array" and isinstance(node.value, list) and node.name:
+            if not isinstance(before, list):
+                edits[node.name] = "the model had none"
+            elif len(before) != len(node.value):
+                edits[node.name] = f"the model had {len(before)} item{'' if len(before) == 1 else 's'}"
+        elif node.kind not in ("object", "array") and (before is MISSING_VALUE or before != node.value):
+            edits[node.name] = ("the model had none" if before is MISSING_VALUE else "the model's value: "
+                                + (before if isinstance(before, str) else json.dumps(before, ensure_ascii=False)))
+        for child in node.children:
+            if child.present:
+                visit(child)
+
+    visit(tree)
+    return edits, added
+
+
+MISSING_VALUE: Any = object()
+
+
+def value_at(value: Any, path: str) -> Any:
+    """The value at a field path (``processSteps[1].action``) of ``value``, or ``MISSING_VALUE``."""
+    steps = parse(path)
+    if steps is None:
+        return MISSING_VALUE
+    for step in steps:
+        if isinstance(step, int) and isinstance(value, list) and 0 <= step < len(value):
+            value = value[step]
+        elif isinstance(step, str) and isinstance(value, dict) and step in value:
+            value = value[step]
+        else:
+            return MISSING_VALUE
+    return value
+
+
+def hint_text(hint: Any) -> str:
+    """A finding's hint (machine-usable help for the repair) as a person reads it: ``sentence id s11 · text
+    “If the request ...”``, never a Python dict."""
+    if not isinstance(hint, dict):
+        return str(hint) if isinstance(hint, str) else json.dumps(hint, ensure_ascii=False)
+    parts = []
+    for key, value in hint.items():
+        name = str(key).replace("_", " ")
+        shown = (value if isinstance(value, str) and str(key).endswith("id") else f"“{value}”" if isinstance(value, str)
+                 else f"{value:.2f}" if isinstance(value, float) else json.dumps(value, ensure_ascii=False))
+        parts.append(f"{name} {shown}")
+    return " · ".join(parts)
+
+
+def page_boxes(view: DocumentView, spans: list[dict[str, Any]] | None = None) -> list[PageBoxes]:
+    """Every page of a paged source, with a box around each line of each excerpt found on it (the view's evidence,
+    or ``spans``)."""
     if not view.pages:
         return []
     boxes: dict[int, list[EvidenceBox]] = defaultdict(list)
-    for span in view.evidence_spans:
+    for span in view.evidence_spans if spans is None else spans:
         for start, end in span.get("spans") or ():
             for page, box in line_boxes(words_in(view.words, start, end)):
                 boxes[page].append(EvidenceBox(int(span.get("index") or 0), str(span.get("fieldPath")), box))
@@ -188,6 +290,11 @@ def _drawn(node: Node) -> Iterator[str]:
     for child in node.children:
         if node.kind == "array" or child.present:
             yield from _drawn(child)
+
+
+def path_breaks(path: str) -> Markup:
+    """A path that may wrap only after its ``/`` separators (a table column never breaks a name mid-word)."""
+    return Markup("/<wbr>").join(escape(part) for part in path.split("/"))
 
 
 def pretty(value: Any) -> str:

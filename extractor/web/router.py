@@ -41,7 +41,7 @@ from fastapi.routing import APIRoute
 from extractor.review.queue import QueuePage, waiting
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, REVIEWABLE, DocumentState
+from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, REVIEWABLE, DocumentState, ReviewDecision
 
 if TYPE_CHECKING:
     from extractor.store.review_claims import ReviewClaim
@@ -118,13 +118,16 @@ def _shown(value: Any) -> Any:
 def _environment() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    from extractor.review.view import iso
-    from extractor.web.page import pretty
+    from extractor.review.view import latency, when
+    from extractor.web.page import hint_text, path_breaks, pretty
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.filters["pretty"] = pretty
-    env.filters["iso"] = iso
+    env.filters["when"] = when
+    env.filters["hint"] = hint_text
+    env.filters["latency"] = latency
+    env.filters["path"] = path_breaks
     return env
 
 
@@ -223,15 +226,22 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         found = _document_run(store, document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
-        decidable = found.state in QUEUE_STATES
-        if decidable:  # opening it to review it claims it (or renews this person's claim)
-            claim(store.engine, found.id, principal.name, claim_s)
         others = [d for d in store.find_document_runs(sha_prefix=found.sha256)
                   if d.id != found.id and _readable(store, d.id, principal.scope)]
         try:
             view = document_view(store, records, found, others)
         except ReviewError as error_:
             return _problem(409, str(error_))
+        approved = view.approved
+        latest = view.reviews[-1] if view.reviews else None
+        rejected = latest if approved is None and latest is not None and latest.decision == ReviewDecision.rejected \
+            else None
+        history = [r for r in view.reviews  # the approval the page shows is not listed again
+                   if approved is None or (r.decision, r.reviewer, r.created_at) != (ReviewDecision.approved,
+                                                                                   approved.reviewer, approved.approved_at)]
+        decidable = found.state in QUEUE_STATES and approved is None and rejected is None
+        if decidable:  # opening it to review it claims it (or renews this person's claim)
+            view = replace(view, claim=claim(store.engine, found.id, principal.name, claim_s))
         page = document_page(view, _schema(view.run))
         raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
         filters = _filters(request)
@@ -239,8 +249,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         held = view.claim if view.claim is not None and view.claim.reviewer != principal.name else None
         return render("document.html", status, **context(
             request, principal, page=page, view=view, raw=raw, error=error, lang=page.lang,
-            blocked=found.state == DocumentState.BLOCKED, decidable=decidable, held=held,
-            until=view.claim.expires_at.isoformat() if view.claim is not None and held is None else "",
+            blocked=found.state == DocumentState.BLOCKED, rejected=rejected, history=history, decidable=decidable,
+            held=held, until=view.claim.expires_at.isoformat() if view.claim is not None and held is None else "",
             renew_ms=int(claim_s * 1000 / 5), previous=previous, following=following, query=_query(filters),
             done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
 
