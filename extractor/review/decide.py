@@ -289,6 +289,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     standing = approvals_of(store, document_run, run)
     if existing is not None and existing.record == record:
+        _check_turn(store, document_run)  # approved before the caller read it, not by a decision racing this one
         return Approval("already", existing, existing, document_run, report, approvals=standing)
     if existing is not None and not force:
         raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
@@ -296,6 +297,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
                       f"{', edited' if existing.edited else ''}); replacing it overrides that decision: add --force")
     digest = canonical_sha256(record)
     if any(s.reviewer == reviewer and s.record_sha256 == digest for s in standing.pending):
+        _check_turn(store, document_run)
         return Approval("already", None, existing, document_run, report, approvals=standing)
     block_override = None if why is None else {
         "reviewer": reviewer, "reason": why, "document_run_id": document_run.id,
@@ -352,6 +354,7 @@ def reject_document(store: Store, records: Store, document_run: DocumentRunInfo,
     from_here = existing is not None and existing.run_id == document_run.run_id
     if (latest is not None and latest.decision == ReviewDecision.rejected and latest.reviewer == reviewer.strip()
             and latest.note == reason.strip() and not from_here):
+        _check_turn(store, document_run)
         return Rejection("already", latest, document_run, kept=existing)
     if latest is not None and latest.decision == ReviewDecision.approved and from_here and not force:
         raise Refused(f"document run {document_run.id} was approved by {latest.reviewer} at "
