@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from extractor.errors import InputError
-from extractor.vocab import JUDGE_METRICS, JudgeMode, PersonalDataPolicy
+from extractor.vocab import JUDGE_METRICS, MAX_APPROVALS, JudgeMode, PersonalDataPolicy
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -374,6 +374,15 @@ class ModesTable(BaseModel):
     judge: dict[Annotated[str, AfterValidator(_one_of(JUDGE_METRICS))], JudgeMode] = {}
 
 
+class ReviewTable(BaseModel):
+    """``[review]`` of a contract's checks.toml: ``approvals``, how many distinct people must approve a record before
+    it counts as approved and is exported (four eyes: 2)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    approvals: Annotated[int, Field(ge=1, le=MAX_APPROVALS)] = 1
+
+
 # -- a contract's [[check]] declarations ---------------------------------------------------------------------------
 #
 # One model per check type, shared by checks.toml and the Python API (``Contract.from_model(..., checks=...)``): a
@@ -571,7 +580,7 @@ CHECK_TYPES: tuple[str, ...] = tuple(model.model_fields["type"].default for mode
 
 
 class ChecksFile(BaseModel):
-    """A contract's ``checks.toml``: a ``description``, ``[evidence]``, ``[guards]``, ``[modes]`` and the
+    """A contract's ``checks.toml``: a ``description``, ``[evidence]``, ``[guards]``, ``[modes]``, ``[review]`` and the
     ``[[check]]`` declarations (docs/contracts.md). ``toml()`` writes it (the Python API writes a contract made from
     a model this way)."""
 
@@ -581,6 +590,7 @@ class ChecksFile(BaseModel):
     evidence: EvidenceTable = EvidenceTable()
     guards: GuardsTable = GuardsTable()
     modes: ModesTable | None = None
+    review: ReviewTable | None = None
     check: list[Check] = []
 
     def toml(self) -> str:

@@ -3,9 +3,10 @@
 Provenance per record: document path and sha256, contract and version, the run and attempt it came from
 (with the run's model, prompt and validator version when the run log still has that run), whether a
 person edited it, the validator's evidence spans (offsets into the canonical text, with the sentence ids
-they touch), reviewer, approval time and note; ``block_override`` when a person approved a BLOCKED result over
-its critical finding (who, when, why, which rules); ``masked``: where personal data was masked, for a contract
-whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the values as the model gave them).
+they touch), reviewer and every approver (``approved_by``), approval time and note; ``block_override`` when a
+person approved a BLOCKED result over its critical finding (who, when, why, which rules); ``masked``: where personal
+data was masked, for a contract whose guard setting ``source_personal_data`` is ``mask`` (the run log keeps the
+values as the model gave them). ``Wanted.owner`` keeps the records of the contents one owner submitted.
 
 The file is written to a temporary file beside the target, flushed to disk and renamed over the target:
 a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
@@ -57,6 +58,7 @@ PROVENANCE_COLUMNS = (
     "validator_version",
     "edited",
     "reviewer",
+    "approved_by",
     "approved_at",
     "note",
     "block_override",
@@ -121,12 +123,20 @@ def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None
         "validator_version": None if run is None else run.validator_version,
         "edited": record.edited,
         "reviewer": record.reviewer,
+        "approved_by": approvers(record),
         "approved_at": record.approved_at.isoformat(timespec="microseconds"),
         "note": record.note,
         "block_override": _raw(record.block_override_json),
         "masked": masked or [],
         "evidence_spans": _raw(record.evidence_spans_json),
     }
+
+
+def approvers(record: StoredApproval) -> list[str]:
+    """Everyone who approved the record: the people who signed it off when its contract needs several, else its
+    reviewer."""
+    signed = json.loads(record.approvals_json) if record.approvals_json else None
+    return [entry["reviewer"] for entry in signed] if signed else [record.reviewer]
 
 
 def masked_record(record: StoredApproval, run: Any | None = None,
@@ -470,41 +480,77 @@ class _Runs:
         return self.known.get(run_id) if run_id else None
 
 
-def _rows(records: Store, run_log: Store | None, contract: str | None, contract_version: int | None,
-          since: datetime | None, progress: Callable[[int], None] | None) -> Iterator[Row]:
-    """``(record as exported, provenance)`` of every approved record selected, streamed; ``progress`` is told how
-    many were read after each batch."""
-    from extractor.store.approved import approved_batches
+@dataclass(frozen=True)
+class Wanted:
+    """Which approved records an export writes: of this contract (and version), approved at or after ``since``,
+    and ``owner``'s (the contents that owner submitted, found through the run log: ``owned``)."""
 
-    runs = _Runs(run_log)
-    # per run (or, for a record whose run is not in the log, per contract and version): the same for its records
-    policies: dict[str | tuple[str, int], PersonalDataPolicy] = {}
-    done = 0
-    for batch in approved_batches(records, contract=contract, contract_version=contract_version, since=since):
-        runs.load(r.run_id for r in batch if r.run_id)
-        if len(policies) > _Runs.KEEP:
-            policies.clear()
+    contract: str | None = None
+    contract_version: int | None = None
+    since: datetime | None = None
+    owner: str | None = None
+
+
+def owned(run_log: Store, owner: str, batch: list[StoredApproval]) -> list[StoredApproval]:
+    """The approved records of ``batch`` that are ``owner``'s: a task of its batches ended in a document run of that
+    content under that contract version (``extractor.store.tasks.owned_keys``, read for the batch's keys alone); the
+    same content submitted by two owners is one record, and each of them exports it."""
+    from extractor.store.tasks import owned_keys
+
+    mine = owned_keys(run_log.engine, owner, ((r.document_sha256, r.contract, r.contract_version) for r in batch))
+    return [r for r in batch if (r.document_sha256, r.contract, r.contract_version) in mine]
+
+
+class Rows:
+    """``(record as exported, provenance)`` of approved records, a batch at a time, with their runs and each run's
+    (or, for a record whose run is not in the log, each contract version's) personal-data policy kept across
+    batches."""
+
+    def __init__(self, run_log: Store | None) -> None:
+        self.runs = _Runs(run_log)
+        self.policies: dict[str | tuple[str, int], PersonalDataPolicy] = {}
+
+    def of(self, batch: list[StoredApproval]) -> Iterator[Row]:
+        self.runs.load(r.run_id for r in batch if r.run_id)
+        if len(self.policies) > _Runs.KEEP:
+            self.policies.clear()
         for approved in batch:
-            run = runs.get(approved.run_id)
+            run = self.runs.get(approved.run_id)
             key = run.id if run is not None else (approved.contract, approved.contract_version)
-            policy = policies.get(key)
+            policy = self.policies.get(key)
             if policy is None:
-                policy = policies[key] = personal_data_policy(approved, run)
+                policy = self.policies[key] = personal_data_policy(approved, run)
             if policy is PersonalDataPolicy.mask:
                 record, masked = masked_record(approved, run, policy)
                 yield record, provenance(approved, run, masked)
             else:
                 yield RawJSON(approved.record_json), provenance(approved, run)
-        done += len(batch)
-        if progress is not None:
-            progress(done)
 
 
-def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, contract_version: int | None = None,
-           since: datetime | None = None, run_log: Store | None = None, explode: str | None = None,
-           progress: Callable[[int, int], None] | None = None) -> ExportResult:
-    """Write the approved records to ``out`` atomically; returns how many were written (``explode``: CSV only,
-    one row per item of that list field). ``progress`` is told (records read, records in all) as it goes."""
+def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Callable[[int, int], None]) -> Iterator[Row]:
+    """``(record as exported, provenance)`` of every approved record ``wanted``, streamed; ``progress`` is told how
+    many were read and how many written after each batch."""
+    from extractor.store.approved import approved_batches
+
+    rows = Rows(run_log)
+    read = written = 0
+    for batch in approved_batches(records, contract=wanted.contract, contract_version=wanted.contract_version,
+                                  since=wanted.since):
+        read += len(batch)
+        kept = batch
+        if wanted.owner is not None:
+            if run_log is None:
+                raise ValueError("an owner's records are found through the run log: pass run_log")
+            kept = owned(run_log, wanted.owner, batch)
+        yield from rows.of(kept)
+        written += len(kept)
+        progress(read, written)
+
+
+def export(records: Store, out: Path, fmt: str, *, wanted: Wanted = Wanted(), run_log: Store | None = None,
+           explode: str | None = None, progress: Callable[[int, int], None] | None = None) -> ExportResult:
+    """Write the approved records ``wanted`` to ``out`` atomically; returns how many were written (``explode``: CSV
+    only, one row per item of that list field). ``progress`` is told (records read, records in all) as it goes."""
     from extractor.store.approved import count_approved
 
     if fmt not in FORMATS:
@@ -512,15 +558,15 @@ def export(records: Store, out: Path, fmt: str, *, contract: str | None = None, 
     if explode is not None and fmt != "csv":
         raise ValueError("--explode FIELD needs --format csv")
     written = 0
-    total = count_approved(records, contract, contract_version, since) if progress is not None else 0
+    total = count_approved(records, wanted.contract, wanted.contract_version, wanted.since) if progress else 0
 
-    def counted(done: int) -> None:
+    def counted(read: int, kept: int) -> None:
         nonlocal written
-        written = done
+        written = kept
         if progress is not None:
-            progress(done, total)
+            progress(read, total)
 
-    rows = _rows(records, run_log, contract, contract_version, since, counted)
+    rows = _rows(records, run_log, wanted, counted)
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:

@@ -141,6 +141,14 @@ class ReviewDecision(StrEnum):
     rejected = "rejected"
 
 
+class SignoffState(StrEnum):
+    """Where one person's approval stands on a contract that needs several (``[review] approvals``)."""
+
+    pending = "pending"  # waits for the other approvals of the same record
+    approved = "approved"  # made the approval with the others (``signoffs.review_id``)
+    superseded = "superseded"  # a rejection, or a sign-off of another record, came after it
+
+
 class Severity(StrEnum):
     """``critical``: the document is BLOCKED whatever else holds (docs/design.md#states); ``error``: the candidate fails and is
     repaired once; ``warning``: a person's call (some warnings send the document to a person)."""
@@ -275,7 +283,7 @@ DEFAULT_JUDGE_TIMEOUT = 60.0
 """Seconds per judge call (its own timeout: a judge behind a proxy that cuts at 100 s must give up first)."""
 DEFAULT_CONCURRENCY = 4
 DEFAULT_OVERLAP = 2
-"""Sentences before a window shown to it as context (``--overlap``, docs/longdocs.md)."""
+"""Sentences before a window shown to it as context (``--overlap``, docs/runs.md#long-documents)."""
 MIN_ID_PREFIX = 6
 """The fewest characters of a run id or a content sha256 that a command accepts as a prefix (document run
 ids are numbers and always whole). Fewer would match by accident: 4 hex characters have 65,536 values."""
@@ -286,11 +294,18 @@ JUDGE_UNEVALUABLE_MARKS = frozenset({"JUDGE_NOT_EVALUABLE", "JUDGE_PROTOCOL_ERRO
 and ``extract compare`` counts it as not evaluable, never as a fail (an outage says nothing about the
 generator under test)."""
 DEFAULT_REVIEW_PAGE = 50
+"""How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
 DEFAULT_MAX_DELIVERIES = 3
 """A queued document whose worker died this many times ends ERROR instead of being delivered again."""
 DEFAULT_MAX_PENDING = 10_000
-"""Queued documents not yet started past which ``extract run --queue`` waits (or refuses)."""
-"""How many waiting documents ``extract review`` lists unless told otherwise (it always says how many wait)."""
+"""Queued documents not yet started past which ``extract run --queue`` waits (or refuses) and ``extract serve``
+answers 429 (``--max-pending``)."""
+DEFAULT_TOKEN_DAYS = 90
+"""How long an API token lives unless ``extract tokens create --expires`` says otherwise (``rotate`` renews it)."""
+REVIEW_CLAIM_S = 300.0
+"""How long opening a document to review it holds it for that person; the open page renews it every minute."""
+MAX_APPROVALS = 5
+"""The most distinct people a contract may require to approve one record (``[review] approvals``)."""
 
 
 def values_of(values: type[StrEnum] | tuple[StrEnum, ...]) -> tuple[str, ...]:

@@ -35,7 +35,8 @@ def served(llm_server: Callable[..., ScriptedLLMServer], tmp_path: Any,
     monkeypatch.setenv("EXTRACT_MAX_DOCUMENT_BYTES", str(64 << 10))
     store = open_store(f"sqlite:///{tmp_path}/fuzz.db")
     service = build_service(store, broker=None, concurrency=2, model="openai:scripted-model", max_pending=50)
-    tokens = {role: create_token(store.engine, f"{role}-token", role) for role in ("submitter", "reviewer", "admin")}
+    tokens = {role: create_token(store.engine, f"{role}-token", role, all_owners=role == "reviewer")
+              for role in ("submitter", "reviewer", "admin")}
     try:
         with serving(service) as url:
             with httpx.Client(base_url=url, timeout=60) as client:

@@ -78,6 +78,10 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
         "INSERT INTO tasks (id, batch_id, upload_id, state, rule_ids, deliveries, run_id, document_run_id, enqueued_at) "
         "VALUES ('planted', 'gone', 444444, 'queued', '[]', 0, 'gone', 333333, '2026-01-01 00:00:00')",
         "INSERT INTO evaluation_runs (evaluation_id, run_id) VALUES (222222, 'gone')",
+        "INSERT INTO signoffs (id, document_run_id, reviewer, record, record_sha256, edited, created_at, state, "
+        "review_id) VALUES (900003, 111111, 'kim', '{}', 'x', FALSE, '2026-01-01 00:00:00', 'approved', 999998)",
+        "INSERT INTO review_claims (document_run_id, reviewer, claimed_at, expires_at) VALUES (111112, 'kim', "
+        "'2026-01-01 00:00:00', '2026-01-01 00:05:00')",
     ]
     plant(db_url, planted)
 

@@ -315,8 +315,8 @@ def test_the_api_with_a_broker_hands_submissions_to_the_workers(
         lines = scraper.get("/metrics").text.splitlines()
     assert 'extract_task_outcomes_total{outcome="READY_FOR_REVIEW"} 1.0' in lines
     assert 'extract_documents_total{state="READY_FOR_REVIEW"} 1.0' in lines
-    assert 'extract_model_calls_total{outcome="ok"} 1.0' in lines
-    assert "extract_queue_depth 0.0" in lines
+    assert 'extract_model_calls_total{endpoint="default",model="scripted-model",outcome="ok"} 1.0' in lines
+    assert not any(line.startswith("extract_queue_depth") for line in lines)  # the service's (tests/test_operator.py)
     assert rows(pg_url, "SELECT command, pid FROM runs WHERE id = :run", run=task["run"]) == [("extract worker", worker.pid)]
 
 

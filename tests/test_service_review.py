@@ -52,7 +52,7 @@ def site(db_url: str, tmp_path: Path, llm_server: Callable[..., ScriptedLLMServe
     store = open_store(db_url)
     service = build_service(store, broker=None, concurrency=1, model="openai:base")
     service.defaults = BatchSettings(model="openai:base", base_url=server.base_url)  # for submissions
-    tokens = {REVIEWER: create_token(store.engine, REVIEWER, "reviewer"),
+    tokens = {REVIEWER: create_token(store.engine, REVIEWER, "reviewer", all_owners=True),
               SUBMITTER: create_token(store.engine, SUBMITTER, "submitter")}
     try:
         with serving(service) as url:
@@ -96,7 +96,7 @@ def test_without_a_session_pages_go_to_the_login_and_wrong_or_revoked_tokens_are
 
         wrong = sign_in(client, "ext_" + "x" * 43)
         assert wrong.status_code == 401 and "unknown or revoked token" in wrong.text and COOKIE not in client.cookies
-        revoked = create_token(site.service.store.engine, "left the team", "reviewer")
+        revoked = create_token(site.service.store.engine, "left the team", "reviewer", all_owners=True)
         assert revoke_token(site.service.store.engine, "left the team")
         assert sign_in(client, revoked).status_code == 401
         assert sign_in(client, "").status_code == 401 and COOKIE not in client.cookies
@@ -171,17 +171,20 @@ def test_a_submitted_document_is_approved_in_the_browser_against_its_uploaded_co
     assert api["approved"]["reviewer"] == REVIEWER
 
 
-def test_a_submitter_signs_in_but_may_not_decide(site: Site) -> None:
+def test_a_submitter_cannot_sign_in_and_the_login_page_says_so(site: Site) -> None:
     good = site.ids[0]
     with site.browser() as reviewer:
         assert sign_in(reviewer, site.tokens[REVIEWER]).status_code == 303
         token = hidden_csrf(reviewer.get(f"/review/doc/{good}").text)
     with site.browser() as client:
-        assert sign_in(client, site.tokens[SUBMITTER]).status_code == 303
-        looked = client.get("/review/")
-        assert looked.status_code == 403 and f"{SUBMITTER} (submitter) may not review" in looked.text
+        login = client.get("/review/login").text
+        assert "Submitter tokens cannot sign in here" in login and "may look" not in login
+        refused_login = sign_in(client, site.tokens[SUBMITTER])
+        assert refused_login.status_code == 403 and COOKIE not in client.cookies
+        assert f"token &#39;{SUBMITTER}&#39; is a submitter&#39;s" in refused_login.text
+        assert client.get("/review/").headers["location"] == "/review/login"
         refused = client.post(f"/review/doc/{good}/approve", data={"csrf": token})
-        assert refused.status_code == 403 and "may not review" in refused.text
+        assert refused.status_code == 401
     api = httpx.get(f"{site.url}/v1/review/{good}", headers=bearer(site.tokens[REVIEWER])).json()
     assert api["approved"] is None and api["reviews"] == []
 
@@ -190,7 +193,7 @@ def test_the_login_is_protected_against_login_csrf(site: Site) -> None:
     """Another site must not sign the browser in under the attacker's token (so the victim's decisions, or
     what they type, would land under the attacker's name): the form token is bound to the browser's own
     SameSite nonce cookie, and requests the browser marks as cross-site are refused."""
-    attacker_token = create_token(site.service.store.engine, "attacker", "reviewer")
+    attacker_token = create_token(site.service.store.engine, "attacker", "reviewer", all_owners=True)
     with site.browser() as attacker, site.browser() as victim:
         attacker_csrf = hidden_csrf(attacker.get("/review/login").text)
         # a cross-site form post carries no SameSite=Strict cookie: only the fields the attacker knows

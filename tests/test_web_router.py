@@ -29,6 +29,7 @@ from tests.support.llm_server import Reply, ScriptedLLMServer
 class Person:
     name: str
     role: str
+    scope: str | None = None  # every owner's documents
 
 
 class Site:

@@ -364,7 +364,7 @@ def test_the_web_review_checks_an_edit_by_the_contract_the_run_used(
     document_run = outcome["document_run_id"]
 
     class Reviewer:
-        name, role = "lee", "reviewer"
+        name, role, scope = "lee", "reviewer", None
 
     with open_store(env["EXTRACT_DATABASE_URL"]) as store:
         app = FastAPI()

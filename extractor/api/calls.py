@@ -486,6 +486,7 @@ def reject(document: Result | str | int, *, reviewer: str, reason: str, force: b
 def export_records(out: PathLike, *, format: str = "jsonl", contract: str | None = None, contract_version: int | None = None,
            explode: str | None = None, run_log: RunLogLike = CLI_RUN_LOG, contracts: Iterable[PathLike] = ()) -> int:
     """``extract export``: write the approved records (only those), with provenance, atomically; the number written."""
+    from extractor.export import Wanted
     from extractor.export import export as write_export
     from extractor.store.approved import open_approved
 
@@ -502,8 +503,8 @@ def export_records(out: PathLike, *, format: str = "jsonl", contract: str | None
     with opened_store(run_log, create=False) as store:
         records = open_approved(store)
         try:
-            written = write_export(records, target, format, contract=contract, contract_version=contract_version,
-                                   run_log=store, explode=explode)
+            written = write_export(records, target, format, wanted=Wanted(contract, contract_version), run_log=store,
+                                   explode=explode)
         except OSError as error:
             raise ExtractorError(f"cannot write {target}: {error.strerror or error}") from None
         finally:

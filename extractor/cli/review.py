@@ -264,6 +264,8 @@ def export(
     since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
     explode: Annotated[str | None, typer.Option(help="CSV: one row per item of this list field (e.g. lineItems), "
                                                 "its fields as FIELD.<name> columns")] = None,
+    owner: Annotated[str | None, typer.Option(help="only the records of documents this owner (an API token's "
+                                              "--owner) submitted")] = None,
     contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
@@ -274,8 +276,10 @@ def export(
     a cell starting with = + - @ tab or carriage return gets a leading apostrophe so no spreadsheet runs it.
 
     Provenance: document path and sha256, contract and version, run and attempt (model, prompt, validator),
-    evidence spans, whether it was edited, reviewer, approval time and note.
+    evidence spans, whether it was edited, reviewer (every approver when the contract needs several), approval
+    time and note.
     """
+    from extractor.export import Wanted
     from extractor.export import export as write_export
     from extractor.runfilter import parse_when
 
@@ -293,8 +297,8 @@ def export(
     with progress_bar("extract export") as bar:  # drawn on a terminal only
         task = bar.add_task("records", total=None)
         try:
-            result = write_export(records, out, format.value, contract=contract, contract_version=contract_version,
-                                  since=when, run_log=store, explode=explode, progress=None if bar.disable else
+            result = write_export(records, out, format.value, wanted=Wanted(contract, contract_version, when, owner),
+                                  run_log=store, explode=explode, progress=None if bar.disable else
                                   lambda done, total: bar.update(task, completed=done, total=total))
         except OSError as error:
             fail(f"cannot write {out}: {error.strerror or error}")

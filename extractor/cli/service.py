@@ -3,6 +3,7 @@
 
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated
 
 import typer
@@ -10,7 +11,7 @@ import typer
 from extractor.cli.app import App, Commands, ContractsOption, Format, FormatOption, app, emit_json, fail, search_contracts
 from extractor.cli.review import DatabaseOption
 from extractor.queue.celery_app import DEFAULT_VISIBILITY_TIMEOUT_S, REDELIVERY_SLACK_S
-from extractor.vocab import DEFAULT_MAX_DELIVERIES, Role
+from extractor.vocab import DEFAULT_MAX_DELIVERIES, DEFAULT_MAX_PENDING, DEFAULT_TOKEN_DAYS, Role
 
 QueueOption = Annotated[str | None, typer.Option("--queue", help="broker URL, e.g. redis://127.0.0.1:6379/0 "
                                                  "[env EXTRACT_BROKER_URL]")]
@@ -18,8 +19,10 @@ EndpointsOption = Annotated[str | None, typer.Option(
     "--endpoints", metavar="FILE", help="the model servers this service may call, by name, with their URLs, key "
     "variables and models (docs/service.md); the same file for `extract serve` and every worker [env "
     "EXTRACT_ENDPOINTS; default: OPENAI_BASE_URL and OPENAI_API_KEY]")]
-tokens_app = App(cls=Commands, help="Bearer tokens of `extract serve`: create (the secret is shown once), list, revoke.",
-                         no_args_is_help=True)
+ExpiresOption = Annotated[str, typer.Option(
+    "--expires", metavar="AGE", help="how long the token works: 90d, 12w, 36h, or never (docs/service.md#tokens)")]
+tokens_app = App(cls=Commands, help="Bearer tokens of `extract serve`: create (the secret is shown once), list, rotate, "
+                 "revoke.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 
 
@@ -41,8 +44,9 @@ class Redelivery:
 class Monitoring:
     """Where a worker serves its metrics and health (none by default)."""
 
-    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics, /healthz and /readyz on this "
-                                                     "port")] = None
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics (this worker's conversion "
+                                                     "metrics: docs/service.md#metrics), /healthz and /readyz on "
+                                                     "this port")] = None
     metrics_host: Annotated[str, typer.Option(help="address of the metrics port")] = "127.0.0.1"
 
 
@@ -68,7 +72,7 @@ def worker(
     start_readers()  # first: the fork server imports what the pool needs while this process imports Celery and the rest
     from extractor.queue.celery_app import broker_url, make_celery, start_worker
     from extractor.queue.endpoints import load_endpoints
-    from extractor.queue.fleet import fleet_for
+    from extractor.queue.fleet import fleet_for, is_redis
     from extractor.queue.runner import Runner
     from extractor.store import open_store
 
@@ -87,8 +91,17 @@ def worker(
     runner = Runner(store, concurrency=concurrency, max_deliveries=redelivery.max_deliveries, fleet=fleet_for(broker),
                     endpoints=servers, observer=observer)
     runner.warm_up()  # while Celery starts and the first batch is being submitted
-    start_worker(make_celery(broker, visibility_timeout_s=redelivery.visibility_timeout), runner, concurrency=concurrency,
-                 loglevel=loglevel)
+    presence = None
+    if is_redis(broker):  # `extract serve` counts the workers online from it (docs/service.md#metrics)
+        from extractor.queue.presence import Presence
+
+        presence = Presence(broker).start()
+    try:
+        start_worker(make_celery(broker, visibility_timeout_s=redelivery.visibility_timeout), runner,
+                     concurrency=concurrency, loglevel=loglevel)
+    finally:
+        if presence is not None:
+            presence.stop()
 
 
 @app.command()
@@ -102,13 +115,16 @@ def serve(
     model: Annotated[str | None, typer.Option(help="model of submissions that name none, one of an endpoint's "
                                              "[env EXTRACT_MODEL]")] = None,
     endpoints: EndpointsOption = None,
+    max_pending: Annotated[int, typer.Option(min=1, help="documents waiting for a worker (every batch together) past "
+                                             "which a submission gets 429 with Retry-After")] = DEFAULT_MAX_PENDING,
 ) -> None:
     """The HTTP API (OpenAPI docs at /docs): submit documents, read results, review; bearer tokens required.
-    People review in the browser at /review/, signing in once with their token.
+    Reviewers and admins review in the browser at /review/, signing in once with their token.
 
     With a broker (--queue or EXTRACT_BROKER_URL) submissions go to `extract worker`s; without one this
     process converts them itself, so one machine needs nothing else. A document over EXTRACT_MAX_DOCUMENT_BYTES
-    (default 10,000,000, the limit ingest applies everywhere) gets 413.
+    (default 10,000,000, the limit ingest applies everywhere) gets 413. /metrics serves Prometheus metrics
+    (docs/service.md#metrics).
     """
     import os
 
@@ -124,45 +140,78 @@ def serve(
     default_model = model or os.environ.get("EXTRACT_MODEL") or servers.first_model() or resolve_model(None)
     store = open_store(database)
     service = build_service(store, broker=broker_url(queue), concurrency=concurrency, model=default_model,
-                            endpoints=servers)
+                            endpoints=servers, max_pending=max_pending)
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:
         service.close()
 
 
+def lifetime(value: str) -> timedelta | None:
+    """``--expires``: ``90d``, ``12w``, ``36h`` or ``never`` (None)."""
+    import re
+
+    if value.strip().lower() == "never":
+        return None
+    match = re.fullmatch(r"\s*([1-9][0-9]{0,4})\s*([hdw])\s*", value.lower())
+    if match is None:
+        fail(f"--expires {value!r}: give an age such as 90d, 12w or 36h, or never")
+    number, unit = int(match.group(1)), match.group(2)
+    return timedelta(hours=number) if unit == "h" else timedelta(days=number * (7 if unit == "w" else 1))
+
+
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="who holds the token (recorded as the reviewer of its decisions)")],
-    role: Annotated[Role, typer.Option(help="submitter: submit and read its own work; reviewer: also read everyone's, "
-                                       "approve and reject; admin: also settings")] = Role.submitter,
-    owner: Annotated[str | None, typer.Option(help="group tokens: submitters with the same owner (a team) see each "
-                                              "other's submissions [default: the token's name]")] = None,
+    role: Annotated[Role, typer.Option(help="submitter: submit and read its owner's work; reviewer: also approve and "
+                                       "reject it; admin: every owner's work, and settings")] = Role.submitter,
+    owner: Annotated[str | None, typer.Option(help="the team whose work the token submits, reads and (a reviewer) "
+                                              "decides; tokens with the same owner share it [default: the token's "
+                                              "name; a reviewer needs --owner or --all-owners]")] = None,
+    all_owners: Annotated[bool, typer.Option("--all-owners", help="a reviewer that reads and decides every owner's "
+                                             "work (department-wide)")] = False,
+    expires: ExpiresOption = f"{DEFAULT_TOKEN_DAYS}d",
     database: DatabaseOption = None,
 ) -> None:
-    """Create a token and print its secret once (only a hash is stored)."""
+    """Create a token and print its secret once (only a hash is stored).
+
+    Every token belongs to an owner (a team) or is explicitly department-wide (--all-owners, or an admin).
+    """
     from extractor.store import open_store
     from extractor.store.tokens import create_token
 
+    expires_in = lifetime(expires)
     with open_store(database) as store:
-        typer.echo(create_token(store.engine, name, role, owner))
+        typer.echo(create_token(store.engine, name, role, owner, all_owners=all_owners, expires_in=expires_in))
 
 
 @tokens_app.command("list")
 def tokens_list(database: DatabaseOption = None, format: FormatOption = Format.text) -> None:
-    """Every token's name, role and dates (never the secret)."""
+    """Every token's name, role, owner, status and dates: created, last used, expires (never the secret)."""
     from extractor.cli.review import open_run_log
     from extractor.store.tokens import list_tokens
 
     with open_run_log(database) as store:
         found = list_tokens(store.engine)
     if format is Format.json:
-        emit_json([{"name": t.name, "role": t.role, "owner": t.owner, "created_at": t.created_at.isoformat(),
-                    "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None} for t in found])
+        emit_json([token.to_json() for token in found])
         return
-    for token in found:
-        typer.echo(f"{token.name}\t{token.role}\towner {token.owner}\t{token.created_at:%Y-%m-%d %H:%M}"
-                   + (f"\trevoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else ""))
+    from extractor.ui.service import print_tokens
+
+    print_tokens(found)
+
+
+@tokens_app.command("rotate")
+def tokens_rotate(name: Annotated[str, typer.Argument(help="the token's name")],
+                  expires: ExpiresOption = f"{DEFAULT_TOKEN_DAYS}d", database: DatabaseOption = None) -> None:
+    """Give a token a new secret and a new expiry (printed once): the old secret stops working at once, its browser
+    sessions end; name, role and owner stay. An expired token is renewed this way."""
+    from extractor.cli.review import open_run_log
+    from extractor.store.tokens import rotate_token
+
+    expires_in = lifetime(expires)
+    with open_run_log(database) as store:
+        typer.echo(rotate_token(store.engine, name, expires_in))
 
 
 @tokens_app.command("revoke")

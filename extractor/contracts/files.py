@@ -46,7 +46,7 @@ from extractor.rules.guards import Guards
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from extractor.configfile import ChecksFile, EvidenceTable, GuardsTable, ModesTable
+    from extractor.configfile import ChecksFile, EvidenceTable, GuardsTable, ModesTable, ReviewTable
 
 SCHEMA_FILE = "schema.json"
 CHECKS_FILE = "checks.toml"
@@ -148,7 +148,7 @@ def load(folder: Path, *, prompts: Path | None = None, pydantic: type[BaseModel]
     where = folder / CHECKS_FILE
     settings, shape_text, exempt = _evidence_settings(checks.evidence, record, where, lines)
     guards = _guards(checks.guards, record, where, lines)
-    settings = with_calibration(settings | _modes(checks.modes), folder, lines)
+    settings = with_calibration(settings | _modes(checks.modes) | _review(checks.review), folder, lines)
     example_list = next((key for key, value in record.get("properties", {}).items()
                          if key not in ENVELOPE and value.get("type") == "array"), "items")
     example_field = next((key for key in record.get("properties", {}) if key not in ENVELOPE), "field")
@@ -416,6 +416,12 @@ def _mode_problems(modes: ModesTable, cards: Iterable[Card], settings: Mapping[s
             rule_mode(settings, parsed, rule_id, error=severity[rule_id] is Severity.ERROR, needs_person=needs_person)
         except SettingsError as error:
             yield str(error)
+
+
+def _review(table: ReviewTable | None) -> dict[str, Any]:
+    """``[review]`` as the settings hold it; absent, the settings stay as they were (one approval), so a contract
+    without it keeps its configuration hash."""
+    return {} if table is None else {"review": {"approvals": table.approvals}}
 
 
 def with_calibration(settings: Mapping[str, Any], folder: Path, lines: list[str]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from extractor.contracts.envelope import ENVELOPE, inline_refs
 from extractor.contracts.merge_spec import MergeSpec
-from extractor.contracts.settings import Modes, RuleMode, rule_mode, settings_sha256
+from extractor.contracts.settings import Modes, RuleMode, approvals_required, rule_mode, settings_sha256
 from extractor.resources import data_dir
 from extractor.rules import EvidenceModel, Rule
 from extractor.rules.guards import EXTENT_RULES, Guards
@@ -107,6 +107,12 @@ class Contract:
     def rule_mode(self, rule_id: str, *, error: bool) -> RuleMode:
         """What a finding of ``rule_id`` may do: observe, review (a person) or block (a person, BLOCK mark)."""
         return rule_mode(self.settings, self.modes, rule_id, error=error, needs_person=self.needs_person)
+
+    @property
+    def approvals(self) -> int:
+        """How many distinct people must approve a record of this contract before it counts as approved
+        (``[review] approvals`` of checks.toml; 1 unless it says otherwise)."""
+        return approvals_required(self.settings)
 
     @cached_property
     def settings_sha256(self) -> str:

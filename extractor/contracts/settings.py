@@ -86,6 +86,11 @@ def rule_mode(settings: Mapping[str, Any], modes: Modes, rule_id: str, *, error:
     return RuleMode(wanted)
 
 
+def approvals_required(settings: Mapping[str, Any]) -> int:
+    """The approvals a record of a contract with these settings needs (checks.toml's ``[review]``)."""
+    return int((settings.get("review") or {}).get("approvals", 1))
+
+
 def settings_sha256(settings: Mapping[str, Any]) -> str:
     """The digest of a contract's settings as a run records it (part of the configuration hash)."""
     return canonical_sha256(settings)

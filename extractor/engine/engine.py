@@ -99,6 +99,7 @@ class Engine:
                     "tags": list(options.tags), "base_url": s.base_url, "force": options.force,
                     "retry_errors": options.retry_errors,
                     "guards": s.contract.guards.to_json(), "contract_settings_sha256": s.contract.settings_sha256,
+                    "approvals": s.contract.approvals,
                     "contract_hash": s.contract.content_hash}
             | ({"contract_folder": str(s.contract.folder)} if s.contract.from_files else {})
             | ({"contract_files": dict(s.contract.content_files)} if s.contract.content_files else {})

@@ -45,6 +45,7 @@ from extractor.queue.endpoints import Endpoints, load_endpoints
 from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import safe_suffix
 from extractor.store import Store, tasks
+from extractor.store.db import utcnow
 from extractor.store.tasks import TaskInfo
 from extractor.vocab import DEFAULT_CONTRACT, DEFAULT_MAX_DELIVERIES, FINAL_STATES, DocumentState, Outcome, SkipReason
 
@@ -83,10 +84,15 @@ class Alone:
         return LocalBudget(limit, prices, lambda reason: log.warning("batch %s stopped: %s", batch_id, reason))
 
 
-class TaskObserver(Observer, Protocol):
-    """The run's observer, told also where each queued document ended (``extractor.service.metrics``)."""
+class TaskObserver(Protocol):
+    """What watches the queued documents (``extractor.service.metrics``): how long each waited for a worker, where
+    it ended and how long it ran; and, per engine, the run's observer of that engine's model server."""
 
-    def task_finished(self, outcome: Outcome) -> None: ...
+    def for_endpoint(self, endpoint: str) -> Observer: ...
+
+    def task_started(self, waited_s: float) -> None: ...
+
+    def task_finished(self, outcome: Outcome, ran_s: float | None) -> None: ...
 
 
 class StillRunning(Exception):
@@ -252,7 +258,7 @@ class Runner:
         except Exception as error:  # noqa: BLE001 - a batch this worker cannot run ends ERROR, with the reason
             why = str(error) if isinstance(error, ExtractorError) else f"{type(error).__name__}: {error}"
             refused = f"{task.name}: this worker cannot run the batch's settings: {why}"
-            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, refused, None)
+            await self._finished_unread(task_id, Outcome.ERROR, refused)
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         try:
             return await self._deliver(slot.engine, task, settings)
@@ -267,13 +273,10 @@ class Runner:
             scope = Scope.of(settings, await self._budget(engine, task.batch_id, settings))
             stopped = "" if scope.money is None else await scope.money.stopped()
         except ValueError as error:  # the price of a model of the batch is unknown here
-            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.ERROR, f"{task.name}: {error}", None)
+            await self._finished_unread(task_id, Outcome.ERROR, f"{task.name}: {error}")
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         if stopped:  # the batch's budget is spent: its documents wait for a rerun, unread
-            cause = f"{task.name}: {stopped}; rerun to resume"
-            await asyncio.to_thread(tasks.finish_task, db, task_id, Outcome.INTERRUPTED, cause, None)
-            if self.observer is not None:
-                self.observer.task_finished(Outcome.INTERRUPTED)
+            await self._finished_unread(task_id, Outcome.INTERRUPTED, f"{task.name}: {stopped}; rerun to resume")
             return await asyncio.to_thread(tasks.get_task, db, task_id)
         delivery = await asyncio.to_thread(tasks.start_delivery, db, task_id, engine.run_id,
                                            stale_after_s=self.store.stale_after_s)
@@ -281,6 +284,9 @@ class Runner:
             raise StillRunning(task_id)
         if delivery.decision != "start":
             return None
+        started = time.monotonic()
+        if self.observer is not None and delivery.deliveries == 1:  # its wait for a worker, not a redelivery's
+            self.observer.task_started((utcnow() - task.enqueued_at).total_seconds())
         if delivery.deliveries > 1:  # a worker died holding it: record its run as crashed now, not at its next start
             await engine.recorder.call(self.store.reap_dead_runs)
         result = DocumentOutcome(task.name, Outcome.ERROR, f"{task.name}: the worker failed on it")
@@ -295,8 +301,14 @@ class Runner:
             first = await asyncio.to_thread(tasks.finish_task, db, task_id, result.state, result.cause,
                                             result.document_run_id, result.tokens, result.rule_ids)
             if first and self.observer is not None:
-                self.observer.task_finished(result.state)
+                self.observer.task_finished(result.state, time.monotonic() - started)
         return await asyncio.to_thread(tasks.get_task, db, task_id)
+
+    async def _finished_unread(self, task_id: str, outcome: Outcome, cause: str) -> None:
+        """The task ends without being converted (its settings refused, its budget spent)."""
+        first = await asyncio.to_thread(tasks.finish_task, self.store.engine, task_id, outcome, cause, None)
+        if first and self.observer is not None:
+            self.observer.task_finished(outcome, None)
 
     async def _redoes_own(self, engine: Engine, task: TaskInfo, settings: BatchSettings) -> bool:
         """Whether the task redoes a document this engine's run left unfinished (INTERRUPTED: its batch's budget
@@ -354,7 +366,19 @@ class Runner:
                                        api_key=judge_key or NO_KEY_PLACEHOLDER)
             for note in notes:
                 log.warning("batch %s: %s", batch_id, note)
-        return Engine(self.store, provider, run_settings, limit=limit, observer=self.observer, judge=judge)
+        observer = None if self.observer is None else self.observer.for_endpoint(self._endpoint_name(settings, server))
+        return Engine(self.store, provider, run_settings, limit=limit, observer=observer, judge=judge)
+
+    def _endpoint_name(self, settings: BatchSettings, server: tuple[str | None, str | None]) -> str:
+        """The endpoint's name the model calls are counted under: the batch's, else the one configured at its URL;
+        "" for a URL none names, "local" for a model in the process (a URL is never a label: it may hold a key)."""
+        if settings.endpoint is not None:
+            return settings.endpoint
+        url = server[0]
+        if url is None:
+            return "local"
+        configured = self.endpoints.at_url(url)
+        return "" if configured is None else configured.name
 
     async def _budget(self, engine: Engine, batch_id: str, settings: BatchSettings) -> Budget | None:
         """The batch's budget (``max_cost``), priced at this engine's models; ``ValueError`` for an unknown price."""

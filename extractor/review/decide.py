@@ -15,7 +15,15 @@ Approval rules:
   sentence ids), and refused while it has any error finding; warnings are the reviewer's call;
 - approving the same record again is idempotent (nothing is written); overriding an earlier decision needs
   ``force`` and says what it overrides: approving a document run a person rejected, rejecting one a person
-  approved, or approving a different record over an existing approval of the same document.
+  approved, or approving a different record over an existing approval of the same document;
+- a contract may need several people (``[review] approvals = 2`` in checks.toml, as the run recorded it): each
+  approval signs the record off, and the record counts as approved, and is exported, only once that many
+  distinct people signed off the same record (``Approval.approvals``: "1 of 2 approvals"); a sign-off of another
+  record (an edit) or a rejection starts the count again;
+- decisions are compare-and-set: one is written only if no other was taken on the document run since the
+  decider read it (``DocumentRunInfo.review_version``), and not while another person has it open to review
+  (``extractor.store.review_claims``); otherwise it is refused (``Conflict``, 409) naming the other decision or
+  who has it open.
 
 A rejection withdraws an approved record that came from the same document run (the newest decision wins;
 the reviews table keeps every decision).
@@ -35,7 +43,7 @@ if TYPE_CHECKING:
     from extractor.document import Document
     from extractor.evidence.report import Report
     from extractor.queue.uploads import Source
-    from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
+    from extractor.store.approved import Approvals, ApprovedRecordInfo, ReviewInfo
 
 
 class Refused(ReviewError):
@@ -49,37 +57,52 @@ class Refused(ReviewError):
         self.report = report
 
 
+class Conflict(Refused):
+    """Another decision came first, or another person has the document open (the API answers 409 naming it)."""
+
+
 @dataclass(frozen=True)
 class Approval:
-    outcome: str  # "approved", "replaced" or "already"
-    approved: ApprovedRecordInfo
+    outcome: str  # "approved", "replaced", "signed" (more approvals needed) or "already"
+    approved: ApprovedRecordInfo | None
+    """The approved record (None while the approvals a contract needs are incomplete)."""
     previous: ApprovedRecordInfo | None
     document_run: DocumentRunInfo
     report: Report | None = None
     changed_fields: list[str] | None = None
     """The field paths the person changed from the model's candidate (None: not a new approval)."""
+    approvals: Approvals | None = None
+    """Where the approvals stand when the contract needs several (``[review] approvals``)."""
 
     def to_json(self) -> dict[str, Any]:
         a = self.approved
-        return {
+        out: dict[str, Any] = {
             "outcome": self.outcome,
             "document_run_id": self.document_run.id,
-            "approved_record_id": a.id,
-            "document_sha256": a.document_sha256,
-            "contract": a.contract,
-            "contract_version": a.contract_version,
-            "reviewer": a.reviewer,
-            "approved_at": a.approved_at.isoformat(timespec="seconds"),
-            "note": a.note,
-            "edited": a.edited,
-            "attempt_id": a.attempt_id,
-            "run_id": a.run_id,
+            "approvals": None if self.approvals is None else self.approvals.to_json(),
+            "approved_record_id": None,
+        }
+        if a is not None:
+            out |= {
+                "approved_record_id": a.id,
+                "document_sha256": a.document_sha256,
+                "contract": a.contract,
+                "contract_version": a.contract_version,
+                "reviewer": a.reviewer,
+                "approved_at": a.approved_at.isoformat(timespec="seconds"),
+                "approved_by": [entry["reviewer"] for entry in a.approvals] if a.approvals else [a.reviewer],
+                "note": a.note,
+                "edited": a.edited,
+                "attempt_id": a.attempt_id,
+                "run_id": a.run_id,
+                "block_override": a.block_override,
+            }
+        return out | {
             "previous": None if self.previous is None else {
                 "reviewer": self.previous.reviewer,
                 "approved_at": self.previous.approved_at.isoformat(timespec="seconds"),
             },
             "warnings": [] if self.report is None else [f.to_json() for f in self.report.findings],
-            "block_override": a.block_override,
             "changed_fields": self.changed_fields,
         }
 
@@ -198,15 +221,45 @@ def _block_override(document_run: DocumentRunInfo, override_block: bool, reason:
     return reason.strip()
 
 
+def _check_turn(store: Store, document_run: DocumentRunInfo) -> None:
+    """``Conflict`` when a decision was taken since the caller read the document run (a stale page): refused even
+    where the same decision again would be a no-op, so of two concurrent deciders exactly one succeeds."""
+    from extractor.store.approved import DecisionConflict, check_turn
+
+    try:
+        check_turn(store, document_run.id, document_run.review_version)
+    except DecisionConflict as error:
+        raise Conflict(str(error)) from None
+
+
+def approvals_required(run: RunInfo) -> int:
+    """How many distinct people must approve a record of ``run``: its contract's ``[review] approvals`` as the run
+    recorded it (a run recorded before contracts could ask for more: 1)."""
+    return int((run.config or {}).get("approvals") or 1)
+
+
+def approvals_of(store: Store, document_run: DocumentRunInfo, run: RunInfo) -> Approvals:
+    """Where the approvals of this document run stand."""
+    from extractor.store.approved import Approvals, pending_signoffs
+
+    required = approvals_required(run)
+    pending = pending_signoffs(store, [document_run.id]).get(document_run.id, []) if required > 1 else []
+    return Approvals(required, tuple(pending))
+
+
 def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                      note: str | None = None, edited: str | None = None, source: Path | None = None,
                      force: bool = False, override_block: bool = False, reason: str | None = None) -> Approval:
-    """Approve the final candidate (or the edited one) of a document run; see the module docstring."""
-    from extractor.store.approved import approve, approved_record_for, latest_reviews
+    """Approve (or sign off, when the contract needs several people) the final candidate, or the edited one, of a
+    document run; see the module docstring. Compared and set against ``document_run.review_version``."""
+    from extractor.canonical import canonical_sha256
+    from extractor.store.approved import DecisionConflict, approve, approved_record_for, latest_reviews
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
+    reviewer = reviewer.strip()
     _require_reviewable(document_run, "approved")
+    _check_turn(store, document_run)
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
     if latest is not None and latest.decision == ReviewDecision.rejected and not force:
         raise Refused(f"document run {document_run.id} was rejected by {latest.reviewer} at "
@@ -234,25 +287,38 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         record, spans, is_edit = final.parsed, final.evidence_spans, False
         overridden = [f["rule_id"] for f in final.findings or () if f.get("severity") == "critical"]
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
+    standing = approvals_of(store, document_run, run)
     if existing is not None and existing.record == record:
-        return Approval("already", existing, existing, document_run, report)
+        _check_turn(store, document_run)  # approved before the caller read it, not by a decision racing this one
+        return Approval("already", existing, existing, document_run, report, approvals=standing)
     if existing is not None and not force:
         raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
                       f"different record (from run {(existing.run_id or '?')[:12]}"
                       f"{', edited' if existing.edited else ''}); replacing it overrides that decision: add --force")
+    digest = canonical_sha256(record)
+    if any(s.reviewer == reviewer and s.record_sha256 == digest for s in standing.pending):
+        _check_turn(store, document_run)
+        return Approval("already", None, existing, document_run, report, approvals=standing)
     block_override = None if why is None else {
-        "reviewer": reviewer.strip(), "reason": why, "document_run_id": document_run.id,
+        "reviewer": reviewer, "reason": why, "document_run_id": document_run.id,
         "blocked_because": document_run.cause, "rule_ids": sorted(set(overridden) | set(document_run.needs_person or ())),
     }
     changed = changed_fields(run, final.parsed if final is not None else None, record) if is_edit else []
-    approve(store, document_run.id, record, reviewer=reviewer.strip(), evidence_spans=spans,
+    try:
+        approved_id, standing = approve(
+            store, document_run.id, record, reviewer=reviewer, evidence_spans=spans,
             attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records,
-            block_override=block_override, changed_fields=changed)
+            block_override=block_override, changed_fields=changed, seen_version=document_run.review_version,
+            required=standing.required)
+    except DecisionConflict as error:
+        raise Conflict(str(error)) from None
+    if approved_id is None:
+        return Approval("signed", None, existing, document_run, report, changed, approvals=standing)
     approved = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     if approved is None:  # withdrawn by a concurrent rejection between the two statements
         raise ReviewError("the approval was withdrawn concurrently; check `extract show` and retry")
     return Approval("replaced" if existing is not None else "approved", approved, existing, document_run, report,
-                    changed)
+                    changed, approvals=standing)
 
 
 def changed_fields(run: RunInfo, candidate: Any, record: dict[str, Any]) -> list[str]:
@@ -267,24 +333,37 @@ def changed_fields(run: RunInfo, candidate: Any, record: dict[str, Any]) -> list
 def reject_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                     reason: str, force: bool = False) -> Rejection:
     """Record a rejection; withdraw the approved record if it came from this document run."""
-    from extractor.store.approved import approved_record_for, latest_reviews, reject, reviews_for, withdraw
+    from extractor.store.approved import (
+        DecisionConflict,
+        approved_record_for,
+        latest_reviews,
+        reject,
+        reviews_for,
+        withdraw,
+    )
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
     if not reason.strip():
         raise ReviewError("--reason must say why")
     _require_reviewable(document_run, "rejected")
+    _check_turn(store, document_run)
     run = _run_of(store, document_run)
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
     from_here = existing is not None and existing.run_id == document_run.run_id
     if (latest is not None and latest.decision == ReviewDecision.rejected and latest.reviewer == reviewer.strip()
             and latest.note == reason.strip() and not from_here):
+        _check_turn(store, document_run)
         return Rejection("already", latest, document_run, kept=existing)
     if latest is not None and latest.decision == ReviewDecision.approved and from_here and not force:
         raise Refused(f"document run {document_run.id} was approved by {latest.reviewer} at "
                       f"{latest.created_at:%Y-%m-%d %H:%M} UTC; rejecting it withdraws that approval: add --force")
-    review_id = reject(store, document_run.id, reviewer=reviewer.strip(), reason=reason.strip())
+    try:
+        review_id = reject(store, document_run.id, reviewer=reviewer.strip(), reason=reason.strip(),
+                           seen_version=document_run.review_version)
+    except DecisionConflict as error:
+        raise Conflict(str(error)) from None
     withdrawn = existing if from_here and existing is not None and withdraw(records, existing) else None
     review = next(r for r in reviews_for(store, document_run.id) if r.id == review_id)
     return Rejection("rejected", review, document_run, withdrawn=withdrawn,

@@ -17,12 +17,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from extractor.review.decide import approvals_required
 from extractor.review.resolve import ReviewError
 from extractor.runfilter import RunFilter
 from extractor.store import DocumentRunInfo, RunQuery, Store
 from extractor.vocab import FAILING, REVIEWABLE, DocumentState
+
+if TYPE_CHECKING:
+    from extractor.store.approved import Approvals
+    from extractor.store.review_claims import ReviewClaim
 
 QUEUE_STATES: dict[str, tuple[DocumentState, ...]] = {
     "ready": (DocumentState.READY_FOR_REVIEW,),
@@ -51,11 +56,24 @@ class QueueItem:
     errors: dict[str, int] = field(default_factory=dict)
     warnings: dict[str, int] = field(default_factory=dict)
     alternatives: list[int] = field(default_factory=list)
+    approvals: Approvals | None = None
+    """Where its approvals stand, when its contract needs more than one person ("1 of 2 approvals")."""
+    claim: ReviewClaim | None = None
+    """Who has it open to review it now, if anybody."""
 
     def to_json(self) -> dict[str, Any]:
         out = dict(vars(self))
         out["finished_at"] = None if self.finished_at is None else self.finished_at.isoformat(timespec="seconds")
+        out["approvals"] = None if self.approvals is None else self.approvals.to_json()
+        out["claim"] = None if self.claim is None else self.claim.to_json()
         return out
+
+    def review_status(self) -> str:
+        """Its approvals and who has it open, in words (empty when neither applies)."""
+        parts = [] if self.approvals is None else [self.approvals.describe()]
+        if self.claim is not None:
+            parts.append(f"open by {self.claim.reviewer} since {self.claim.claimed_at:%H:%M} UTC")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,7 @@ class QueuePage:
     total: int
     counts: dict[str, int] = field(default_factory=dict)  # of the ``total``, per state
     order: list[int] = field(default_factory=list)  # every waiting document run id in queue order (not only the page's)
+    states: dict[int, str] = field(default_factory=dict)  # the state of each of ``order``
 
 
 def runs_matching(store: Store, selection: RunFilter) -> list[str] | None:
@@ -81,12 +100,15 @@ def runs_matching(store: Store, selection: RunFilter) -> list[str] | None:
 
 def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
             states: tuple[str, ...] = REVIEWABLE, limit: int | None = None,
-            every_result: bool = False, tag: str | None = None, urgent_first: bool = False) -> QueuePage:
-    """What waits, in queue order; only the page's findings are read. The work follows the document runs
-    nobody decided yet (``Store.undecided_document_runs``), not the size of the run log."""
-    from extractor.store.approved import approved_among
+            every_result: bool = False, tag: str | None = None, urgent_first: bool = False,
+            owner: str | None = None) -> QueuePage:
+    """What waits, in queue order (``owner``: only what a task of that owner's batches ended in, as a reviewer of
+    that owner sees it); only the page's findings, approvals and claims are read. The work follows the document
+    runs nobody decided yet (``Store.undecided_document_runs``), not the size of the run log."""
+    from extractor.store.approved import Approvals, approved_among, pending_signoffs
+    from extractor.store.review_claims import live_claims
 
-    document_runs = store.undecided_document_runs(states, run_ids)
+    document_runs = store.undecided_document_runs(states, run_ids, owner)
     runs = {run.id: run for run in store.find_runs(RunQuery(ids=tuple({d.run_id for d in document_runs})))}
     candidates = [d for d in document_runs if (contract is None or runs[d.run_id].contract == contract)
                   and (tag is None or tag in d.tags)]
@@ -111,9 +133,13 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
     total = len(candidates)
     counts = dict(sorted(Counter(d.state for d in candidates).items()))
     sequence = [d.id for d in candidates]
+    states_of = {d.id: str(d.state) for d in candidates}
     if limit is not None:
         candidates = candidates[:limit]
     findings = store.findings_of_attempts(d.final_attempt_id for d in candidates if d.final_attempt_id)
+    required = {d.id: approvals_required(runs[d.run_id]) for d in candidates}
+    signed = pending_signoffs(store, [d.id for d in candidates if required[d.id] > 1])
+    claims = live_claims(store.engine, [d.id for d in candidates])
     items = []
     for d in candidates:
         run = runs[d.run_id]
@@ -126,8 +152,10 @@ def waiting(store: Store, records: Store, *, contract: str | None = None, run_id
             prompt_version=run.prompt_version, cause=d.cause, needs_person=d.needs_person, tags=d.tags,
             finished_at=d.finished_at, errors=dict(sorted(errors.items())), warnings=dict(sorted(warnings.items())),
             alternatives=alternatives[d.id],
+            approvals=Approvals(required[d.id], tuple(signed.get(d.id, []))) if required[d.id] > 1 else None,
+            claim=claims.get(d.id),
         ))
-    return QueuePage(items, total, counts, sequence)
+    return QueuePage(items, total, counts, sequence, states_of)
 
 
 def _urgency(document_run: DocumentRunInfo) -> int:
@@ -135,3 +163,14 @@ def _urgency(document_run: DocumentRunInfo) -> int:
     if document_run.state == DocumentState.BLOCKED:
         return 0
     return 1 if document_run.needs_person else 2
+
+
+def backlog(store: Store, records: Store) -> Counter[tuple[str, str]]:
+    """The department's queue (as a reviewer of every owner sees it) counted by state and owner: each document run
+    under every owner whose task ended in it, under "" when none did (``extract run``, ``extract run --queue``)."""
+    from extractor.store.tasks import owners_of
+
+    page = waiting(store, records, limit=0)
+    owners = owners_of(store.engine, page.order)
+    return Counter((state, owner) for document_run_id, state in page.states.items()
+                   for owner in sorted(owners.get(document_run_id) or {""}))

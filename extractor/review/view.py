@@ -18,7 +18,8 @@ from extractor.vocab import FAILING, AttemptKind, SentenceMark
 if TYPE_CHECKING:
     from extractor.document import Document, Word
     from extractor.queue.uploads import Source
-    from extractor.store.approved import ApprovedRecordInfo, ReviewInfo
+    from extractor.store.approved import Approvals, ApprovedRecordInfo, ReviewInfo
+    from extractor.store.review_claims import ReviewClaim
 
 def iso(value: datetime | None) -> str | None:
     """A time as the views print it (UTC, to the second)."""
@@ -265,6 +266,8 @@ class DocumentView:
     others: list[DocumentRunInfo] = field(default_factory=list)
     words: list[Word] = field(default_factory=list)  # where each word is on its page (paged formats, source unchanged)
     pages: int = 0
+    approvals: Approvals | None = None  # where its approvals stand, when its contract needs several people
+    claim: ReviewClaim | None = None  # who has it open to review it now, if anybody
     kind: ClassVar[str] = "document_run"
 
     @property
@@ -322,8 +325,10 @@ class DocumentView:
             "document_run": {
                 "id": d.id, "state": d.state, "cause": d.cause, "needs_person": d.needs_person, "tags": d.tags,
                 "final_attempt_id": d.final_attempt_id, "started_at": iso(d.started_at),
-                "finished_at": iso(d.finished_at),
+                "finished_at": iso(d.finished_at), "review_version": d.review_version,
             },
+            "approvals": None if self.approvals is None else self.approvals.to_json(),
+            "claim": None if self.claim is None else self.claim.to_json(),
             "run": run_summary(self.run),
             "document": {
                 "path": d.path, "sha256": document.sha256, "format": document.format, "encoding": document.encoding,
@@ -346,6 +351,7 @@ class DocumentView:
                         for r in self.reviews],
             "approved": None if approved is None else {
                 "id": approved.id, "reviewer": approved.reviewer, "at": iso(approved.approved_at),
+                "approved_by": [entry["reviewer"] for entry in approved.approvals or ()] or [approved.reviewer],
                 "note": approved.note, "edited": approved.edited, "run_id": approved.run_id,
                 "attempt_id": approved.attempt_id, "same_as_candidate": self.approved_same_as_candidate,
             },
@@ -397,8 +403,11 @@ def attempt_views(store: Store, run: RunInfo, document_run: DocumentRunInfo,
 def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
                   others: list[DocumentRunInfo] | None = None) -> DocumentView:
     """The source with sentence states and evidence spans, the candidate, field states, questions,
-    every attempt's findings, the decisions taken and the approved record (if any)."""
+    every attempt's findings, the decisions taken, the approvals so far and who has it open, and the approved
+    record (if any)."""
+    from extractor.review.decide import approvals_of
     from extractor.store.approved import approved_record_for, reviews_for
+    from extractor.store.review_claims import live_claims
 
     run = store.get_run(document_run.run_id)
     document = store.get_document(document_run.document_id)
@@ -430,6 +439,8 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
         approved_record_for(records, document.sha256, run.contract, run.contract_version),
         list(others or []),
         [] if source is None else source.words, 0 if source is None else source.pages,
+        approvals if (approvals := approvals_of(store, document_run, run)).required > 1 else None,
+        live_claims(store.engine, [document_run.id]).get(document_run.id),
     )
 
 

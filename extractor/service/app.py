@@ -1,10 +1,13 @@
 """The FastAPI application of ``extract serve``: built by ``create_app`` around one run log.
 
 Every route of the API (``/v1``) needs a bearer token; what a token may do is its role (``extractor.service.auth``):
-submitters submit and read their own work, reviewers also read everyone's and decide, admins also change the
-default settings. A submitter reads and lists only its owner's batches, submissions and the document runs they
-ended in: another owner's id answers 404 exactly like a missing one; runs and compare (they mix every
-submitter's documents) are the reviewers'.
+submitters submit and read their owner's work, reviewers also decide it, admins also change the default settings.
+Every token reads only its owner's batches, submissions, the document runs they ended in and their approved
+records, unless it is department-wide (an admin, or a reviewer made with ``--all-owners``): another owner's id
+answers 404 exactly like a missing one. Runs and compare mix every owner's documents: department-wide tokens only.
+A decision is compare-and-set and waits for another person's claim (``extractor.review.decide``): 409 names the
+decision that came first or who has the document open. ``GET /v1/approved`` streams approved records as JSONL, a
+page at a time, with ``extract export``'s provenance.
 
 Every refusal is a 4xx the OpenAPI document describes, never a 500: ids and limits are bounded where they
 enter (a 64-bit id overflows SQLite, a 32-bit one PostgreSQL); a body the validators refuse, or one that cannot
@@ -24,7 +27,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -33,7 +37,7 @@ from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
@@ -48,12 +52,12 @@ from extractor.queue.outbox import BrokerAway, Outbox, Sweeper
 from extractor.queue.runner import Runner
 from extractor.queue.settings import BatchSettings
 from extractor.queue.uploads import plain_name
-from extractor.service.auth import Principal, current_principal, require_role
+from extractor.service.auth import Principal, current_principal, require_everyone, require_role
 from extractor.service.limits import BodyLimit, BodyTooLarge, over_limit
-from extractor.service.metrics import health_routes, metrics
+from extractor.service.metrics import Department, collected, health_routes, instrument, metrics
 from extractor.store import DocumentRunInfo, Store, tasks
 from extractor.store.tasks import Upload
-from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, Role, TaskState
+from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, Role, TaskState
 
 FORM_OVERHEAD_BYTES = 64 << 10
 """Room for multipart boundaries and form fields around the documents of one request."""
@@ -73,6 +77,7 @@ ContractName = Annotated[str, StringConstraints(max_length=200)]
 Submitter = Annotated[Principal, Depends(require_role(Role.submitter))]
 Reviewer = Annotated[Principal, Depends(require_role(Role.reviewer))]
 Admin = Annotated[Principal, Depends(require_role(Role.admin))]
+Everyone = Annotated[Principal, Depends(require_everyone)]
 
 MAX_ID = 2**31 - 1
 """The largest id the run log's integer keys hold on every backend (PostgreSQL's ``integer``)."""
@@ -83,6 +88,14 @@ RunRef = Annotated[str, PathParam(pattern=r"^[0-9A-Fa-f]{4,64}$", description="a
 Selection = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$",
                                  description="runs as `extract compare` selects them: a run id, or key=value filters")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many items")]
+Cursor = Annotated[str | None, Query(max_length=100, pattern=r"^[0-9T:.+\-]+~[0-9]+$",
+                                     description="where the page starts: the X-Next-Cursor of the previous one")]
+ApprovedLimit = Annotated[int, Query(ge=1, le=10_000, description="at most this many records")]
+JSONL = "application/x-ndjson"
+APPROVED_PAGE = 1000
+SCAN_PER_PAGE = 20
+"""``GET /v1/approved`` of one owner reads at most this many times ``limit`` records per request (the rest are
+other owners'): a page may hold fewer records, even none, and still name the next one."""
 
 
 @dataclass
@@ -103,11 +116,14 @@ class Service:
     """The one document limit (``EXTRACT_MAX_DOCUMENT_BYTES``): an upload the workers' ingest would refuse
     is refused here, with 413."""
     max_pending: int = DEFAULT_MAX_PENDING
+    """Documents waiting for a worker past which a submission gets 429 (``extract serve --max-pending``)."""
     runner: Runner | None = None
     broker: str | None = None
     """The workers' broker (``/readyz`` checks it answers); None: documents are converted in this process."""
     sweeper: Sweeper | None = None
     """With a broker: sends what waits for it (``extractor.queue.outbox``)."""
+    claim_s: float = REVIEW_CLAIM_S
+    """How long opening a document to review it holds it (the page renews it while it is open)."""
     records: Store = field(init=False)
     """Where approved records go (``EXTRACT_APPROVED_DATABASE_URL``, else the run log)."""
 
@@ -229,16 +245,22 @@ NOT_SENT: dict[int | str, dict[str, Any]] = {503: {
                                 "schema": {"type": "integer"}}}}}
 
 
+VERSION_HELP = ("the document run's review_version as the caller read it (GET /v1/review/{id}): the decision is "
+                "refused with 409 when another was taken since; left out, the one read by this request")
+
+
 class Approve(BaseModel):
     model_config = ConfigDict(extra="forbid")
     note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
     replace: bool = False  # override an earlier decision: a rejection, or an approval of a different record
+    version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
 
 
 class Reject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
     force: bool = False  # withdraw an approval a person gave this document run
+    version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
 
 
 # -- the app ---------------------------------------------------------------------------------------------
@@ -296,14 +318,19 @@ def create_app(service: Service) -> FastAPI:
         """Liveness, without a token (for load balancers)."""
         return {"status": "ok"}
 
-    health_routes(app, service.store, lambda: service.broker)  # /metrics, /healthz, /readyz
+    # /metrics, /healthz, /readyz: the conversion metrics only when this process converts (no broker), the
+    # department's view and the HTTP metrics always (docs/service.md#metrics)
+    counted = [instrument(app), *([metrics().registry] if service.runner is not None else [])]
+    health_routes(app, service.store, lambda: service.broker, counted,
+                  [collected(Department(service.store, service.records, service.broker))])
 
     api = APIRouter(prefix="/v1", responses=problems(401, 403))
 
     @api.get("/me")
-    def me(principal: Annotated[Principal, Depends(current_principal)]) -> dict[str, str]:
-        """The caller's token name, role and owner (whose submissions it sees)."""
-        return {"name": principal.name, "role": principal.role, "owner": principal.owner or principal.name}
+    def me(principal: Annotated[Principal, Depends(current_principal)]) -> dict[str, Any]:
+        """The caller's token name, role and owner (whose work it reads), and whether it reads every owner's."""
+        return {"name": principal.name, "role": principal.role, "owner": principal.owner or principal.name,
+                "all_owners": principal.scope is None}
 
     @api.post("/documents", status_code=status.HTTP_202_ACCEPTED, responses=problems(413, 429) | NOT_SENT)
     def submit_files(principal: Submitter, files: Annotated[list[UploadFile], File(description="the documents")],
@@ -358,46 +385,100 @@ def create_app(service: Service) -> FastAPI:
 
     @api.get("/review/queue")
     def review_queue(principal: Reviewer, limit: Limit = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
-        """What waits for a person, READY_FOR_REVIEW first."""
+        """What waits for a person (of the caller's owner, unless it reads every owner's), READY_FOR_REVIEW first,
+        with the approvals given so far and who has each document open."""
         from extractor.review.queue import waiting
 
-        page = waiting(service.store, service.records, limit=limit)
+        page = waiting(service.store, service.records, limit=limit, owner=principal.scope)
         return {"total": page.total, "items": [item.to_json() for item in page.items]}
 
     @api.get("/review/{document_run_id}", responses=problems(404))
     def review_show(principal: Reviewer, document_run_id: DocumentRunId) -> dict[str, Any]:
-        """One document run as a reviewer sees it."""
+        """One document run as a reviewer sees it (``review_version`` in ``document_run``: what a decision compares
+        against; ``claim``: who has it open; ``approvals``: the approvals so far, when its contract needs several)."""
         return _view(service, _document_run(service, document_run_id, principal))
+
+    @api.post("/review/{document_run_id}/claim", responses=problems(404, 409))
+    def review_claim(principal: Reviewer, document_run_id: DocumentRunId) -> dict[str, Any]:
+        """Claim the document run to review it (or renew the caller's claim) for ``claim_seconds``: nobody else
+        decides it until the caller decides, releases it or the claim expires. 409 naming who has it when another
+        person's claim is live."""
+        from extractor.store.review_claims import claim
+
+        _document_run(service, document_run_id, principal)
+        held = claim(service.store.engine, document_run_id, principal.name, service.claim_s)
+        if held is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document run {document_run_id}")
+        if held.reviewer != principal.name:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"document run {document_run_id}: {held.describe()}")
+        return {"document_run_id": document_run_id, "claim": held.to_json(), "claim_seconds": service.claim_s}
+
+    @api.delete("/review/{document_run_id}/claim", responses=problems(404))
+    def review_release(principal: Reviewer, document_run_id: DocumentRunId) -> dict[str, Any]:
+        """Release the caller's claim on the document run (a decision releases it too)."""
+        from extractor.store.review_claims import release
+
+        _document_run(service, document_run_id, principal)
+        return {"document_run_id": document_run_id,
+                "released": release(service.store.engine, document_run_id, principal.name)}
 
     @api.post("/review/{document_run_id}/approve", responses=problems(400, 404, 409))
     def review_approve(principal: Reviewer, document_run_id: DocumentRunId, body: Approve) -> dict[str, Any]:
-        """Approve the final candidate as produced; the caller's token name is recorded as the reviewer.
-        409 when refused (error findings, changed source, an earlier decision overridden without ``replace``)."""
+        """Approve the final candidate as produced; the caller's token name is recorded as the reviewer. On a
+        contract that needs several people this signs it off (``outcome`` "signed", ``approvals``: "1 of 2"), and
+        the record is approved once enough distinct people signed it off. 409 when refused (error findings, changed
+        source, an earlier decision overridden without ``replace``, a decision taken since ``version``, another
+        person's claim)."""
         from extractor.review.decide import approve_document
 
-        found = _document_run(service, document_run_id, principal)
+        found = _versioned(_document_run(service, document_run_id, principal), body.version)
         approval = approve_document(service.store, service.records, found, reviewer=principal.name,
                                     note=body.note, force=body.replace)  # the source: its upload, by hash
         return approval.to_json()
 
     @api.post("/review/{document_run_id}/reject", responses=problems(400, 404, 409))
     def review_reject(principal: Reviewer, document_run_id: DocumentRunId, body: Reject) -> dict[str, Any]:
-        """Reject a document run, saying why; withdraws an approval that came from it."""
+        """Reject a document run, saying why; withdraws an approval that came from it (409 as for approve)."""
         from extractor.review.decide import reject_document
 
-        rejection = reject_document(service.store, service.records, _document_run(service, document_run_id, principal),
-                                    reviewer=principal.name, reason=body.reason, force=body.force)
+        found = _versioned(_document_run(service, document_run_id, principal), body.version)
+        rejection = reject_document(service.store, service.records, found, reviewer=principal.name, reason=body.reason,
+                                    force=body.force)
         return rejection.to_json()
 
+    @api.get("/approved", response_class=StreamingResponse, responses={
+        200: {"content": {JSONL: {}}, "description": "one approved record per line: {record, provenance}; the next "
+              "page's cursor in X-Next-Cursor (absent at the end)"}, **problems(400, 403)})
+    def approved(principal: Submitter, cursor: Cursor = None, limit: ApprovedLimit = APPROVED_PAGE,
+                 owner: Annotated[str | None, Query(min_length=1, max_length=200, description=(
+                     "only this owner's records (a department-wide token; others always read their own)"))] = None,
+                 contract: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+                 contract_version: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None) -> StreamingResponse:
+        """Approved records (only those), oldest approval first, as JSONL with the provenance columns of ``extract
+        export``, for downstream systems: a page of at most ``limit``, then the next page from ``X-Next-Cursor``
+        (also in a ``Link: rel="next"`` header). A record approved again comes again, at its new place; a withdrawn
+        one is not sent. A token reads its owner's records (the contents its owner submitted) unless it is
+        department-wide."""
+        if owner is not None and principal.scope is not None and owner != principal.scope:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {principal.name!r} reads only {principal.scope!r}'s "
+                                "records")
+        page, following = _approved_page(service, principal.scope or owner, _cursor(cursor), limit, contract,
+                                         contract_version)
+        headers = {}
+        if following is not None:
+            query = _next_query(following, limit, owner, contract, contract_version)
+            headers = {"X-Next-Cursor": following, "Link": f'</v1/approved?{query}>; rel="next"'}
+        return StreamingResponse(iter(page), media_type=JSONL, headers=headers)
+
     @api.get("/runs")
-    def runs(principal: Reviewer, limit: Limit = 20) -> list[dict[str, Any]]:
+    def runs(principal: Everyone, limit: Limit = 20) -> list[dict[str, Any]]:
         """Recent runs (worker runs included), newest first, with their documents per state."""
         from extractor.review.view import run_summary
 
         return [run_summary(run) for run in service.store.find_runs(limit=limit)]
 
     @api.get("/runs/{run_id}", responses=problems(400, 404))
-    def run(principal: Reviewer, run_id: RunRef) -> dict[str, Any]:
+    def run(principal: Everyone, run_id: RunRef) -> dict[str, Any]:
         """One run: configuration, counts, every document with its state and rule ids."""
         from extractor.review import resolve_run
         from extractor.review.view import run_view
@@ -408,7 +489,7 @@ def create_app(service: Service) -> FastAPI:
         return run_view(service.store, found).to_json()
 
     @api.get("/compare", responses=problems(400))
-    def compare(principal: Reviewer, baseline: Selection, candidate: Selection) -> dict[str, Any]:
+    def compare(principal: Everyone, baseline: Selection, candidate: Selection) -> dict[str, Any]:
         """The regression gate between two selections of runs (as ``extract compare`` takes them)."""
         from extractor.compare import compare as compare_runs
 
@@ -437,7 +518,7 @@ def create_app(service: Service) -> FastAPI:
 
     from extractor.service.browser import mount_review
 
-    mount_review(app, service.store, service.records)  # the review pages for people, under /review (sign in with a token)
+    mount_review(app, service.store, service.records, claim_s=service.claim_s)  # for people, under /review
     return app
 
 
@@ -534,6 +615,56 @@ def _document_run(service: Service, document_run_id: int, principal: Principal) 
     if not found or (scope is not None and not tasks.owns_document_run(service.store.engine, scope, document_run_id)):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document run {document_run_id}")
     return found[0]
+
+
+def _versioned(document_run: DocumentRunInfo, version: int | None) -> DocumentRunInfo:
+    """The document run with the ``review_version`` the caller saw, when it says which."""
+    return document_run if version is None else replace(document_run, review_version=version)
+
+
+def _cursor(cursor: str | None) -> tuple[datetime, int] | None:
+    """The last record of the previous page, from its cursor (``<approval time>~<id>``); 400 for a broken one."""
+    if cursor is None:
+        return None
+    at, _, record_id = cursor.rpartition("~")
+    try:
+        when = datetime.fromisoformat(at)
+        last = int(record_id)
+    except ValueError:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "cursor: not one X-Next-Cursor gave") from None
+    if when.tzinfo is None or not 0 <= last <= MAX_ID:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "cursor: not one X-Next-Cursor gave")
+    return when, last
+
+
+def _next_query(following: str, limit: int, owner: str | None, contract: str | None, version: int | None) -> str:
+    from urllib.parse import urlencode
+
+    chosen = {"cursor": following, "limit": limit, "owner": owner, "contract": contract, "contract_version": version}
+    return urlencode({key: value for key, value in chosen.items() if value is not None})
+
+
+def _approved_page(service: Service, owner: str | None, after: tuple[datetime, int] | None, limit: int,
+                   contract: str | None, version: int | None) -> tuple[list[str], str | None]:
+    """The JSONL lines of the next page and the cursor after it (None at the end). For one owner, records are read
+    in approval order and kept when the owner's, at most ``SCAN_PER_PAGE`` times ``limit`` per request."""
+    from extractor.export import Rows, jsonl_line, owned
+    from extractor.store.approved import approved_after
+
+    lines: list[str] = []
+    rows = Rows(service.store)
+    for _ in range(SCAN_PER_PAGE if owner is not None else 1):
+        wanted = limit - len(lines)
+        chunk = approved_after(service.records, after, wanted, contract=contract, contract_version=version)
+        kept = chunk if owner is None else owned(service.store, owner, chunk)
+        lines.extend(jsonl_line(record, origin) for record, origin in rows.of(kept))
+        if len(chunk) < wanted:
+            return lines, None
+        after = (chunk[-1].approved_at, chunk[-1].id)
+        if len(lines) == limit:
+            break
+    assert after is not None
+    return lines, f"{after[0].isoformat()}~{after[1]}"
 
 
 def _view(service: Service, document_run: DocumentRunInfo) -> dict[str, Any]:

@@ -14,8 +14,11 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from extractor.store.tokens import TokenInfo, find_token, touch
 from extractor.vocab import Role
 
+MAX_TOKEN_CHARS = 200
+"""Longer than any token ``extract tokens create`` makes: a longer one is not looked up."""
 RANK: dict[Role, int] = {Role.submitter: 0, Role.reviewer: 1, Role.admin: 2}
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `extract tokens create --role ...`")
@@ -24,34 +27,52 @@ _bearer = HTTPBearer(auto_error=False, description="a token from `extract tokens
 @dataclass(frozen=True)
 class Principal:
     """The caller: the token's name is the identity recorded on reviews; the role bounds what it may do;
-    ``owner`` is whose submissions it sees (its own name unless tokens are grouped by ``--owner``)."""
+    ``owner`` is whose work it sees (its own name unless tokens are grouped by ``--owner``), unless
+    ``all_owners``."""
 
     name: str
     role: Role
     owner: str = ""
+    all_owners: bool = False
 
     def may(self, role: Role) -> bool:
         return RANK[self.role] >= RANK[role]
 
     @property
     def scope(self) -> str | None:
-        """The owner whose work this caller may read, or None for everyone's (reviewers and admins)."""
-        return None if self.may(Role.reviewer) else (self.owner or self.name)
+        """The owner whose work this caller may read, or None for every owner's (admins, ``--all-owners``)."""
+        return None if self.all_owners or self.role == Role.admin else (self.owner or self.name)
+
+    @classmethod
+    def of(cls, token: TokenInfo) -> Principal:
+        return cls(token.name, token.role, token.owner, token.all_owners)
+
+
+def refusal(token: TokenInfo | None) -> str | None:
+    """Why ``token`` (None: not found, or revoked) may not be used now, or None when it may."""
+    if token is None:
+        return "unknown or revoked token"
+    if token.expired():
+        assert token.expires_at is not None
+        return (f"token {token.name!r} expired at {token.expires_at:%Y-%m-%d %H:%M} UTC: ask an admin for a new "
+                f"secret (`extract tokens rotate {token.name}`)")
+    return None
 
 
 def current_principal(request: Request,
                       credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    """The caller of this request; 401 without a valid, unrevoked bearer token."""
-    from extractor.store.tokens import find_token
-
+    """The caller of this request; 401 without a valid bearer token (unknown, revoked or expired: the detail says
+    which)."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "a bearer token is required",
                             headers={"WWW-Authenticate": "Bearer"})
-    found = find_token(request.app.state.service.store.engine, credentials.credentials)
-    if found is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown or revoked token",
-                            headers={"WWW-Authenticate": "Bearer"})
-    return Principal(found.name, found.role, found.owner)
+    engine = request.app.state.service.store.engine
+    found = find_token(engine, credentials.credentials) if len(credentials.credentials) <= MAX_TOKEN_CHARS else None
+    why = refusal(found)
+    if why is not None or found is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, why, headers={"WWW-Authenticate": "Bearer"})
+    touch(engine, found)
+    return Principal.of(found)
 
 
 def require_role(role: Role) -> Callable[[Principal], Principal]:
@@ -63,3 +84,13 @@ def require_role(role: Role) -> Callable[[Principal], Principal]:
         return principal
 
     return dependency
+
+
+def require_everyone(principal: Annotated[Principal, Depends(require_role(Role.reviewer))]) -> Principal:
+    """A reviewer or admin who reads every owner's work (403 for a reviewer of one owner): for what mixes every
+    owner's documents, such as runs (a worker run converts every submitter's) and compare."""
+    if principal.scope is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {principal.name!r} reads only {principal.scope!r}'s "
+                            "work; runs and compare mix every owner's documents (an admin, or a reviewer made with "
+                            "--all-owners, reads them)")
+    return principal

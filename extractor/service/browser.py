@@ -4,9 +4,10 @@ A browser cannot send a bearer header, so ``GET /review/login`` shows a form whe
 token ``extract tokens create NAME --role reviewer`` gave them. ``POST /review/login`` looks it up like a
 bearer token (by its hash; a revoked one is refused) and starts a session (``extractor.web.sessions``)
 holding the token's hash, never the secret. Every request of a session looks the token up again, so
-revoking it ends its sessions on the next request, and the principal (token name = the reviewer recorded,
-token role) is always the token's own. Without a session a page redirects (303) to the login and a POST gets
-401. What a role may do is the review router's check: a submitter signs in and looks, but a decision is 403.
+revoking, rotating or the expiry of the token ends its sessions on the next request, and the principal (token
+name = the reviewer recorded, token role, whose documents it reads) is always the token's own. Without a
+session a page redirects (303) to the login and a POST gets 401. The pages are for reviewers and admins: a
+submitter token is refused at the login, saying so.
 
 Login CSRF (another site signing the browser in under the attacker's token): the form carries an HMAC of a
 random nonce that ``GET /review/login`` puts in a SameSite=Strict cookie, so a cross-site POST has neither
@@ -24,16 +25,16 @@ import secrets
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
-from extractor.service.auth import Principal
+from extractor.service.auth import MAX_TOKEN_CHARS, Principal, refusal
 from extractor.store import Store
-from extractor.store.tokens import find_token, find_token_by_hash, token_hash
+from extractor.store.tokens import find_token, find_token_by_hash, token_hash, touch
+from extractor.vocab import Role
 from extractor.web.router import SECURITY_HEADERS, SecuredRoute, form_items, no_favicon, render, review_router
 from extractor.web.sessions import Sessions, strict_cookie
 
 PREFIX = "/review"
 LOGIN_COOKIE = "extract_review_login"
 SESSION_HOURS = 12
-MAX_TOKEN_CHARS = 200
 
 
 class NotSignedIn(Exception):
@@ -49,14 +50,16 @@ class TokenLogin:
         self._key = secrets.token_bytes(32)
 
     def current(self, request: Request) -> Principal:
-        """The signed-in person, checked against the token table on every request (revocation ends it)."""
+        """The signed-in person, checked against the token table on every request (revocation, rotation and expiry
+        end it)."""
         sha256 = self.sessions.get(request)
         found = find_token_by_hash(self.store.engine, sha256) if sha256 is not None else None
-        if found is None:
+        if found is None or refusal(found) is not None:
             if sha256 is not None:
                 self.sessions.end(request)
             raise NotSignedIn
-        return Principal(found.name, found.role, found.owner)
+        touch(self.store.engine, found)
+        return Principal.of(found)
 
     def form_token(self, nonce: str) -> str:
         return hmac.new(self._key, f"review-login|{nonce}".encode(), hashlib.sha256).hexdigest()
@@ -77,10 +80,10 @@ def from_another_site(request: Request) -> bool:
     return origin not in (None, "null", f"{request.url.scheme}://{request.url.netloc}")
 
 
-def mount_review(app: FastAPI, store: Store, records: Store) -> TokenLogin:
+def mount_review(app: FastAPI, store: Store, records: Store, *, claim_s: float) -> TokenLogin:
     """Serve the review pages and their login under ``/review`` in ``app`` (the service's, with its run log and
-    approved records). Decisions are checked against the upload of a submitted document, as the API's are
-    (``extractor.review.decide``)."""
+    approved records; opening a document holds it ``claim_s`` seconds). Decisions are checked against the upload of
+    a submitted document, as the API's are (``extractor.review.decide``)."""
     login = TokenLogin(store)
 
     @app.exception_handler(NotSignedIn)
@@ -110,8 +113,12 @@ def mount_review(app: FastAPI, store: Store, records: Store) -> TokenLogin:
             return login_page(request, status=403, error="this sign-in did not come from this page: sign in again here")
         secret = form.get("token", "").strip()
         found = find_token(store.engine, secret) if 0 < len(secret) <= MAX_TOKEN_CHARS else None
-        if found is None:
-            return login_page(request, status=401, error="unknown or revoked token")
+        why = refusal(found)
+        if why is not None or found is None:
+            return login_page(request, status=401, error=why)
+        if found.role == Role.submitter:
+            return login_page(request, status=403, error=f"token {found.name!r} is a submitter's: these pages are for "
+                              "reviewers and admins (a submitter follows its documents through the API)")
         response = RedirectResponse(f"{PREFIX}/", status_code=303)
         login.sessions.set_cookie(response, login.sessions.start(token_hash(secret)),
                                   secure=request.url.scheme == "https")
@@ -120,7 +127,7 @@ def mount_review(app: FastAPI, store: Store, records: Store) -> TokenLogin:
 
     app.include_router(pages)
     no_favicon(app)
-    app.include_router(review_router(lambda: (store, records), login.current, prefix=PREFIX),
+    app.include_router(review_router(lambda: (store, records), login.current, prefix=PREFIX, claim_s=claim_s),
                        include_in_schema=False)  # pages for people, not the API /openapi.json describes
     return login
 

@@ -9,19 +9,36 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Integer, Text, cast, delete, func, insert, null, select, true, union_all, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Text,
+    and_,
+    cast,
+    delete,
+    func,
+    insert,
+    null,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
+from extractor.canonical import canonical_sha256
 from extractor.errors import StoreError
 from extractor.store.db import plain, utcnow, write_connection
+from extractor.store.review_claims import end_claim, held_by_another
 from extractor.store.runlog import Store, open_store
-from extractor.store.tables import NulFreeText, document_runs, documents, review_fields, reviews, runs
+from extractor.store.tables import NulFreeText, document_runs, documents, review_fields, reviews, runs, signoffs
 from extractor.store.tables import approved_records as approved_table
-from extractor.vocab import ReviewDecision
+from extractor.vocab import ReviewDecision, SignoffState
 
 APPROVED_DATABASE_URL_ENV = "EXTRACT_APPROVED_DATABASE_URL"
 """Where approved records live when they are kept apart from the run log (default: the run-log database)."""
@@ -57,6 +74,8 @@ class ApprovedRecordInfo:
     approved_at: datetime
     block_override: dict[str, Any] | None = None
     """Set when a person approved a BLOCKED result over its block: reviewer, at, reason, rule_ids."""
+    approvals: list[dict[str, Any]] | None = None
+    """Every person who signed it off (``{"reviewer", "at"}``) when its contract needs several; else None."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +88,54 @@ class ReviewInfo:
     created_at: datetime
     block_override: dict[str, Any] | None = None
     changed_fields: list[str] | None = None
+
+
+class DecisionConflict(StoreError):
+    """Nothing was written: another decision came first (compare-and-set), or another person has the document run
+    open to review it (``extractor.store.review_claims``). The message names the other decision or the claim."""
+
+
+@dataclass(frozen=True)
+class SignoffInfo:
+    """One person's approval of a record whose contract needs several (``signoffs``)."""
+
+    id: int
+    document_run_id: int
+    reviewer: str
+    record_sha256: str
+    edited: bool
+    note: str | None
+    created_at: datetime
+    state: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reviewer": self.reviewer, "at": self.created_at.isoformat(timespec="seconds"), "note": self.note,
+                "edited": self.edited, "record_sha256": self.record_sha256}
+
+
+@dataclass(frozen=True)
+class Approvals:
+    """Where the approvals of one document run stand: ``required`` distinct people, ``given`` of them so far for
+    the record they approved (``pending`` sign-offs; an approval made clears them)."""
+
+    required: int
+    pending: tuple[SignoffInfo, ...] = ()
+
+    @property
+    def given(self) -> int:
+        return len({signoff.reviewer for signoff in self.pending})
+
+    @property
+    def reviewers(self) -> list[str]:
+        return list(dict.fromkeys(signoff.reviewer for signoff in self.pending))
+
+    def describe(self) -> str:
+        """``1 of 2 approvals (kim)``."""
+        by = f" ({', '.join(self.reviewers)})" if self.pending else ""
+        return f"{self.given} of {self.required} approvals{by}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"required": self.required, "given": self.given, "pending": [s.to_json() for s in self.pending]}
 
 
 def approve(
@@ -84,61 +151,178 @@ def approve(
     records: Store | None = None,
     block_override: dict[str, Any] | None = None,
     changed_fields: list[str] | None = None,
-) -> int:
-    """Make ``record`` the approved record of this document's content under the run's contract version.
+    seen_version: int | None = None,
+    required: int = 1,
+) -> tuple[int | None, Approvals]:
+    """Make ``record`` the approved record of this document's content under the run's contract version, or, when
+    ``required`` people must approve it, sign it off for ``reviewer`` and approve it once that many distinct people
+    signed off the same record. Returns the approved record's id (None while sign-offs are missing) and where the
+    approvals stand.
 
-    An earlier approval of the same content and contract version is replaced (the reviews table keeps
-    every decision). Returns the approved record's id. Edited records must be re-validated by the caller.
-    ``records`` is the store holding approved records when it is not the run log (``open_approved``);
-    then the approved record is written first and the review history after it. ``block_override`` (a BLOCKED
-    result approved over its block: reviewer, reason, rule ids) is stored with the review and the record, with
-    the approval time added. ``changed_fields`` (the field paths the person changed) is kept with the review.
+    An earlier approval of the same content and contract version is replaced (the reviews table keeps every
+    decision). Edited records must be re-validated by the caller. ``seen_version`` is the document run's
+    ``review_version`` the caller read (None: whatever it is now): when another decision was taken since, or
+    another person holds the document run's claim, nothing is written and ``DecisionConflict`` names it.
+    ``records`` is the store holding approved records when it is not the run log (``open_approved``); it is written
+    inside the run log's transaction, so a failure there leaves no decision behind. ``block_override`` (a BLOCKED
+    result approved over its block: reviewer, reason, rule ids) is stored with the review and the record, with the
+    approval time added. ``changed_fields`` (the field paths the person changed) is kept with the review.
     """
     if not reviewer:
         raise ValueError("an approval needs a reviewer")
     records = records or store
-    for _ in range(2):  # a concurrent first approval of the same document wins the insert; then update it
+    decision = _Approval(document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited, block_override,
+                         changed_fields, required)
+    for _ in range(2):  # a concurrent first approval of the same content wins the insert; then update it
         try:
-            return _approve_once(
-                store, records, document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited,
-                block_override, changed_fields,
-            )
+            with write_connection(store.engine) as connection:
+                _take_turn(connection, document_run_id, reviewer, seen_version)
+                return decision.write(connection, records)
         except IntegrityError:
             continue
     raise StoreError(f"document run {document_run_id} is being approved concurrently; retry")
 
 
-def _approve_once(
-    store: Store,
-    records: Store,
-    document_run_id: int,
-    record: dict[str, Any],
-    reviewer: str,
-    evidence_spans: Any,
-    attempt_id: int | None,
-    note: str | None,
-    edited: bool,
-    block_override: dict[str, Any] | None,
-    changed_fields: list[str] | None,
-) -> int:
-    now = utcnow()
-    override = None if block_override is None else block_override | {"at": now.isoformat(timespec="microseconds")}
-    review = dict(document_run_id=document_run_id, decision=ReviewDecision.approved, reviewer=reviewer, note=note,
-                  created_at=now, block_override=override, changed_fields=changed_fields)
-    values = dict(record=record, evidence_spans=evidence_spans, attempt_id=attempt_id, reviewer=reviewer, note=note,
-                  edited=edited, approved_at=now, block_override=override)
-    if records.engine is store.engine:
-        with write_connection(store.engine) as connection:
-            source = _source_of(connection, document_run_id)
-            _add_review(connection, review)
-            return _upsert(connection, source, values)
+@dataclass(frozen=True)
+class _Approval:
+    document_run_id: int
+    record: dict[str, Any]
+    reviewer: str
+    evidence_spans: Any
+    attempt_id: int | None
+    note: str | None
+    edited: bool
+    block_override: dict[str, Any] | None
+    changed_fields: list[str] | None
+    required: int
+
+    def write(self, connection: Connection, records: Store) -> tuple[int | None, Approvals]:
+        """In the run log's transaction ``connection``: the sign-off (if several are needed), the review and the
+        approved record once enough people approved."""
+        now = utcnow()
+        override = None if self.block_override is None else self.block_override | {
+            "at": now.isoformat(timespec="microseconds")}
+        source = _source_of(connection, self.document_run_id)
+        end_claim(connection, self.document_run_id)
+        signed: list[SignoffInfo] = []
+        if self.required > 1:
+            signed = self._sign(connection, now, override)
+            if len({signoff.reviewer for signoff in signed}) < self.required:
+                return None, Approvals(self.required, tuple(signed))
+        review_id = _add_review(connection, dict(
+            document_run_id=self.document_run_id, decision=ReviewDecision.approved, reviewer=self.reviewer,
+            note=self.note, created_at=now, block_override=override, changed_fields=self.changed_fields))
+        values = dict(record=self.record, evidence_spans=self.evidence_spans, attempt_id=self.attempt_id,
+                      reviewer=self.reviewer, note=self.note, edited=self.edited or any(s.edited for s in signed),
+                      approved_at=now, block_override=override,
+                      approvals=[{"reviewer": s.reviewer, "at": s.created_at.isoformat(timespec="seconds")}
+                                 for s in signed] or None)
+        if signed:
+            connection.execute(update(signoffs).where(signoffs.c.id.in_([s.id for s in signed]))
+                               .values(state=SignoffState.approved, review_id=review_id))
+        if records.engine is connection.engine:
+            return _upsert(connection, source, values), Approvals(self.required)
+        with write_connection(records.engine) as other:
+            return _upsert(other, source, values), Approvals(self.required)
+
+    def _sign(self, connection: Connection, now: datetime, override: dict[str, Any] | None) -> list[SignoffInfo]:
+        """This person's sign-off; the pending sign-offs of another record are superseded. Returns the pending
+        sign-offs of this record, this one included, oldest first."""
+        digest = canonical_sha256(self.record)
+        connection.execute(update(signoffs).where(signoffs.c.document_run_id == self.document_run_id,
+                                                  signoffs.c.state == SignoffState.pending,
+                                                  signoffs.c.record_sha256 != digest)
+                           .values(state=SignoffState.superseded))
+        if any(s.reviewer == self.reviewer for s in _pending(connection, self.document_run_id)):
+            raise DecisionConflict(f"{self.reviewer} signed off this record of document run {self.document_run_id} "
+                                   "already: another person must approve it")
+        connection.execute(insert(signoffs).values(
+            document_run_id=self.document_run_id, reviewer=self.reviewer, record=self.record, record_sha256=digest,
+            evidence_spans=self.evidence_spans, attempt_id=self.attempt_id, edited=self.edited, note=self.note,
+            block_override=override, changed_fields=self.changed_fields, created_at=now, state=SignoffState.pending))
+        return _pending(connection, self.document_run_id)
+
+
+def _take_turn(connection: Connection, document_run_id: int, reviewer: str, seen_version: int | None) -> None:
+    """Compare-and-set, in the decision's transaction: refuse (``DecisionConflict``) when another person holds
+    the document run's claim, or when a decision was taken since the caller read ``seen_version``; else count
+    this decision (``document_runs.review_version``)."""
+    held = held_by_another(connection, document_run_id, reviewer)
+    if held is not None:
+        raise DecisionConflict(f"document run {document_run_id} is being reviewed: {held.describe()}; it can be "
+                               "decided once they decide, leave it, or the claim expires")
+    version = document_runs.c.review_version
+    condition = document_runs.c.id == document_run_id
+    if seen_version is not None:
+        condition = condition & (version == seen_version)
+    done = connection.execute(update(document_runs).where(condition).values(review_version=version + 1))
+    if done.rowcount == 1:
+        return
+    if connection.execute(select(document_runs.c.id).where(document_runs.c.id == document_run_id)).first() is None:
+        raise StoreError(f"no document run {document_run_id}")
+    raise DecisionConflict(_overtaken(connection, document_run_id))
+
+
+def _overtaken(connection: Connection, document_run_id: int) -> str:
+    return (f"{_newest_decision(connection, document_run_id)}, after this decision's page or request read the document "
+            "run; nothing was written: look at it again and decide")
+
+
+def check_turn(store: Store, document_run_id: int, seen_version: int) -> None:
+    """``DecisionConflict`` naming the newest decision when one was taken since ``seen_version`` was read: the
+    early refusal of a stale page or request (before any re-reading or checking), which ``approve`` and ``reject``
+    make again, atomically, when they write."""
     with store.engine.connect() as connection:
-        source = _source_of(connection, document_run_id)
-    with write_connection(records.engine) as connection:
-        approved_id = _upsert(connection, source, values)
-    with write_connection(store.engine) as connection:
-        _add_review(connection, review)
-    return approved_id
+        current = connection.execute(select(document_runs.c.review_version)
+                                     .where(document_runs.c.id == document_run_id)).scalar()
+        if current is not None and current != seen_version:
+            raise DecisionConflict(_overtaken(connection, document_run_id))
+
+
+def _newest_decision(connection: Connection, document_run_id: int) -> str:
+    """The decision on the document run that came last, in words (a review or a sign-off)."""
+    review = connection.execute(select(reviews).where(reviews.c.document_run_id == document_run_id)
+                                .order_by(reviews.c.created_at.desc(), reviews.c.id.desc()).limit(1)).first()
+    signoff = connection.execute(select(signoffs).where(signoffs.c.document_run_id == document_run_id)
+                                 .order_by(signoffs.c.created_at.desc(), signoffs.c.id.desc()).limit(1)).first()
+    if signoff is not None and (review is None or signoff.created_at > review.created_at):
+        return (f"{signoff.reviewer} signed off a record of document run {document_run_id} at "
+                f"{signoff.created_at:%Y-%m-%d %H:%M:%S} UTC")
+    if review is None:
+        return f"document run {document_run_id} changed"
+    why = f" ({review.note})" if review.decision == ReviewDecision.rejected and review.note else ""
+    return (f"{review.reviewer} {review.decision} document run {document_run_id} at "
+            f"{review.created_at:%Y-%m-%d %H:%M:%S} UTC{why}")
+
+
+def _pending(connection: Connection, document_run_id: int) -> list[SignoffInfo]:
+    query = (select(*_SIGNOFF_COLUMNS).where(signoffs.c.document_run_id == document_run_id,
+                                             signoffs.c.state == SignoffState.pending)
+             .order_by(signoffs.c.created_at, signoffs.c.id))
+    return [SignoffInfo(*row) for row in connection.execute(query)]
+
+
+_SIGNOFF_COLUMNS = [signoffs.c[f.name] for f in fields(SignoffInfo)]
+
+
+def pending_signoffs(store: Store, document_run_ids: Iterable[int]) -> dict[int, list[SignoffInfo]]:
+    """The pending sign-offs of these document runs (those with none are left out), oldest first."""
+    wanted = sorted(set(document_run_ids))
+    found: dict[int, list[SignoffInfo]] = {}
+    with store.engine.connect() as connection:
+        for start in range(0, len(wanted), 500):
+            query = (select(*_SIGNOFF_COLUMNS).where(signoffs.c.document_run_id.in_(wanted[start : start + 500]),
+                                                     signoffs.c.state == SignoffState.pending)
+                     .order_by(signoffs.c.created_at, signoffs.c.id))
+            for row in connection.execute(query):
+                found.setdefault(row.document_run_id, []).append(SignoffInfo(*row))
+    return found
+
+
+def pending_record(store: Store, signoff_id: int) -> dict[str, Any]:
+    """The record a pending sign-off approved (what the next person is asked to approve)."""
+    with store.engine.connect() as connection:
+        return dict(connection.execute(select(signoffs.c.record).where(signoffs.c.id == signoff_id)).scalar_one())
 
 
 def _add_review(connection: Connection, review: dict[str, Any]) -> int:
@@ -203,13 +387,17 @@ def _upsert(connection: Connection, source: Any, values: dict[str, Any]) -> int:
     return int(inserted[0])
 
 
-def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str) -> int:
-    """Record that a person rejected this document run's result; returns the review id."""
+def reject(store: Store, document_run_id: int, *, reviewer: str, reason: str, seen_version: int | None = None) -> int:
+    """Record that a person rejected this document run's result; returns the review id. Pending sign-offs of it
+    are superseded, and ``seen_version`` is compared and set as ``approve`` does."""
     if not reviewer or not reason:
         raise ValueError("a rejection needs a reviewer and a reason")
     with write_connection(store.engine) as connection:
-        if connection.execute(select(document_runs.c.id).where(document_runs.c.id == document_run_id)).first() is None:
-            raise StoreError(f"no document run {document_run_id}")
+        _take_turn(connection, document_run_id, reviewer, seen_version)
+        end_claim(connection, document_run_id)
+        connection.execute(update(signoffs).where(signoffs.c.document_run_id == document_run_id,
+                                                  signoffs.c.state == SignoffState.pending)
+                           .values(state=SignoffState.superseded))
         return _add_review(connection, dict(document_run_id=document_run_id, decision=ReviewDecision.rejected,
                                             reviewer=reviewer, note=reason, created_at=utcnow()))
 
@@ -255,6 +443,7 @@ class StoredApproval(NamedTuple):
     edited: bool
     approved_at: datetime
     block_override_json: str | None
+    approvals_json: str | None
 
 
 def approved_batches(store: Store, contract: str | None = None, contract_version: int | None = None,
@@ -262,17 +451,22 @@ def approved_batches(store: Store, contract: str | None = None, contract_version
     """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored: the
     database sends rows as they are read (a server-side cursor on PostgreSQL), and no record becomes Python objects
     until its writer needs them, so memory stays flat however many records there are."""
-    columns = [cast(column, Text).label(f"{column.name}_json") if column.name in _JSON_COLUMNS else column
-               for column in approved_table.columns if column.name in StoredApproval._fields
-               or f"{column.name}_json" in StoredApproval._fields]
-    query = _approved_query(contract, contract_version, since).with_only_columns(*columns)
+    query = _stored(_approved_query(contract, contract_version, since))
     with store.engine.connect() as connection:
         result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
         for rows in result.partitions():
             yield [StoredApproval(*row) for row in rows]
 
 
-_JSON_COLUMNS = ("record", "evidence_spans", "block_override")
+_JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
+
+
+def _stored(query: Any) -> Any:
+    """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored)."""
+    by_name = {column.name: column for column in approved_table.columns}
+    return query.with_only_columns(*[
+        cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
+        and name.endswith("_json") else by_name[name] for name in StoredApproval._fields])
 
 
 def count_approved(store: Store, contract: str | None = None, contract_version: int | None = None,
@@ -281,6 +475,32 @@ def count_approved(store: Store, contract: str | None = None, contract_version: 
     query = _approved_query(contract, contract_version, since).order_by(None).with_only_columns(func.count())
     with store.engine.connect() as connection:
         return int(connection.execute(query).scalar() or 0)
+
+
+def approved_after(store: Store, after: tuple[datetime, int] | None, limit: int, *, contract: str | None = None,
+                   contract_version: int | None = None) -> list[StoredApproval]:
+    """At most ``limit`` approved records, as ``approved_batches`` gives them, in approval order (approval time, then
+    id) after ``after`` (the last one of the previous page): a page of ``GET /v1/approved``. A record approved again
+    (replaced) moves to the end, so a reader that follows the pages sees it again."""
+    query = _stored(_approved_query(contract, contract_version, None)).limit(limit)
+    if after is not None:
+        at, last = after
+        query = query.where(or_(approved_table.c.approved_at > at,
+                                and_(approved_table.c.approved_at == at, approved_table.c.id > last)))
+    with store.engine.connect() as connection:
+        return [StoredApproval(*row) for row in connection.execute(query)]
+
+
+def decision_counts(store: Store) -> dict[str, int]:
+    """Every decision people took, by kind: ``approved`` and ``rejected`` (``reviews``; an approval that needed
+    several people counts once) and ``signed_off`` (each person's approval of a record that needs several:
+    ``signoffs``). They only grow (nothing deletes a decision), so they are counters."""
+    counts = {str(decision): 0 for decision in ReviewDecision} | {"signed_off": 0}
+    with store.engine.connect() as connection:
+        for decision, count in connection.execute(select(reviews.c.decision, func.count()).group_by(reviews.c.decision)):
+            counts[decision] = int(count)
+        counts["signed_off"] = int(connection.execute(select(func.count()).select_from(signoffs)).scalar() or 0)
+    return counts
 
 
 def reviews_for(store: Store, document_run_id: int) -> list[ReviewInfo]:

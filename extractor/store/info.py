@@ -260,6 +260,8 @@ class DocumentRunInfo:
     tags: list[str]
     started_at: datetime
     finished_at: datetime | None
+    review_version: int = 0
+    """Decisions taken on it when it was read: a decision is written only if it is still this (compare-and-set)."""
 
 
 @dataclass(frozen=True)

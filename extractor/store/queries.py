@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 from extractor.store.db import plain
 from extractor.store.info import DocumentRunInfo, RunInfo, RunQuery
 from extractor.store.tables import attempts, document_runs, documents, file_name, runs, waiting
+from extractor.store.tasks import owned_by
 
 AttemptFindings = tuple[str, int, int, str, int, str, list[dict[str, Any]]]
 """``(run_id, document_run_id, attempt_id, kind, number, outcome, findings)``."""
@@ -179,10 +180,11 @@ def _document_runs(engine: Engine, condition: Any, order: tuple[Any, ...], limit
         return [DocumentRunInfo(*row) for row in connection.execute(query)]
 
 
-def undecided_document_runs(engine: Engine, states: Iterable[str],
-                            run_ids: Iterable[str] | None = None) -> list[DocumentRunInfo]:
+def undecided_document_runs(engine: Engine, states: Iterable[str], run_ids: Iterable[str] | None = None,
+                            owner: str | None = None) -> list[DocumentRunInfo]:
     """Document runs in ``states`` that nobody decided and no newer run of the same content and configuration
-    (in ``states``, of ``run_ids``) supersedes: what may wait for a person, newest first.
+    (in ``states``, of ``run_ids``) supersedes: what may wait for a person, newest first; with ``owner``, only
+    those a task of that owner's batches ended in (``extractor.store.tasks.owned_by``).
 
     Read through ``ix_document_runs_waiting``, so the cost follows what is undecided, not the whole log.
     """
@@ -198,6 +200,8 @@ def undecided_document_runs(engine: Engine, states: Iterable[str],
         ids = list(run_ids)
         conditions.append(document_runs.c.run_id.in_(ids))
         superseded = superseded.where(newer.run_id.in_(ids))
+    if owner is not None:
+        conditions.append(owned_by(owner))
     return _document_runs(engine, and_(*conditions, ~superseded.exists()),
                           order=(document_runs.c.started_at.desc(), document_runs.c.id.desc()))
 

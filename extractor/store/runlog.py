@@ -160,8 +160,9 @@ class Store:
         return queries.find_document_runs(self.engine, ids=ids, run_ids=run_ids, states=states, sha_prefix=sha_prefix,
                                           same_file_name=same_file_name)
 
-    def undecided_document_runs(self, states: Iterable[str], run_ids: Iterable[str] | None = None) -> list[DocumentRunInfo]:
-        return queries.undecided_document_runs(self.engine, states, run_ids)
+    def undecided_document_runs(self, states: Iterable[str], run_ids: Iterable[str] | None = None,
+                                owner: str | None = None) -> list[DocumentRunInfo]:
+        return queries.undecided_document_runs(self.engine, states, run_ids, owner)
 
     def findings_of_attempts(self, attempt_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
         return queries.findings_of_attempts(self.engine, attempt_ids)

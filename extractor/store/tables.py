@@ -50,6 +50,7 @@ from extractor.vocab import (
     ReviewDecision,
     Role,
     RunStatus,
+    SignoffState,
     TaskState,
     values_of,
 )
@@ -254,6 +255,9 @@ document_runs = Table(
     Column("finished_at", UTCDateTime),
     # A person approved or rejected it (it has a row in ``reviews``): set with that row, never by a run.
     Column("decided", Boolean, default=False, server_default=false(), nullable=False),
+    # How many decisions (reviews and sign-offs) were taken on it: a decision is written only if this is still the
+    # number its decider saw (compare-and-set), so two people deciding at once cannot both succeed.
+    Column("review_version", Integer, server_default=text("0"), nullable=False),
     UniqueConstraint("run_id", "document_id"),
     CheckConstraint(one_of("state", values_of(DocumentState)), name="state"),
     Index("ix_document_runs_document_id", "document_id"),
@@ -368,6 +372,9 @@ approved_records = Table(
     Column("approved_at", UTCDateTime, nullable=False),
     # A BLOCKED result approved over its block: who, when, why, and the critical rules overridden (else NULL).
     Column("block_override", NullableJSON),
+    # Every person whose approval it needed (``[{"reviewer", "at"}]``, oldest first) when its contract asks for
+    # more than one (``[review] approvals``); NULL for a record one person approved (``reviewer``).
+    Column("approvals", NullableJSON),
     UniqueConstraint("document_sha256", "contract", "contract_version"),
     Index("ix_approved_records_approved_at", "approved_at", "id"),  # export's order, and its ``--since`` range
 )
@@ -428,6 +435,42 @@ integrity_checks = Table(
 )
 """Every ``extract doctor`` check: the next one checks what changed since the newest clean one."""
 
+signoffs = Table(
+    "signoffs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("document_run_id", ForeignKey("document_runs.id"), nullable=False),
+    Column("reviewer", String(200), nullable=False),
+    Column("record", JSON, nullable=False),
+    Column("record_sha256", String(64), nullable=False),
+    Column("evidence_spans", NullableJSON),
+    Column("attempt_id", Integer),
+    Column("edited", Boolean, nullable=False),
+    Column("note", NulFreeText),
+    Column("block_override", NullableJSON),
+    Column("changed_fields", NullableJSON),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("state", String(16), nullable=False),
+    # The approval (``reviews``) this sign-off made with the others of its record; NULL while it waits or after
+    # a rejection or another record's sign-off superseded it.
+    Column("review_id", ForeignKey("reviews.id")),
+    CheckConstraint(one_of("state", values_of(SignoffState)), name="state"),
+    Index("ix_signoffs_document_run_id_state", "document_run_id", "state"),
+)
+"""One person's approval of a record whose contract needs more than one (``[review] approvals = 2``): the record
+counts as approved, and is exported, only once that many distinct people signed off the same record."""
+
+review_claims = Table(
+    "review_claims",
+    metadata,
+    Column("document_run_id", ForeignKey("document_runs.id"), primary_key=True),
+    Column("reviewer", String(200), nullable=False),
+    Column("claimed_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+"""Who has a document open to review it, and until when (renewed while the page is open): nobody else decides it
+before it is released or expires. A row past ``expires_at`` is no claim."""
+
 judge_calibrations = Table(
     "judge_calibrations",
     metadata,
@@ -474,7 +517,9 @@ batches = Table(
     # sees only its owner's batches; NULL (``extract run --queue``): reviewers and admins only.
     Column("owner", String(200)),
     Column("created_at", UTCDateTime, nullable=False),
-    Index("ix_batches_owner", "owner"),
+    # Listings read the newest batches of one owner, or of everyone, from these without sorting the rest.
+    Index("ix_batches_owner_created_at", "owner", "created_at"),
+    Index("ix_batches_created_at", "created_at"),
 )
 """Documents submitted together (one ``extract run --queue``, or API submissions) with the settings
 every worker converts them with."""
@@ -502,6 +547,9 @@ tasks = Table(
     CheckConstraint(f"outcome IS NULL OR {one_of('outcome', values_of(Outcome))}", name="outcome"),
     Index("ix_tasks_batch_id_state", "batch_id", "state"),
     Index("ix_tasks_state", "state"),
+    # Who may read a document run (the owners of the tasks that ended in it), and which uploads a content has.
+    Index("ix_tasks_document_run_id", "document_run_id"),
+    Index("ix_tasks_upload_id", "upload_id"),
 )
 """One queued document: the Celery message carries only ``id``; everything else is read from here.
 
@@ -524,6 +572,10 @@ api_tokens = Table(
     Column("revoked_at", UTCDateTime),
     # Tokens with the same owner see each other's submissions (NULL: the token's name is its owner).
     Column("owner", String(200)),
+    # A reviewer that reads and decides every owner's work (``--all-owners``); admins always do.
+    Column("all_owners", Boolean, server_default=false(), nullable=False),
+    Column("expires_at", UTCDateTime),  # NULL: never (``--expires never``)
+    Column("last_used_at", UTCDateTime),  # kept to the minute: a request writes it at most once a minute
     CheckConstraint(one_of("role", values_of(Role)), name="role"),
     UniqueConstraint("name"),
     UniqueConstraint("token_sha256"),

@@ -182,14 +182,17 @@ def unfinished_ids(engine: Engine) -> list[str]:
 
 
 Everyone = None
-"""The ``owner`` filter of a reviewer or admin (and of the workers): every batch, whoever submitted it."""
+"""The ``owner`` filter of a department-wide caller (an admin, an ``--all-owners`` reviewer, the workers): every
+batch, whoever submitted it."""
 
 
 def _owned(query: Any, owner: str | None) -> Any:
-    """``query`` (over tasks) limited to the batches of ``owner``; unchanged for ``Everyone``."""
+    """``query`` (over tasks) limited to the batches of ``owner`` by a join on the batch's key, so the cost is the
+    same whatever the owner's number of batches (an ``IN`` over them built the owner's whole list first);
+    unchanged for ``Everyone``."""
     if owner is Everyone:
         return query
-    return query.where(tasks.c.batch_id.in_(select(batches.c.id).where(batches.c.owner == owner)))
+    return query.join(batches, batches.c.id == tasks.c.batch_id).where(batches.c.owner == owner)
 
 
 def get_task(engine: Engine, task_id: str, owner: str | None = Everyone) -> TaskInfo | None:
@@ -233,8 +236,10 @@ class BatchInfo:
 
 
 def list_batches(engine: Engine, owner: str | None = Everyone, *, limit: int) -> list[BatchInfo]:
-    """The newest ``limit`` batches (of ``owner`` only, when given), with their documents per task state."""
-    query = select(batches.c.id, batches.c.submitted_by, batches.c.created_at).order_by(batches.c.created_at.desc(), batches.c.id)
+    """The newest ``limit`` batches (of ``owner`` only, when given), with their documents per task state; read
+    from ``ix_batches_owner_created_at`` (``ix_batches_created_at`` for everyone's), newest first, without
+    sorting the rest."""
+    query = select(batches.c.id, batches.c.submitted_by, batches.c.created_at).order_by(batches.c.created_at.desc())
     if owner is not Everyone:
         query = query.where(batches.c.owner == owner)
     with engine.connect() as connection:
@@ -248,10 +253,59 @@ def list_batches(engine: Engine, owner: str | None = Everyone, *, limit: int) ->
 
 
 def owns_document_run(engine: Engine, owner: str, document_run_id: int) -> bool:
-    """Whether a task of ``owner``'s batches ended in this document run (what a submitter may read)."""
+    """Whether a task of ``owner``'s batches ended in this document run (what a caller of one owner may read):
+    the tasks of that document run (``ix_tasks_document_run_id``), each batch by its key."""
     query = _owned(select(tasks.c.id).where(tasks.c.document_run_id == document_run_id), owner).limit(1)
     with engine.connect() as connection:
         return connection.execute(query).first() is not None
+
+
+def owned_by(owner: str) -> Any:
+    """SQL condition on ``document_runs``: a task of ``owner``'s batches ended in it (for a query over document
+    runs, such as the review queue of a reviewer of one owner)."""
+    return (select(tasks.c.id).join(batches, batches.c.id == tasks.c.batch_id)
+            .where(tasks.c.document_run_id == document_runs.c.id, batches.c.owner == owner).exists())
+
+
+def owners_of(engine: Engine, document_run_ids: Iterable[int]) -> dict[int, set[str]]:
+    """The owners whose tasks ended in each of these document runs (a run none did is left out: ``extract run``'s,
+    or ``extract run --queue``'s, whose batches have no owner)."""
+    wanted = sorted(set(document_run_ids))
+    found: dict[int, set[str]] = {}
+    with engine.connect() as connection:
+        for start in range(0, len(wanted), 500):
+            query = (select(tasks.c.document_run_id, batches.c.owner).join(batches, batches.c.id == tasks.c.batch_id)
+                     .where(tasks.c.document_run_id.in_(wanted[start : start + 500]), batches.c.owner.is_not(None))
+                     .distinct())
+            for document_run_id, owner in connection.execute(query):
+                found.setdefault(document_run_id, set()).add(owner)
+    return found
+
+
+ContentKey = tuple[str, str, int]
+"""``(document sha256, contract, contract version)``: what one approved record is of."""
+
+
+def owned_keys(engine: Engine, owner: str, keys: Iterable[ContentKey]) -> set[ContentKey]:
+    """Which of these approved records' keys are ``owner``'s: a task of the owner's batches ended in a document run
+    of that content under that contract version. Read per content (``documents``' unique sha256, document runs
+    by document, tasks by document run), so the cost follows the keys asked, not the owner's size."""
+    wanted = sorted(set(keys))
+    found: set[ContentKey] = set()
+    with engine.connect() as connection:
+        for start in range(0, len(wanted), 500):
+            chunk = set(wanted[start : start + 500])
+            query = (select(documents.c.sha256, runs.c.contract, runs.c.contract_version)
+                     .select_from(documents)
+                     .join(document_runs, document_runs.c.document_id == documents.c.id)
+                     .join(runs, runs.c.id == document_runs.c.run_id)
+                     .join(tasks, tasks.c.document_run_id == document_runs.c.id)
+                     .join(batches, batches.c.id == tasks.c.batch_id)
+                     .where(documents.c.sha256.in_({sha for sha, _, _ in chunk}), batches.c.owner == owner)
+                     .distinct())
+            found.update(key for sha, contract, version in connection.execute(query)
+                         if (key := (sha, contract, int(version))) in chunk)
+    return found
 
 
 def upload_of(engine: Engine, task_id: str) -> tuple[str, bytes]:

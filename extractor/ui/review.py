@@ -116,14 +116,17 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
         return
     shown = f"{len(items)} of {total:,}" if len(items) < total else f"{total}"
     table = Table(title=f"{shown} document(s) waiting for review (READY_FOR_REVIEW first)")
-    add_columns(table, ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others", "cause"),
-                wrap=("errors", "warnings", "others", "cause"), right=("doc run",))
+    review = any(item.review_status() for item in items)  # approvals ("1 of 2 approvals"), who has it open
+    add_columns(table, ("doc run", "state", "path", "sha256", "model / prompt", "errors", "warnings", "others",
+                        *(("review",) if review else ()), "cause"),
+                wrap=("errors", "warnings", "others", "review", "cause"), right=("doc run",))
     for item in items:
         table.add_row(
             str(item.document_run_id), Text(item.state, style=STATE_STYLE.get(item.state, "")), display_path(item.path),
             _short(item.sha256), f"{item.model} / {item.prompt_version}",
             Text(_rules(item.errors), style="red"), Text(_rules(item.warnings), style="yellow"),
-            ", ".join(str(i) for i in item.alternatives), _cause(item),
+            ", ".join(str(i) for i in item.alternatives), *((printable(item.review_status()),) if review else ()),
+            _cause(item),
         )
     print_table(console, table)
     if len(items) < total:
@@ -139,15 +142,24 @@ def print_queue(items: list[Any], total: int, console: Console | None = None) ->
 
 
 def print_approval(result: Approval) -> None:
-    """What ``approve`` wrote (or that nothing was written), the approval it replaced, warnings kept."""
-    a, d = result.approved, result.document_run
+    """What ``approve`` wrote (or that nothing was written), the approval it replaced, warnings kept; on a contract
+    that needs several people, how many approved so far ("1 of 2 approvals")."""
+    a, d, standing = result.approved, result.document_run, result.approvals
+    if a is None:
+        assert standing is not None
+        verb = "you signed it off already" if result.outcome == "already" else "signed off"
+        print(f"{verb}: document run {d.id} ({printable(d.path)}) has {printable(standing.describe())}; it is "
+              "approved, and exported, once another person approves the same record"
+              + ("; nothing written" if result.outcome == "already" else ""))
+        return
     when = f"{a.approved_at:%Y-%m-%d %H:%M:%S} UTC"
+    by = ", ".join(entry["reviewer"] for entry in a.approvals) if a.approvals else a.reviewer
     if result.outcome == "already":
-        print(f"already approved by {a.reviewer} at {when} (record {a.id}); nothing written")
+        print(f"already approved by {printable(by)} at {when} (record {a.id}); nothing written")
         return
     what = "an edited record" if a.edited else "the candidate"
     print(f"approved {what} of document run {d.id} ({printable(d.path)}, sha256 {d.sha256[:12]}) as record {a.id}, "
-          f"by {a.reviewer} at {when}")
+          f"by {printable(by)} at {when}")
     if a.block_override is not None:
         print(f"overrode the block ({', '.join(a.block_override['rule_ids']) or 'BLOCKED'}): "
               f"{printable(a.block_override['reason'])}")
@@ -344,10 +356,17 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
             continue  # the approval of the record below: said once
         console.print(f"{review.decision} by {review.reviewer} at {_when(review.created_at)}"
                       + (f": {review.note}" if review.note else ""))
+    if view.approvals is not None and view.approvals.pending:
+        console.print(Text(f"{printable(view.approvals.describe())}: approved, and exported, once another person "
+                           "approves the same record", style="yellow"))
+    if view.claim is not None:
+        console.print(Text(printable(view.claim.describe()), style="yellow"))
+    approved = view.approved
     if approved is not None:
         same = "this candidate" if view.approved_same_as_candidate else "a different record"
+        by = ", ".join(entry["reviewer"] for entry in approved.approvals) if approved.approvals else approved.reviewer
         console.print(Text(f"approved record: {same}{' (edited)' if approved.edited else ''}, by "
-                           f"{printable(approved.reviewer)} at {_when(approved.approved_at)}"
+                           f"{printable(by)} at {_when(approved.approved_at)}"
                            + (f": {printable(approved.note)}" if approved.note else ""), style="green"))
     if view.others:
         console.print("other runs of this document: " + ", ".join(

@@ -34,10 +34,11 @@ DEFAULT_PORT = 8765
 
 @dataclass(frozen=True)
 class LocalPrincipal:
-    """The OS user who started ``extract review --web``."""
+    """The OS user who started ``extract review --web``: every owner's documents are theirs to review."""
 
     name: str
     role: str = "reviewer"
+    scope: str | None = None
 
 
 class LocalLogin:

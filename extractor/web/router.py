@@ -6,6 +6,12 @@ tokens), and the reviewer recorded with a decision is that principal's ``name``,
 Every fact shown comes from ``extractor.review`` (queue, view, decide) and the store; this module only
 arranges requests and pages.
 
+Whose documents: the principal's ``scope`` (an owner, or None for every owner's) limits the queue and every
+page; another owner's document answers 404 like a missing one. Opening a document to review it claims it for the
+principal (``extractor.store.review_claims``): the page renews the claim while it stays open and releases it when
+left; another person sees who has it and since when, and cannot decide it meanwhile. A decision carries the
+``review_version`` the page showed, so a decision taken since refuses it (409, naming that decision).
+
 Safety: Jinja2 autoescapes every value (document text, findings, raw model answers); every response
 carries a strict Content-Security-Policy (scripts and styles only from this router's static files, no
 inline script, forms post only here); every POST needs the CSRF token the pages embed (an HMAC of the
@@ -20,20 +26,25 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi import Path as PathParam
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from extractor.review.queue import QueuePage, waiting
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEWABLE, DocumentState, ReviewDecision
+from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, REVIEWABLE, DocumentState, ReviewDecision
+
+if TYPE_CHECKING:
+    from extractor.store.review_claims import ReviewClaim
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -54,7 +65,8 @@ QUEUE_STATES: tuple[str, ...] = REVIEWABLE
 
 
 class Principal(Protocol):
-    """Who is asking: ``name`` is recorded as the reviewer; ``role`` must be reviewer or admin to decide."""
+    """Who is asking: ``name`` is recorded as the reviewer; ``role`` must be reviewer or admin to decide; ``scope``
+    is the owner whose documents it reads (None: every owner's)."""
 
     @property
     def name(self) -> str: ...
@@ -62,11 +74,14 @@ class Principal(Protocol):
     @property
     def role(self) -> str: ...
 
+    @property
+    def scope(self) -> str | None: ...
+
 
 DocumentRunId = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
 PageNumber = Annotated[int, PathParam(ge=1, le=10_000)]
 """A document run id as the store's integer key holds it (a larger one is a 422, not a database error)."""
-DONE = re.compile(r"^(approved|rejected) \d+$")
+DONE = re.compile(r"^(approved|signed|rejected) \d+$")
 """The only notice a page shows from its address (after a decision), so a link cannot put words on the page."""
 
 OpenStores = Callable[[], tuple[Store, Store]]
@@ -143,11 +158,11 @@ def _field(items: Sequence[tuple[str, str]], name: str) -> str:
 
 
 def review_router(open_stores: OpenStores, current_principal: Callable[..., Any], *,
-                  secret: bytes | None = None, prefix: str = "/review") -> APIRouter:
+                  secret: bytes | None = None, prefix: str = "/review", claim_s: float = REVIEW_CLAIM_S) -> APIRouter:
     """The review pages under ``prefix``; ``current_principal`` is a FastAPI dependency returning a
-    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default). A
-    decision is checked against the source as ``extractor.review.decide`` reads it (an uploaded document: its
-    upload in the run log)."""
+    ``Principal`` (or raising 401). ``secret`` keys the CSRF tokens (random per process by default); ``claim_s``
+    is how long opening a document holds it (the page renews it five times as often). A decision is checked
+    against the source as ``extractor.review.decide`` reads it (an uploaded document: its upload in the run log)."""
     key = secret or secrets.token_bytes(32)
     router = APIRouter(prefix=prefix, route_class=SecuredRoute)
     principal_of = Depends(current_principal)
@@ -187,8 +202,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         filters = _filters(request)
         everything = request.query_params.get("all") == "1"
         try:
-            page = _queue(store, records, filters, limit=None if everything else DEFAULT_REVIEW_PAGE)
-            counts = _queue(store, records, {**filters, "state": ""}, limit=0).counts
+            page = _queue(store, records, filters, principal.scope, limit=None if everything else DEFAULT_REVIEW_PAGE)
+            counts = _queue(store, records, {**filters, "state": ""}, principal.scope, limit=0).counts
         except ReviewError as error:
             return _problem(400, str(error))
         state_query = {state: _query({**filters, "state": state}) for state in ("", *QUEUE_STATES)}
@@ -204,21 +219,19 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
     def _document_page(request: Request, principal: Principal, document_run_id: int, *, status: int = 200,
                        error: str | None = None) -> Response:
         from extractor.review.view import document_view
+        from extractor.store.review_claims import claim
         from extractor.web.page import document_page
 
         store, records = open_stores()
-        found = _document_run(store, document_run_id)
+        found = _document_run(store, document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
-        others = [d for d in store.find_document_runs(sha_prefix=found.sha256) if d.id != found.id]
+        others = [d for d in store.find_document_runs(sha_prefix=found.sha256)
+                  if d.id != found.id and _readable(store, d.id, principal.scope)]
         try:
             view = document_view(store, records, found, others)
         except ReviewError as error_:
             return _problem(409, str(error_))
-        page = document_page(view, _schema(view.run))
-        raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
-        filters = _filters(request)
-        previous, following = _neighbours(store, records, filters, found.id)
         approved = view.approved
         latest = view.reviews[-1] if view.reviews else None
         rejected = latest if approved is None and latest is not None and latest.decision == ReviewDecision.rejected \
@@ -226,12 +239,55 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         history = [r for r in view.reviews  # the approval the page shows is not listed again
                    if approved is None or (r.decision, r.reviewer, r.created_at) != (ReviewDecision.approved,
                                                                                    approved.reviewer, approved.approved_at)]
+        decidable = found.state in QUEUE_STATES and approved is None and rejected is None
+        if decidable:  # opening it to review it claims it (or renews this person's claim)
+            view = replace(view, claim=claim(store.engine, found.id, principal.name, claim_s))
+        page = document_page(view, _schema(view.run))
+        raw = {a.attempt.id: a.attempt.raw_response for a in view.attempts}
+        filters = _filters(request)
+        previous, following = _neighbours(store, records, filters, found.id, principal.scope)
+        held = view.claim if view.claim is not None and view.claim.reviewer != principal.name else None
         return render("document.html", status, **context(
             request, principal, page=page, view=view, raw=raw, error=error, lang=page.lang,
-            blocked=found.state == DocumentState.BLOCKED, rejected=rejected, history=history,
-            decidable=found.state in QUEUE_STATES and approved is None and rejected is None,
-            previous=previous, following=following, query=_query(filters),
+            blocked=found.state == DocumentState.BLOCKED, rejected=rejected, history=history, decidable=decidable,
+            held=held, until=view.claim.expires_at.isoformat() if view.claim is not None and held is None else "",
+            renew_ms=int(claim_s * 1000 / 5), previous=previous, following=following, query=_query(filters),
             done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
+
+    @router.post("/doc/{document_run_id}/claim")
+    def renew(document_run_id: DocumentRunId, principal: Any = principal_of,
+              items: list[tuple[str, str]] = Depends(form_items)) -> Response:
+        """The open page renews its claim (or takes it once the other person's is gone): who holds it now."""
+        from extractor.store.review_claims import claim
+
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        store, _ = open_stores()
+        if _document_run(store, document_run_id, principal.scope) is None:
+            return PlainTextResponse("not found", status_code=404)
+        held = claim(store.engine, document_run_id, principal.name, claim_s)
+        if held is None:
+            return PlainTextResponse("not found", status_code=404)
+        mine = held.reviewer == principal.name
+        return JSONResponse({"mine": mine, "claim": held.to_json(),
+                             "message": None if mine else _held_message(held)})
+
+    @router.post("/doc/{document_run_id}/release")
+    def leave(document_run_id: DocumentRunId, principal: Any = principal_of,
+              items: list[tuple[str, str]] = Depends(form_items)) -> Response:
+        """The page is left (``navigator.sendBeacon``): this person's claim ends."""
+        from extractor.store.review_claims import release
+
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        store, _ = open_stores()
+        if _document_run(store, document_run_id, principal.scope) is None:
+            return PlainTextResponse("not found", status_code=404)
+        try:
+            until = datetime.fromisoformat(_field(items, "until")) if _field(items, "until") else None
+        except ValueError:
+            return PlainTextResponse("until: not a time this page was given", status_code=400)
+        return JSONResponse({"released": release(store.engine, document_run_id, principal.name, until)})
 
     @router.get("/doc/{document_run_id}/page/{page}", include_in_schema=False)
     def page_image(document_run_id: DocumentRunId, page: PageNumber, principal: Any = principal_of) -> Response:
@@ -243,7 +299,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         from extractor.web.pages import page_png
 
         store, _ = open_stores()
-        found = _document_run(store, document_run_id)
+        found = _document_run(store, document_run_id, principal.scope)
         document = None if found is None else store.get_document(found.document_id)
         last = max((s.get("page") or 0 for s in (document.sentences if document is not None else ())), default=0)
         if found is None or document is None or not page <= last:
@@ -279,22 +335,28 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
 
         store, records = open_stores()
         filters = _filters(request)
-        _, following = _neighbours(store, records, filters, found.id)
+        _, following = _neighbours(store, records, filters, found.id, principal.scope)
+        version = _field(items, "version")
+        if version.isdigit() and len(version) < 10:  # what the page showed: a decision taken since refuses this one
+            found = replace(found, review_version=int(version))
         if verb == "reject":
             reason = _field(items, "reason").strip()
             if not reason:
                 raise ReviewError("a rejection needs a reason: say what is wrong")
             reject_document(store, records, found, reviewer=principal.name, reason=reason)
+            outcome = "rejected"
         else:
-            approve_document(store, records, found, reviewer=principal.name, note=_field(items, "note").strip() or None,
-                             edited=edited, **_block_override(found, _field(items, "override").strip()))
+            approval = approve_document(store, records, found, reviewer=principal.name,
+                                        note=_field(items, "note").strip() or None, edited=edited,
+                                        **_block_override(found, _field(items, "override").strip()))
+            outcome = "signed" if approval.approved is None else "approved"
         target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
-        done = {"done": f"{'approved' if verb == 'approve' else 'rejected'} {found.id}"}
+        done = {"done": f"{outcome} {found.id}"}
         return RedirectResponse(f"{target}?{urlencode({**_query_dict(filters), **done})}", status_code=303)
 
     def _decided(request: Request, principal: Principal, document_run_id: int, verb: str,
                  items: Sequence[tuple[str, str]]) -> Response:
-        found = _document_run(open_stores()[0], document_run_id)
+        found = _document_run(open_stores()[0], document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
         try:
@@ -307,7 +369,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         if (refused := allowed(principal)) is not None:
             return refused
         store, records = open_stores()
-        found = _document_run(store, document_run_id)
+        found = _document_run(store, document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
         final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
@@ -327,7 +389,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         if (refused := checked(principal, items)) is not None:
             return refused
         store, _records = open_stores()
-        found = _document_run(store, document_run_id)
+        found = _document_run(store, document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
         run = store.get_run(found.run_id)
@@ -361,9 +423,11 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
                    json_text: str | None, report: Any, error: str | None, raw_mode: bool, checked: bool = False,
                    status: int = 200) -> Response:
         from extractor.document import language_of
+        from extractor.store.review_claims import claim
         from extractor.web.schemaform import SchemaForm, finding_anchor
 
         store, _ = open_stores()
+        held = claim(store.engine, found.id, principal.name, claim_s)  # editing holds it as reading it does
         run = store.get_run(found.run_id)
         schema = _schema(run)
         tree = SchemaForm(schema).tree(candidate) if schema is not None and not raw_mode else None
@@ -378,7 +442,9 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             checked=checked, raw_mode=raw_mode, blocked=found.state == DocumentState.BLOCKED,
             json_text=json_text if json_text is not None else json.dumps(candidate, ensure_ascii=False, indent=2),
             lang=language_of(sample) if sample else "und", query=_query(_filters(request)),
-            sentences=document.sentences if document is not None else []), )
+            sentences=document.sentences if document is not None else [], renew_ms=int(claim_s * 1000 / 5),
+            held=held if held is not None and held.reviewer != principal.name else None,
+            until=held.expires_at.isoformat() if held is not None and held.reviewer == principal.name else ""))
 
     return router
 
@@ -394,9 +460,20 @@ def _block_override(document_run: DocumentRunInfo, override: str) -> dict[str, A
     return {"override_block": True, "reason": override}
 
 
-def _document_run(store: Store, document_run_id: int) -> DocumentRunInfo | None:
+def _document_run(store: Store, document_run_id: int, scope: str | None) -> DocumentRunInfo | None:
+    """The document run, if it exists and ``scope`` (an owner; None: every owner) may read it."""
     found = store.find_document_runs(ids=[document_run_id])
-    return found[0] if found else None
+    return found[0] if found and _readable(store, document_run_id, scope) else None
+
+
+def _readable(store: Store, document_run_id: int, scope: str | None) -> bool:
+    from extractor.store.tasks import owns_document_run
+
+    return scope is None or owns_document_run(store.engine, scope, document_run_id)
+
+
+def _held_message(held: ReviewClaim) -> str:
+    return f"{held.describe()}: you can decide it once they decide, leave it, or the claim expires"
 
 
 def _schema(run: RunInfo | None) -> dict[str, Any] | None:
@@ -429,7 +506,7 @@ def _query(filters: dict[str, str]) -> str:
     return urlencode(_query_dict(filters))
 
 
-def _queue(store: Store, records: Store, filters: dict[str, str], *, limit: int | None) -> QueuePage:
+def _queue(store: Store, records: Store, filters: dict[str, str], owner: str | None, *, limit: int | None) -> QueuePage:
     from extractor.runfilter import RunFilter
 
     run_ids = None
@@ -440,13 +517,14 @@ def _queue(store: Store, records: Store, filters: dict[str, str], *, limit: int 
             return QueuePage([], 0, {})
     states = (filters["state"],) if filters["state"] in QUEUE_STATES else QUEUE_STATES
     return waiting(store, records, contract=filters["contract"] or None, run_ids=run_ids, states=states, limit=limit,
-                   tag=filters["tag"] or None, urgent_first=True)
+                   tag=filters["tag"] or None, urgent_first=True, owner=owner)
 
 
-def _neighbours(store: Store, records: Store, filters: dict[str, str], document_run_id: int) -> tuple[int | None, int | None]:
+def _neighbours(store: Store, records: Store, filters: dict[str, str], document_run_id: int,
+                owner: str | None) -> tuple[int | None, int | None]:
     """The document runs before and after this one in the (filtered) queue; the first waiting one as the
     next when this one is not in the queue (decided already)."""
-    ids = _queue(store, records, filters, limit=0).order  # the order only: no findings read
+    ids = _queue(store, records, filters, owner, limit=0).order  # the order only: no findings read
     if document_run_id not in ids:
         return None, ids[0] if ids else None
     at = ids.index(document_run_id)

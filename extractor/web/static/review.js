@@ -128,6 +128,37 @@
     }
   }
 
+  // -- claims: the open page renews this person's hold on the document, and lets it go when left ------------
+  function claims() {
+    const holder = document.getElementById("claim");
+    const csrf = document.querySelector('input[name="csrf"]');
+    if (!holder || !csrf) return;
+    const form = () => { const f = new FormData(); f.append("csrf", csrf.value); return f; };
+    let mine = holder.dataset.held !== "1";
+    let until = holder.dataset.until;  // the claim as this page last renewed it
+    function renew() {
+      fetch(holder.dataset.claim, { method: "POST", body: form(), credentials: "same-origin" })
+        .then((r) => r.ok ? r.json() : null)
+        .then((answer) => {
+          if (!answer) return;
+          if (answer.mine && !mine) { window.location.reload(); return; }  // the other person let it go: it is ours now
+          mine = answer.mine;
+          if (mine) until = answer.claim.token;
+          const held = document.getElementById("held");
+          if (!mine && held && answer.message) held.textContent = answer.message + ".";
+        })
+        .catch(() => {});
+    }
+    window.setInterval(renew, Math.max(1000, Number(holder.dataset.renewMs) || 60000));
+    // leaving releases the claim as this page holds it: not one the next page (this document's edit form) renewed
+    window.addEventListener("pagehide", () => {
+      if (!mine || !navigator.sendBeacon) return;
+      const f = form();
+      f.append("until", until);
+      navigator.sendBeacon(holder.dataset.release, f);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     const body = document.body;
     if (body.classList.contains("queue-page")) {
@@ -145,6 +176,7 @@
     } else if (body.classList.contains("edit-page")) {
       document.addEventListener("click", editClicks);
     }
+    claims();
     body.dataset.ready = "1";
   });
 })();
