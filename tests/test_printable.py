@@ -28,9 +28,10 @@ def test_a_file_name_cannot_forge_a_line_of_the_run(tmp_path: Path) -> None:
     output = shown.stdout + shown.stderr
     assert shown.returncode == 2, output[-2000:]
     assert "\x1b[2J" not in output and "\r" not in output
-    lines = [line for line in output.splitlines() if "INPUT_ERROR" in line and "forged" in line]
-    assert lines and all(line.startswith("INPUT_ERROR") and "report\\x1b[2J\\r\\nINPUT_ERROR forged.md" in line
-                         for line in lines), lines
+    lines = [line for line in output.splitlines() if "forged" in line]  # its stderr line, the summary's list
+    assert lines and all("report\\x1b[2J\\r\\nINPUT_ERROR forged.md" in line for line in lines), lines
+    assert not any(line.lstrip().startswith("INPUT_ERROR forged") for line in lines), lines
+    assert any(line.startswith(f"INPUT_ERROR {folder}") for line in lines), lines
     exact = run_cli("run", str(folder), "--model", "openai:scripted", "--format", "json", env=env, cwd=tmp_path,
                     timeout=300)
     outcomes = json.loads(exact.stdout[exact.stdout.index("{"):])["outcomes"]
