@@ -52,3 +52,17 @@ def fresh_pool() -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the throwaway PostgreSQL cluster, if a test started one."""
     stop_cluster()
+
+
+@pytest.fixture(autouse=True)
+def contract_registry() -> Iterator[None]:
+    """Each test starts with the contracts and contract folders the process knew before it: a test that loads
+    ``purchase_order`` from the samples (registered by name and version for the process's life) must not hand that
+    copy to a later test whose own folder changes it."""
+    from extractor.contracts import registry
+
+    known, folders = dict(registry._CONTRACTS), list(registry._DIRS)
+    yield
+    registry._CONTRACTS.clear()
+    registry._CONTRACTS.update(known)
+    registry._DIRS[:] = folders

@@ -207,10 +207,12 @@ def use_dirs(dirs: Iterable[Path | str]) -> None:
     """Add folders to look for file contracts in (``--contracts DIR``), before ``EXTRACT_CONTRACTS_PATH``.
 
     A folder that holds no ``<name>/v<N>/schema.json`` is refused rather than searched in vain: given one
-    level too deep (the contract's own folder, or its version folder), the error names the folder to give.
+    level too deep (the contract's own folder, or its version folder), the error names the folder to give. The
+    folders given last are searched first: a Python API call's own ``contracts`` win over an earlier call's.
     """
     from extractor.errors import UsageError
 
+    given: list[Path] = []
     for folder in dirs:
         path = Path(folder).expanduser().resolve()
         if not path.is_dir():
@@ -220,8 +222,8 @@ def use_dirs(dirs: Iterable[Path | str]) -> None:
             hint = f"; did you mean --contracts {parent}?" if parent is not None else ""
             raise UsageError(f"{folder}: no contract inside (--contracts takes a folder of <name>/v<N>/schema.json "
                              f"folders){hint}")
-        if path not in _DIRS:
-            _DIRS.append(path)
+        given.append(path)
+    _DIRS[:] = [*dict.fromkeys(given), *(path for path in _DIRS if path not in given)]
 
 
 def search_dirs() -> list[Path]:
