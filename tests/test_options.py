@@ -444,7 +444,6 @@ def test_a_worker_holds_the_engines_of_what_it_converts_not_of_every_batch_it_sa
 MAX_PARAMETERS = 8
 """No function takes more than this many parameters besides an options object (``RunOptions`` and its kind)."""
 OVER_THE_LIMIT = {
-    "extractor/cli/review.py:review", "extractor/cli/review.py:approve", "extractor/cli/review.py:export",
     "extractor/review/decide.py:approve_document", "extractor/review/queue.py:waiting",
     "extractor/store/approved.py:approve",
     "extractor/web/router.py:_edit_page",

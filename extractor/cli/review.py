@@ -7,6 +7,7 @@ or nothing found.
 
 
 import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -69,22 +70,37 @@ def open_stores(database: str | None, approved_database: str | None, *, reads_on
     return store, open_approved(store, approved_database, reads_only=reads_only)
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """Which waiting documents ``review`` lists."""
+
+    contract: Annotated[str | None, typer.Option(help="only this contract")] = None
+    run: Annotated[str | None, typer.Option(help=f"only this run (id or a unique prefix of {MIN_ID_PREFIX}+ "
+                                            "characters)")] = None
+    model: Annotated[str | None, typer.Option(help="only results of this model id")] = None
+    prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
+                                                       help="only results of this prompt version")] = None
+    state: Annotated[QueueState, typer.Option(help="which states to list")] = QueueState.all
+    every_result: Annotated[bool, typer.Option(help="list every configuration's result of a document, "
+                                               "not one per document")] = False
+    limit: Annotated[int, typer.Option(min=1, help="list at most this many")] = DEFAULT_REVIEW_PAGE
+    all_: Annotated[bool, typer.Option("--all", help="list every waiting document (no --limit)")] = False
+
+
+@dataclass(frozen=True)
+class WebReview:
+    """``review --web``: the review pages served on this machine."""
+
+    web: Annotated[bool, typer.Option("--web", help="review in the browser: serve the review pages on 127.0.0.1 "
+                                      "and print the address to open (with a one-time login token)")] = False
+    port: Annotated[int | None, typer.Option(min=0, max=65535, help="port for --web [default 8765, or a free "
+                                             "port when 8765 is taken; 0: any free port]")] = None
+
+
 @app.command()
 def review(
-    contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
-    run: Annotated[str | None, typer.Option(help=f"only this run (id or a unique prefix of {MIN_ID_PREFIX}+ characters)")] = None,
-    model: Annotated[str | None, typer.Option(help="only results of this model id")] = None,
-    prompt_version: Annotated[str | None, typer.Option("--prompt-version", "--prompt",
-                                                       help="only results of this prompt version")] = None,
-    state: Annotated[QueueState, typer.Option(help="which states to list")] = QueueState.all,
-    every_result: Annotated[bool, typer.Option(help="list every configuration's result of a document, "
-                                               "not one per document")] = False,
-    limit: Annotated[int, typer.Option(min=1, help="list at most this many")] = DEFAULT_REVIEW_PAGE,
-    all_: Annotated[bool, typer.Option("--all", help="list every waiting document (no --limit)")] = False,
-    web: Annotated[bool, typer.Option("--web", help="review in the browser: serve the review pages on 127.0.0.1 "
-                                      "and print the address to open (with a one-time login token)")] = False,
-    port: Annotated[int | None, typer.Option(min=0, max=65535, help="port for --web [default 8765, or a free "
-                                             "port when 8765 is taken; 0: any free port]")] = None,
+    wanted: Waiting = Waiting(),
+    served: WebReview = WebReview(),
     contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
@@ -102,13 +118,15 @@ def review(
     from extractor.runfilter import RunFilter
 
     search_contracts(contracts)  # the web review's forms and checks need each run's contract
-    store, records = open_stores(database, approved_database, reads_only=not web)  # the web page records decisions
-    if web:
-        _serve_web(store, records, port)
+    store, records = open_stores(database, approved_database, reads_only=not served.web)  # the page records decisions
+    if served.web:
+        _serve_web(store, records, served.port)
         return
-    selection = RunFilter(run=run.lower() if run else None, model=model, prompt_version=prompt_version)
-    page = waiting(store, records, contract=contract, run_ids=runs_matching(store, selection),
-                   states=QUEUE_STATES[state.value], limit=None if all_ else limit, every_result=every_result)
+    selection = RunFilter(run=wanted.run.lower() if wanted.run else None, model=wanted.model,
+                          prompt_version=wanted.prompt_version)
+    page = waiting(store, records, contract=wanted.contract, run_ids=runs_matching(store, selection),
+                   states=QUEUE_STATES[wanted.state.value], limit=None if wanted.all_ else wanted.limit,
+                   every_result=wanted.every_result)
     if format is Format.json:
         emit_json([item.to_json() for item in page.items])
         if len(page.items) < page.total:
@@ -175,20 +193,27 @@ def show(
         print_document_view(view, requests=requests)
 
 
+@dataclass(frozen=True)
+class Approval:
+    """What ``approve`` records beside the reviewer: a note, an edited candidate, and what it may override."""
+
+    note: Annotated[str | None, typer.Option(help="why, or what was checked")] = None
+    edited: Annotated[Path | None, typer.Option(help="a corrected candidate (JSON); re-validated against the "
+                                                "same source and refused while it has error findings")] = None
+    source: Annotated[Path | None, typer.Option(help="the source file, if it moved since the run "
+                                                "(its sha256 must still match)")] = None
+    force: Annotated[bool, typer.Option("--force", "--replace", help="override an earlier decision on this "
+                                        "document: a rejection, or an approved record that differs")] = False
+    override_block: Annotated[bool, typer.Option(help="approve a BLOCKED result over its critical finding "
+                                                 "(needs --reason; recorded and exported as provenance)")] = False
+    reason: Annotated[str | None, typer.Option(help="why the block may be overridden (with --override-block)")] = None
+
+
 @app.command()
 def approve(
     doc: DocArgument,
     reviewer: ReviewerOption,
-    note: Annotated[str | None, typer.Option(help="why, or what was checked")] = None,
-    edited: Annotated[Path | None, typer.Option(help="a corrected candidate (JSON); re-validated against the "
-                                                "same source and refused while it has error findings")] = None,
-    source: Annotated[Path | None, typer.Option(help="the source file, if it moved since the run "
-                                                "(its sha256 must still match)")] = None,
-    force: Annotated[bool, typer.Option("--force", "--replace", help="override an earlier decision on this "
-                                        "document: a rejection, or an approved record that differs")] = False,
-    override_block: Annotated[bool, typer.Option(help="approve a BLOCKED result over its critical finding "
-                                                 "(needs --reason; recorded and exported as provenance)")] = False,
-    reason: Annotated[str | None, typer.Option(help="why the block may be overridden (with --override-block)")] = None,
+    approval: Approval = Approval(),
     contracts: ContractsOption = None,
     database: DatabaseOption = None,
     approved_database: ApprovedDatabaseOption = None,
@@ -207,10 +232,11 @@ def approve(
     search_contracts(contracts)  # an edit is checked by the contract as the run used it
     store, records = open_stores(database, approved_database, reads_only=False)
     resolved = resolve(store, doc, for_decision=True)
-    text = read_candidate(edited) if edited is not None else None
+    text = read_candidate(approval.edited) if approval.edited is not None else None
     try:
-        result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
-                                  source=source, force=force, override_block=override_block, reason=reason)
+        result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=approval.note,
+                                  edited=text, source=approval.source, force=approval.force,
+                                  override_block=approval.override_block, reason=approval.reason)
     except Refused as refused:  # the findings of a refused edit are shown before the one-line error
         if format is Format.json:
             emit_json({"refused": refused.reason,
@@ -255,13 +281,20 @@ def reject(
     print_rejection(result)
 
 
+@dataclass(frozen=True)
+class Approved:
+    """Which approved records ``export`` writes."""
+
+    contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None
+    contract_version: Annotated[int | None, typer.Option(help="only this contract version")] = None
+    since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None
+
+
 @app.command()
 def export(
     out: Annotated[Path, typer.Option("--out", "-o", help="file to write (atomically: temporary file, then rename)")],
     format: Annotated[ExportFormat, typer.Option("--format", "-f", help="jsonl or csv")] = ExportFormat.jsonl,
-    contract: Annotated[str | None, typer.Option(help="only records of this contract")] = None,
-    contract_version: Annotated[int | None, typer.Option(help="only this contract version")] = None,
-    since: Annotated[str | None, typer.Option(help="approved at or after: 2026-05-01, 2026-05-01T12:00, 7d, 12h")] = None,
+    selection: Approved = Approved(),
     explode: Annotated[str | None, typer.Option(help="CSV: one row per item of this list field (e.g. lineItems), "
                                                 "its fields as FIELD.<name> columns")] = None,
     owner: Annotated[str | None, typer.Option(help="only the records of documents this owner (an API token's "
@@ -283,7 +316,7 @@ def export(
     from extractor.export import export as write_export
     from extractor.runfilter import parse_when
 
-    when = parse_when(since) if since else None
+    when = parse_when(selection.since) if selection.since else None
     if explode is not None and format is not ExportFormat.csv:
         fail("--explode FIELD needs --format csv")
     if out.is_dir():
@@ -297,8 +330,9 @@ def export(
     with progress_bar("extract export") as bar:  # drawn on a terminal only
         task = bar.add_task("records", total=None)
         try:
-            result = write_export(records, out, format.value, wanted=Wanted(contract, contract_version, when, owner),
-                                  run_log=store, explode=explode, progress=None if bar.disable else
+            result = write_export(records, out, format.value, run_log=store, explode=explode,
+                                  wanted=Wanted(selection.contract, selection.contract_version, when, owner),
+                                  progress=None if bar.disable else
                                   lambda done, total: bar.update(task, completed=done, total=total))
         except OSError as error:
             fail(f"cannot write {out}: {error.strerror or error}")
