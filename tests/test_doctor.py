@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import make_url, text, update
 
 from extractor.store import open_store, tables
-from extractor.store.approved import approve
+from extractor.store.approved import NewApproval, approve
 from extractor.store.integrity import checks
 from extractor.store.integrity import doctor as check_log
 from extractor.vocab import DocumentState, ExitCode
@@ -170,7 +170,7 @@ def test_doctor_checks_what_changed_since_its_last_clean_check_and_everything_wi
         store.finish_document(fresh.document_run_id, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(
             store, fresh.document_run_id))
         store.finish_run(newer, "finished")
-        approve(store, document_runs[0], {"rules": []}, reviewer="kim", changed_fields=["rules[]"])
+        approve(store, NewApproval(document_runs[0], {"rules": []}, "kim", changed_fields=["rules[]"]))
     new_damage = [f"UPDATE document_runs SET final_attempt_id = NULL WHERE id = {fresh.document_run_id}",
                   f"UPDATE review_fields SET field_path = 'participants[]' WHERE review_id IN (SELECT id FROM reviews "
                   f"WHERE document_run_id = {document_runs[0]})"]
@@ -226,7 +226,7 @@ def test_a_default_check_reads_what_changed_through_indexes(db_url: str) -> None
         store.finish_document(fresh.document_run_id, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(
             store, fresh.document_run_id))
         store.finish_run(newer, "finished")
-        approve(store, document_runs[0], {"rules": []}, reviewer="kim", changed_fields=["rules[]"])
+        approve(store, NewApproval(document_runs[0], {"rules": []}, "kim", changed_fields=["rules[]"]))
         checked: list[object] = []
         plan = query_plans(store.engine, lambda: checked.append(check_log(store.engine)))
     [result] = checked

@@ -32,7 +32,7 @@ from extractor.ingest import load
 from extractor.rules.guards import CRITICAL_RULES, EXTENT_RULES, Guards
 from extractor.segment import segment
 from extractor.store import open_store
-from extractor.store.approved import approve
+from extractor.store.approved import NewApproval, approve
 from extractor.validate import validate
 from extractor.vocab import ExitCode, GateDecision, PersonalDataPolicy
 from tests.support.corpus import AWS_KEY, GOOD, SOURCE, TITLE, empty, script, write_documents
@@ -334,7 +334,7 @@ def test_export_masks_personal_data_for_a_contract_set_to_mask(db_url: str, tmp_
         run_id = store.start_run(config)
         document_id = store.get_or_create_document(source)
         document_run = store.claim(run_id, config.config_hash, document_id, "docs/contact.md").document_run_id
-        approve(store, document_run, candidate, reviewer="kim", attempt_id=record(store, document_run))
+        approve(store, NewApproval(document_run, candidate, "kim", attempt_id=record(store, document_run)))
         out = tmp_path / "out.jsonl"
         export(store, out, "jsonl")
     row = json.loads(out.read_text(encoding="utf-8"))

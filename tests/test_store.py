@@ -37,7 +37,7 @@ from extractor.segment import segment
 from extractor.stats import correction_stats, rule_stats
 from extractor.store import RunConfig, RunQuery, Store, StoreError, open_store, requests, tables
 from extractor.store import tasks as store_tasks
-from extractor.store.approved import approve, approved_records, reject, reviews_for
+from extractor.store.approved import NewApproval, approve, approved_records, reject, reviews_for
 from extractor.store.db import (
     SCHEMA_REVISION,
     alembic_config,
@@ -784,7 +784,7 @@ def test_what_grows_with_the_log_is_looked_up_through_an_index(store: Store) -> 
         document_run = store.claim(run_id, config.config_hash, store.get_or_create_document(make_document(n)),
                                    f"in/{n}/same.txt").document_run_id
         store.finish_document(document_run, DocumentState.READY_FOR_REVIEW, final_attempt_id=record(store, document_run))
-        approve(store, document_run, {"rules": []}, reviewer="kim", changed_fields=["rules[]"] if n else [])
+        approve(store, NewApproval(document_run, {"rules": []}, "kim", changed_fields=["rules[]"] if n else []))
     sha = make_document(1).sha256
     assert [d.sha256 for d in store.find_document_runs(sha_prefix=sha[:10].upper())] == [sha]
     assert {d.path for d in store.find_document_runs(same_file_name="x/same.txt")} == {f"in/{n}/same.txt" for n in range(3)}
@@ -873,8 +873,8 @@ def test_approve_and_reject_keep_the_decision_history(store: Store, document_run
     attempt_id = record(store, document_run, parsed={"rules": ["a"]})
     store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
     reject(store, document_run, reviewer="kim", reason="wrong actor")
-    first = approve(store, document_run, {"rules": ["a"]}, reviewer="lee", attempt_id=attempt_id)
-    again = approve(store, document_run, {"rules": ["b"]}, reviewer="park", note="fixed", edited=True)
+    first = approve(store, NewApproval(document_run, {"rules": ["a"]}, "lee", attempt_id=attempt_id))
+    again = approve(store, NewApproval(document_run, {"rules": ["b"]}, "park", note="fixed", edited=True))
     assert again == first  # one approved record per content and contract version: the newest decision
 
     [approved] = approved_records(store, contract="work_procedure")
@@ -890,13 +890,13 @@ def test_approve_and_reject_keep_the_decision_history(store: Store, document_run
     with pytest.raises(ValueError):
         reject(store, document_run, reviewer="kim", reason="")
     with pytest.raises(StoreError):
-        approve(store, 987654, {}, reviewer="kim")
+        approve(store, NewApproval(987654, {}, "kim"))
 
 
 def test_run_log_functions_never_touch_approved_records(store: Store, document_run: int) -> None:
     attempt_id = record(store, document_run)
     store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
-    approve(store, document_run, {"rules": ["a"]}, reviewer="lee", attempt_id=attempt_id)
+    approve(store, NewApproval(document_run, {"rules": ["a"]}, "lee", attempt_id=attempt_id))
     before, reviews_before = approved_records(store), reviews_for(store, document_run)
 
     statements: list[str] = []

@@ -452,7 +452,7 @@ def approve(document: Result | str | int, *, reviewer: str, note: str | None = N
     An edit is checked by the contract as the run used it, found where the run recorded it (or where
     ``Contract.named(..., contracts=)`` and ``EXTRACT_CONTRACTS_PATH`` look)."""
     from extractor.review import resolve
-    from extractor.review.decide import approve_document
+    from extractor.review.decide import Overrides, approve_document
 
     with opened_store(run_log, create=False) as store:
         from extractor.store.approved import open_approved
@@ -461,7 +461,7 @@ def approve(document: Result | str | int, *, reviewer: str, note: str | None = N
         resolved = resolve(store, _ref(document), for_decision=True)
         text = None if edited is None else _candidate_text(edited)
         result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=note, edited=text,
-                                  force=force, override_block=override_block, reason=reason)
+                                  overrides=Overrides(force, override_block, reason))
         if records is not store:
             records.close()
         return result.to_json()

@@ -114,7 +114,7 @@ def review(
     With --web the same queue (and each document's source, evidence, findings and decisions) is served in
     the browser for the user who started it; decisions are recorded under that OS user's name.
     """
-    from extractor.review.queue import QUEUE_STATES, runs_matching, waiting
+    from extractor.review.queue import QUEUE_STATES, QueueQuery, runs_matching, waiting
     from extractor.runfilter import RunFilter
 
     search_contracts(contracts)  # the web review's forms and checks need each run's contract
@@ -124,9 +124,9 @@ def review(
         return
     selection = RunFilter(run=wanted.run.lower() if wanted.run else None, model=wanted.model,
                           prompt_version=wanted.prompt_version)
-    page = waiting(store, records, contract=wanted.contract, run_ids=runs_matching(store, selection),
-                   states=QUEUE_STATES[wanted.state.value], limit=None if wanted.all_ else wanted.limit,
-                   every_result=wanted.every_result)
+    query = QueueQuery(contract=wanted.contract, run_ids=runs_matching(store, selection),
+                       states=QUEUE_STATES[wanted.state.value], every_result=wanted.every_result)
+    page = waiting(store, records, query, limit=None if wanted.all_ else wanted.limit)
     if format is Format.json:
         emit_json([item.to_json() for item in page.items])
         if len(page.items) < page.total:
@@ -226,7 +226,7 @@ def approve(
     decision (a rejection, a different approved record) needs --force.
     """
     from extractor.review import resolve
-    from extractor.review.decide import Refused, approve_document
+    from extractor.review.decide import Overrides, Refused, approve_document
     from extractor.rules.structure import read_candidate
 
     search_contracts(contracts)  # an edit is checked by the contract as the run used it
@@ -235,8 +235,8 @@ def approve(
     text = read_candidate(approval.edited) if approval.edited is not None else None
     try:
         result = approve_document(store, records, resolved.document_run, reviewer=reviewer, note=approval.note,
-                                  edited=text, source=approval.source, force=approval.force,
-                                  override_block=approval.override_block, reason=approval.reason)
+                                  edited=text, source=approval.source, overrides=Overrides(
+                                      approval.force, approval.override_block, approval.reason))
     except Refused as refused:  # the findings of a refused edit are shown before the one-line error
         if format is Format.json:
             emit_json({"refused": refused.reason,

@@ -62,6 +62,17 @@ class Conflict(Refused):
 
 
 @dataclass(frozen=True)
+class Overrides:
+    """What an approval may override: an earlier decision on the document (``force``: a rejection, or an approved
+    record that differs), and a BLOCKED result's critical finding (``override_block``, with the reviewer's
+    ``reason``; docs/design.md#rules)."""
+
+    force: bool = False
+    override_block: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Approval:
     outcome: str  # "approved", "replaced", "signed" (more approvals needed) or "already"
     approved: ApprovedRecordInfo | None
@@ -249,11 +260,11 @@ def approvals_of(store: Store, document_run: DocumentRunInfo, run: RunInfo) -> A
 
 def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                      note: str | None = None, edited: str | None = None, source: Path | None = None,
-                     force: bool = False, override_block: bool = False, reason: str | None = None) -> Approval:
+                     overrides: Overrides = Overrides()) -> Approval:
     """Approve (or sign off, when the contract needs several people) the final candidate, or the edited one, of a
     document run; see the module docstring. Compared and set against ``document_run.review_version``."""
     from extractor.canonical import canonical_sha256
-    from extractor.store.approved import DecisionConflict, approve, approved_record_for, latest_reviews
+    from extractor.store.approved import DecisionConflict, NewApproval, approve, approved_record_for, latest_reviews
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
@@ -261,11 +272,11 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     _require_reviewable(document_run, "approved")
     _check_turn(store, document_run)
     latest = latest_reviews(store, [document_run.id]).get(document_run.id)
-    if latest is not None and latest.decision == ReviewDecision.rejected and not force:
+    if latest is not None and latest.decision == ReviewDecision.rejected and not overrides.force:
         raise Refused(f"document run {document_run.id} was rejected by {latest.reviewer} at "
                       f"{latest.created_at:%Y-%m-%d %H:%M} UTC ({latest.note}); approving it reverses that decision: "
                       "add --force")
-    why = _block_override(document_run, override_block, reason)
+    why = _block_override(document_run, overrides.override_block, overrides.reason)
     run = _run_of(store, document_run)
     final = store.get_attempt(document_run.final_attempt_id) if document_run.final_attempt_id else None
     report = None
@@ -291,7 +302,7 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     if existing is not None and existing.record == record:
         _check_turn(store, document_run)  # approved before the caller read it, not by a decision racing this one
         return Approval("already", existing, existing, document_run, report, approvals=standing)
-    if existing is not None and not force:
+    if existing is not None and not overrides.force:
         raise Refused(f"already approved by {existing.reviewer} at {existing.approved_at:%Y-%m-%d %H:%M:%S} UTC with a "
                       f"different record (from run {(existing.run_id or '?')[:12]}"
                       f"{', edited' if existing.edited else ''}); replacing it overrides that decision: add --force")
@@ -305,11 +316,10 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     }
     changed = changed_fields(run, final.parsed if final is not None else None, record) if is_edit else []
     try:
-        approved_id, standing = approve(
-            store, document_run.id, record, reviewer=reviewer, evidence_spans=spans,
-            attempt_id=final.id if final is not None else None, note=note, edited=is_edit, records=records,
-            block_override=block_override, changed_fields=changed, seen_version=document_run.review_version,
-            required=standing.required)
+        approved_id, standing = approve(store, NewApproval(
+            document_run.id, record, reviewer, evidence_spans=spans, attempt_id=final.id if final is not None else None,
+            note=note, edited=is_edit, block_override=block_override, changed_fields=changed,
+            required=standing.required), records=records, seen_version=document_run.review_version)
     except DecisionConflict as error:
         raise Conflict(str(error)) from None
     if approved_id is None:

@@ -39,6 +39,22 @@ QUEUE_STATES: dict[str, tuple[DocumentState, ...]] = {
 
 
 @dataclass(frozen=True)
+class QueueQuery:
+    """Which waiting document runs ``waiting`` lists, and in what order: of this ``contract``, of these runs
+    (``run_ids``; None: every run), in these ``states``, with this ``tag``, of this ``owner`` (what a task of that
+    owner's batches ended in, as a reviewer of that owner sees it); one result per document unless
+    ``every_result``; the urgent first (BLOCKED, then what needs a person) when ``urgent_first``."""
+
+    contract: str | None = None
+    run_ids: tuple[str, ...] | None = None
+    states: tuple[str, ...] = REVIEWABLE
+    tag: str | None = None
+    owner: str | None = None
+    every_result: bool = False
+    urgent_first: bool = False
+
+
+@dataclass(frozen=True)
 class QueueItem:
     document_run_id: int
     state: str
@@ -87,7 +103,7 @@ class QueuePage:
     states: dict[int, str] = field(default_factory=dict)  # the state of each of ``order``
 
 
-def runs_matching(store: Store, selection: RunFilter) -> list[str] | None:
+def runs_matching(store: Store, selection: RunFilter) -> tuple[str, ...] | None:
     """The ids of the runs a queue is narrowed to (None: no filter); a filter that matches no run is an error,
     not an empty queue, so a typo in ``--model`` is not mistaken for "nothing waits"."""
     if selection.empty:
@@ -95,32 +111,29 @@ def runs_matching(store: Store, selection: RunFilter) -> list[str] | None:
     runs = selection.select(store)
     if not runs:
         raise ReviewError(f"no run matches {selection.describe()}")
-    return [run.id for run in runs]
+    return tuple(run.id for run in runs)
 
 
-def waiting(store: Store, records: Store, *, contract: str | None = None, run_ids: list[str] | None = None,
-            states: tuple[str, ...] = REVIEWABLE, limit: int | None = None,
-            every_result: bool = False, tag: str | None = None, urgent_first: bool = False,
-            owner: str | None = None) -> QueuePage:
-    """What waits, in queue order (``owner``: only what a task of that owner's batches ended in, as a reviewer of
-    that owner sees it); only the page's findings, approvals and claims are read. The work follows the document
-    runs nobody decided yet (``Store.undecided_document_runs``), not the size of the run log."""
+def waiting(store: Store, records: Store, query: QueueQuery = QueueQuery(), *, limit: int | None = None) -> QueuePage:
+    """What ``query`` finds waiting, in queue order, the first ``limit`` of it listed (None: all); only the page's
+    findings, approvals and claims are read. The work follows the document runs nobody decided yet
+    (``Store.undecided_document_runs``), not the size of the run log."""
     from extractor.store.approved import Approvals, approved_among, pending_signoffs
     from extractor.store.review_claims import live_claims
 
-    document_runs = store.undecided_document_runs(states, run_ids, owner)
+    document_runs = store.undecided_document_runs(query.states, query.run_ids, query.owner)
     runs = {run.id: run for run in store.find_runs(RunQuery(ids=tuple({d.run_id for d in document_runs})))}
-    candidates = [d for d in document_runs if (contract is None or runs[d.run_id].contract == contract)
-                  and (tag is None or tag in d.tags)]
+    candidates = [d for d in document_runs if (query.contract is None or runs[d.run_id].contract == query.contract)
+                  and (query.tag is None or query.tag in d.tags)]
     approved = approved_among(records, ((d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)
                                         for d in candidates))
     candidates = [d for d in candidates
                   if (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version) not in approved]
     order: dict[str, int] = {state: position for position, state in enumerate(REVIEWABLE)}
-    candidates.sort(key=lambda d: (_urgency(d) if urgent_first else 0, order.get(d.state, len(order)),
+    candidates.sort(key=lambda d: (_urgency(d) if query.urgent_first else 0, order.get(d.state, len(order)),
                                    runs[d.run_id].started_at, d.path, d.id))
     alternatives: dict[int, list[int]] = {d.id: [] for d in candidates}
-    if not every_result:
+    if not query.every_result:
         first: dict[tuple[str, str, int], Any] = {}
         for d in sorted(candidates, key=lambda d: (order.get(d.state, len(order)), -runs[d.run_id].started_at.timestamp())):
             key = (d.sha256, runs[d.run_id].contract, runs[d.run_id].contract_version)

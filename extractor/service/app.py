@@ -387,9 +387,9 @@ def create_app(service: Service) -> FastAPI:
     def review_queue(principal: Reviewer, limit: Limit = DEFAULT_REVIEW_PAGE) -> dict[str, Any]:
         """What waits for a person (of the caller's owner, unless it reads every owner's), READY_FOR_REVIEW first,
         with the approvals given so far and who has each document open."""
-        from extractor.review.queue import waiting
+        from extractor.review.queue import QueueQuery, waiting
 
-        page = waiting(service.store, service.records, limit=limit, owner=principal.scope)
+        page = waiting(service.store, service.records, QueueQuery(owner=principal.scope), limit=limit)
         return {"total": page.total, "items": [item.to_json() for item in page.items]}
 
     @api.get("/review/{document_run_id}", responses=problems(404))
@@ -429,11 +429,11 @@ def create_app(service: Service) -> FastAPI:
         the record is approved once enough distinct people signed it off. 409 when refused (error findings, changed
         source, an earlier decision overridden without ``replace``, a decision taken since ``version``, another
         person's claim)."""
-        from extractor.review.decide import approve_document
+        from extractor.review.decide import Overrides, approve_document
 
         found = _versioned(_document_run(service, document_run_id, principal), body.version)
         approval = approve_document(service.store, service.records, found, reviewer=principal.name,
-                                    note=body.note, force=body.replace)  # the source: its upload, by hash
+                                    note=body.note, overrides=Overrides(force=body.replace))  # the source: its upload, by hash
         return approval.to_json()
 
     @api.post("/review/{document_run_id}/reject", responses=problems(400, 404, 409))

@@ -138,63 +138,51 @@ class Approvals:
         return {"required": self.required, "given": self.given, "pending": [s.to_json() for s in self.pending]}
 
 
-def approve(
-    store: Store,
-    document_run_id: int,
-    record: dict[str, Any],
-    *,
-    reviewer: str,
-    evidence_spans: Any = None,
-    attempt_id: int | None = None,
-    note: str | None = None,
-    edited: bool = False,
-    records: Store | None = None,
-    block_override: dict[str, Any] | None = None,
-    changed_fields: list[str] | None = None,
-    seen_version: int | None = None,
-    required: int = 1,
-) -> tuple[int | None, Approvals]:
-    """Make ``record`` the approved record of this document's content under the run's contract version, or, when
-    ``required`` people must approve it, sign it off for ``reviewer`` and approve it once that many distinct people
-    signed off the same record. Returns the approved record's id (None while sign-offs are missing) and where the
-    approvals stand.
+def approve(store: Store, decision: NewApproval, *, records: Store | None = None,
+            seen_version: int | None = None) -> tuple[int | None, Approvals]:
+    """Make ``decision.record`` the approved record of this document's content under the run's contract version, or,
+    when ``decision.required`` people must approve it, sign it off for its reviewer and approve it once that many
+    distinct people signed off the same record. Returns the approved record's id (None while sign-offs are missing)
+    and where the approvals stand.
 
     An earlier approval of the same content and contract version is replaced (the reviews table keeps every
     decision). Edited records must be re-validated by the caller. ``seen_version`` is the document run's
     ``review_version`` the caller read (None: whatever it is now): when another decision was taken since, or
     another person holds the document run's claim, nothing is written and ``DecisionConflict`` names it.
     ``records`` is the store holding approved records when it is not the run log (``open_approved``); it is written
-    inside the run log's transaction, so a failure there leaves no decision behind. ``block_override`` (a BLOCKED
-    result approved over its block: reviewer, reason, rule ids) is stored with the review and the record, with the
-    approval time added. ``changed_fields`` (the field paths the person changed) is kept with the review.
+    inside the run log's transaction, so a failure there leaves no decision behind.
     """
-    if not reviewer:
+    if not decision.reviewer:
         raise ValueError("an approval needs a reviewer")
     records = records or store
-    decision = _Approval(document_run_id, record, reviewer, evidence_spans, attempt_id, note, edited, block_override,
-                         changed_fields, required)
     for _ in range(2):  # a concurrent first approval of the same content wins the insert; then update it
         try:
             with write_connection(store.engine) as connection:
-                _take_turn(connection, document_run_id, reviewer, seen_version)
+                _take_turn(connection, decision.document_run_id, decision.reviewer, seen_version)
                 return decision.write(connection, records)
         except IntegrityError:
             continue
-    raise StoreError(f"document run {document_run_id} is being approved concurrently; retry")
+    raise StoreError(f"document run {decision.document_run_id} is being approved concurrently; retry")
 
 
 @dataclass(frozen=True)
-class _Approval:
+class NewApproval:
+    """A person's approval of ``record`` for a document run, as ``approve`` records it: the evidence spans and the
+    attempt it came from, the person's note, whether they edited it (the caller re-validated it), ``block_override``
+    (a BLOCKED result approved over its block: reviewer, reason, rule ids; stored with the review and the record,
+    the approval time added), ``changed_fields`` (the field paths the person changed, kept with the review), and how
+    many distinct people must approve it (``required``)."""
+
     document_run_id: int
     record: dict[str, Any]
     reviewer: str
-    evidence_spans: Any
-    attempt_id: int | None
-    note: str | None
-    edited: bool
-    block_override: dict[str, Any] | None
-    changed_fields: list[str] | None
-    required: int
+    evidence_spans: Any = None
+    attempt_id: int | None = None
+    note: str | None = None
+    edited: bool = False
+    block_override: dict[str, Any] | None = None
+    changed_fields: list[str] | None = None
+    required: int = 1
 
     def write(self, connection: Connection, records: Store) -> tuple[int | None, Approvals]:
         """In the run log's transaction ``connection``: the sign-off (if several are needed), the review and the

@@ -26,7 +26,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -38,7 +38,8 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
-from extractor.review.queue import QueuePage, waiting
+from extractor.review.decide import Overrides
+from extractor.review.queue import QueuePage, QueueQuery, waiting
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
 from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, REVIEWABLE, DocumentState, ReviewDecision
@@ -348,7 +349,7 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         else:
             approval = approve_document(store, records, found, reviewer=principal.name,
                                         note=_field(items, "note").strip() or None, edited=edited,
-                                        **_block_override(found, _field(items, "override").strip()))
+                                        overrides=_block_override(found, _field(items, "override").strip()))
             outcome = "signed" if approval.approved is None else "approved"
         target = f"{prefix}/doc/{following}" if following is not None else f"{prefix}/"
         done = {"done": f"{outcome} {found.id}"}
@@ -375,8 +376,8 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
         candidate = final.parsed if final is not None else None
         unparsed = final.raw_response if final is not None and candidate is None else None  # to salvage as JSON
-        return _edit_page(request, principal, found, candidate, json_text=unparsed, report=None, error=None,
-                          raw_mode=request.query_params.get("mode") == "json")
+        return _edit_page(request, principal, found, _Edit(candidate, json_text=unparsed,
+                                                           raw_mode=request.query_params.get("mode") == "json"))
 
     @router.post("/doc/{document_run_id}/edit", response_class=HTMLResponse)
     def edit_post(request: Request, document_run_id: DocumentRunId, principal: Any = principal_of,
@@ -416,12 +417,11 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         except ReviewError as error_:
             error = str(error_)
         status = 200 if error is None else 409
-        return _edit_page(request, principal, found, candidate, json_text=text if raw_mode else None, report=report,
-                          error=error, raw_mode=raw_mode, checked=error is None, status=status)
+        return _edit_page(request, principal, found, _Edit(candidate, json_text=text if raw_mode else None,
+                                                           raw_mode=raw_mode, report=report, error=error,
+                                                           checked=error is None, status=status))
 
-    def _edit_page(request: Request, principal: Principal, found: DocumentRunInfo, candidate: Any, *,
-                   json_text: str | None, report: Any, error: str | None, raw_mode: bool, checked: bool = False,
-                   status: int = 200) -> Response:
+    def _edit_page(request: Request, principal: Principal, found: DocumentRunInfo, edit: _Edit) -> Response:
         from extractor.document import language_of
         from extractor.store.review_claims import claim
         from extractor.web.schemaform import SchemaForm, finding_anchor
@@ -430,17 +430,18 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         held = claim(store.engine, found.id, principal.name, claim_s)  # editing holds it as reading it does
         run = store.get_run(found.run_id)
         schema = _schema(run)
-        tree = SchemaForm(schema).tree(candidate) if schema is not None and not raw_mode else None
+        tree = SchemaForm(schema).tree(edit.candidate) if schema is not None and not edit.raw_mode else None
         names = {node.name for node in tree.walk()} if tree is not None else set()
         findings: dict[str, list[dict[str, Any]]] = {}
-        for finding in [f.to_json() for f in report.findings] if report is not None else []:
+        for finding in [f.to_json() for f in edit.report.findings] if edit.report is not None else []:
             findings.setdefault(finding_anchor(finding.get("location"), names), []).append(finding)
         document = store.get_document(found.document_id)
         sample = " ".join(s["text"] for s in (document.sentences if document is not None else [])[:40])
-        return render("edit.html", status, **context(
-            request, principal, document_run=found, run=run, tree=tree, findings=findings, error=error,
-            checked=checked, raw_mode=raw_mode, blocked=found.state == DocumentState.BLOCKED,
-            json_text=json_text if json_text is not None else json.dumps(candidate, ensure_ascii=False, indent=2),
+        json_text = edit.json_text if edit.json_text is not None else json.dumps(edit.candidate, ensure_ascii=False,
+                                                                                 indent=2)
+        return render("edit.html", edit.status, **context(
+            request, principal, document_run=found, run=run, tree=tree, findings=findings, error=edit.error,
+            checked=edit.checked, raw_mode=edit.raw_mode, blocked=found.state == DocumentState.BLOCKED, json_text=json_text,
             lang=language_of(sample) if sample else "und", query=_query(_filters(request)),
             sentences=document.sentences if document is not None else [], renew_ms=int(claim_s * 1000 / 5),
             held=held if held is not None and held.reviewer != principal.name else None,
@@ -449,15 +450,30 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
     return router
 
 
-def _block_override(document_run: DocumentRunInfo, override: str) -> dict[str, Any]:
-    """``approve_document``'s override arguments: a BLOCKED document (a critical finding, docs/design.md#rules) is
+@dataclass(frozen=True)
+class _Edit:
+    """What the edit page shows of a person's edit: the candidate (as the form's fields), its JSON text when shown
+    as text (None: the candidate's own), the edit's findings (``report``, an ``extractor.evidence.report.Report``) or
+    why it was refused (``error``), whether it was checked clean, and the page's status."""
+
+    candidate: Any
+    json_text: str | None = None
+    raw_mode: bool = False
+    report: Any = None
+    error: str | None = None
+    checked: bool = False
+    status: int = 200
+
+
+def _block_override(document_run: DocumentRunInfo, override: str) -> Overrides:
+    """``approve_document``'s overrides: a BLOCKED document (a critical finding, docs/design.md#rules) is
     approved only over the block, with the reason the reviewer typed; any other state needs none."""
     if document_run.state != DocumentState.BLOCKED:
-        return {}
+        return Overrides()
     if not override:
         raise ReviewError(f"document run {document_run.id} is BLOCKED (a critical finding): approving it needs "
                           "the override reason")
-    return {"override_block": True, "reason": override}
+    return Overrides(override_block=True, reason=override)
 
 
 def _document_run(store: Store, document_run_id: int, scope: str | None) -> DocumentRunInfo | None:
@@ -512,12 +528,13 @@ def _queue(store: Store, records: Store, filters: dict[str, str], owner: str | N
     run_ids = None
     if filters["model"] or filters["prompt"]:
         runs = RunFilter(model=filters["model"] or None, prompt_version=filters["prompt"] or None).select(store)
-        run_ids = [run.id for run in runs]
+        run_ids = tuple(run.id for run in runs)
         if not run_ids:
             return QueuePage([], 0, {})
     states = (filters["state"],) if filters["state"] in QUEUE_STATES else QUEUE_STATES
-    return waiting(store, records, contract=filters["contract"] or None, run_ids=run_ids, states=states, limit=limit,
-                   tag=filters["tag"] or None, urgent_first=True, owner=owner)
+    query = QueueQuery(contract=filters["contract"] or None, run_ids=run_ids, states=states,
+                       tag=filters["tag"] or None, owner=owner, urgent_first=True)
+    return waiting(store, records, query, limit=limit)
 
 
 def _neighbours(store: Store, records: Store, filters: dict[str, str], document_run_id: int,

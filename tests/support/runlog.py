@@ -15,7 +15,7 @@ from extractor.document import Block, BlockKind, Sentence
 from extractor.document import Document as SourceDocument
 from extractor.generate import GenerationRequest
 from extractor.store import AttemptRecord, RunConfig, Store
-from extractor.store.approved import approve
+from extractor.store.approved import NewApproval, approve
 from extractor.store.db import create_store_engine
 from extractor.vocab import DocumentState, GateDecision
 
@@ -135,8 +135,8 @@ def healthy_log(store: Store) -> tuple[list[str], list[int], list[int]]:
                               final_attempt_id=attempt)
         document_runs.append(blocked)
         attempts.append(attempt)
-    approve(store, document_runs[4], {"rules": []}, reviewer="kim", attempt_id=attempts[4],
-            block_override={"reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []})
+    approve(store, NewApproval(document_runs[4], {"rules": []}, "kim", attempt_id=attempts[4], block_override={
+        "reviewer": "kim", "reason": "test key from the vendor's manual", "rule_ids": []}))
     store.finish_run(third, "finished", GateDecision.BLOCK)
     return [first, second, third], document_runs, attempts
 
