@@ -306,6 +306,14 @@ def _decoded(stored: dict[str, Any] | RawJSON) -> tuple[dict[str, Any], Callable
         return json.loads(stored), compact_json
 
 
+def _flat(record: dict[str, Any]) -> dict[str, Any]:
+    """``flatten(record)``: the record itself when none of its values can be an object (no copy)."""
+    return record if set(map(type, record.values())) <= _NOT_OBJECTS else flatten(record)
+
+
+_NOT_OBJECTS = {str, list, type(None), bool, int, float}
+
+
 def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested objects as dotted columns (``supplier.name``); lists and scalars stay as they are."""
     flat: dict[str, Any] = {}
@@ -359,7 +367,7 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
                 if explode is not None:
                     exploded = exploded or explode in record
                     lists.update(key for key, value in record.items() if isinstance(value, list))
-                for row in _exploded(record, explode) if explode else [flatten(record)]:
+                for row in _exploded(record, explode) if explode else [_flat(record)]:
                     if not columns.keys() >= row.keys():
                         columns.update(dict.fromkeys(row))
                         spooled.write("".join(lines).encode(errors="backslashreplace"))
@@ -436,8 +444,8 @@ def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json
         elif value is None:
             add("")
             continue
-        elif kind is list or kind is dict:
-            cell = nested(value)  # starts with { or [: never a formula
+        elif kind is list or kind is dict:  # starts with { or [: never a formula
+            cell = orjson.dumps(value).decode() if nested is _orjson_text else nested(value)
         elif isinstance(value, str):
             cell = "'" + value if value.startswith(FORMULA_STARTS) else value
         elif isinstance(value, bool):

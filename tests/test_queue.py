@@ -146,6 +146,33 @@ def test_two_workers_convert_500_documents_and_one_sigkilled_mid_batch_loses_or_
         assert store.integrity_check() == []
 
 
+def test_a_message_taken_by_a_worker_killed_before_it_recorded_the_message_is_sent_again(
+        llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
+        processes: Callable[[dict[str, str]], Processes]) -> None:
+    """kombu takes a message off the Redis list (BRPOP), then records it as unacknowledged: a worker SIGKILLed in
+    between lost it, its task stayed queued with no message, and its batch's submitter waited forever (seen once in
+    the SIGKILL test above). Here the message is taken off the list as that worker's BRPOP did."""
+    import redis
+
+    write_batch(tmp_path / "docs", 6)
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    env = queue_env(server, pg_url, redis_url, EXTRACT_READERS="1")
+    run = submit(env, str(tmp_path / "docs"), cwd=tmp_path)
+    wait_for(lambda: task_count(pg_url, "state = 'queued'") == 6, "the batch queued", watch=(run,))
+    client = redis.Redis.from_url(redis_url)
+    taken = json.loads(client.rpop("extract"))["headers"]["id"]
+    assert client.hlen("unacked") == 0 and client.llen("extract") == 5  # no worker holds it: it is nowhere
+    client.close()
+
+    processes(env).start("worker", "--concurrency", "2")
+    out, err = run.communicate(timeout=180)
+    assert run.returncode == 0, err[-3000:]
+    assert json.loads(out)["counts"] == {"READY_FOR_REVIEW": 6}
+    assert "sent again 1 queued documents whose message the broker no longer held" in err
+    assert rows(pg_url, "SELECT state, deliveries FROM tasks WHERE id = :id", id=taken) == [("finished", 1)]
+    assert len(server.chat_requests) == 6  # sent again once, converted once
+
+
 def test_a_document_that_kills_its_worker_every_time_ends_error_after_n_deliveries(
         llm_server: Callable[..., ScriptedLLMServer], redis_url: str, pg_url: str, tmp_path: Path,
         processes: Callable[[dict[str, str]], Processes]) -> None:

@@ -59,7 +59,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     ),
     "serve": (
         Example("a token to sign in with; then the API and review pages on 127.0.0.1:8000",
-                "extract tokens create me --role reviewer"),
+                "extract tokens create me --role reviewer --all-owners"),
         Example("(Ctrl-C stops it)", "extract serve", serves=True),
     ),
 }

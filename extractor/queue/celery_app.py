@@ -15,6 +15,8 @@ Delivery guarantees, and why each setting:
   than acknowledged as failed;
 - ``worker_prefetch_multiplier = 1``: a worker reserves only as many messages as it has threads, so a slow
   worker does not sit on documents others could take, and a killed one returns few;
+- a message is taken off the Redis list (BRPOP) and recorded as unacknowledged (``UNACKED_KEY``) in two steps: a
+  worker killed between them loses it, and the outbox sends such a task again (``extractor.queue.outbox``);
 - exactly once: whatever the broker redelivers, the run log's claim decides who converts a document
   (``extractor.store.claims``), and ``tasks.deliveries`` ends a document that kills every worker as ERROR.
 
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
 BROKER_URL_ENV = "EXTRACT_BROKER_URL"
 TASK_NAME = "extractor.convert"
 QUEUE_NAME = "extract"
+"""The queue, and on Redis the list its waiting messages are in."""
+UNACKED_KEY = "unacked"
+"""On Redis, the hash of the messages workers took and have not acknowledged (kombu's default, named here because
+the outbox reads it: ``extractor.queue.outbox``)."""
 DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
 RESTORE_EVERY_S = 2.0
 """How often each worker puts messages held past the visibility timeout (by dead workers) back on the queue."""
@@ -72,7 +78,8 @@ def make_celery(url: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TI
     outbox sends them when the broker is back (``extractor.queue.outbox``), so nothing waits on a request."""
     from celery import Celery  # type: ignore[import-untyped]
 
-    transport: dict[str, Any] = {"visibility_timeout": visibility_timeout_s, "unacked_mutex_expire": SWEEP_LOCK_S}
+    transport: dict[str, Any] = {"visibility_timeout": visibility_timeout_s, "unacked_mutex_expire": SWEEP_LOCK_S,
+                                 "unacked_key": UNACKED_KEY}
     if publish_only:
         transport |= {"max_retries": 0, "socket_connect_timeout": PUBLISH_TIMEOUT_S,
                       "socket_timeout": PUBLISH_TIMEOUT_S}

@@ -13,19 +13,28 @@ since. A message sent twice is harmless: as Celery's documentation asks of tasks
 a document is idempotent here (the run log decides who converts it, ``extractor.store.tasks.start_delivery``), so
 the outbox may send more than once and never loses one.
 
+A worker killed while taking a message loses it too: kombu's Redis transport takes it off the queue's list (BRPOP)
+and only then records it as unacknowledged (``UNACKED_KEY``), where the workers' sweep would find it again, so a
+SIGKILL between the two leaves a ``queued`` task no message will ever deliver, and its batch waiting for it
+forever. While the queue's list is empty, the sweep compares the queued tasks with the messages workers hold
+unacknowledged; a task in neither on two sweeps in a row (a live worker records a message within milliseconds
+of taking it) is sent again (``_lost``). The cost is the messages workers hold, not the queue's length; a lost
+message waits at most until the queue it was in has drained.
+
 Another broker than Redis has no run id to compare: its unsent tasks are swept all the same, but a message it
 lost is not noticed.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from extractor.queue.celery_app import PUBLISH_TIMEOUT_S, enqueue, make_celery
+from extractor.queue.celery_app import PUBLISH_TIMEOUT_S, QUEUE_NAME, UNACKED_KEY, enqueue, make_celery
 from extractor.queue.news import REDIS_SCHEMES
 from extractor.redact import redact_text
 from extractor.store import Store, tasks
@@ -61,6 +70,7 @@ class Outbox:
         self._client: Redis | None = None
         self._lock = threading.Lock()
         self._swept_at = -SWEEP_S
+        self._missing: set[str] = set()  # queued tasks the last sweep found no message of (``_lost``)
         self.away: str | None = None
         """Why the broker did not take the last send, while it has not taken one since (for messages)."""
 
@@ -84,6 +94,7 @@ class Outbox:
             self._swept_at = time.monotonic()
             try:
                 broker = self.incarnation()
+                lost = self._lost(broker, batch_id)
             except _broker_errors() as error:  # still away: the next sweep looks again
                 self.away = _why(error)
                 return 0
@@ -91,14 +102,32 @@ class Outbox:
             due = tasks.to_send(self.store.engine, broker, unsent_before=utcnow() - timedelta(seconds=GRACE_S),
                                 stale_after_s=self.store.stale_after_s, batch_id=batch_id, limit=SEND_AT_MOST)
             try:
-                self.send(due)
+                self.send(due + lost)
             except BrokerAway as away:
-                log.warning("the broker did not take %d waiting documents (%s); sending them again in %g s", len(due),
-                            away, SWEEP_S)
+                log.warning("the broker did not take %d waiting documents (%s); sending them again in %g s",
+                            len(due) + len(lost), away, SWEEP_S)
                 return 0
         if due:
             log.warning("sent %d documents that waited for the broker", len(due))
-        return len(due)
+        if lost:
+            log.warning("sent again %d queued documents whose message the broker no longer held (a worker killed "
+                        "while taking it)", len(lost))
+        return len(due) + len(lost)
+
+    def _lost(self, broker: str, batch_id: str | None) -> list[str]:
+        """Queued tasks whose message is neither on the queue's list nor held unacknowledged by a worker, on this
+        sweep and the one before, while the list is empty (see the module docstring); read in that order (list,
+        held messages, then the run log), so a message taken and started meanwhile is not counted lost."""
+        if self._client is None or broker == OTHER_BROKER:
+            return []
+        if self._client.llen(QUEUE_NAME):
+            self._missing = set()
+            return []
+        held = {_task_of(raw) for raw in self._client.hvals(UNACKED_KEY)}
+        missing = set(tasks.queued_on(self.store.engine, broker, batch_id=batch_id, limit=SEND_AT_MOST)) - held
+        lost = missing & self._missing
+        self._missing = missing - lost
+        return sorted(lost)
 
     def sweep_if_due(self, batch_id: str | None = None) -> int:
         """``sweep`` when ``SWEEP_S`` has passed since the last one, else nothing."""
@@ -126,6 +155,16 @@ def _broker_errors() -> tuple[type[Exception], ...]:
     from redis import RedisError
 
     return OperationalError, RedisError, OSError
+
+
+def _task_of(raw: bytes | str) -> str | None:
+    """The task id of a message held unacknowledged (kombu keeps ``[message, exchange, routing key]``; Celery's
+    message names its task in its headers); None for anything else."""
+    try:
+        message = json.loads(raw)[0]
+        return str(message["headers"]["id"])
+    except (ValueError, LookupError, TypeError):
+        return None
 
 
 def _why(error: Exception) -> str:

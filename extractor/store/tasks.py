@@ -152,6 +152,17 @@ def to_send(engine: Engine, broker: str, *, unsent_before: datetime, stale_after
     return (found + orphans)[:limit]
 
 
+def queued_on(engine: Engine, broker: str, *, batch_id: str | None = None, limit: int) -> list[str]:
+    """Tasks whose message the broker ``broker`` took and no worker started yet, oldest first, at most ``limit``
+    (of ``batch_id`` only, when given): the outbox compares them with the messages the broker still holds."""
+    query = (select(tasks.c.id).where(tasks.c.state == TaskState.queued, tasks.c.sent_to == broker)
+             .order_by(tasks.c.enqueued_at, tasks.c.id).limit(limit))
+    if batch_id is not None:
+        query = query.where(tasks.c.batch_id == batch_id)
+    with engine.connect() as connection:
+        return list(connection.execute(query).scalars())
+
+
 def batch_settings(engine: Engine, batch_id: str) -> dict[str, Any] | None:
     with engine.connect() as connection:
         return connection.execute(select(batches.c.settings).where(batches.c.id == batch_id)).scalar()
