@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from tests.support.llm_server import Hang, Reply, ScriptedLLMServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD_EN = (ROOT / "samples/expected/en_purchase_approval.candidate.json").read_text(encoding="utf-8")
-FAST = ProviderSettings(timeout_s=1.0, max_transport_retries=3, retry_budget_s=20, backoff_base_s=0.05,
+FAST = ProviderSettings(timeout_s=20.0, max_transport_retries=3, retry_budget_s=20, backoff_base_s=0.05,
                         backoff_max_s=0.2)
 
 
@@ -131,8 +132,8 @@ def test_unparseable_twice_is_kept_raw_and_routed_to_a_person(
 
 def test_timeout_then_success_is_retried_and_recorded(
         llm_server: Callable[..., ScriptedLLMServer], en_doc: Path, db_url: str) -> None:
-    server = llm_server([Hang(3), Reply(GOOD_EN)])
-    summary, store = run([en_doc], server, db_url)
+    server = llm_server([Hang(60), Reply(GOOD_EN)])
+    summary, store = run([en_doc], server, db_url, settings=replace(FAST, timeout_s=5.0))
     assert only(summary).state == "READY_FOR_REVIEW"
     [attempt] = attempts(store, summary)
     assert [t["outcome"] for t in attempt.transport] == ["timeout", "ok"]
