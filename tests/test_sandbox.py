@@ -15,7 +15,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.batch import ROOT, answer_for, cli_env, extract_command, run_cli, summary_of
+from tests.support.batch import (
+    ROOT,
+    answer_for,
+    cli_env,
+    extract_command,
+    rows,
+    run_cli,
+    summary_of,
+    write_batch,
+)
 from tests.support.hostile import (
     long_hwpx,
     many_attachments,
@@ -25,8 +34,9 @@ from tests.support.hostile import (
     sparse_text,
 )
 from tests.support.llm_server import Reply, ScriptedLLMServer
+from tests.support.processes import PEAK, Processes, TreePeak, alive
+from tests.support.redis_server import redis_server
 
-PEAK = ROOT / "tests" / "support" / "peak.py"
 LIMIT = 512 << 20
 GOOD = ["en_purchase_approval.md", "ko_work_request_review.txt", "ru_vacation_approval.txt"]
 
@@ -141,3 +151,70 @@ def test_split_of_a_hostile_file_is_one_line(tmp_path: Path) -> None:
     result = run_cli("split", str(path), env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 2
     assert result.stderr == f"error: {path}: over the 512 MiB reading limit (EXTRACT_READ_MEMORY)\n"
+
+
+def test_validate_against_a_hostile_source_is_one_line(tmp_path: Path) -> None:
+    """``extract validate`` reads its source as ``split`` does, in a reader of its own with the reading limits: a
+    source over one is exit 2 and one line naming the file and the limit, whatever the candidate, and no process of
+    the command passes the memory limit."""
+    candidate = ROOT / "samples" / "expected" / "en_purchase_approval.candidate.json"
+    env = cli_env("http://127.0.0.1:9", f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",
+                  EXTRACT_MAX_DOCUMENT_BYTES=str(700 << 20))
+    peak = tmp_path / "peak"
+    for source, says in ((sparse_text(tmp_path / "huge.txt"), "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"),
+                         (long_hwpx(tmp_path / "long.hwpx"),
+                          "text over 2,000,000 characters (the reading limit EXTRACT_READ_TEXT); refused")):
+        result = run_cli_measured(peak, "validate", str(candidate), "--source", str(source), env=env, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr[-3000:]
+        assert result.stderr == f"error: {source}: {says}\n"
+        assert peak_of(peak) < LIMIT + (64 << 20), f"a process of extract validate peaked at {peak_of(peak) >> 20} MiB"
+
+
+def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    """``extract run --queue`` of good files and bombs, read by one ``extract worker`` with 2 readers of 512 MiB: each
+    bomb ends INPUT_ERROR in one line naming the file and the limit, every good file is converted, and the worker is
+    still there, its process tree within the readers' limits + 300 MB (docs/formats.md#reading-limits)."""
+    folder = tmp_path / "batch"
+    good = write_batch(folder, 6)
+    hostile = {  # what may end each: the limit the sandbox holds, or a reader's own refusal before it
+        many_elements_html(folder / "elements.html"): ("over the 512 MiB reading limit (EXTRACT_READ_MEMORY)",
+                                                       "still reading after 20 s (the reading limit EXTRACT_READ_TIMEOUT)"),
+        long_hwpx(folder / "long.hwpx"): ("text over 2,000,000 characters (the reading limit EXTRACT_READ_TEXT); refused",),
+        shared_string_bomb(folder / "shared_strings.xlsx"): (
+            ".xlsx part xl/worksheets/sheet1.xml inflates 237 times (limit 200); refused as a zip bomb",
+            "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"),
+        many_attachments(folder / "flood.eml", 40_000): ("e-mail has 40003 MIME parts (limit 1000); refused",
+                                                         "still reading after 20 s (the reading limit EXTRACT_READ_TIMEOUT)"),
+    }
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    readers = 2
+    with redis_server(tmp_path) as broker:
+        db = f"sqlite:///{tmp_path}/runs.db"
+        env = cli_env(server.base_url, db, EXTRACT_BROKER_URL=broker, EXTRACT_MODEL="openai:scripted-model",
+                      OPENAI_API_KEY="test-key", EXTRACT_READ_MEMORY="512M", EXTRACT_READ_TIMEOUT="20",
+                      EXTRACT_READERS=str(readers))
+        workers = Processes(env, tmp_path)
+        try:
+            peak = tmp_path / "peak"
+            worker = workers.start("worker", "--concurrency", "4", peak=peak)
+            tree = TreePeak(worker.pid).start()
+            result = run_cli("run", str(folder), "--queue", broker, "--format", "json", env=env, cwd=tmp_path,
+                             timeout=300)
+            assert worker.poll() is None, workers.log_of(worker)[-3000:]
+            (pid,) = [pid for (pid,) in rows(db, "SELECT pid FROM runs WHERE command = 'extract worker'")]
+            assert alive(pid)  # the one worker that started converted the whole batch, and is still there
+        finally:
+            workers.stop_all()
+        tree_peak = tree.stop()
+    assert worker.returncode == 0 and "Traceback" not in workers.log_of(worker), workers.log_of(worker)[-3000:]
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    outcomes = {Path(o["path"]).name: o for o in summary_of(result)["outcomes"]}
+    assert sorted(outcomes) == sorted([path.name for path in good] + [path.name for path in hostile])
+    assert {path.name: outcomes[path.name]["state"] for path in good} == {path.name: "READY_FOR_REVIEW" for path in good}
+    for path, endings in hostile.items():
+        outcome = outcomes[path.name]
+        assert outcome["state"] == "INPUT_ERROR" and outcome["cause"] in [f"{path}: {says}" for says in endings], outcome
+    assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the worker peaked at {peak_of(peak) >> 20} MiB"
+    assert tree_peak <= readers * LIMIT + (300 << 20), f"the worker's process tree peaked at {tree_peak >> 20} MiB"

@@ -5,11 +5,13 @@ from, so a command started by a large test process (pytest late in a full suite 
 size whatever it used itself. Forked from this small launcher instead, it reports its own peak: the largest
 of it and the processes below it (``os.wait4``). The launcher is their subreaper (Linux): the fork server of the
 command's worker processes outlives the command by a moment and is reaped here, with the workers it reaped, rather
-than by init, where their peak would be lost. Exits with the command's status.
+than by init, where their peak would be lost. A SIGTERM to the launcher is passed on to the command (a test stops a
+measured worker as it stops any other). Exits with the command's status.
 """
 
 import ctypes
 import os
+import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -23,6 +25,7 @@ if pid == 0:
         os.execvp(command[0], command)
     finally:
         os._exit(127)
+signal.signal(signal.SIGTERM, lambda number, frame: os.kill(pid, number))
 _, status, usage = os.wait4(pid, 0)
 peak = usage.ru_maxrss
 while True:  # whatever the command left behind ends once the command is gone (extractor.offload._leave_with_the_run)

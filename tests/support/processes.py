@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
-from tests.support.batch import extract_command
+from tests.support.batch import ROOT, extract_command
+
+PEAK = ROOT / "tests" / "support" / "peak.py"
+"""``python peak.py OUT -- COMMAND...``: the largest peak resident size of the command's processes, in KiB, to OUT."""
 
 
 class Processes:
@@ -21,11 +27,16 @@ class Processes:
         self.folder = folder
         self.started: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *args: str, **extra_env: str) -> subprocess.Popen[bytes]:
+    def start(self, *args: str, peak: Path | None = None, **extra_env: str) -> subprocess.Popen[bytes]:
+        """``extract ARGS``; with ``peak``, under ``peak.py``, which writes the largest peak of its processes there
+        when it has ended (a signal to the launcher is passed on to it)."""
         log = self.folder / f"process-{len(self.started)}.log"
+        command = extract_command(*args)
+        if peak is not None:
+            command = [sys.executable, str(PEAK), str(peak), "--", *command]
         with log.open("wb") as output:
-            process = subprocess.Popen(extract_command(*args), env=self.env | extra_env, cwd=self.folder,
-                                       stdout=output, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(command, env=self.env | extra_env, cwd=self.folder, stdout=output,
+                                       stderr=subprocess.STDOUT)
         self.started.append(process)
         return process
 
@@ -67,19 +78,65 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180,
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` now (children, theirs, ...): a worker process is forked by a fork server, so it is
     a grandchild of the run or worker that uses it."""
-    parents: dict[int, int] = {}
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    found, stack = [], list(children.get(pid, []))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(children.get(child, []))
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """Bytes resident in ``pid`` and every process below it, now (0 once it is gone)."""
+    table = _process_table()
+    return sum(table[member][1] for member in [pid, *descendants(pid)] if member in table)
+
+
+class TreePeak:
+    """The largest ``tree_rss`` of a process, sampled every 20 ms by a thread from ``start`` to ``stop`` (or the
+    process's end): a sum over processes at one moment, which the kernel's per-process peak (``peak.py``) cannot
+    give. A sample can miss a peak between two, never report one that was not."""
+
+    SAMPLE_S = 0.02
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> TreePeak:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        """The peak in bytes."""
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+    def _sample(self) -> None:
+        while not self._stop.is_set() and alive(self.pid):
+            self.peak = max(self.peak, tree_rss(self.pid))
+            self._stop.wait(self.SAMPLE_S)
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every process now: its parent and its resident bytes (``/proc/PID/stat``)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    table: dict[int, tuple[int, int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-
-    def below(parent: int) -> list[int]:
-        children = [child for child, its in parents.items() if its == parent]
-        return children + [grandchild for child in children for grandchild in below(child)]
-
-    return below(pid)
+            table[int(entry.name)] = int(fields[1]), int(fields[21]) * page
+    return table
 
 
 def alive(pid: int) -> bool:
@@ -95,7 +152,6 @@ def on_terminal(command: list[str], *, env: Mapping[str, str] | None = None, tim
     """Run ``command`` with its stderr on a terminal (a pseudo-terminal of 100 columns) and its stdout on a pipe:
     ``(exit code, stdout, what the terminal received)``, escape sequences included."""
     import fcntl
-    import os
     import pty
     import select
     import struct
