@@ -174,7 +174,8 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
         llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
     """``extract run --queue`` of good files and bombs, read by one ``extract worker`` with 2 readers of 512 MiB: each
     bomb ends INPUT_ERROR in one line naming the file and the limit, every good file is converted, and the worker is
-    still there, its process tree within the readers' limits + 300 MB (docs/formats.md#reading-limits)."""
+    still there, its process tree within the readers' limits + 300 MB (docs/formats.md#reading-limits). The e-mail,
+    which the submitter's own reader takes apart before it is queued, is queued after every other file."""
     folder = tmp_path / "batch"
     good = write_batch(folder, 6)
     hostile = {  # what may end each: the limit the sandbox holds, or a reader's own refusal before it
@@ -184,7 +185,7 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
         shared_string_bomb(folder / "shared_strings.xlsx"): (
             ".xlsx part xl/worksheets/sheet1.xml inflates 237 times (limit 200); refused as a zip bomb",
             "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"),
-        many_attachments(folder / "flood.eml", 40_000): ("e-mail has 40003 MIME parts (limit 1000); refused",
+        many_attachments(folder / "flood.eml", 40_000): ("e-mail has 40002 MIME parts (limit 1000); refused",
                                                          "still reading after 20 s (the reading limit EXTRACT_READ_TIMEOUT)"),
     }
     server = llm_server(lambda request, number: Reply(answer_for(request)))
@@ -204,6 +205,8 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
             assert worker.poll() is None, workers.log_of(worker)[-3000:]
             (pid,) = [pid for (pid,) in rows(db, "SELECT pid FROM runs WHERE command = 'extract worker'")]
             assert alive(pid)  # the one worker that started converted the whole batch, and is still there
+            queued = dict(rows(db, "SELECT uploads.name, tasks.enqueued_at FROM tasks JOIN uploads ON "
+                                   "uploads.id = tasks.upload_id"))
         finally:
             workers.stop_all()
         tree_peak = tree.stop()
@@ -216,5 +219,7 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
     for path, endings in hostile.items():
         outcome = outcomes[path.name]
         assert outcome["state"] == "INPUT_ERROR" and outcome["cause"] in [f"{path}: {says}" for says in endings], outcome
+    mail = str(folder / "flood.eml")  # taken apart by the submitter's reader, up to the deadline, after the rest
+    assert max(at for name, at in queued.items() if name != mail) < queued[mail], queued
     assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the worker peaked at {peak_of(peak) >> 20} MiB"
     assert tree_peak <= readers * LIMIT + (300 << 20), f"the worker's process tree peaked at {tree_peak >> 20} MiB"

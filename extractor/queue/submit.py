@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from extractor.engine import DocumentOutcome, Progress, RunSummary
-from extractor.engine.discover import Discovery
+from extractor.engine.discover import Discovery, is_mail
 from extractor.errors import InputError, UsageError
 from extractor.queue.news import POLL_S, Timer, Wakeup
 from extractor.queue.outbox import SWEEP_S, BrokerAway, Outbox
@@ -73,11 +73,16 @@ class Submission:
             self._report(DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match"))
         if not self.wait:
             self._refuse_if_full(len(files))
+        # E-mails last, each committed alone: a reader here takes each apart before it is queued, up to the reading
+        # deadline (docs/formats.md#e-mail), so one that runs to it holds back only the e-mails after it.
+        plain = [path for path in files if not is_mail(path)]
         step = min(CHUNK, self.max_pending)  # a chunk never needs more room than the queue has
         start, size = 0, min(FIRST_CHUNK, step)
-        while start < len(files):
-            self._submit(files[start:start + size])
+        while start < len(plain):
+            self._submit(plain[start:start + size])
             start, size = start + size, step
+        for mail in (path for path in files if is_mail(path)):
+            self._submit([mail])
         try:
             while self.unfinished:
                 self.wakeup.wait()
