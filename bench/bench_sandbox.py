@@ -6,17 +6,20 @@ shared string 2,000 cells name (1.8 GB of text), an HWPX of 3,000,000 characters
 paragraphs (1.9 GB and minutes to read outside a reader), and an e-mail of 9.5 MB with 40,000 attachments, which a
 reader must parse to take apart (the reading limits end it, or its 1,000 MIME parts; the run's causes below say
 which). Every run is ``extract run FOLDER`` as a process of its own against a scripted model server in its own process
-(``bench_throughput.py --serve``) answering after ``--latency`` seconds.
+(``bench_throughput.py --serve``) answering after ``--latency`` seconds. With ``--queue``, every run is
+``extract run --queue FOLDER`` and one ``extract worker`` (``--concurrency 8``), both started together, over a
+redis-server of the bench's own (``tests.support.redis_server``); the worker stops when the run has ended.
 
 Printed: for each run, when its last good document finished (from the command's start: discovery, the CPU pool's
 start-up and all; the time the run log records) and the largest resident size of the run's whole process tree,
-summed over its processes (the run, the fork server, the readers, the checker, Tesseract), sampled every 20 ms;
+summed over its processes (the run, the fork server, the readers, the checker, Tesseract; with ``--queue`` the
+submitter's and the worker's trees together), sampled every 20 ms;
 then the median of each folder and the ratio with bombs to without (target <= 1.3x), and the peak against readers x
 the reading limit + 300 MB (the target; readers past the soft deadline let as many extra readers start, and the
 documented bound is twice that many readers' limits). The load average is printed with each run: the machine may
 be shared.
 
-    python bench/bench_sandbox.py [--rounds 3] [--latency 0.5] [--read-timeout 20]
+    python bench/bench_sandbox.py [--rounds 3] [--latency 0.5] [--read-timeout 20] [--queue]
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,58 +39,40 @@ if str(ROOT) not in sys.path[:1]:
 
 from tests.support.batch import write_batch  # noqa: E402  (after the sys.path fix)
 from tests.support.hostile import long_hwpx, many_attachments, many_elements_html, shared_string_bomb  # noqa: E402
+from tests.support.processes import TreePeak  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
 
 GOOD = 36
 GOOD_SUFFIXES = ("_en_purchase_approval.md", "_ko_work_request_review.txt", "_ru_vacation_approval.txt")
-SAMPLE_S = 0.02
-
-
-def tree_rss(root: int) -> int:
-    """Bytes resident in ``root`` and every process below it, now."""
-    children: dict[int, list[int]] = {}
-    sizes: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        sizes[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += sizes.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total
-
-
-def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[float, int, str]:
-    """``extract run folder``: seconds from the command's start to its last good document's end, peak tree RSS, and
-    the causes of its INPUT_ERRORs."""
+def measured_run(folder: Path, database: Path, env: dict[str, str], broker: str | None) -> tuple[float, int, str]:
+    """``extract run folder`` (with a broker: ``--queue`` and a worker of its own): seconds from the command's start
+    to its last good document's end, peak tree RSS, and the causes of its INPUT_ERRORs."""
     import json
     from datetime import UTC, datetime
 
     from sqlalchemy import create_engine, text
 
     url = f"sqlite:///{database}"
+    env = env | {"EXTRACT_DATABASE_URL": url}
+    command = [sys.executable, "-m", "extractor", "run", str(folder), "--model", "openai:bench", "--retries", "0",
+               "--format", "json"]
+    worker, worker_log = None, database.with_suffix(".worker.log")
+    if broker is not None:
+        command += ["--queue", broker]
+        env |= {"EXTRACT_BROKER_URL": broker, "EXTRACT_MODEL": "openai:bench"}
+        with worker_log.open("w") as log:
+            worker = subprocess.Popen([sys.executable, "-m", "extractor", "worker", "--concurrency", "8"], env=env,
+                                      cwd=folder.parent, stdout=log, stderr=subprocess.STDOUT)
     launched = datetime.now(UTC)
-    process = subprocess.Popen([sys.executable, "-m", "extractor", "run", str(folder), "--model", "openai:bench",
-                                "--retries", "0", "--format", "json"], env=env | {"EXTRACT_DATABASE_URL": url},
-                               cwd=folder.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-
-    def sample() -> None:
-        while process.poll() is None:
-            peak[0] = max(peak[0], tree_rss(process.pid))
-            time.sleep(SAMPLE_S)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    process = subprocess.Popen(command, env=env, cwd=folder.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    tree = TreePeak(process.pid, *([worker.pid] if worker is not None else [])).start()
     out, err = process.communicate(timeout=1800)
-    sampler.join()
+    if worker is not None:
+        worker.terminate()
+        if worker.wait(timeout=120) != 0:
+            raise SystemExit(f"extract worker exited {worker.returncode}: {worker_log.read_text()[-2000:]}")
+    peak = tree.stop()
     if process.returncode not in (0, 2, 3):
         raise SystemExit(f"extract run exited {process.returncode}: {err[-2000:]}")
     engine = create_engine(url)
@@ -105,7 +88,7 @@ def measured_run(folder: Path, database: Path, env: dict[str, str]) -> tuple[flo
     causes = "; ".join(o["cause"].rsplit("/", 1)[-1] for o in summary["outcomes"] if o["state"] == "INPUT_ERROR")
     if len(summary["outcomes"]) > GOOD + 4:
         causes += f"; {len(summary['outcomes'])} documents"
-    return seconds, peak[0], causes
+    return seconds, peak, causes
 
 
 def main() -> None:
@@ -113,6 +96,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the model takes per call")
     parser.add_argument("--read-timeout", default="20", help="EXTRACT_READ_TIMEOUT for the runs (seconds)")
+    parser.add_argument("--queue", action="store_true", help="extract run --queue and one extract worker per run")
     args = parser.parse_args()
 
     from extractor.offload import Limits, memory_label, readers
@@ -132,20 +116,29 @@ def main() -> None:
     env = os.environ | {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench", "EXTRACT_READ_TIMEOUT": args.read_timeout}
     limits = Limits.from_environment()
     count = readers()
+    redis = RedisServer(workdir) if args.queue else None
+    broker = None
     print(f"{GOOD} good documents alone and with 4 bombs, model latency {args.latency} s, {count} readers of "
-          f"{memory_label(limits.memory)}, read timeout {args.read_timeout} s, {os.cpu_count()} cores")
+          f"{memory_label(limits.memory)}, read timeout {args.read_timeout} s, {os.cpu_count()} cores"
+          + (", extract run --queue and one extract worker" if args.queue else ""))
     times: dict[str, list[float]] = {"alone": [], "with bombs": []}
     peaks: dict[str, list[int]] = {"alone": [], "with bombs": []}
     try:
+        if redis is not None:
+            redis.start()
+            broker = redis.url
         for number in range(args.rounds):
             for name, folder in (("alone", alone), ("with bombs", mixed)):
-                seconds, peak, causes = measured_run(folder, workdir / f"{name.replace(' ', '_')}{number}.db", env)
+                seconds, peak, causes = measured_run(folder, workdir / f"{name.replace(' ', '_')}{number}.db", env,
+                                                     broker)
                 times[name].append(seconds)
                 peaks[name].append(peak)
                 print(f"round {number + 1} {name:>10}: good files done after {seconds:6.1f} s, peak tree "
                       f"{peak / 2**20:6.0f} MiB, load {os.getloadavg()[0]:.1f}" + (f"  ({causes})" if causes else ""),
                       flush=True)
     finally:
+        if redis is not None:
+            redis.stop()
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=10)

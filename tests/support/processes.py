@@ -97,14 +97,15 @@ def tree_rss(pid: int) -> int:
 
 
 class TreePeak:
-    """The largest ``tree_rss`` of a process, sampled every 20 ms by a thread from ``start`` to ``stop`` (or the
-    process's end): a sum over processes at one moment, which the kernel's per-process peak (``peak.py``) cannot
-    give. A sample can miss a peak between two, never report one that was not."""
+    """The largest resident size of the process trees of ``pids`` together (``tree_rss``, summed), sampled every
+    20 ms by a thread from ``start`` to ``stop`` or the processes' end: a sum over processes at one moment, which
+    the kernel's per-process peak (``peak.py``) cannot give. A sample can miss a peak between two, never report one
+    that was not."""
 
     SAMPLE_S = 0.02
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, *pids: int) -> None:
+        self.pids = pids
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -120,8 +121,8 @@ class TreePeak:
         return self.peak
 
     def _sample(self) -> None:
-        while not self._stop.is_set() and alive(self.pid):
-            self.peak = max(self.peak, tree_rss(self.pid))
+        while not self._stop.is_set() and any(alive(pid) for pid in self.pids):
+            self.peak = max(self.peak, sum(tree_rss(pid) for pid in self.pids))
             self._stop.wait(self.SAMPLE_S)
 
 
