@@ -243,6 +243,10 @@ def _check_turn(store: Store, document_run: DocumentRunInfo) -> None:
         raise Conflict(str(error)) from None
 
 
+CORRECTED = "Edit on the review page, or extract approve --edited FILE"
+"""Where a person supplies a corrected candidate: the refusal reaches the API and the browser as well as the CLI."""
+
+
 def approvals_required(run: RunInfo) -> int:
     """How many distinct people must approve a record of ``run``: its contract's ``[review] approvals`` as the run
     recorded it (a run recorded before contracts could ask for more: 1)."""
@@ -289,11 +293,11 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     else:
         if final is None or final.parsed is None:
             raise Refused(f"document run {document_run.id} has no parseable candidate "
-                          f"({document_run.cause or 'no final attempt'}); supply a corrected one with --edited FILE")
+                          f"({document_run.cause or 'no final attempt'}); supply a corrected one ({CORRECTED})")
         errors = sorted({f["rule_id"] for f in final.findings or () if f.get("severity") == "error"})
         if errors:
             raise Refused(f"the final candidate of document run {document_run.id} has error findings "
-                          f"({', '.join(errors)}); a person must supply a corrected candidate with --edited FILE")
+                          f"({', '.join(errors)}); a person must supply a corrected candidate ({CORRECTED})")
         reingest(store, document_run, source)
         record, spans, is_edit = final.parsed, final.evidence_spans, False
         overridden = [f["rule_id"] for f in final.findings or () if f.get("severity") == "critical"]
