@@ -276,3 +276,24 @@ def test_show_at_an_80_column_terminal_groups_identical_findings_and_indents_wra
         elif inside and line.strip():
             assert line.startswith("      "), line  # a message and its wrapped lines, under the finding's head
     assert text.count("s7 is not accounted for") == 0  # said once for all 18, as `extract review` counts them
+
+
+def test_serve_says_where_it_listens_and_how_it_stops(tmp_path: Path) -> None:
+    import threading
+
+    from tests.support.redis_server import free_port
+
+    port = free_port()
+    env = {**os.environ, "EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/runs.db", "EXTRACT_BROKER_URL": ""}
+    serve = subprocess.Popen([sys.executable, "-m", "extractor", "serve", "--port", str(port)], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(120, serve.kill)  # a line that never comes ends the read with the process
+    watchdog.start()
+    try:
+        line = serve.stderr.readline() if serve.stderr else ""
+    finally:
+        watchdog.cancel()
+        serve.terminate()
+        serve.wait(timeout=60)
+    assert line.startswith(f"serving the API on http://127.0.0.1:{port}/v1 ") and "this process converts them" in line
+    assert line.rstrip().endswith("Ctrl-C stops"), line

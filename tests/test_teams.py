@@ -53,12 +53,13 @@ class Department:
     db_url: str
     folder: Path
 
-    def submit(self, token: str, name: str, text_: str, contract: str | None = None) -> dict[str, Any]:
+    def submit(self, token: str, name: str, text_: str, contract: str | None = None,
+               outcome: str = "READY_FOR_REVIEW") -> dict[str, Any]:
         body: dict[str, Any] = {"name": name, "text": text_} | ({"contract": contract} if contract else {})
         sent = self.client.post("/v1/documents/text", headers=bearer(self.tokens[token]), json=body)
         assert sent.status_code == 202, sent.text
         task = finished(self.client, self.tokens[token], sent.json()["documents"][0]["id"])
-        assert task["outcome"] == "READY_FOR_REVIEW", task
+        assert task["outcome"] == outcome, task
         return task
 
     def get(self, token: str, path: str, **params: Any) -> httpx.Response:
@@ -279,6 +280,50 @@ def test_a_contract_that_needs_two_approvals_is_approved_and_exported_only_after
     with d.service.store.engine.connect() as connection:
         states = connection.execute(text("SELECT reviewer, state FROM signoffs ORDER BY id")).all()
     assert [tuple(row) for row in states] == [("kim", "approved"), ("lee", "approved")]
+
+
+def test_the_second_person_is_shown_and_approves_the_record_the_first_one_edited(department: Department) -> None:
+    """The model's candidate has an error finding, so only a person's edit can be approved: once kim signed off an
+    edit, lee is shown that record (the API and `extract show`), and lee's approval without an edit signs it off: it
+    is approved and exported once, by both."""
+    d = department
+    source = PO_SAMPLE.read_text(encoding="utf-8").replace("net 30", "net 45")  # the candidate says 30
+    po = d.submit("a-bot", "po45.md", source, contract="purchase_order", outcome="MANUAL_REVIEW")["document_run"]
+    refused = d.post("lee", f"/v1/review/{po}/approve")
+    assert refused.status_code == 409 and "error findings" in refused.json()["detail"], refused.text
+    fixed = json.loads(PO_ANSWER.replace("net 30", "net 45"))
+    edit = d.folder / "fixed.json"
+    edit.write_text(json.dumps(fixed), encoding="utf-8")
+    signed = d.cli("approve", str(po), "--reviewer", "kim", "--edited", str(edit))
+    assert signed.returncode == 0 and "1 of 2 approvals" in signed.stdout, signed.stdout + signed.stderr
+    again = d.post("kim", f"/v1/review/{po}/approve")  # kim's own record, without the edit: one approval still
+    assert again.status_code == 200 and again.json()["outcome"] == "already", again.text
+
+    shown = d.get("lee", f"/v1/review/{po}").json()
+    waiting = shown["pending_record"]
+    assert waiting["record"] == fixed and waiting["edited_by"] == "kim" and waiting["signed_by"] == ["kim"]
+    assert waiting["changed_fields"] == ["paymentTerms"] and shown["candidate"]["paymentTerms"].startswith("net 30")
+    printed = d.cli("show", str(po))
+    assert printed.returncode == 0, printed.stderr
+    assert "waiting for approval: the record kim signed off, edited by kim (changed: paymentTerms)" in printed.stdout
+    assert "net 45 days" in printed.stdout and "net 30 days" not in printed.stdout.split("waiting for approval")[1]
+
+    second = d.post("lee", f"/v1/review/{po}/approve", {"version": shown["document_run"]["review_version"]})
+    assert second.status_code == 200 and second.json()["outcome"] == "approved", second.text
+    assert second.json()["approved_by"] == ["kim", "lee"] and second.json()["edited"] is True
+    streamed = [json.loads(line) for line in d.get("lee", "/v1/approved").text.splitlines()]
+    assert [(r["record"]["paymentTerms"], r["provenance"]["approved_by"]) for r in streamed] == [
+        ("net 45 days after delivery", ["kim", "lee"])]
+    out = d.folder / "po45.jsonl"
+    assert d.cli("export", "--out", str(out)).returncode == 0
+    exported = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["record"] for r in exported] == [fixed]
+    with d.service.store.engine.connect() as connection:
+        states = connection.execute(text("SELECT reviewer, state, edited FROM signoffs ORDER BY id")).all()
+        changed = connection.execute(text(f"SELECT field_path FROM review_fields JOIN reviews ON reviews.id = "
+                                          f"review_fields.review_id WHERE reviews.document_run_id = {po}")).all()
+    assert [tuple(row) for row in states] == [("kim", "approved", True), ("lee", "approved", True)]
+    assert [row[0] for row in changed] == ["paymentTerms"]  # the correction counts once, for the approval
 
 
 def test_a_rejection_or_an_edit_starts_the_count_of_approvals_again(department: Department) -> None:

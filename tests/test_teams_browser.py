@@ -69,10 +69,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                   "kim": create_token(store.engine, "kim", "reviewer", "team-a"),
                   "lee": create_token(store.engine, "lee", "reviewer", "team-a")}
         english = (ROOT / "samples/en_purchase_approval.md").read_text(encoding="utf-8")
+        order = (ROOT / "samples/purchase_orders/en_purchase_order.md").read_text(encoding="utf-8")
         documents = {"held": ("a-bot", "held.md", english.replace("Procedure", "Procedure (held)", 1), None),
                      "stale": ("a-bot", "stale.md", english.replace("Procedure", "Procedure (stale)", 1), None),
-                     "po": ("a-bot", "po.md", (ROOT / "samples/purchase_orders/en_purchase_order.md").read_text(
-                         encoding="utf-8"), "purchase_order"),
+                     "po": ("a-bot", "po.md", order, "purchase_order"),
+                     "po45": ("a-bot", "po45.md", order.replace("net 30", "net 45"), "purchase_order"),
                      "other team": ("b-bot", "b.md", english.replace("Procedure", "Procedure (B)", 1), None)}
         try:
             with serving(service) as base, httpx.Client(base_url=base, timeout=60) as client:
@@ -82,7 +83,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                                        json={"name": name, "text": body} | ({"contract": contract} if contract else {}))
                     assert sent.status_code == 202, sent.text
                     task = finished(client, tokens[token], sent.json()["documents"][0]["id"])
-                    assert task["outcome"] == "READY_FOR_REVIEW", task
+                    # the candidate says net 30 days: an error finding on po45 (only a person's edit can pass)
+                    assert task["outcome"] == ("MANUAL_REVIEW" if key == "po45" else "READY_FOR_REVIEW"), task
                     ids[key] = task["document_run"]
                 yield Site(base, ids, tokens, store.engine)
         finally:
@@ -210,3 +212,42 @@ def test_a_decision_from_a_page_left_open_while_another_was_taken_is_refused_nam
         assert other.locator(f'tr[data-id="{site.ids["other team"]}"]').count() == 0
     finally:
         kim.close()
+
+
+def test_the_second_reviewer_is_shown_the_record_the_first_one_edited_and_approves_it(site: Site, browser: Any) -> None:
+    kim, lee = signed_in(browser, site, "kim"), signed_in(browser, site, "lee")
+    fixed = json.loads(PO_ANSWER.replace("net 30", "net 45"))
+    number = site.ids["po45"]
+    try:
+        edit = kim.new_page()
+        edit.goto(f"{site.base}/review/doc/{number}/edit?mode=json")
+        edit.fill("textarea[name=raw_json]", json.dumps(fixed))
+        edit.click("#approve-edit")
+        edit.wait_for_load_state()
+        assert site.rows(f"SELECT reviewer, state FROM signoffs WHERE document_run_id = {number}") == [("kim", "pending")]
+        edit.close()
+
+        page = open_document(lee, site, "po45")
+        page.wait_for_selector("#held", state="detached", timeout=30_000)
+        assert page.locator("#needs-edit").count() == 0  # the model's candidate is not what Approve signs off
+        waiting = page.locator("#pending").inner_text()
+        assert waiting.startswith("Waiting for approval: the record kim signed off, edited by kim"), waiting
+        fields = page.locator("#fields").inner_text()
+        assert "net 45 days after delivery" in fields and "the model's value: net 30 days after delivery" in fields
+        form = lee.new_page()  # Edit starts from kim's record
+        form.goto(f"{site.base}/review/doc/{number}/edit?mode=json")
+        assert json.loads(form.locator("textarea[name=raw_json]").input_value()) == fixed
+        form.close()
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']")
+        page.click("#approve")
+        page.wait_for_load_state()
+        done = site.rows(f"SELECT reviewer, state FROM signoffs WHERE document_run_id = {number} ORDER BY id")
+        assert done == [("kim", "approved"), ("lee", "approved")]
+        records = [json.loads(r) if isinstance(r, str) else r for (r,) in site.rows(
+            "SELECT record FROM approved_records WHERE reviewer = 'lee' AND edited")]
+        assert records == [fixed]
+        assert page.console_errors == []
+    finally:
+        kim.close()
+        lee.close()

@@ -221,7 +221,9 @@ def approve(
 ) -> None:
     """Approve a document's candidate (or an edited one); the reviewer and time are recorded.
 
-    DOC given as a path or sha256 means the document run `extract show DOC` shows. A BLOCKED result (a
+    DOC given as a path or sha256 means the document run `extract show DOC` shows. When its contract needs
+    several people and someone signed it off already, approving without --edited signs off the record they signed
+    (the one `extract show DOC` shows as waiting for approval), not the model's candidate. A BLOCKED result (a
     critical finding) is refused unless --override-block --reason TEXT is given; overriding an earlier
     decision (a rejection, a different approved record) needs --force.
     """

@@ -141,6 +141,10 @@ def serve(
     store = open_store(database)
     service = build_service(store, broker=broker_url(queue), concurrency=concurrency, model=default_model,
                             endpoints=servers, max_pending=max_pending)
+    shown = f"[{host}]" if ":" in host else host
+    where = "extract worker processes take them from the broker" if service.broker else "this process converts them"
+    typer.echo(f"serving the API on http://{shown}:{port}/v1 (OpenAPI docs /docs, review pages /review/, metrics "
+               f"/metrics); submissions use {default_model}, {where}; Ctrl-C stops", err=True)
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:

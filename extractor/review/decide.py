@@ -10,7 +10,9 @@ Approval rules:
   (the record would describe a text that no longer exists); a document submitted to the queue or the API is
   read from its upload in the run log, never from the name its submitter gave it (``reingest``);
 - without ``--edited`` the record is the final attempt's parsed candidate, refused when that attempt has
-  error findings or nothing parseable (a person must supply a corrected candidate);
+  error findings or nothing parseable (a person must supply a corrected candidate); but while sign-offs are
+  pending (a contract that needs several people) it is the record they signed off, edited or not: what the next
+  person is shown and asked to approve (``extractor.store.approved.pending_record``);
 - an edited candidate is validated against the same source, re-segmented with the same segmenter (same
   sentence ids), and refused while it has any error finding; warnings are the reviewer's call;
 - approving the same record again is idempotent (nothing is written); overriding an earlier decision needs
@@ -243,6 +245,10 @@ def _check_turn(store: Store, document_run: DocumentRunInfo) -> None:
         raise Conflict(str(error)) from None
 
 
+CORRECTED = "Edit on the review page, or extract approve --edited FILE"
+"""Where a person supplies a corrected candidate: the refusal reaches the API and the browser as well as the CLI."""
+
+
 def approvals_required(run: RunInfo) -> int:
     """How many distinct people must approve a record of ``run``: its contract's ``[review] approvals`` as the run
     recorded it (a run recorded before contracts could ask for more: 1)."""
@@ -261,10 +267,18 @@ def approvals_of(store: Store, document_run: DocumentRunInfo, run: RunInfo) -> A
 def approve_document(store: Store, records: Store, document_run: DocumentRunInfo, *, reviewer: str,
                      note: str | None = None, edited: str | None = None, source: Path | None = None,
                      overrides: Overrides = Overrides()) -> Approval:
-    """Approve (or sign off, when the contract needs several people) the final candidate, or the edited one, of a
-    document run; see the module docstring. Compared and set against ``document_run.review_version``."""
+    """Approve (or sign off, when the contract needs several people) the final candidate, the record others signed
+    off, or the edited one, of a document run; see the module docstring. Compared and set against
+    ``document_run.review_version``."""
     from extractor.canonical import canonical_sha256
-    from extractor.store.approved import DecisionConflict, NewApproval, approve, approved_record_for, latest_reviews
+    from extractor.store.approved import (
+        DecisionConflict,
+        NewApproval,
+        approve,
+        approved_record_for,
+        latest_reviews,
+        pending_record,
+    )
 
     if not reviewer.strip():
         raise ReviewError("--reviewer must name a person")
@@ -279,6 +293,8 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
     why = _block_override(document_run, overrides.override_block, overrides.reason)
     run = _run_of(store, document_run)
     final = store.get_attempt(document_run.final_attempt_id) if document_run.final_attempt_id else None
+    standing = approvals_of(store, document_run, run)
+    waiting = pending_record(store, document_run.id) if standing.pending else None
     report = None
     overridden: list[str] = []
     if edited is not None:
@@ -286,19 +302,22 @@ def approve_document(store: Store, records: Store, document_run: DocumentRunInfo
         record, spans = report.candidate, report.to_json()["evidence_spans"]
         is_edit = final is None or record != final.parsed
         overridden = [f.rule_id for f in report.critical]
+    elif waiting is not None:  # the record the others signed off, checked when the first of them approved it
+        reingest(store, document_run, source)
+        record, spans, is_edit = waiting.record, waiting.evidence_spans, waiting.edited
+        overridden = list((waiting.block_override or {}).get("rule_ids") or ())
     else:
         if final is None or final.parsed is None:
             raise Refused(f"document run {document_run.id} has no parseable candidate "
-                          f"({document_run.cause or 'no final attempt'}); supply a corrected one with --edited FILE")
+                          f"({document_run.cause or 'no final attempt'}); supply a corrected one ({CORRECTED})")
         errors = sorted({f["rule_id"] for f in final.findings or () if f.get("severity") == "error"})
         if errors:
             raise Refused(f"the final candidate of document run {document_run.id} has error findings "
-                          f"({', '.join(errors)}); a person must supply a corrected candidate with --edited FILE")
+                          f"({', '.join(errors)}); a person must supply a corrected candidate ({CORRECTED})")
         reingest(store, document_run, source)
         record, spans, is_edit = final.parsed, final.evidence_spans, False
         overridden = [f["rule_id"] for f in final.findings or () if f.get("severity") == "critical"]
     existing = approved_record_for(records, document_run.sha256, run.contract, run.contract_version)
-    standing = approvals_of(store, document_run, run)
     if existing is not None and existing.record == record:
         _check_turn(store, document_run)  # approved before the caller read it, not by a decision racing this one
         return Approval("already", existing, existing, document_run, report, approvals=standing)

@@ -18,7 +18,7 @@ from extractor.vocab import FAILING, AttemptKind, SentenceMark
 if TYPE_CHECKING:
     from extractor.document import Document, Word
     from extractor.queue.uploads import Source
-    from extractor.store.approved import Approvals, ApprovedRecordInfo, ReviewInfo
+    from extractor.store.approved import Approvals, ApprovedRecordInfo, PendingRecord, ReviewInfo
     from extractor.store.review_claims import ReviewClaim
 
 def iso(value: datetime | None) -> str | None:
@@ -268,6 +268,8 @@ class DocumentView:
     pages: int = 0
     approvals: Approvals | None = None  # where its approvals stand, when its contract needs several people
     claim: ReviewClaim | None = None  # who has it open to review it now, if anybody
+    pending: PendingRecord | None = None
+    """The record waiting for more approvals (what approving it as it is signs off), when sign-offs are pending."""
     kind: ClassVar[str] = "document_run"
 
     @property
@@ -328,6 +330,7 @@ class DocumentView:
                 "finished_at": iso(d.finished_at), "review_version": d.review_version,
             },
             "approvals": None if self.approvals is None else self.approvals.to_json(),
+            "pending_record": None if self.pending is None else self.pending.to_json(),
             "claim": None if self.claim is None else self.claim.to_json(),
             "run": run_summary(self.run),
             "document": {
@@ -403,10 +406,10 @@ def attempt_views(store: Store, run: RunInfo, document_run: DocumentRunInfo,
 def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
                   others: list[DocumentRunInfo] | None = None) -> DocumentView:
     """The source with sentence states and evidence spans, the candidate, field states, questions,
-    every attempt's findings, the decisions taken, the approvals so far and who has it open, and the approved
-    record (if any)."""
+    every attempt's findings, the decisions taken, the approvals so far and the record they signed off, who has it
+    open, and the approved record (if any)."""
     from extractor.review.decide import approvals_of
-    from extractor.store.approved import approved_record_for, reviews_for
+    from extractor.store.approved import approved_record_for, pending_record, reviews_for
     from extractor.store.review_claims import live_claims
 
     run = store.get_run(document_run.run_id)
@@ -431,6 +434,7 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
 
     states = {s["id"]: s for s in (shown.sentences or [])} if shown is not None else {}
     spans = list(shown.evidence_spans or []) if shown is not None else []
+    approvals = approvals_of(store, document_run, run)
     return DocumentView(
         document_run, run, document, text, source_status, source_detail, sentence_views(document, states, spans),
         shown,
@@ -439,8 +443,9 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
         approved_record_for(records, document.sha256, run.contract, run.contract_version),
         list(others or []),
         [] if source is None else source.words, 0 if source is None else source.pages,
-        approvals if (approvals := approvals_of(store, document_run, run)).required > 1 else None,
+        approvals if approvals.required > 1 else None,
         live_claims(store.engine, [document_run.id]).get(document_run.id),
+        pending_record(store, document_run.id) if approvals.pending else None,
     )
 
 

@@ -426,9 +426,10 @@ def create_app(service: Service) -> FastAPI:
     def review_approve(principal: Reviewer, document_run_id: DocumentRunId, body: Approve) -> dict[str, Any]:
         """Approve the final candidate as produced; the caller's token name is recorded as the reviewer. On a
         contract that needs several people this signs it off (``outcome`` "signed", ``approvals``: "1 of 2"), and
-        the record is approved once enough distinct people signed it off. 409 when refused (error findings, changed
-        source, an earlier decision overridden without ``replace``, a decision taken since ``version``, another
-        person's claim)."""
+        the record is approved once enough distinct people signed it off; while sign-offs are pending it signs off
+        the record they signed (``pending_record`` of ``GET /v1/review/{id}``, edited or not), not the candidate.
+        409 when refused (error findings, changed source, an earlier decision overridden without ``replace``, a
+        decision taken since ``version``, another person's claim)."""
         from extractor.review.decide import Overrides, approve_document
 
         found = _versioned(_document_run(service, document_run_id, principal), body.version)

@@ -307,10 +307,42 @@ def pending_signoffs(store: Store, document_run_ids: Iterable[int]) -> dict[int,
     return found
 
 
-def pending_record(store: Store, signoff_id: int) -> dict[str, Any]:
-    """The record a pending sign-off approved (what the next person is asked to approve)."""
+@dataclass(frozen=True)
+class PendingRecord:
+    """The record a document run's pending sign-offs approved: what the next person is asked to approve. They all
+    share one record (a sign-off of another record supersedes them), so it is the oldest one's, with its evidence,
+    whether it differs from the model's candidate (``edited``: the first to sign it off, ``signed_by[0]``, made it)
+    and the field paths changed from it."""
+
+    record: dict[str, Any]
+    record_sha256: str
+    evidence_spans: Any
+    attempt_id: int | None
+    edited: bool
+    changed_fields: list[str] | None
+    block_override: dict[str, Any] | None
+    signed_by: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"record": self.record, "record_sha256": self.record_sha256, "evidence_spans": self.evidence_spans,
+                "edited": self.edited, "edited_by": self.signed_by[0] if self.edited else None,
+                "changed_fields": self.changed_fields, "signed_by": list(self.signed_by)}
+
+
+def pending_record(store: Store, document_run_id: int) -> PendingRecord | None:
+    """The record the pending sign-offs of this document run approved (None when none is pending)."""
+    query = (select(signoffs.c.record, signoffs.c.record_sha256, signoffs.c.evidence_spans, signoffs.c.attempt_id,
+                    signoffs.c.edited, signoffs.c.changed_fields, signoffs.c.block_override, signoffs.c.reviewer)
+             .where(signoffs.c.document_run_id == document_run_id, signoffs.c.state == SignoffState.pending)
+             .order_by(signoffs.c.created_at, signoffs.c.id))
     with store.engine.connect() as connection:
-        return dict(connection.execute(select(signoffs.c.record).where(signoffs.c.id == signoff_id)).scalar_one())
+        rows = connection.execute(query).all()
+    if not rows:
+        return None
+    first = rows[0]
+    return PendingRecord(dict(first.record), first.record_sha256, first.evidence_spans, first.attempt_id,
+                         bool(first.edited), first.changed_fields, first.block_override,
+                         tuple(dict.fromkeys(row.reviewer for row in rows)))
 
 
 def _add_review(connection: Connection, review: dict[str, Any]) -> int:

@@ -269,6 +269,17 @@ def print_request(request: dict[str, Any], fingerprint: str, console: Console, m
                        f"max_tokens {request.get('max_tokens')}, fingerprint {fingerprint} ---", style="bold cyan"))
 
 
+def print_json_panel(console: Console, value: Any, title: str) -> None:
+    """A record as JSON in a titled panel (highlighted on a terminal)."""
+    text = compact_json(value)
+    body: Text | Syntax = Text(text)
+    if console.color_system is not None:  # highlighting takes pygments: only for a terminal's colours
+        from rich.syntax import Syntax
+
+        body = Syntax(text, "json", word_wrap=True, background_color="default")
+    console.print(Panel(body, title=title, title_align="left", expand=console.is_terminal))
+
+
 def print_document_view(view: DocumentView, console: Console | None = None, *, requests: bool = False) -> None:
     """The document run; with ``requests`` each attempt's request as sent, message by message."""
     console = console or open_console()
@@ -306,16 +317,14 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         for excerpt in view.excerpts:
             table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", printable(excerpt.text))
         print_table(console, table)
-    if view.candidate is not None and view.shown is not None:
-        candidate_json = compact_json(view.candidate)
-        candidate: Text | Syntax = Text(candidate_json)
-        if console.color_system is not None:  # highlighting takes pygments: only for a terminal's colours
-            from rich.syntax import Syntax
-
-            candidate = Syntax(candidate_json, "json", word_wrap=True, background_color="default")
-        console.print(Panel(candidate,
-                            title=f"candidate (attempt {view.shown_position})", title_align="left",
-                            expand=console.is_terminal))
+    pending = view.pending
+    if pending is not None:  # what approving it as it is signs off, in place of the model's candidate
+        edited = (f", edited by {printable(pending.signed_by[0])} (changed: "
+                  f"{', '.join(pending.changed_fields or ()) or 'no field'})" if pending.edited else ", as the model produced it")
+        print_json_panel(console, pending.record, f"waiting for approval: the record {printable(', '.join(pending.signed_by))} "
+                         f"signed off{edited}")
+    elif view.candidate is not None and view.shown is not None:
+        print_json_panel(console, view.candidate, f"candidate (attempt {view.shown_position})")
     if view.fields:
         table = Table(title="fields", title_justify="left", caption=FIELD_LEGEND, caption_justify="left")
         add_columns(table, ("field", "state", "because"))

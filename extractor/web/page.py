@@ -102,10 +102,13 @@ class DocumentPage:
     approved: bool = False
     """The page shows the approved record of this content (not the model's candidate)."""
     edits: dict[str, str] = field(default_factory=dict)
-    """In an approved record, each field a person changed from the model's candidate, with what the model had
-    (``the model's value: ...``, ``the model had none``, ``the model had 2 items``)."""
+    """In a person's record (approved, or waiting for more approvals), each field a person changed from the model's
+    candidate, with what the model had (``the model's value: ...``, ``the model had none``, ``the model had 2
+    items``)."""
     added: list[str] = field(default_factory=list)
-    """In an approved record, the list items a person added (the model's list had no item at that place)."""
+    """In a person's record, the list items a person added (the model's list had no item at that place)."""
+    pending: bool = False
+    """The page shows the record waiting for more approvals (what Approve signs off), not the model's candidate."""
 
     @property
     def sentence_counts(self) -> dict[str, int]:
@@ -162,19 +165,23 @@ def source_runs(view: DocumentView, sentences: list[SentenceView] | None = None)
 
 def document_page(view: DocumentView, schema: dict[str, Any] | None) -> DocumentPage:
     """Everything the document template needs, from ``document_view`` and the contract's schema: the model's
-    candidate with its final attempt's findings, or, once a person approved this content, the approved record
-    with its own evidence and the fields the person changed marked (the model's findings are about a candidate
-    that is no longer the record)."""
-    approved = view.approved
-    record = approved.record if approved is not None else view.candidate
-    spans = list(approved.evidence_spans or []) if approved is not None else view.evidence_spans
-    sentences, tail = source_runs(view, None if approved is None else approved_sentences(view))
+    candidate with its final attempt's findings, or, once a person approved this content, the approved record,
+    or, while it waits for more approvals, the record the others signed off (what approving it signs off), each
+    with its own evidence and the fields a person changed marked (the model's findings are about a candidate that
+    is not that record)."""
+    approved, pending = view.approved, view.pending if view.approved is None else None
+    decided = approved is not None or pending is not None
+    record = (approved.record if approved is not None else pending.record if pending is not None
+              else view.candidate)
+    spans = (list(approved.evidence_spans or []) if approved is not None
+             else list(pending.evidence_spans or []) if pending is not None else view.evidence_spans)
+    sentences, tail = source_runs(view, record_sentences(view, record, spans) if decided else None)
     tree = SchemaForm(schema).tree(record) if schema is not None and isinstance(record, dict) else None
     names = {node.name for node in tree.walk()} if tree is not None else set()
     shown_id = None if view.shown is None else view.shown.id
     final = next((a for a in view.attempts if a.attempt.id == shown_id), None)
     findings: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for finding in [] if final is None or approved is not None else final.findings:
+    for finding in [] if final is None or decided else final.findings:
         findings[finding_anchor(finding.get("location"), names)].append(finding)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for span in spans:
@@ -187,25 +194,23 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
     asked = isinstance(missing, list) and all(isinstance(m, dict) for m in missing)
     top = [child for child in (tree.children if tree is not None else ())
            if child.present and not (asked and child.name == QUESTIONS)]
-    edits, added = edited_fields(tree, view.candidate) if approved is not None and tree is not None else ({}, [])
+    edits, added = edited_fields(tree, view.candidate) if decided and tree is not None else ({}, [])
     return DocumentPage(view, sentences, tail, tree, dict(findings), dict(evidence), questions,
-                        {} if approved is not None else dict(view.fields or {}), language_of(source), extra, top,
+                        {} if decided else dict(view.fields or {}), language_of(source), extra, top,
                         frozenset(name for child in top for name in _drawn(child)), page_boxes(view, spans),
-                        approved is not None, edits, added)
+                        approved is not None, edits, added, pending is not None)
 
 
-def approved_sentences(view: DocumentView) -> list[SentenceView]:
-    """The sentences as the approved record leaves them: its coverage entries (checked when it was approved: an
-    error among them refuses an approval) and its evidence."""
+def record_sentences(view: DocumentView, record: Any, spans: list[dict[str, Any]]) -> list[SentenceView]:
+    """The sentences as a person's record (approved, or signed off and waiting) leaves them: its coverage entries
+    (checked when it was approved: an error among them refuses an approval) and its evidence."""
     from extractor.review.view import sentence_views
 
-    approved = view.approved
-    assert approved is not None
-    coverage = approved.record.get(COVERAGE) if isinstance(approved.record, dict) else None
+    coverage = record.get(COVERAGE) if isinstance(record, dict) else None
     states = {str(entry.get("sentenceId")): {"id": entry.get("sentenceId"), "state": entry.get("status"),
                                             "fieldPaths": entry.get("fieldPaths"), "reason": entry.get("reason")}
               for entry in coverage or () if isinstance(entry, dict)}
-    return sentence_views(view.document, states, list(approved.evidence_spans or []))
+    return sentence_views(view.document, states, spans)
 
 
 def edited_fields(tree: Node, candidate: Any) -> tuple[dict[str, str], list[str]]:

@@ -373,8 +373,12 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         found = _document_run(store, document_run_id, principal.scope)
         if found is None:
             return _problem(404, f"no document run {document_run_id}")
-        final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id else None
-        candidate = final.parsed if final is not None else None
+        from extractor.store.approved import pending_record
+
+        # Edit starts from what approving as it is would sign off: the record others signed off, else the model's
+        waiting = pending_record(store, found.id)
+        final = store.get_attempt(found.final_attempt_id) if found.final_attempt_id and waiting is None else None
+        candidate = waiting.record if waiting is not None else final.parsed if final is not None else None
         unparsed = final.raw_response if final is not None and candidate is None else None  # to salvage as JSON
         return _edit_page(request, principal, found, _Edit(candidate, json_text=unparsed,
                                                            raw_mode=request.query_params.get("mode") == "json"))
