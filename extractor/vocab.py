@@ -306,6 +306,9 @@ REVIEW_CLAIM_S = 300.0
 """How long opening a document to review it holds it for that person; the open page renews it every minute."""
 MAX_APPROVALS = 5
 """The most distinct people a contract may require to approve one record (``[review] approvals``)."""
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a run-log table holds (INTEGER on PostgreSQL): a number past it names no row, and is never sent
+to the database as one (PostgreSQL refuses it as out of range)."""
 
 
 def values_of(values: type[StrEnum] | tuple[StrEnum, ...]) -> tuple[str, ...]:

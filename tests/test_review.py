@@ -414,3 +414,11 @@ def test_read_only_commands_do_not_create_a_database(tmp_path: Path, monkeypatch
         result = runner.invoke(app, command, env={"EXTRACT_DATABASE_URL": f"sqlite:///{tmp_path}/missing.db"})
         assert result.exit_code == 2 and "no run log at" in result.stderr, (command, result.output)
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_number_past_what_an_id_column_holds_names_no_document_run(corpus: Corpus) -> None:
+    # a run id's prefix can be ten digits: on PostgreSQL comparing it with an INTEGER id was an error, not a miss
+    shown = corpus("show", "4420105184")
+    assert shown.exit_code != 0 and "4420105184" in shown.output and "Traceback" not in shown.output, shown.output
+    assert len(shown.output.strip().splitlines()) == 1, shown.output
+    assert corpus.json("show", str(corpus.ids[5]))["document_run"]["id"] == corpus.ids[5]  # a plain id still is one

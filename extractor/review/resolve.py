@@ -15,7 +15,7 @@ from pathlib import Path
 from extractor.errors import ExtractorError
 from extractor.runfilter import RunFilter, newest
 from extractor.store import DocumentRunInfo, RunInfo, RunQuery, Store
-from extractor.vocab import FINAL_STATES, MIN_ID_PREFIX, REVIEWABLE, ExitCode
+from extractor.vocab import FINAL_STATES, MAX_ROW_ID, MIN_ID_PREFIX, REVIEWABLE, ExitCode
 
 _HEX = re.compile(rf"^[0-9a-fA-F]{{{MIN_ID_PREFIX},64}}$")
 """A sha256 prefix; digits this long are tried as one too (shorter digits are only a document run id)."""
@@ -58,13 +58,19 @@ def _same_path(stored: str, given: str, cwd: Path) -> bool:
         return False
 
 
+def _row_id(ref: str) -> int | None:
+    """``ref`` as a document run id: ASCII digits within what the table holds (a run id's prefix of ten digits is
+    no document run, and PostgreSQL refuses to compare an INTEGER column with it)."""
+    return int(ref) if ref.isascii() and ref.isdigit() and int(ref) <= MAX_ROW_ID else None
+
+
 def candidates(store: Store, ref: str, cwd: Path | None = None) -> dict[str, list[DocumentRunInfo]]:
     """Document runs ``ref`` can mean, grouped by document sha256 (newest run first in each group)."""
     cwd = cwd or Path.cwd()
     ref = ref.strip()
     found: dict[int, DocumentRunInfo] = {}
-    if ref.isdigit():
-        for document_run in store.find_document_runs(ids=[int(ref)]):
+    if (number := _row_id(ref)) is not None:
+        for document_run in store.find_document_runs(ids=[number]):
             found[document_run.id] = document_run
     if _HEX.match(ref):
         for document_run in store.find_document_runs(sha_prefix=ref.lower()):
@@ -94,7 +100,7 @@ def resolve(store: Store, ref: str, *, for_decision: bool = False, cwd: Path | N
     if not groups:
         raise ReviewError(f"no document run matches {ref!r} (give a document run id from `extract review`, a "
                           f"content sha256 or its first {MIN_ID_PREFIX} or more characters, or the path given to `extract run`)")
-    exact = [d for runs in groups.values() for d in runs if ref.strip().isdigit() and d.id == int(ref)]
+    exact = [d for runs in groups.values() for d in runs if d.id == _row_id(ref.strip())]
     if exact and len(groups) > 1:
         listed = "; ".join(_describe(runs[0]) for runs in groups.values())
         raise ReviewError(f"{ref!r} is ambiguous (a document run id and a sha256 prefix): {listed}")

@@ -57,7 +57,7 @@ from extractor.service.limits import BodyLimit, BodyTooLarge, over_limit
 from extractor.service.metrics import Department, collected, health_routes, instrument, metrics
 from extractor.store import DocumentRunInfo, Store, tasks
 from extractor.store.tasks import Upload
-from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, Role, TaskState
+from extractor.vocab import DEFAULT_MAX_PENDING, DEFAULT_REVIEW_PAGE, MAX_ROW_ID, REVIEW_CLAIM_S, Role, TaskState
 
 FORM_OVERHEAD_BYTES = 64 << 10
 """Room for multipart boundaries and form fields around the documents of one request."""
@@ -79,9 +79,8 @@ Reviewer = Annotated[Principal, Depends(require_role(Role.reviewer))]
 Admin = Annotated[Principal, Depends(require_role(Role.admin))]
 Everyone = Annotated[Principal, Depends(require_everyone)]
 
-MAX_ID = 2**31 - 1
 """The largest id the run log's integer keys hold on every backend (PostgreSQL's ``integer``)."""
-DocumentRunId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="a document run id")]
+DocumentRunId = Annotated[int, PathParam(ge=1, le=MAX_ROW_ID, description="a document run id")]
 TaskId = Annotated[uuid.UUID, PathParam(description="a submission id, as `POST /v1/documents` returned it")]
 BatchId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$", description="a batch id")]
 RunRef = Annotated[str, PathParam(pattern=r"^[0-9A-Fa-f]{4,64}$", description="a run id or a unique prefix of it")]
@@ -253,14 +252,14 @@ class Approve(BaseModel):
     model_config = ConfigDict(extra="forbid")
     note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
     replace: bool = False  # override an earlier decision: a rejection, or an approval of a different record
-    version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
+    version: int | None = Field(default=None, ge=0, le=MAX_ROW_ID, description=VERSION_HELP)
 
 
 class Reject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
     force: bool = False  # withdraw an approval a person gave this document run
-    version: int | None = Field(default=None, ge=0, le=MAX_ID, description=VERSION_HELP)
+    version: int | None = Field(default=None, ge=0, le=MAX_ROW_ID, description=VERSION_HELP)
 
 
 # -- the app ---------------------------------------------------------------------------------------------
@@ -454,7 +453,7 @@ def create_app(service: Service) -> FastAPI:
                  owner: Annotated[str | None, Query(min_length=1, max_length=200, description=(
                      "only this owner's records (a department-wide token; others always read their own)"))] = None,
                  contract: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
-                 contract_version: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None) -> StreamingResponse:
+                 contract_version: Annotated[int | None, Query(ge=1, le=MAX_ROW_ID)] = None) -> StreamingResponse:
         """Approved records (only those), oldest approval first, as JSONL with the provenance columns of ``extract
         export``, for downstream systems: a page of at most ``limit``, then the next page from ``X-Next-Cursor``
         (also in a ``Link: rel="next"`` header). A record approved again comes again, at its new place; a withdrawn
@@ -633,7 +632,7 @@ def _cursor(cursor: str | None) -> tuple[datetime, int] | None:
         last = int(record_id)
     except ValueError:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "cursor: not one X-Next-Cursor gave") from None
-    if when.tzinfo is None or not 0 <= last <= MAX_ID:
+    if when.tzinfo is None or not 0 <= last <= MAX_ROW_ID:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "cursor: not one X-Next-Cursor gave")
     return when, last
 

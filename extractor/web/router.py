@@ -42,7 +42,7 @@ from extractor.review.decide import Overrides
 from extractor.review.queue import QueuePage, QueueQuery, waiting
 from extractor.review.resolve import ReviewError
 from extractor.store import DocumentRunInfo, RunInfo, Store
-from extractor.vocab import DEFAULT_REVIEW_PAGE, REVIEW_CLAIM_S, REVIEWABLE, DocumentState, ReviewDecision
+from extractor.vocab import DEFAULT_REVIEW_PAGE, MAX_ROW_ID, REVIEW_CLAIM_S, REVIEWABLE, DocumentState, ReviewDecision
 
 if TYPE_CHECKING:
     from extractor.store.review_claims import ReviewClaim
@@ -79,7 +79,7 @@ class Principal(Protocol):
     def scope(self) -> str | None: ...
 
 
-DocumentRunId = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
+DocumentRunId = Annotated[int, PathParam(ge=1, le=MAX_ROW_ID)]
 PageNumber = Annotated[int, PathParam(ge=1, le=10_000)]
 """A document run id as the store's integer key holds it (a larger one is a 422, not a database error)."""
 DONE = re.compile(r"^(approved|signed|rejected) \d+$")
