@@ -305,7 +305,7 @@ def _serve(connection: Connection, memory: int | None, role: str) -> None:
         try:
             answer: tuple[str, Any] = ("ok", function(*args))
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the run, which decides
-            if _out_of_memory(error):
+            if _out_of_memory(error) or (not isinstance(error, InputError) and _reached(memory)):
                 os._exit(OUT_OF_MEMORY)
             answer = ("error", error)
         try:
@@ -343,6 +343,20 @@ def _out_of_memory(error: BaseException | None) -> bool:
         error = error.__cause__ or error.__context__
         seen += 1
     return False
+
+
+def _reached(memory: int | None) -> bool:
+    """Whether this process's address space came within 5% of its limit: C code whose allocation failed there may
+    raise anything (lxml answered ``SystemError: error return without exception set``), and the failure is the
+    limit's, not a bug to report as an internal error."""
+    if memory is None:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            peak = next((int(line.split()[1]) << 10 for line in status if line.startswith("VmPeak:")), 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return peak >= memory * 0.95
 
 
 # -- one process of the pool, as the run sees it -------------------------------------------------------------------

@@ -293,3 +293,21 @@ def test_split_reads_within_the_limits_too(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == (f"error: {SAMPLES[0]}: text over 500 characters (the reading limit EXTRACT_READ_TEXT); "
                            "refused\n")
+
+
+def fail_after_filling_memory() -> None:
+    """What lxml did at its limit: an allocation failed in C code, which raised something other than MemoryError."""
+    held = []
+    try:
+        while True:
+            held.append(bytearray(16 << 20))
+    except MemoryError:
+        held.clear()
+    raise SystemError("error return without exception set")
+
+
+def test_any_failure_of_a_reader_that_reached_its_memory_limit_is_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(offload.MEMORY_ENV, "512M")
+    with pytest.raises(InputError) as refused:
+        offload.in_reader("bomb.html", fail_after_filling_memory, ())
+    assert str(refused.value) == "bomb.html: over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"
