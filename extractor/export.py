@@ -12,9 +12,9 @@ The file is written to a temporary file beside the target, flushed to disk and r
 a crash leaves either the old file or the new one, never half a file, and no temporary file behind.
 
 Records are streamed from the database in batches (``extractor.store.approved.approved_batches``) and written as
-they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV needs
-every column before its header, so its rows are spooled first (beside the target, removed after) and written with
-the header once all are known.
+they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV takes
+its header from the first rows and writes the rest straight after it; a column that appears later makes the file be
+written again with it in the header (``_widen``).
 """
 
 from __future__ import annotations
@@ -190,8 +190,8 @@ def _contract_for(record: StoredApproval, run: Any | None) -> Any:
 
 
 def atomic_write(path: Path, write: Callable[[IO[Any]], None], *, binary: bool = False) -> None:
-    """Call ``write`` on a temporary file in ``path``'s folder (text, UTF-8; bytes with ``binary``), fsync it, then
-    rename it to ``path``.
+    """Call ``write`` on a temporary file in ``path``'s folder (text, UTF-8; with ``binary``, bytes, and the file can be
+    read back), fsync it, then rename it to ``path``.
 
     On any exception (KeyboardInterrupt included) the temporary file is removed and ``path`` is untouched.
     """
@@ -199,7 +199,7 @@ def atomic_write(path: Path, write: Callable[[IO[Any]], None], *, binary: bool =
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         os.chmod(temporary, _mode_for(path))
-        with os.fdopen(handle, "wb") if binary else os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with os.fdopen(handle, "w+b") if binary else os.fdopen(handle, "w", encoding="utf-8") as stream:
             write(stream)
             stream.flush()
             os.fsync(stream.fileno())
@@ -339,65 +339,110 @@ def _exploded(record: dict[str, Any], field: str) -> list[dict[str, Any]]:
     return rows
 
 
+HEADER_AFTER = 256
+"""Rows read before the header is written with their columns. A later row with a column none of them had makes the
+file be written again at the end (``_widen``); records of one contract share their fields, so that is rare, and
+holding more rows to avoid it would hold their decoded records."""
+
+
 def _csv(rows: Iterable[Row], explode: str | None = None,
          spool: Path | None = None) -> Callable[[IO[bytes]], None]:
     """Provenance columns, then the record flattened: nested objects as dotted columns, lists as JSON text;
     one row per record, or with ``explode`` one row per item of that list. A record column named like a
     provenance column gets a ``record.`` prefix. Every cell is neutralised against formulas (``_csv_line``).
-    Written as UTF-8 bytes (a lone surrogate, which UTF-8 cannot hold, as its ``\\udXXXX`` escape).
+    Written as UTF-8 bytes (a lone surrogate, which UTF-8 cannot hold, as its ``\\udXXXX`` escape) to an empty
+    stream that can be read back.
 
-    Columns come in the order they first appear. The header needs all of them, so the rows are spooled as CSV to a
-    temporary file in ``spool``'s folder (the system's temporary folder without one) and copied after the header; a
-    row written before the last new column appeared lacks that column's cells at its end and is padded (read back
-    with the csv module), the rows after it are copied as bytes. ``explode`` naming a field no record has is a
-    ``UsageError``, before anything is written.
+    Columns come in the order they first appear. The header is written with the columns of the first
+    ``HEADER_AFTER`` rows and the rows follow it straight into the stream. A later row with a new column is written
+    with it at its end; when the rows are done, ``_widen`` writes the header again with every column and pads the
+    rows written before the last new column appeared (their spool is a temporary file in ``spool``'s folder, the
+    system's temporary folder without one). ``explode`` naming a field no record has is a ``UsageError``.
     """
 
     def write(stream: IO[bytes]) -> None:
-        columns: dict[str, None] = {}
         lists: set[str] = set()
         exploded = False
-        short = 0  # rows written before the last column appeared: they need padding
-        padded_until = 0  # where they end in the spool
-        written = 0
-        with tempfile.TemporaryFile("w+b", dir=spool, prefix=".export-", suffix=".spool") as spooled:
-            lines: list[str] = []
+
+        def flat() -> Iterator[tuple[dict[str, Any], dict[str, Any], Callable[[Any], str]]]:
+            nonlocal exploded
             for stored, origin in rows:
                 record, nested = _decoded(stored)
                 if explode is not None:
                     exploded = exploded or explode in record
                     lists.update(key for key, value in record.items() if isinstance(value, list))
                 for row in _exploded(record, explode) if explode else [_flat(record)]:
-                    if not columns.keys() >= row.keys():
-                        columns.update(dict.fromkeys(row))
-                        spooled.write("".join(lines).encode(errors="backslashreplace"))
-                        lines.clear()
-                        short, padded_until = written, spooled.tell()
-                    lines.append(_csv_line(itertools.chain(map(origin.__getitem__, PROVENANCE_COLUMNS),
-                                                           map(row.get, columns)), nested))
-                    written += 1
-                if len(lines) >= WRITE_EVERY:
-                    spooled.write("".join(lines).encode(errors="backslashreplace"))
-                    lines.clear()
-            spooled.write("".join(lines).encode(errors="backslashreplace"))
-            if explode is not None and columns and not exploded:
-                raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
-                                 f"{', '.join(sorted(lists)) or 'none'}); nothing written")
-            names = [f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in columns]
-            stream.write(_csv_line((*PROVENANCE_COLUMNS, *names)).encode(errors="backslashreplace"))
-            spooled.seek(0)
-            if short:
-                _pad(spooled, short, len(PROVENANCE_COLUMNS) + len(names), stream)
-                spooled.seek(padded_until)
-            _copy_rest(spooled, stream)
+                    yield row, origin, nested
+
+        produced = flat()
+        first = list(itertools.islice(produced, HEADER_AFTER))
+        columns: dict[str, None] = {}
+        for row, _, _ in first:
+            columns.update(dict.fromkeys(row))
+        header = _header(columns)
+        stream.write(header)
+        offset = len(header)
+        short = 0  # rows written before the last new column appeared: they need padding
+        padded_until = offset  # where they end in the stream
+        written = 0
+        lines: list[str] = []
+        for row, origin, nested in itertools.chain(first, produced):
+            if not columns.keys() >= row.keys():
+                columns.update(dict.fromkeys(row))
+                offset += stream.write("".join(lines).encode(errors="backslashreplace"))
+                lines.clear()
+                short, padded_until = written, offset
+            lines.append(_csv_line(itertools.chain(map(origin.__getitem__, PROVENANCE_COLUMNS), map(row.get, columns)),
+                                   nested))
+            written += 1
+            if len(lines) >= WRITE_EVERY:
+                offset += stream.write("".join(lines).encode(errors="backslashreplace"))
+                lines.clear()
+        stream.write("".join(lines).encode(errors="backslashreplace"))
+        if explode is not None and columns and not exploded:
+            raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
+                             f"{', '.join(sorted(lists)) or 'none'}); nothing written")
+        if short:
+            _widen(stream, columns, Written(len(header), short, padded_until), spool)
 
     return write
 
 
+def _header(columns: Iterable[str]) -> bytes:
+    names = [f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in columns]
+    return _csv_line((*PROVENANCE_COLUMNS, *names)).encode(errors="backslashreplace")
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where a CSV's rows are in its stream: they begin at ``rows_at``; the first ``short`` of them, which end at
+    ``short_until``, lack the columns that appeared after them."""
+
+    rows_at: int
+    short: int
+    short_until: int
+
+
+def _widen(stream: IO[bytes], columns: dict[str, None], written: Written, spool: Path | None) -> None:
+    """The CSV in ``stream`` written again under the header of every column: its rows moved to a spool, the short
+    ones read back with the csv module and padded with empty cells, the rest copied as bytes."""
+    header = _header(columns)
+    stream.flush()
+    with tempfile.TemporaryFile("w+b", dir=spool, prefix=".export-", suffix=".spool") as spooled:
+        stream.seek(written.rows_at)
+        _copy_rest(stream, spooled)
+        stream.seek(0)
+        stream.truncate()
+        stream.write(header)
+        spooled.seek(0)
+        _pad(spooled, written.short, len(PROVENANCE_COLUMNS) + len(columns), stream)
+        spooled.seek(written.short_until - written.rows_at)
+        _copy_rest(spooled, stream)
+
+
 def _copy_rest(spooled: IO[bytes], stream: IO[bytes]) -> None:
     """The rest of ``spooled`` written to ``stream``: inside the kernel where both are files on one file system
-    (``os.copy_file_range``: no pass through this process, a third of an export's system time at a million records),
-    else through a buffer."""
+    (``os.copy_file_range``: no pass through this process), else through a buffer."""
     copy = getattr(os, "copy_file_range", None)
     try:
         source, target = spooled.fileno(), stream.fileno()

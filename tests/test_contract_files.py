@@ -576,24 +576,28 @@ def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_orjson_refus
 
 
 def test_csv_pads_the_rows_before_a_late_column_and_copies_the_rest_into_a_file(tmp_path: Path) -> None:
-    """Into a file the rows after the last new column are copied by the kernel from where the padded ones end: the
-    same bytes as into memory."""
+    """The header has the columns of the first ``HEADER_AFTER`` rows; a column that appears after them makes the file
+    be written again with it, the rows before it padded: the table the csv module writes of the same rows, into a
+    file (copied by the kernel) as into memory, and no spool left."""
     import csv
     import io
 
-    from extractor.export import _csv
+    from extractor.export import HEADER_AFTER, PROVENANCE_COLUMNS, _csv
 
-    rows = [({"a": n, "b": "x,y"}, _origin(f"{n}.md")) for n in range(3)] + [({"a": 3, "late": "z"}, _origin("3.md"))] \
-        + [({"a": n, "b": '"q"', "late": "w"}, _origin(f"{n}.md")) for n in range(4, 40)]
-    memory = io.BytesIO()
-    _csv(rows)(memory)
-    with (tmp_path / "out.csv").open("wb") as handle:
-        _csv(rows, spool=tmp_path)(handle)
-    written = (tmp_path / "out.csv").read_bytes()
-    assert written == memory.getvalue()
-    table = list(csv.DictReader(io.StringIO(written.decode(), newline="")))
-    assert [(r["a"], r["b"], r["late"]) for r in table[2:5]] == [("2", "x,y", ""), ("3", "", "z"), ("4", '"q"', "w")]
-    assert len(table) == 40 and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # no spool left
+    for first in (3, HEADER_AFTER + 2):  # a late column within the first rows, and after them
+        rows = [({"a": n, "b": "x,y"}, _origin(f"{n}.md")) for n in range(first)] \
+            + [({"a": -1, "late": "z"}, _origin("late.md"))] \
+            + [({"a": n, "b": '"q"', "late": "w", "later": "v\nw"}, _origin(f"{n}.md")) for n in range(40)]
+        expected = io.StringIO(newline="")
+        table = csv.DictWriter(expected, [*PROVENANCE_COLUMNS, "a", "b", "late", "later"], restval="")
+        table.writeheader()
+        table.writerows(origin | row for row, origin in rows)
+        memory = io.BytesIO()
+        _csv(rows)(memory)
+        with (tmp_path / "out.csv").open("w+b") as handle:
+            _csv(rows, spool=tmp_path)(handle)
+        assert (tmp_path / "out.csv").read_bytes() == memory.getvalue() == expected.getvalue().encode(), first
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # no spool left
 
 
 def test_csv_neutralises_cells_a_spreadsheet_would_run() -> None:
