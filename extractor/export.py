@@ -81,7 +81,7 @@ class RawJSON:
     """JSON text as the database stores it (``text``), written into the export as it is (``_encode``): most records
     leave the database and reach the file without ever being decoded (no Python objects per value, the costly part).
     It holds the text rather than being a ``str``: a string subclass copies the record's text when made, and again
-    for orjson, which reads only ``str`` itself (two copies of a few kilobytes per record, a tenth of a CSV export)."""
+    for orjson, which reads only ``str`` itself (two copies of a few kilobytes per record)."""
 
     __slots__ = ("text",)
 

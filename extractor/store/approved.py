@@ -471,9 +471,9 @@ _SQLITE_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}
 
 def _reader(dialect: Dialect) -> Callable[[Iterable[Sequence[Any]]], list[StoredApproval]]:
     """What makes rows of ``_stored`` ``StoredApproval``s: the approval time, which the query leaves as the driver
-    gives it (SQLite's text, PostgreSQL's datetime), written as ``UTCDateTime`` reads it and export wrote it. Reading
-    it as a datetime to write it back as text was a third of the cost of reading a record; a batch is made in one
-    comprehension, without a call per row, for the same reason."""
+    gives it (SQLite's text, PostgreSQL's datetime), written as ``UTCDateTime`` reads it and export wrote it: reading
+    it as a datetime to write it back as text cost more than this (a batch is made in one comprehension, without a
+    call per row, for the same reason)."""
     processor = approved_table.c.approved_at.type.dialect_impl(dialect).result_processor(dialect, None)
     assert processor is not None  # UTCDateTime's own (process_result_value)
     as_datetime, utc, new = processor, _SQLITE_UTC.fullmatch, tuple.__new__
