@@ -77,9 +77,16 @@ class ExportResult:
         return {"path": str(self.path), "format": self.format, "records": self.records}
 
 
-class RawJSON(str):
-    """JSON text as the database stores it, written into the export as it is (``_encode``): most records leave
-    the database and reach the file without ever being decoded (no Python objects per value, the costly part)."""
+class RawJSON:
+    """JSON text as the database stores it (``text``), written into the export as it is (``_encode``): most records
+    leave the database and reach the file without ever being decoded (no Python objects per value, the costly part).
+    It holds the text rather than being a ``str``: a string subclass copies the record's text when made, and again
+    for orjson, which reads only ``str`` itself (two copies of a few kilobytes per record)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _encode(value: Any) -> str:
@@ -92,7 +99,7 @@ def _encode(value: Any) -> str:
 
     def mark(item: Any) -> Any:
         if isinstance(item, RawJSON):
-            raw.append(item)
+            raw.append(item.text)
             return f"\x00{_TOKEN}{len(raw) - 1}\x00"
         if isinstance(item, dict):  # only values that are raw text or hold some are rebuilt
             return {key: mark(child) if isinstance(child, RawJSON | dict) else child for key, child in item.items()}
@@ -124,7 +131,7 @@ def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None
         "edited": record.edited,
         "reviewer": record.reviewer,
         "approved_by": approvers(record),
-        "approved_at": record.approved_at.isoformat(timespec="microseconds"),
+        "approved_at": record.approved_at,
         "note": record.note,
         "block_override": _raw(record.block_override_json),
         "masked": masked or [],
@@ -253,7 +260,7 @@ def _jsonl(rows: Iterable[Row]) -> Callable[[IO[str]], None]:
 def jsonl_line(record: dict[str, Any] | RawJSON, origin: dict[str, Any]) -> str:
     """``{"record": ..., "provenance": ...}`` and a newline, as ``_encode`` writes it, built from its parts: the
     record's JSON as stored, then each provenance value (``_value_json``) after its key."""
-    body = record if isinstance(record, RawJSON) else _encode(record)
+    body = record.text if isinstance(record, RawJSON) else _encode(record)
     fields = ", ".join([(_KEYS.get(key) or encode_basestring(key) + ": ") + _value_json(value)
                         for key, value in origin.items()])
     return f'{{"record": {body}, "provenance": {{{fields}}}}}\n'
@@ -266,7 +273,7 @@ def _value_json(value: Any) -> str:
     """One value as ``json.dumps(value, ensure_ascii=False)`` writes it (a ``RawJSON`` as it holds it), the
     provenance's plain values without the encoder's set-up for each."""
     if isinstance(value, RawJSON):
-        return value
+        return value.text
     if isinstance(value, str):
         return encode_basestring(value)  # type: ignore[no-any-return]
     if value is None:
@@ -301,9 +308,9 @@ def _decoded(stored: dict[str, Any] | RawJSON) -> tuple[dict[str, Any], Callable
     if not isinstance(stored, RawJSON):
         return stored, compact_json
     try:
-        return orjson.loads(str(stored)), _orjson_text  # (orjson reads str itself, not a subclass)
+        return orjson.loads(stored.text), _orjson_text
     except orjson.JSONDecodeError:
-        return json.loads(stored), compact_json
+        return json.loads(stored.text), compact_json
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
@@ -491,6 +498,8 @@ def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json
             continue
         elif kind is list or kind is dict:  # starts with { or [: never a formula
             cell = orjson.dumps(value).decode() if nested is _orjson_text else nested(value)
+        elif kind is RawJSON:  # a provenance value as stored (evidence spans, block override)
+            cell = "'" + value.text if value.text.startswith(FORMULA_STARTS) else value.text
         elif isinstance(value, str):
             cell = "'" + value if value.startswith(FORMULA_STARTS) else value
         elif isinstance(value, bool):

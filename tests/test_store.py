@@ -14,7 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -891,6 +891,36 @@ def test_approve_and_reject_keep_the_decision_history(store: Store, document_run
         reject(store, document_run, reviewer="kim", reason="")
     with pytest.raises(StoreError):
         approve(store, NewApproval(987654, {}, "kim"))
+
+
+def test_export_writes_the_approval_time_as_the_typed_column_reads_it(store: Store, document_run: int) -> None:
+    """Export reads the approval time as the driver gives it (SQLite's text, PostgreSQL's datetime) and writes it as
+    reading it as a UTC datetime would, on both backends; SQLite text in another form than SQLAlchemy's (another tool
+    wrote it) is read as SQLAlchemy reads it."""
+    from extractor.export import provenance
+    from extractor.store.approved import approved_after, approved_batches
+
+    attempt_id = record(store, document_run, parsed={"rules": ["a"]})
+    store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+    approve(store, NewApproval(document_run, {"rules": ["a"]}, "lee", attempt_id=attempt_id))
+    seoul = timezone(timedelta(hours=9))
+    times = {datetime(2026, 3, 4, 14, 6, 7, tzinfo=seoul): "2026-03-04T05:06:07.000000+00:00",
+             datetime(2026, 3, 4, 5, 6, 7, 89, tzinfo=UTC): "2026-03-04T05:06:07.000089+00:00"}
+    if store.engine.dialect.name == "sqlite":
+        times |= {"2026-03-04T05:06:07": "2026-03-04T05:06:07.000000+00:00",
+                  "2026-03-04 05:06:07.5": "2026-03-04T05:06:07.500000+00:00"}
+    for when, expected in times.items():
+        with store.engine.begin() as connection:
+            if isinstance(when, str):
+                connection.exec_driver_sql("UPDATE approved_records SET approved_at = ?", (when,))
+            else:
+                connection.execute(update(tables.approved_records).values(approved_at=when))
+        [typed] = approved_records(store)
+        assert typed.approved_at.isoformat(timespec="microseconds") == expected
+        [[streamed]] = list(approved_batches(store))
+        [paged] = approved_after(store, None, 10)
+        assert streamed.approved_at == paged.approved_at == expected
+        assert provenance(streamed, None)["approved_at"] == expected
 
 
 def test_run_log_functions_never_touch_approved_records(store: Store, document_run: int) -> None:

@@ -660,7 +660,7 @@ def _approved_page(service: Service, owner: str | None, after: tuple[datetime, i
         lines.extend(jsonl_line(record, origin) for record, origin in rows.of(kept))
         if len(chunk) < wanted:
             return lines, None
-        after = (chunk[-1].approved_at, chunk[-1].id)
+        after = (datetime.fromisoformat(chunk[-1].approved_at), chunk[-1].id)
         if len(lines) == limit:
             break
     assert after is not None

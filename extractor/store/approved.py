@@ -7,8 +7,9 @@ only a person's decision (``approve`` / ``reject``) does. Export reads ``approve
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -26,9 +27,11 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    type_coerce,
     union_all,
     update,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 
 from extractor.canonical import canonical_sha256
@@ -447,7 +450,8 @@ def approved_records(
 
 class StoredApproval(NamedTuple):
     """An approved record as export streams it: its JSON columns as the text stored (``record_json``,
-    ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them."""
+    ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them, and its approval time as the
+    text export writes (``approved_at``: ISO 8601, microseconds, ``+00:00``)."""
 
     id: int
     document_sha256: str
@@ -461,9 +465,9 @@ class StoredApproval(NamedTuple):
     reviewer: str
     note: str | None
     edited: bool
-    approved_at: datetime
     block_override_json: str | None
     approvals_json: str | None
+    approved_at: str
 
 
 def approved_batches(store: Store, contract: str | None = None, contract_version: int | None = None,
@@ -473,20 +477,49 @@ def approved_batches(store: Store, contract: str | None = None, contract_version
     until its writer needs them, so memory stays flat however many records there are."""
     query = _stored(_approved_query(contract, contract_version, since))
     with store.engine.connect() as connection:
+        stored = _reader(connection.dialect)
         result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
         for rows in result.partitions():
-            yield [StoredApproval(*row) for row in rows]
+            yield stored(rows)
 
 
 _JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
 
 
 def _stored(query: Any) -> Any:
-    """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored)."""
+    """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored, the
+    approval time as the driver gives it: ``_reader`` writes it as text)."""
     by_name = {column.name: column for column in approved_table.columns}
     return query.with_only_columns(*[
         cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
-        and name.endswith("_json") else by_name[name] for name in StoredApproval._fields])
+        and name.endswith("_json") else type_coerce(by_name[name], Text).label(name) if name == "approved_at"
+        else by_name[name] for name in StoredApproval._fields])
+
+
+_SQLITE_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
+"""How SQLAlchemy writes a UTC time into SQLite (``UTCDateTime``): read back, it is the export's text but for the
+``T`` and the offset."""
+
+
+def _reader(dialect: Dialect) -> Callable[[Iterable[Sequence[Any]]], list[StoredApproval]]:
+    """What makes rows of ``_stored`` ``StoredApproval``s: the approval time, which the query leaves as the driver
+    gives it (SQLite's text, PostgreSQL's datetime), written as ``UTCDateTime`` reads it and export wrote it: reading
+    it as a datetime to write it back as text cost more than this (a batch is made in one comprehension, without a
+    call per row, for the same reason)."""
+    processor = approved_table.c.approved_at.type.dialect_impl(dialect).result_processor(dialect, None)
+    assert processor is not None  # UTCDateTime's own (process_result_value)
+    as_datetime, utc, new = processor, _SQLITE_UTC.fullmatch, tuple.__new__
+
+    def text(at: Any) -> str:
+        when = as_datetime(at)
+        assert isinstance(when, datetime)
+        return when.isoformat(timespec="microseconds")
+
+    def stored(rows: Iterable[Sequence[Any]]) -> list[StoredApproval]:
+        return [new(StoredApproval, (*row[:-1], f"{at[:10]}T{at[11:]}+00:00" if at.__class__ is str and utc(at)
+                                     else text(at))) for row in rows for at in (row[-1],)]
+
+    return stored
 
 
 def count_approved(store: Store, contract: str | None = None, contract_version: int | None = None,
@@ -508,7 +541,7 @@ def approved_after(store: Store, after: tuple[datetime, int] | None, limit: int,
         query = query.where(or_(approved_table.c.approved_at > at,
                                 and_(approved_table.c.approved_at == at, approved_table.c.id > last)))
     with store.engine.connect() as connection:
-        return [StoredApproval(*row) for row in connection.execute(query)]
+        return _reader(connection.dialect)(connection.execute(query))
 
 
 def decision_counts(store: Store) -> dict[str, int]:
