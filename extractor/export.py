@@ -528,11 +528,13 @@ class _Runs:
         self.known: dict[str, RunInfo | None] = {}
 
     def load(self, run_ids: Iterable[str]) -> None:
-        wanted = {run_id for run_id in run_ids if run_id not in self.known}
+        batch = set(run_ids)
+        wanted = batch - self.known.keys()
         if not wanted or self.run_log is None:
             return
         if len(self.known) + len(wanted) > self.KEEP:
-            self.known.clear()
+            self.known.clear()  # the batch's runs that were kept are looked up again with the new ones
+            wanted = batch
         from extractor.store import RunQuery
 
         found = {run.id: run for run in self.run_log.find_runs(RunQuery(ids=tuple(wanted)), counts=False)}

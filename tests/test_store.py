@@ -923,6 +923,29 @@ def test_export_writes_the_approval_time_as_the_typed_column_reads_it(store: Sto
         assert provenance(streamed, None)["approved_at"] == expected
 
 
+def test_export_keeps_the_runs_of_a_batch_when_it_forgets_older_ones(store: Store) -> None:
+    """Export keeps the runs of its records a few hundred at a time; a batch that brings more forgets the older
+    ones, and a record of the new batch whose run was among them still gets its run (its model, its policy)."""
+    from extractor.export import Rows
+    from extractor.store.approved import approved_batches
+
+    approved = {}
+    for n, model in enumerate(("model-a", "model-b", "model-c"), start=1):
+        config = run_config(model=model)
+        run_id = store.start_run(config)
+        claimed = store.claim(run_id, config.config_hash, store.get_or_create_document(make_document(n)),
+                              f"docs/{n}.txt").document_run_id
+        attempt_id = record(store, claimed, parsed={"rules": [model]})
+        store.finish_document(claimed, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
+        approve(store, NewApproval(claimed, {"rules": [model]}, "lee", attempt_id=attempt_id))
+        approved[model] = run_id
+    [[a, b, c]] = list(approved_batches(store))
+    rows = Rows(store)
+    rows.runs.KEEP = 2  # a bound of two runs: the second batch brings a third and forgets the first two
+    models = [origin["model"] for batch in ([a, b], [c, a]) for _, origin in rows.of(batch)]
+    assert models == ["model-a", "model-b", "model-c", "model-a"]
+
+
 def test_run_log_functions_never_touch_approved_records(store: Store, document_run: int) -> None:
     attempt_id = record(store, document_run)
     store.finish_document(document_run, "READY_FOR_REVIEW", final_attempt_id=attempt_id)
