@@ -117,26 +117,28 @@ def _raw(text: str | None) -> RawJSON | None:
     return None if text is None else RawJSON(text)
 
 
-def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "document_path": record.document_path,
-        "document_sha256": record.document_sha256,
-        "contract": record.contract,
-        "contract_version": record.contract_version,
-        "run_id": record.run_id,
-        "attempt_id": record.attempt_id,
-        "model": None if run is None else run.model,
-        "prompt_version": None if run is None else run.prompt_version,
-        "validator_version": None if run is None else run.validator_version,
-        "edited": record.edited,
-        "reviewer": record.reviewer,
-        "approved_by": approvers(record),
-        "approved_at": record.approved_at,
-        "note": record.note,
-        "block_override": _raw(record.block_override_json),
-        "masked": masked or [],
-        "evidence_spans": _raw(record.evidence_spans_json),
-    }
+def provenance(record: StoredApproval, run: Any | None, masked: list[str] | None = None) -> tuple[Any, ...]:
+    """The record's provenance, a value per ``PROVENANCE_COLUMNS`` in its order: as a tuple, a CSV row is made of it
+    without a dictionary per record."""
+    return (
+        record.document_path,
+        record.document_sha256,
+        record.contract,
+        record.contract_version,
+        record.run_id,
+        record.attempt_id,
+        None if run is None else run.model,
+        None if run is None else run.prompt_version,
+        None if run is None else run.validator_version,
+        record.edited,
+        record.reviewer,
+        approvers(record),
+        record.approved_at,
+        record.note,
+        _raw(record.block_override_json),
+        masked or [],
+        _raw(record.evidence_spans_json),
+    )
 
 
 def approvers(record: StoredApproval) -> list[str]:
@@ -235,7 +237,7 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-Row = tuple[dict[str, Any] | RawJSON, dict[str, Any]]
+Row = tuple[dict[str, Any] | RawJSON, tuple[Any, ...]]
 """What export writes per record: the record (decoded, or its JSON as stored) and its provenance."""
 
 
@@ -257,16 +259,15 @@ def _jsonl(rows: Iterable[Row]) -> Callable[[IO[str]], None]:
     return write
 
 
-def jsonl_line(record: dict[str, Any] | RawJSON, origin: dict[str, Any]) -> str:
+def jsonl_line(record: dict[str, Any] | RawJSON, origin: tuple[Any, ...]) -> str:
     """``{"record": ..., "provenance": ...}`` and a newline, as ``_encode`` writes it, built from its parts: the
     record's JSON as stored, then each provenance value (``_value_json``) after its key."""
     body = record.text if isinstance(record, RawJSON) else _encode(record)
-    fields = ", ".join([(_KEYS.get(key) or encode_basestring(key) + ": ") + _value_json(value)
-                        for key, value in origin.items()])
+    fields = ", ".join([key + _value_json(value) for key, value in zip(_KEYS, origin, strict=True)])
     return f'{{"record": {body}, "provenance": {{{fields}}}}}\n'
 
 
-_KEYS = {key: f"{encode_basestring(key)}: " for key in PROVENANCE_COLUMNS}
+_KEYS = tuple(f"{encode_basestring(key)}: " for key in PROVENANCE_COLUMNS)
 
 
 def _value_json(value: Any) -> str:
@@ -399,8 +400,7 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
                 offset += stream.write("".join(lines).encode(errors="backslashreplace"))
                 lines.clear()
                 short, padded_until = written, offset
-            lines.append(_csv_line(itertools.chain(map(origin.__getitem__, PROVENANCE_COLUMNS), map(row.get, columns)),
-                                   nested))
+            lines.append(_csv_line((*origin, *map(row.get, columns)), nested))
             written += 1
             if len(lines) >= WRITE_EVERY:
                 offset += stream.write("".join(lines).encode(errors="backslashreplace"))

@@ -531,7 +531,7 @@ def test_purchase_order_run_through_http_and_show(llm_server: Callable[..., Scri
 # ---------------------------------------------------------------- CSV export of any record
 
 
-def _csv_rows(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | None = None) -> list[dict[str, str]]:
+def _csv_rows(rows: list[tuple[Any, tuple[Any, ...]]], explode: str | None = None) -> list[dict[str, str]]:
     import csv
     import io
 
@@ -542,10 +542,12 @@ def _csv_rows(rows: list[tuple[dict[str, Any], dict[str, Any]]], explode: str | 
     return list(csv.DictReader(io.StringIO(stream.getvalue().decode("utf-8"), newline="")))
 
 
-def _origin(path: str) -> dict[str, Any]:
+def _origin(path: str) -> tuple[Any, ...]:
+    """Provenance as export gives it (a value per column) of a record of ``path`` that lee approved."""
     from extractor.export import PROVENANCE_COLUMNS
 
-    return {column: None for column in PROVENANCE_COLUMNS} | {"document_path": path, "reviewer": "lee"}
+    named = {column: None for column in PROVENANCE_COLUMNS} | {"document_path": path, "reviewer": "lee"}
+    return tuple(named.values())
 
 
 def test_csv_flattens_objects_keeps_lists_as_json_and_explodes_on_request() -> None:
@@ -591,7 +593,7 @@ def test_csv_pads_the_rows_before_a_late_column_and_copies_the_rest_into_a_file(
         expected = io.StringIO(newline="")
         table = csv.DictWriter(expected, [*PROVENANCE_COLUMNS, "a", "b", "late", "later"], restval="")
         table.writeheader()
-        table.writerows(origin | row for row, origin in rows)
+        table.writerows(dict(zip(PROVENANCE_COLUMNS, origin, strict=True)) | row for row, origin in rows)
         memory = io.BytesIO()
         _csv(rows)(memory)
         with (tmp_path / "out.csv").open("w+b") as handle:

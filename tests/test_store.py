@@ -897,7 +897,7 @@ def test_export_writes_the_approval_time_as_the_typed_column_reads_it(store: Sto
     """Export reads the approval time as the driver gives it (SQLite's text, PostgreSQL's datetime) and writes it as
     reading it as a UTC datetime would, on both backends; SQLite text in another form than SQLAlchemy's (another tool
     wrote it) is read as SQLAlchemy reads it."""
-    from extractor.export import provenance
+    from extractor.export import PROVENANCE_COLUMNS, provenance
     from extractor.store.approved import approved_after, approved_batches
 
     attempt_id = record(store, document_run, parsed={"rules": ["a"]})
@@ -920,13 +920,13 @@ def test_export_writes_the_approval_time_as_the_typed_column_reads_it(store: Sto
         [[streamed]] = list(approved_batches(store))
         [paged] = approved_after(store, None, 10)
         assert streamed.approved_at == paged.approved_at == expected
-        assert provenance(streamed, None)["approved_at"] == expected
+        assert provenance(streamed, None)[PROVENANCE_COLUMNS.index("approved_at")] == expected
 
 
 def test_export_keeps_the_runs_of_a_batch_when_it_forgets_older_ones(store: Store) -> None:
     """Export keeps the runs of its records a few hundred at a time; a batch that brings more forgets the older
     ones, and a record of the new batch whose run was among them still gets its run (its model, its policy)."""
-    from extractor.export import Rows
+    from extractor.export import PROVENANCE_COLUMNS, Rows
     from extractor.store.approved import approved_batches
 
     approved = {}
@@ -942,7 +942,7 @@ def test_export_keeps_the_runs_of_a_batch_when_it_forgets_older_ones(store: Stor
     [[a, b, c]] = list(approved_batches(store))
     rows = Rows(store)
     rows.runs.KEEP = 2  # a bound of two runs: the second batch brings a third and forgets the first two
-    models = [origin["model"] for batch in ([a, b], [c, a]) for _, origin in rows.of(batch)]
+    models = [origin[PROVENANCE_COLUMNS.index("model")] for batch in ([a, b], [c, a]) for _, origin in rows.of(batch)]
     assert models == ["model-a", "model-b", "model-c", "model-a"]
 
 
