@@ -393,19 +393,19 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         short = 0  # rows written before the last new column appeared: they need padding
         padded_until = offset  # where they end in the stream
         written = 0
-        lines: list[str] = []
+        lines: list[bytes] = []
         for row, origin, nested in itertools.chain(first, produced):
             if not columns.keys() >= row.keys():
                 columns.update(dict.fromkeys(row))
-                offset += stream.write("".join(lines).encode(errors="backslashreplace"))
+                offset += stream.write(b"".join(lines))
                 lines.clear()
                 short, padded_until = written, offset
             lines.append(_csv_line((*origin, *map(row.get, columns)), nested))
             written += 1
             if len(lines) >= WRITE_EVERY:
-                offset += stream.write("".join(lines).encode(errors="backslashreplace"))
+                offset += stream.write(b"".join(lines))
                 lines.clear()
-        stream.write("".join(lines).encode(errors="backslashreplace"))
+        stream.write(b"".join(lines))
         if explode is not None and columns and not exploded:
             raise UsageError(f"--explode {explode}: no approved record has a field {explode!r} (list fields: "
                              f"{', '.join(sorted(lists)) or 'none'}); nothing written")
@@ -417,7 +417,7 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
 
 def _header(columns: Iterable[str]) -> bytes:
     names = [f"record.{key}" if key in PROVENANCE_COLUMNS else key for key in columns]
-    return _csv_line((*PROVENANCE_COLUMNS, *names)).encode(errors="backslashreplace")
+    return _csv_line((*PROVENANCE_COLUMNS, *names))
 
 
 @dataclass(frozen=True)
@@ -478,42 +478,56 @@ def _pad(spooled: IO[bytes], rows: int, width: int, stream: IO[bytes]) -> None:
     source.detach()
 
 
-def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json) -> str:
+def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json) -> bytes:
     """One row of cells as ``csv.writer`` writes them (Excel dialect: a cell with a comma, quote or line break is
-    quoted, its quotes doubled; CRLF at the end), built from string operations: the csv module scans a cell
-    character by character, about ten times slower on the long JSON cells of a record (tests compare the two).
+    quoted, its quotes doubled; CRLF at the end), as UTF-8 (a lone surrogate, which UTF-8 cannot hold, as its
+    ``\\udXXXX`` escape), built from bytes operations: the csv module scans a cell character by character, about
+    ten times slower on the long JSON cells of a record (tests compare the two), and the JSON orjson writes is bytes
+    already.
 
     Each value becomes its cell here: text a spreadsheet would run as a formula gets a leading apostrophe (OWASP),
     so a document that says ``=HYPERLINK(...)`` is shown, never run; nested values are JSON text (``nested``
     writes it), None an empty cell, booleans ``true``/``false``.
     """
-    cells: list[str] = []
+    cells: list[bytes] = []
     add = cells.append
+    dumps = orjson.dumps if nested is _orjson_text else None
     for value in values:
         kind = value.__class__  # the common kinds first, by class: a row has dozens of cells
         if kind is str:
-            cell = "'" + value if value.startswith(FORMULA_STARTS) else value
+            text = "'" + value if value.startswith(FORMULA_STARTS) else value
         elif value is None:
-            add("")
+            add(b"")
             continue
-        elif kind is list or kind is dict:  # starts with { or [: never a formula
-            cell = orjson.dumps(value).decode() if nested is _orjson_text else nested(value)
-        elif kind is RawJSON:  # a provenance value as stored (evidence spans, block override)
-            cell = "'" + value.text if value.text.startswith(FORMULA_STARTS) else value.text
-        elif isinstance(value, str):
-            cell = "'" + value if value.startswith(FORMULA_STARTS) else value
-        elif isinstance(value, bool):
-            cell = "true" if value else "false"
+        elif (kind is list or kind is dict) and dumps is not None:  # JSON: never a formula, no line break
+            cell = dumps(value)
+            if cell.find(b'"') >= 0:  # (bytes' ``in`` first tries the operand as a number, at a cost)
+                add(b'"' + cell.replace(b'"', b'""') + b'"')
+            else:
+                add(b'"' + cell + b'"' if cell.find(b",") >= 0 else cell)
+            continue
         else:
-            cell = nested(value) if isinstance(value, dict | list) else repr(value) if isinstance(value, float) \
-                else str(value)
-        if '"' in cell:
-            add('"' + cell.replace('"', '""') + '"')
-        elif "," in cell or "\n" in cell or "\r" in cell:
-            add('"' + cell + '"')
+            text = _cell(value, nested)
+        if '"' in text:
+            add(b'"' + text.encode("utf-8", "backslashreplace").replace(b'"', b'""') + b'"')
+        elif "," in text or "\n" in text or "\r" in text:
+            add(b'"' + text.encode("utf-8", "backslashreplace") + b'"')
         else:
-            add(cell)
-    return ",".join(cells) + "\r\n"
+            add(text.encode("utf-8", "backslashreplace"))
+    return b",".join(cells) + b"\r\n"
+
+
+def _cell(value: Any, nested: Callable[[Any], str]) -> str:
+    """The text of a cell of a value ``_csv_line`` meets less often (a ``RawJSON`` as it holds it)."""
+    if isinstance(value, RawJSON):  # a provenance value as stored (evidence spans, block override)
+        value = value.text
+    if isinstance(value, str):
+        return "'" + value if value.startswith(FORMULA_STARTS) else value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return nested(value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 class _Runs:
