@@ -272,6 +272,7 @@ def test_a_contract_that_needs_two_approvals_is_approved_and_exported_only_after
     second = d.post("lee", f"/v1/review/{po}/approve")
     assert second.status_code == 200 and second.json()["outcome"] == "approved", second.text
     assert second.json()["approved_by"] == ["kim", "lee"]
+    assert second.json()["approvals"] == {"required": 2, "given": 2, "approved_by": ["kim", "lee"], "pending": []}
     streamed = [json.loads(line) for line in d.get("kim", "/v1/approved").text.splitlines()]
     assert [r["provenance"]["approved_by"] for r in streamed] == [["kim", "lee"]]
     assert d.cli("export", "--out", str(out)).returncode == 0

@@ -119,26 +119,29 @@ class SignoffInfo:
 @dataclass(frozen=True)
 class Approvals:
     """Where the approvals of one document run stand: ``required`` distinct people, ``given`` of them so far for
-    the record they approved (``pending`` sign-offs; an approval made clears them)."""
+    the record they approved (``pending`` sign-offs, or, once the record is approved, ``approved_by``: the people
+    whose approvals made it)."""
 
     required: int
     pending: tuple[SignoffInfo, ...] = ()
+    approved_by: tuple[str, ...] = ()
 
     @property
     def given(self) -> int:
-        return len({signoff.reviewer for signoff in self.pending})
+        return len(self.reviewers)
 
     @property
     def reviewers(self) -> list[str]:
-        return list(dict.fromkeys(signoff.reviewer for signoff in self.pending))
+        return list(self.approved_by) or list(dict.fromkeys(signoff.reviewer for signoff in self.pending))
 
     def describe(self) -> str:
         """``1 of 2 approvals (kim)``."""
-        by = f" ({', '.join(self.reviewers)})" if self.pending else ""
+        by = f" ({', '.join(self.reviewers)})" if self.reviewers else ""
         return f"{self.given} of {self.required} approvals{by}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"required": self.required, "given": self.given, "pending": [s.to_json() for s in self.pending]}
+        return {"required": self.required, "given": self.given, "approved_by": list(self.approved_by),
+                "pending": [s.to_json() for s in self.pending]}
 
 
 def approve(store: Store, decision: NewApproval, *, records: Store | None = None,
@@ -211,10 +214,11 @@ class NewApproval:
         if signed:
             connection.execute(update(signoffs).where(signoffs.c.id.in_([s.id for s in signed]))
                                .values(state=SignoffState.approved, review_id=review_id))
+        made = Approvals(self.required, approved_by=tuple(dict.fromkeys(s.reviewer for s in signed)) or (self.reviewer,))
         if records.engine is connection.engine:
-            return _upsert(connection, source, values), Approvals(self.required)
+            return _upsert(connection, source, values), made
         with write_connection(records.engine) as other:
-            return _upsert(other, source, values), Approvals(self.required)
+            return _upsert(other, source, values), made
 
     def _sign(self, connection: Connection, now: datetime, override: dict[str, Any] | None) -> list[SignoffInfo]:
         """This person's sign-off; the pending sign-offs of another record are superseded. Returns the pending
