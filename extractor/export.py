@@ -372,7 +372,7 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         lists: set[str] = set()
         exploded = False
 
-        def flat() -> Iterator[tuple[dict[str, Any], dict[str, Any], Callable[[Any], str]]]:
+        def flat() -> Iterator[tuple[dict[str, Any], tuple[Any, ...], Callable[[Any], str]]]:
             nonlocal exploded
             for stored, origin in rows:
                 record, nested = _decoded(stored)
