@@ -255,17 +255,25 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
             renew_ms=int(claim_s * 1000 / 5), previous=previous, following=following, query=_query(filters),
             done=request.query_params.get("done") if DONE.match(request.query_params.get("done", "")) else None))
 
+    def own_form(principal: Principal, items: list[tuple[str, str]], document_run_id: int) -> Store | Response:
+        """The run log, for a form this person's page sent (``checked``) about a document run they may see; else the
+        answer that refuses it."""
+        if (refused := checked(principal, items)) is not None:
+            return refused
+        store, _ = open_stores()
+        if _document_run(store, document_run_id, principal.scope) is None:
+            return PlainTextResponse("not found", status_code=404)
+        return store
+
     @router.post("/doc/{document_run_id}/claim")
     def renew(document_run_id: DocumentRunId, principal: Any = principal_of,
               items: list[tuple[str, str]] = Depends(form_items)) -> Response:
         """The open page renews its claim (or takes it once the other person's is gone): who holds it now."""
         from extractor.store.review_claims import claim
 
-        if (refused := checked(principal, items)) is not None:
-            return refused
-        store, _ = open_stores()
-        if _document_run(store, document_run_id, principal.scope) is None:
-            return PlainTextResponse("not found", status_code=404)
+        store = own_form(principal, items, document_run_id)
+        if isinstance(store, Response):
+            return store
         held = claim(store.engine, document_run_id, principal.name, claim_s)
         if held is None:
             return PlainTextResponse("not found", status_code=404)
@@ -279,11 +287,9 @@ def review_router(open_stores: OpenStores, current_principal: Callable[..., Any]
         """The page is left (``navigator.sendBeacon``): this person's claim ends."""
         from extractor.store.review_claims import release
 
-        if (refused := checked(principal, items)) is not None:
-            return refused
-        store, _ = open_stores()
-        if _document_run(store, document_run_id, principal.scope) is None:
-            return PlainTextResponse("not found", status_code=404)
+        store = own_form(principal, items, document_run_id)
+        if isinstance(store, Response):
+            return store
         try:
             until = datetime.fromisoformat(_field(items, "until")) if _field(items, "until") else None
         except ValueError:
