@@ -6,6 +6,7 @@ people's approval, approved records stream out as JSONL pages, and tokens expire
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -308,6 +309,8 @@ def test_the_second_person_is_shown_and_approves_the_record_the_first_one_edited
     assert printed.returncode == 0, printed.stderr
     assert "waiting for approval: the record kim signed off, edited by kim (changed: paymentTerms)" in printed.stdout
     assert "net 45 days" in printed.stdout and "net 30 days" not in printed.stdout.split("waiting for approval")[1]
+    source_panel = printed.stdout.split("waiting for approval")[0]  # its evidence marks are the record's, in [[ ]]
+    assert re.search(r"\[\[[^\]]*net 45 days", source_panel), source_panel
 
     second = d.post("lee", f"/v1/review/{po}/approve", {"version": shown["document_run"]["review_version"]})
     assert second.status_code == 200 and second.json()["outcome"] == "approved", second.text

@@ -308,7 +308,7 @@ class DocumentView:
 
     @property
     def sentence_counts(self) -> dict[str, int]:
-        return _count(s.label for s in self.sentences)
+        return label_counts(self.sentences)
 
     @property
     def approved_same_as_candidate(self) -> bool:
@@ -449,6 +449,20 @@ def document_view(store: Store, records: Store, document_run: DocumentRunInfo,
     )
 
 
+COVERAGE = "sentenceCoverage"
+"""The envelope's list of sentence states (``{sentenceId, status, fieldPaths, reason}``)."""
+
+
+def record_sentences(document: DocumentInfo, record: Any, spans: list[dict[str, Any]]) -> list[SentenceView]:
+    """The sentences as a person's record (approved, or signed off and waiting) leaves them: its coverage entries
+    (checked when it was approved: an error among them refuses an approval) and its evidence."""
+    coverage = record.get(COVERAGE) if isinstance(record, dict) else None
+    states = {str(entry.get("sentenceId")): {"id": entry.get("sentenceId"), "state": entry.get("status"),
+                                            "fieldPaths": entry.get("fieldPaths"), "reason": entry.get("reason")}
+              for entry in coverage or () if isinstance(entry, dict)}
+    return sentence_views(document, states, spans)
+
+
 def sentence_views(document: DocumentInfo, states: dict[str, dict[str, Any]],
                    spans: Sequence[dict[str, Any]]) -> list[SentenceView]:
     """The document's sentences as a record leaves them: each one's state by sentence id (``states``: none, every
@@ -518,8 +532,9 @@ def run_view(store: Store, run: RunInfo, limit: int | None = None) -> RunView:
                          for d in document_runs])
 
 
-def _count(labels: Iterable[str]) -> dict[str, int]:
+def label_counts(sentences: Iterable[Any]) -> dict[str, int]:
+    """How many sentences have each label (``label``), by label."""
     counts: dict[str, int] = {}
-    for label in labels:
-        counts[label] = counts.get(label, 0) + 1
+    for sentence in sentences:
+        counts[sentence.label] = counts.get(sentence.label, 0) + 1
     return dict(sorted(counts.items()))

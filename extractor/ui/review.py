@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from extractor.evidence.report import Report
     from extractor.prices import Spend
     from extractor.review.decide import Approval, Rejection
-    from extractor.review.view import DocumentView, RunView
+    from extractor.review.view import DocumentView, RunView, SentenceView
     from extractor.stats import CorrectionGroup, RuleCount, RunRuleStats
     from extractor.store import RunInfo
     from extractor.store.evaluations import EvaluationInfo
@@ -196,15 +196,16 @@ def print_refused_findings(report: Report) -> None:
 # -- show ---------------------------------------------------------------------------------------------------
 
 
-def source_text(view: DocumentView, plain: bool = False) -> Text:
-    """The source, each sentence tagged with its id and state and coloured by state, evidence underlined.
+def source_text(view: DocumentView, plain: bool = False, sentences: list[SentenceView] | None = None) -> Text:
+    """The source, each sentence tagged with its id and state and coloured by state, evidence underlined
+    (``sentences``: as a record other than the model's candidate leaves them).
 
     ``plain`` (no colours available) wraps evidence in ``[[ ]]`` so it stays visible in a pipe.
     """
     text = view.text
     out = Text()
     previous_end, previous_block, previous_page = 0, -1, None
-    for position, sentence in enumerate(view.sentences):
+    for position, sentence in enumerate(view.sentences if sentences is None else sentences):
         start, end = sentence.start, sentence.end
         if text is not None:
             out.append(printable(text[previous_end:start], lines=True))
@@ -306,8 +307,13 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         console.print(Text(f"source {view.source_status}: {view.source_detail}; "
                            "showing the sentences as the run stored them", style="yellow"))
     console.print(legend(plain=console.color_system is None))
-    counts = ", ".join(f"{label} {n}" for label, n in view.sentence_counts.items())
-    console.print(Panel(source_text(view, plain=console.color_system is None),
+    from extractor.review.view import label_counts, record_sentences
+
+    pending = view.pending
+    sentences = view.sentences if pending is None else record_sentences(  # as the record shown below leaves them
+        view.document, pending.record, list(pending.evidence_spans or []))
+    counts = ", ".join(f"{label} {n}" for label, n in label_counts(sentences).items())
+    console.print(Panel(source_text(view, console.color_system is None, sentences),
                         title=f"source ({document.sentence_count} sentences: {counts})", title_align="left",
                         expand=console.is_terminal))
 
@@ -317,7 +323,6 @@ def print_document_view(view: DocumentView, console: Console | None = None, *, r
         for excerpt in view.excerpts:
             table.add_row(excerpt.field_path, ", ".join(map(str, excerpt.pages)) or "-", printable(excerpt.text))
         print_table(console, table)
-    pending = view.pending
     if pending is not None:  # what approving it as it is signs off, in place of the model's candidate
         edited = (f", edited by {printable(pending.signed_by[0])} (changed: "
                   f"{', '.join(pending.changed_fields or ()) or 'no field'})" if pending.edited else ", as the model produced it")

@@ -18,13 +18,12 @@ from markupsafe import Markup, escape
 
 from extractor.document import language_of, line_boxes, words_in
 from extractor.evidence.fieldpath import parse
+from extractor.review.view import label_counts, record_sentences
 from extractor.vocab import CoverageStatus, SentenceMark
 from extractor.web.schemaform import Node, SchemaForm, finding_anchor
 
 QUESTIONS = "missingFields"
 """The envelope's list of NEEDS_INPUT questions (``{fieldPath, question}``), drawn as questions, not as a field."""
-COVERAGE = "sentenceCoverage"
-"""The envelope's list of sentence states (``{sentenceId, status, fieldPaths, reason}``)."""
 
 if TYPE_CHECKING:
     from extractor.review.view import DocumentView, EvidenceMark, SentenceView
@@ -113,10 +112,7 @@ class DocumentPage:
     @property
     def sentence_counts(self) -> dict[str, int]:
         """Sentences per label, as this page colours them."""
-        counts: dict[str, int] = {}
-        for sentence in sorted(self.sentences, key=lambda s: s.label):
-            counts[sentence.label] = counts.get(sentence.label, 0) + 1
-        return counts
+        return label_counts(self.sentences)
 
     @property
     def questions_at_fields(self) -> list[str]:
@@ -175,7 +171,7 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
               else view.candidate)
     spans = (list(approved.evidence_spans or []) if approved is not None
              else list(pending.evidence_spans or []) if pending is not None else view.evidence_spans)
-    sentences, tail = source_runs(view, record_sentences(view, record, spans) if decided else None)
+    sentences, tail = source_runs(view, record_sentences(view.document, record, spans) if decided else None)
     tree = SchemaForm(schema).tree(record) if schema is not None and isinstance(record, dict) else None
     names = {node.name for node in tree.walk()} if tree is not None else set()
     shown_id = None if view.shown is None else view.shown.id
@@ -199,18 +195,6 @@ def document_page(view: DocumentView, schema: dict[str, Any] | None) -> Document
                         {} if decided else dict(view.fields or {}), language_of(source), extra, top,
                         frozenset(name for child in top for name in _drawn(child)), page_boxes(view, spans),
                         approved is not None, edits, added, pending is not None)
-
-
-def record_sentences(view: DocumentView, record: Any, spans: list[dict[str, Any]]) -> list[SentenceView]:
-    """The sentences as a person's record (approved, or signed off and waiting) leaves them: its coverage entries
-    (checked when it was approved: an error among them refuses an approval) and its evidence."""
-    from extractor.review.view import sentence_views
-
-    coverage = record.get(COVERAGE) if isinstance(record, dict) else None
-    states = {str(entry.get("sentenceId")): {"id": entry.get("sentenceId"), "state": entry.get("status"),
-                                            "fieldPaths": entry.get("fieldPaths"), "reason": entry.get("reason")}
-              for entry in coverage or () if isinstance(entry, dict)}
-    return sentence_views(view.document, states, spans)
 
 
 def edited_fields(tree: Node, candidate: Any) -> tuple[dict[str, str], list[str]]:
