@@ -205,8 +205,9 @@ def _operate(server: ScriptedLLMServer, db: str, tokens: dict[str, str], serve_p
     expressions = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     assert len(expressions) >= 15
     scraped = set().union(*(names(samples) for _, samples in end))
-    for expression in expressions:
-        assert watcher.query(expression), f"the dashboard's {expression!r} gives no series"
+    for expression in expressions:  # a rate needs two scrapes of a series: a loaded machine may not have them yet
+        wait_for(lambda expression=expression: bool(watcher.query(expression)),
+                 f"the dashboard's {expression!r} to give a series", timeout=60)
         used = {name for name in scraped if name in expression}
         assert used, f"{expression!r} names no series the processes export"
 

@@ -121,7 +121,8 @@ def test_two_workers_convert_500_documents_and_one_sigkilled_mid_batch_loses_or_
     below = descendants(doomed.pid)  # its fork server, the worker processes forked from it, the resource tracker
     assert len(below) >= 4, below
     workers.kill(doomed)
-    killed.set()
+    held = started_by(pg_url, doomed.pid)  # what it held when it died (a document past its model call may have ended
+    killed.set()                           # between the wait and the kill); the broker gives them back only later
     wait_for(lambda: not any(alive(pid) for pid in below), "every process below the killed worker gone", timeout=30)
     out, err = run.communicate(timeout=600)
 
@@ -137,7 +138,7 @@ def test_two_workers_convert_500_documents_and_one_sigkilled_mid_batch_loses_or_
     assert scalar(pg_url, "SELECT COUNT(*) FROM document_runs WHERE state = 'PROCESSING'") == 0
     assert dict(rows(pg_url, "SELECT state, COUNT(*) FROM tasks GROUP BY state")) == {"finished": 500}
     redelivered = task_count(pg_url, "deliveries >= 2")
-    assert redelivered >= 4  # the documents the killed worker held were delivered again and finished by the other
+    assert redelivered >= max(held, 1)  # what the killed worker held was delivered again and finished by the other
     taken_over = rows(pg_url, "SELECT COUNT(*) FROM document_runs dr JOIN runs r ON r.id = dr.run_id "
                               "WHERE r.pid = :pid AND dr.state = 'INTERRUPTED'", pid=doomed.pid)[0][0]
     assert taken_over >= 1

@@ -875,7 +875,8 @@ def test_approve_and_reject_keep_the_decision_history(store: Store, document_run
     reject(store, document_run, reviewer="kim", reason="wrong actor")
     first = approve(store, NewApproval(document_run, {"rules": ["a"]}, "lee", attempt_id=attempt_id))
     again = approve(store, NewApproval(document_run, {"rules": ["b"]}, "park", note="fixed", edited=True))
-    assert again == first  # one approved record per content and contract version: the newest decision
+    assert again[0] == first[0]  # one approved record per content and contract version: the newest decision
+    assert (first[1].approved_by, again[1].approved_by, again[1].given) == (("lee",), ("park",), 1)
 
     [approved] = approved_records(store, contract="work_procedure")
     assert approved.record == {"rules": ["b"]} and approved.edited and approved.reviewer == "park"
