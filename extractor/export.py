@@ -14,7 +14,8 @@ a crash leaves either the old file or the new one, never half a file, and no tem
 Records are streamed from the database in batches (``extractor.store.approved.approved_batches``) and written as
 they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV takes
 its header from the first rows and writes the rest straight after it; a column that appears later makes the file be
-written again with it in the header (``_widen``).
+written again with it in the header (``_widen``). Its cells are cut from each record's JSON as stored, without decoding
+its values (``_stored_cells``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
+import msgspec
 
 from extractor.errors import ExtractorError, UsageError
 from extractor.store.db import compact_json
@@ -78,10 +79,10 @@ class ExportResult:
 
 
 class RawJSON:
-    """JSON text as the database stores it (``text``), written into the export as it is (``_encode``): most records
-    leave the database and reach the file without ever being decoded (no Python objects per value, the costly part).
-    It holds the text rather than being a ``str``: a string subclass copies the record's text when made, and again
-    for orjson, which reads only ``str`` itself (two copies of a few kilobytes per record)."""
+    """JSON text as the database stores it (``text``), written into the export as it is (``_encode``, ``_stored_cells``):
+    most records leave the database and reach the file without ever being decoded (no Python objects per value, the
+    costly part). It holds the text rather than being a ``str``: a string subclass copies the record's text when made.
+    """
 
     __slots__ = ("text",)
 
@@ -292,26 +293,78 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What a spreadsheet may run as a formula when a cell starts with it (OWASP, CSV injection)."""
 
 
-def _orjson_text(value: Any) -> str:
-    """What ``compact_json`` writes (JSON as the run log stores it), for values orjson read: about ten times faster on
-    a record's lists."""
-    return orjson.dumps(value).decode()
-
-
-def _decoded(stored: dict[str, Any] | RawJSON) -> tuple[dict[str, Any], Callable[[Any], str]]:
-    """A record as Python values, and what writes its nested values back as JSON text.
-
-    orjson reads a record in half the time and writes its lists back in a tenth; it refuses what the standard
-    library accepts and a record may hold (NaN, integers past 64 bits, lone surrogates): such a record is read
-    and written back by the standard library, so nothing orjson would turn into something else (NaN into null)
-    reaches it. A record already decoded (masked) is written by the standard library too.
-    """
+def _decoded(stored: dict[str, Any] | RawJSON) -> dict[str, Any]:
+    """A record as Python values: msgspec reads it in half the time ``json`` takes; it refuses what the standard library
+    accepts and a record may hold (NaN, a lone surrogate's escape), which the standard library then reads."""
     if not isinstance(stored, RawJSON):
-        return stored, compact_json
+        return stored
     try:
-        return orjson.loads(stored.text), _orjson_text
-    except orjson.JSONDecodeError:
-        return json.loads(stored.text), compact_json
+        return msgspec.json.decode(stored.text)  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        return json.loads(stored.text)  # type: ignore[no-any-return]
+
+
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+"""Reads a record's top-level keys and leaves each value as the JSON text it is in the record (no Python objects)."""
+
+
+def _stored_cells(text: str) -> dict[str, bytes] | None:
+    """The CSV cells of a record's columns cut from its JSON as stored, without decoding it (the costly part): a
+    list's cell is its JSON text, a number's or boolean's its text, a string without escapes its UTF-8 bytes. The run
+    log stores a record as ``compact_json`` writes it, which writes each value of an object as it would write that
+    value alone, so a list's text is what ``compact_json`` writes of it. A nested object is decoded and flattened
+    (``flatten``), and so is a string with escapes; ``None`` for a record msgspec refuses (NaN, a lone surrogate's
+    escape), that is not an object, or whose JSON has spaces (``_compact``): ``_decoded`` reads those."""
+    try:
+        values = _TOP_LEVEL.decode(text)
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return None
+    if values and not _compact(text, next(iter(values))):
+        return None
+    cells: dict[str, bytes] = {}
+    for key, raw in values.items():
+        data = bytes(raw)
+        first = data[:1]
+        if first == b"[":
+            cells[key] = _json_cell(data)
+        elif first == b'"' and data.find(b"\\") < 0:  # a string as it is: no quote, line break or tab inside
+            data = data[1:-1]
+            data = b"'" + data if data.startswith(_FORMULA_BYTES) else data
+            cells[key] = b'"' + data + b'"' if data.find(b",") >= 0 else data
+        elif first == b"{" and data != b"{}":
+            nested = flatten(json.loads(data), f"{key}.")
+            cells.update(zip(nested, _cells(nested.values())))
+        elif first in _NUMBER_STARTS:  # a number, true or false: its text
+            cells[key] = data
+        elif data == b"null":
+            cells[key] = b""
+        else:  # a string with escapes, or {}
+            cells[key] = _cells((json.loads(data),))[0]
+    return cells
+
+
+def _compact(text: str, first: str) -> bool:
+    """Whether a record's text is compact JSON (no space after a colon or comma), judged by its first key and value:
+    a record is written by one call of one serializer (``compact_json`` since the run log stored less; ``json.dumps``
+    with its spaces before), so the rest is written as they are. A key written with escapes is not judged: ``False``.
+    """
+    start = f'{{"{first}":'
+    return text.startswith(start) and text[len(start):len(start) + 1] not in _SPACES
+
+
+_SPACES = frozenset(" \t\r\n")
+
+
+_FORMULA_BYTES = tuple(start.encode() for start in FORMULA_STARTS)
+_NUMBER_STARTS = frozenset(bytes([byte]) for byte in b"-0123456789tf")
+
+
+def _json_cell(data: bytes) -> bytes:
+    """The cell of JSON text (never a formula: it starts with [ or {, and it has no line break)."""
+    quoted = data.replace(b'"', b'""')
+    if len(quoted) != len(data) or data.find(b",") >= 0:
+        return b'"' + quoted + b'"'
+    return data
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
@@ -372,20 +425,24 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         lists: set[str] = set()
         exploded = False
 
-        def flat() -> Iterator[tuple[dict[str, Any], tuple[Any, ...], Callable[[Any], str]]]:
+        def flat() -> Iterator[tuple[dict[str, bytes], tuple[Any, ...]]]:
             nonlocal exploded
             for stored, origin in rows:
-                record, nested = _decoded(stored)
+                cells = _stored_cells(stored.text) if explode is None and isinstance(stored, RawJSON) else None
+                if cells is not None:
+                    yield cells, origin
+                    continue
+                record = _decoded(stored)
                 if explode is not None:
                     exploded = exploded or explode in record
                     lists.update(key for key, value in record.items() if isinstance(value, list))
                 for row in _exploded(record, explode) if explode else [_flat(record)]:
-                    yield row, origin, nested
+                    yield dict(zip(row, _cells(row.values()))), origin
 
         produced = flat()
         first = list(itertools.islice(produced, HEADER_AFTER))
         columns: dict[str, None] = {}
-        for row, _, _ in first:
+        for row, _ in first:
             columns.update(dict.fromkeys(row))
         header = _header(columns)
         stream.write(header)
@@ -394,13 +451,15 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         padded_until = offset  # where they end in the stream
         written = 0
         lines: list[bytes] = []
-        for row, origin, nested in itertools.chain(first, produced):
+        for row, origin in itertools.chain(first, produced):
             if not columns.keys() >= row.keys():
                 columns.update(dict.fromkeys(row))
                 offset += stream.write(b"".join(lines))
                 lines.clear()
                 short, padded_until = written, offset
-            lines.append(_csv_line((*origin, *map(row.get, columns)), nested))
+            cells = _cells(origin)
+            cells.extend(map(row.get, columns, _EMPTY))
+            lines.append(b",".join(cells) + b"\r\n")
             written += 1
             if len(lines) >= WRITE_EVERY:
                 offset += stream.write(b"".join(lines))
@@ -413,6 +472,10 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
             _widen(stream, columns, Written(len(header), short, padded_until), spool)
 
     return write
+
+
+_EMPTY = itertools.repeat(b"")
+"""The cell of a column a row lacks."""
 
 
 def _header(columns: Iterable[str]) -> bytes:
@@ -478,20 +541,23 @@ def _pad(spooled: IO[bytes], rows: int, width: int, stream: IO[bytes]) -> None:
     source.detach()
 
 
-def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json) -> bytes:
-    """One row of cells as ``csv.writer`` writes them (Excel dialect: a cell with a comma, quote or line break is
-    quoted, its quotes doubled; CRLF at the end), as UTF-8 (a lone surrogate, which UTF-8 cannot hold, as its
-    ``\\udXXXX`` escape), built from bytes operations: the csv module scans a cell character by character, about
-    ten times slower on the long JSON cells of a record (tests compare the two), and the JSON orjson writes is bytes
-    already.
+def _csv_line(values: Iterable[Any]) -> bytes:
+    """One row of cells (``_cells``) as ``csv.writer`` writes it: CRLF at the end."""
+    return b",".join(_cells(values)) + b"\r\n"
 
-    Each value becomes its cell here: text a spreadsheet would run as a formula gets a leading apostrophe (OWASP),
-    so a document that says ``=HYPERLINK(...)`` is shown, never run; nested values are JSON text (``nested``
-    writes it), None an empty cell, booleans ``true``/``false``.
+
+def _cells(values: Iterable[Any]) -> list[bytes]:
+    """Each value as its CSV cell as ``csv.writer`` writes it (Excel dialect: a cell with a comma, quote or line break
+    is quoted, its quotes doubled), as UTF-8 (a lone surrogate, which UTF-8 cannot hold, as its ``\\udXXXX`` escape),
+    built from bytes operations: the csv module scans a cell character by character, about ten times slower on the
+    long JSON cells of a record (tests compare the two).
+
+    Text a spreadsheet would run as a formula gets a leading apostrophe (OWASP), so a document that says
+    ``=HYPERLINK(...)`` is shown, never run; nested values are JSON text as ``compact_json`` writes it, None an empty
+    cell, booleans ``true``/``false``.
     """
     cells: list[bytes] = []
     add = cells.append
-    dumps = orjson.dumps if nested is _orjson_text else None
     for value in values:
         kind = value.__class__  # the common kinds first, by class: a row has dozens of cells
         if kind is str:
@@ -499,26 +565,36 @@ def _csv_line(values: Iterable[Any], nested: Callable[[Any], str] = compact_json
         elif value is None:
             add(b"")
             continue
-        elif (kind is list or kind is dict) and dumps is not None:  # JSON: never a formula, no line break
-            cell = dumps(value)
-            if cell.find(b'"') >= 0:  # (bytes' ``in`` first tries the operand as a number, at a cost)
-                add(b'"' + cell.replace(b'"', b'""') + b'"')
-            else:
-                add(b'"' + cell + b'"' if cell.find(b",") >= 0 else cell)
+        elif kind is list or kind is dict:
+            add(_json_cell(_json_bytes(value)))
             continue
         else:
-            text = _cell(value, nested)
+            text = _cell(value)
         if '"' in text:
             add(b'"' + text.encode("utf-8", "backslashreplace").replace(b'"', b'""') + b'"')
         elif "," in text or "\n" in text or "\r" in text:
             add(b'"' + text.encode("utf-8", "backslashreplace") + b'"')
         else:
             add(text.encode("utf-8", "backslashreplace"))
-    return b",".join(cells) + b"\r\n"
+    return cells
 
 
-def _cell(value: Any, nested: Callable[[Any], str]) -> str:
-    """The text of a cell of a value ``_csv_line`` meets less often (a ``RawJSON`` as it holds it)."""
+def _json_bytes(value: list[Any] | dict[str, Any]) -> bytes:
+    """``compact_json(value)`` as UTF-8. A list of strings (the approvers of every record) msgspec writes as the
+    standard library does, character for character (tests compare them), ten times faster; it refuses a lone
+    surrogate, whose escape ``compact_json`` writes."""
+    strings = value.__class__ is list and all(item.__class__ is str for item in value)
+    try:
+        return _ENCODE(value) if strings else compact_json(value).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which msgspec refuses
+        return compact_json(value).encode("utf-8")
+
+
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _cell(value: Any) -> str:
+    """The text of a cell of a value ``_cells`` meets less often (a ``RawJSON`` as it holds it)."""
     if isinstance(value, RawJSON):  # a provenance value as stored (evidence spans, block override)
         value = value.text
     if isinstance(value, str):
@@ -526,7 +602,7 @@ def _cell(value: Any, nested: Callable[[Any], str]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict | list):
-        return nested(value)
+        return compact_json(value)
     return repr(value) if isinstance(value, float) else str(value)
 
 

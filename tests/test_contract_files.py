@@ -21,6 +21,7 @@ from extractor.contracts.registry import ALWAYS_NEEDS_PERSON
 from extractor.evidence.report import Report
 from extractor.rules.lookup import Catalogue
 from extractor.store import open_store
+from extractor.store.db import compact_json
 from extractor.validate import validate
 from tests.support.llm_server import Reply, ScriptedLLMServer
 from tests.test_rules import one_sentence_per_line
@@ -562,19 +563,66 @@ def test_csv_flattens_objects_keeps_lists_as_json_and_explodes_on_request() -> N
     assert "lineItems" not in exploded[0]
 
 
-def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_orjson_refuses() -> None:
-    """A record's lists are compact JSON text, read and written by orjson; a record orjson refuses (NaN, an integer
-    past 64 bits, a lone surrogate: the standard library wrote them) is read and written by the standard library,
-    so nothing becomes something else (orjson writes NaN as null)."""
+def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_msgspec_refuses() -> None:
+    """A record's lists are compact JSON text: cut from the record as the run log stores it (compact), or written again
+    from the decoded record when its JSON has spaces (before the run log stored compact JSON); a record msgspec refuses
+    (NaN, a lone surrogate: the standard library wrote them) is read and written by the standard library, so nothing
+    becomes something else."""
     from extractor.export import RawJSON
 
     plain = {"items": [{"name": "Ω, ж", "qty": 2}], "memo": "a"}
     odd = '{"items":[NaN,123456789012345678901234567890,"\\ud800"],"memo":"\\ud800b"}'
-    rows = _csv_rows([(RawJSON(json.dumps(plain, ensure_ascii=False)), _origin("plain.md")),
-                      (RawJSON(odd), _origin("odd.md"))])
-    assert rows[0]["items"] == '[{"name":"Ω, ж","qty":2}]' and rows[0]["memo"] == "a"
-    assert rows[1]["items"] == '[NaN,123456789012345678901234567890,"\\ud800"]'
-    assert rows[1]["memo"] == "\\ud800b"  # UTF-8 cannot hold it: its escape, never a crash
+    rows = _csv_rows([(RawJSON(json.dumps(plain, ensure_ascii=False)), _origin("spaced.md")),
+                      (RawJSON(compact_json(plain)), _origin("compact.md")), (RawJSON(odd), _origin("odd.md"))])
+    assert rows[0]["items"] == rows[1]["items"] == '[{"name":"Ω, ж","qty":2}]'
+    assert rows[0]["memo"] == rows[1]["memo"] == "a"
+    assert rows[2]["items"] == '[NaN,123456789012345678901234567890,"\\ud800"]'
+    assert rows[2]["memo"] == "\\ud800b"  # UTF-8 cannot hold it: its escape, never a crash
+
+
+def test_csv_cells_cut_from_stored_json_are_the_cells_of_the_decoded_record() -> None:
+    """What the run log stores (``compact_json``) cut into cells without decoding it gives the cells the decoded
+    record gives, flattened, for any record; only what msgspec refuses (NaN, infinities, lone surrogates) is left to
+    the decoded path."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from extractor.export import _cells, _stored_cells, flatten
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
+                        st.sampled_from(["=SUM(A1)", "-1", "a,b", 'say "hi"', "line\nbreak", "\t", "\\", "Ω, 한",
+                                         "\ud800", "C:\\udir"]))
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+    keys = st.one_of(st.text(max_size=6), st.sampled_from(["a", "b.c", 'q"', "é", "\\"]))
+    cut: list[int] = []
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.dictionaries(keys, values, max_size=6))
+    def same(record: dict[str, Any]) -> None:
+        flat, text = flatten(record), compact_json(record)
+        cells = _stored_cells(text)
+        if cells is None:  # only what msgspec refuses, or a first key written with escapes (not judged compact)
+            first = next(iter(record), "")
+            assert any(odd in text for odd in ("NaN", "Infinity", "\\ud")) \
+                or json.dumps(first, ensure_ascii=False) != f'"{first}"', record
+            return
+        assert cells == dict(zip(flat, _cells(flat.values()), strict=True)), record
+        cut.append(len(cells))
+
+    same()
+    assert len(cut) > 200 and sum(cut) > 400  # most records were cut, not decoded
+
+
+def test_a_list_of_strings_is_written_as_the_run_log_writes_it_for_every_character() -> None:
+    """msgspec writes a list of strings (the approvers in a CSV cell) exactly as ``compact_json`` does, for every
+    code point (a lone surrogate as its escape)."""
+    from extractor.export import _json_bytes
+
+    for start in range(0, 0x110000, 512):
+        strings = [chr(point) for point in range(start, start + 512)]
+        assert _json_bytes(strings) == compact_json(strings).encode("utf-8"), hex(start)
+        assert _json_bytes([f"a{text}b" for text in strings]) == compact_json([f"a{t}b" for t in strings]).encode()
 
 
 def test_csv_pads_the_rows_before_a_late_column_and_copies_the_rest_into_a_file(tmp_path: Path) -> None:
@@ -671,7 +719,7 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from extractor.export import FORMULA_STARTS, _csv_line, _orjson_text
+    from extractor.export import FORMULA_STARTS, _csv_line
 
     cells = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(),
                       st.sampled_from(["", ",", '"', '""', "a,b", 'say "hi"', "line\nbreak", "cr\r", "\r\n", " x ",
@@ -694,6 +742,5 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
         csv.writer(expected).writerow([as_written(value) for value in row])
         written = expected.getvalue().encode("utf-8", "backslashreplace")
         assert _csv_line(row) == written
-        assert _csv_line(row, _orjson_text) == written  # lists as orjson writes them, as a stored record's are
 
     same()
