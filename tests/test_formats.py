@@ -131,6 +131,7 @@ def test_hwp_text_outside_the_body_flow_is_read_as_blocks_naming_their_place(tmp
     assert footnote.location == "footnote 1"  # what `extract show` prints before it
 
 
+@pytest.mark.skipif(not (REAL_FILES / "hwp" / "pyhwp-viewtext.hwp").is_file(), reason=f"no {REAL_FILES} beside the clone")
 def test_hwp_distribution_document_is_decrypted(tmp_path: Path) -> None:
     """A distribution (read-only) document, as pyhwp's own test suite has it: its body is in ViewText, AES-encrypted
     with a key masked in its first record; it reads like any document. One whose key record is damaged is refused
