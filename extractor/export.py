@@ -566,7 +566,10 @@ def _cells(values: Iterable[Any]) -> list[bytes]:
             add(b"")
             continue
         elif kind is list or kind is dict:
-            add(_json_cell(_json_bytes(value)))
+            add(_json_cell(_json_bytes(value)) if value else b"[]" if kind is list else b"{}")
+            continue
+        elif kind is RawJSON and value.text.startswith(("[", "{")):  # evidence spans: JSON, never a formula
+            add(_json_cell(value.text.encode("utf-8", "backslashreplace")))
             continue
         else:
             text = _cell(value)

@@ -327,8 +327,13 @@ def export(
         fail(f"folder {out.parent} does not exist")
     search_contracts(contracts)  # for records whose run recorded no masking setting
     store, records = open_stores(database, approved_database)
+    import gc
+
     from extractor.ui.console import progress_bar
 
+    # What the imports made lives until the process ends: frozen, the collector's full passes, which a stream of
+    # records sets off every few batches, no longer walk it (5% of an export's CPU).
+    gc.freeze()
     with progress_bar("extract export") as bar:  # drawn on a terminal only
         task = bar.add_task("records", total=None)
         try:
