@@ -291,6 +291,8 @@ def _value_json(value: Any) -> str:
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What a spreadsheet may run as a formula when a cell starts with it (OWASP, CSV injection)."""
+_FORMULA_FIRST = frozenset(FORMULA_STARTS)
+"""``FORMULA_STARTS``, each one character: a cell's first character looked up, rather than each start tried."""
 
 
 def _decoded(stored: dict[str, Any] | RawJSON) -> dict[str, Any]:
@@ -329,7 +331,7 @@ def _stored_cells(text: str) -> dict[str, bytes] | None:
             cells[key] = _json_cell(data)
         elif first == b'"' and data.find(b"\\") < 0:  # a string as it is: no quote, line break or tab inside
             data = data[1:-1]
-            data = b"'" + data if data.startswith(_FORMULA_BYTES) else data
+            data = b"'" + data if data[:1] in _FORMULA_BYTES else data
             cells[key] = b'"' + data + b'"' if data.find(b",") >= 0 else data
         elif first == b"{" and data != b"{}":
             nested = flatten(json.loads(data), f"{key}.")
@@ -355,7 +357,7 @@ def _compact(text: str, first: str) -> bool:
 _SPACES = frozenset(" \t\r\n")
 
 
-_FORMULA_BYTES = tuple(start.encode() for start in FORMULA_STARTS)
+_FORMULA_BYTES = frozenset(start.encode() for start in FORMULA_STARTS)
 _NUMBER_STARTS = frozenset(bytes([byte]) for byte in b"-0123456789tf")
 
 
@@ -459,9 +461,9 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
                 short, padded_until = written, offset
             cells = _cells(origin)
             cells.extend(map(row.get, columns, _EMPTY))
-            lines.append(b",".join(cells) + b"\r\n")
+            lines += (b",".join(cells), b"\r\n")  # (no copy of the line to end it)
             written += 1
-            if len(lines) >= WRITE_EVERY:
+            if len(lines) >= 2 * WRITE_EVERY:
                 offset += stream.write(b"".join(lines))
                 lines.clear()
         stream.write(b"".join(lines))
@@ -561,7 +563,7 @@ def _cells(values: Iterable[Any]) -> list[bytes]:
     for value in values:
         kind = value.__class__  # the common kinds first, by class: a row has dozens of cells
         if kind is str:
-            text = "'" + value if value.startswith(FORMULA_STARTS) else value
+            text = "'" + value if value[:1] in _FORMULA_FIRST else value
         elif value is None:
             add(b"")
             continue
@@ -570,6 +572,12 @@ def _cells(values: Iterable[Any]) -> list[bytes]:
             continue
         elif kind is RawJSON and value.text.startswith(("[", "{")):  # evidence spans: JSON, never a formula
             add(_json_cell(value.text.encode("utf-8", "backslashreplace")))
+            continue
+        elif kind is int:  # a version or an attempt number: its digits, never quoted
+            add(b"%d" % value)
+            continue
+        elif kind is bool:
+            add(b"true" if value else b"false")
             continue
         else:
             text = _cell(value)

@@ -895,9 +895,9 @@ def test_approve_and_reject_keep_the_decision_history(store: Store, document_run
 
 
 def test_export_writes_the_approval_time_as_the_typed_column_reads_it(store: Store, document_run: int) -> None:
-    """Export reads the approval time as the driver gives it (SQLite's text, PostgreSQL's datetime) and writes it as
-    reading it as a UTC datetime would, on both backends; SQLite text in another form than SQLAlchemy's (another tool
-    wrote it) is read as SQLAlchemy reads it."""
+    """Export reads the approval time as text (SQLite's as stored, PostgreSQL's written by the server in that form)
+    and writes it as reading it as a UTC datetime would, on both backends, whatever offset it was given with; SQLite
+    text in another form than SQLAlchemy's (another tool wrote it) is read as SQLAlchemy reads it."""
     from extractor.export import PROVENANCE_COLUMNS, provenance
     from extractor.store.approved import approved_after, approved_batches
 

@@ -479,8 +479,8 @@ def approved_batches(store: Store, contract: str | None = None, contract_version
     """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored: the
     database sends rows as they are read (a server-side cursor on PostgreSQL), and no record becomes Python objects
     until its writer needs them, so memory stays flat however many records there are."""
-    query = _stored(_approved_query(contract, contract_version, since))
     with store.engine.connect() as connection:
+        query = _stored(_approved_query(contract, contract_version, since), connection.dialect)
         stored = _reader(connection.dialect)
         result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
         for rows in result.partitions():
@@ -490,13 +490,17 @@ def approved_batches(store: Store, contract: str | None = None, contract_version
 _JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
 
 
-def _stored(query: Any) -> Any:
+def _stored(query: Any, dialect: Dialect) -> Any:
     """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored, the
-    approval time as the driver gives it: ``_reader`` writes it as text)."""
+    approval time as text: as SQLite stores it, and as PostgreSQL writes it in the same form, so that ``_reader``
+    makes the export's text of it without a datetime per record)."""
     by_name = {column.name: column for column in approved_table.columns}
+    at = by_name["approved_at"]
+    at_text = (func.to_char(func.timezone("UTC", at), "YYYY-MM-DD HH24:MI:SS.US") if dialect.name == "postgresql"
+               else type_coerce(at, Text))
     return query.with_only_columns(*[
         cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
-        and name.endswith("_json") else type_coerce(by_name[name], Text).label(name) if name == "approved_at"
+        and name.endswith("_json") else at_text.label(name) if name == "approved_at"
         else by_name[name] for name in StoredApproval._fields])
 
 
@@ -506,10 +510,10 @@ _SQLITE_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}
 
 
 def _reader(dialect: Dialect) -> Callable[[Iterable[Sequence[Any]]], list[StoredApproval]]:
-    """What makes rows of ``_stored`` ``StoredApproval``s: the approval time, which the query leaves as the driver
-    gives it (SQLite's text, PostgreSQL's datetime), written as ``UTCDateTime`` reads it and export wrote it: reading
-    it as a datetime to write it back as text cost more than this (a batch is made in one comprehension, without a
-    call per row, for the same reason)."""
+    """What makes rows of ``_stored`` ``StoredApproval``s: the approval time, which the query gives as the text SQLite
+    stores (``_SQLITE_UTC``; PostgreSQL writes it in that form), written as export writes it. Reading it as a
+    datetime to write it back as text cost more than this; a value in another form is read as ``UTCDateTime`` reads
+    it. A batch is made in one comprehension, without a call per row, for the same reason."""
     processor = approved_table.c.approved_at.type.dialect_impl(dialect).result_processor(dialect, None)
     assert processor is not None  # UTCDateTime's own (process_result_value)
     as_datetime, utc, new = processor, _SQLITE_UTC.fullmatch, tuple.__new__
@@ -539,12 +543,12 @@ def approved_after(store: Store, after: tuple[datetime, int] | None, limit: int,
     """At most ``limit`` approved records, as ``approved_batches`` gives them, in approval order (approval time, then
     id) after ``after`` (the last one of the previous page): a page of ``GET /v1/approved``. A record approved again
     (replaced) moves to the end, so a reader that follows the pages sees it again."""
-    query = _stored(_approved_query(contract, contract_version, None)).limit(limit)
-    if after is not None:
-        at, last = after
-        query = query.where(or_(approved_table.c.approved_at > at,
-                                and_(approved_table.c.approved_at == at, approved_table.c.id > last)))
     with store.engine.connect() as connection:
+        query = _stored(_approved_query(contract, contract_version, None), connection.dialect).limit(limit)
+        if after is not None:
+            at, last = after
+            query = query.where(or_(approved_table.c.approved_at > at,
+                                    and_(approved_table.c.approved_at == at, approved_table.c.id > last)))
         return _reader(connection.dialect)(connection.execute(query))
 
 
