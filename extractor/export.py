@@ -563,31 +563,44 @@ def _cells(values: Iterable[Any]) -> list[bytes]:
     for value in values:
         kind = value.__class__  # the common kinds first, by class: a row has dozens of cells
         if kind is str:
-            text = "'" + value if value[:1] in _FORMULA_FIRST else value
+            cell = _SHORT_CELLS.get(value)
+            if cell is None:
+                cell = _text_cell("'" + value if value[:1] in _FORMULA_FIRST else value)
+                if len(value) <= SHORT_TEXT:
+                    if len(_SHORT_CELLS) >= KEEP_SHORT_CELLS:
+                        _SHORT_CELLS.clear()
+                    _SHORT_CELLS[value] = cell
+            add(cell)
         elif value is None:
             add(b"")
-            continue
         elif kind is list or kind is dict:
             add(_json_cell(_json_bytes(value)) if value else b"[]" if kind is list else b"{}")
-            continue
         elif kind is RawJSON and value.text.startswith(("[", "{")):  # evidence spans: JSON, never a formula
             add(_json_cell(value.text.encode("utf-8", "backslashreplace")))
-            continue
         elif kind is int:  # a version or an attempt number: its digits, never quoted
             add(b"%d" % value)
-            continue
         elif kind is bool:
             add(b"true" if value else b"false")
-            continue
         else:
-            text = _cell(value)
-        if '"' in text:
-            add(b'"' + text.encode("utf-8", "backslashreplace").replace(b'"', b'""') + b'"')
-        elif "," in text or "\n" in text or "\r" in text:
-            add(b'"' + text.encode("utf-8", "backslashreplace") + b'"')
-        else:
-            add(text.encode("utf-8", "backslashreplace"))
+            add(_text_cell(_cell(value)))
     return cells
+
+
+SHORT_TEXT = 64
+KEEP_SHORT_CELLS = 1024
+_SHORT_CELLS: dict[str, bytes] = {}
+"""The cells of short texts ``_cells`` met (at most ``KEEP_SHORT_CELLS``, then it starts again): a run's contract,
+model, prompt and validator version, reviewer and run id repeat over thousands of records' provenance, and a text's
+cell is looked up in a fraction of the time it takes to make."""
+
+
+def _text_cell(text: str) -> bytes:
+    """The cell of a text, formula apostrophe already added: quoted when it has a comma, quote or line break."""
+    if '"' in text:
+        return b'"' + text.encode("utf-8", "backslashreplace").replace(b'"', b'""') + b'"'
+    if "," in text or "\n" in text or "\r" in text:
+        return b'"' + text.encode("utf-8", "backslashreplace") + b'"'
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _json_bytes(value: list[Any] | dict[str, Any]) -> bytes:

@@ -742,5 +742,21 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
         csv.writer(expected).writerow([as_written(value) for value in row])
         written = expected.getvalue().encode("utf-8", "backslashreplace")
         assert _csv_line(row) == written
+        assert _csv_line(row) == written  # short texts' cells now as kept from the first time
 
     same()
+
+
+def test_the_cells_kept_of_short_texts_stay_bounded_and_right() -> None:
+    """Export keeps the cells of short texts it met (a run's model, reviewer...) and starts again when it has kept
+    enough: what it keeps stays bounded however many distinct texts a long export meets, and a text kept or not
+    gets the same cell."""
+    from extractor.export import _SHORT_CELLS, KEEP_SHORT_CELLS, SHORT_TEXT, _cells
+
+    texts = [f"={index}" if index % 3 == 0 else f"r{index},x" for index in range(3 * KEEP_SHORT_CELLS)]
+    expected = [b"'=" + text[1:].encode() if text.startswith("=") else b'"' + text.encode() + b'"' for text in texts]
+    assert _cells(texts) == expected
+    assert len(_SHORT_CELLS) <= KEEP_SHORT_CELLS and texts[-1] in _SHORT_CELLS
+    assert _cells(texts[-5:]) == expected[-5:]
+    long = "x" * (SHORT_TEXT + 1)
+    assert _cells([long]) == [long.encode()] and long not in _SHORT_CELLS
