@@ -222,7 +222,7 @@ USER_PLUGINS = textwrap.dedent('''
         secret_type = "Acme line secret"
 
         def analyze_string(self, string):
-            if string.startswith("ACME-SECRET "):
+            if string.startswith("ACME-HUSH "):
                 yield string.split()[1]
 ''')
 SCAN = textwrap.dedent('''
@@ -242,7 +242,7 @@ def test_a_plugin_the_user_configured_reads_every_text(tmp_path: Path) -> None:
     plugins = tmp_path / "acme_plugins.py"
     plugins.write_text(USER_PLUGINS)
     texts = ["Order 7 ships on Monday with acme_0123456789abcdef attached.",
-             "The manager approves the order.\nACME-SECRET hunter2hunter2 stays here.", "Nothing to see in this one."]
+             "The manager approves the order.\nACME-HUSH hunter2hunter2 stays here.", "Nothing to see in this one."]
     result = subprocess.run([sys.executable, "-c", SCAN, str(plugins), json.dumps(texts)], capture_output=True, text=True,
                             check=True, timeout=120)
     assert json.loads(result.stdout) == {"0": [["Acme token", "acme_0123456789abcdef"]],
