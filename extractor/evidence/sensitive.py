@@ -21,7 +21,6 @@ the span without re-parsing anything.
 
 from __future__ import annotations
 
-import importlib
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,95 +49,111 @@ class Match:
 # -- secrets -------------------------------------------------------------------------------------------------
 
 
-@cache
-def _secret_plugins() -> tuple[tuple[Any, Needs | None], ...]:
-    """One instance of every detect-secrets plugin but the entropy and IP ones (built once per process), each
-    with the literal text any match of its patterns must contain (``Needs``; None: no such shortcut)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """Literals a pattern cannot match without: one member of each of ``sets``, compared in lower case when the
+    pattern ignores case. Declared next to each pattern (``SECRET_LITERALS``, ``PIPELINE_INSTRUCTIONS``) and
+    checked against the pattern's matches by tests/test_secret_scan.py; most texts hold none of them, and looking
+    for words is a fraction of a search that tries a pattern at every position."""
 
-    classes: list[type[Any]] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
-    plugins = [plugin() for plugin in classes if plugin.__name__ not in ENTROPY_PLUGINS]
-    return tuple((plugin, Needs.of(getattr(plugin, "denylist", ()))) for plugin in plugins)
+    sets: tuple[tuple[str, ...], ...]
+    ignore_case: bool
+
+    @classmethod
+    def of(cls, pattern: re.Pattern[str], *sets: tuple[str, ...]) -> Needs:
+        """The literals ``sets`` as ``pattern`` compares them. A pattern that ignores case needs ASCII literals:
+        ``str.lower`` reads those as ``re.IGNORECASE`` does in any text without ``_CASE_SPECIALS``."""
+        ignore_case = bool(pattern.flags & re.IGNORECASE)
+        if not sets or not all(sets) or (ignore_case and not all(word.isascii() for words in sets for word in words)):
+            raise ValueError(f"no literals, or non-ASCII ones for a pattern that ignores case: {pattern.pattern!r}")
+        return cls(tuple(tuple(word.lower() if ignore_case else word for word in words) for words in sets), ignore_case)
+
+    def met(self, text: str, lowered: str) -> bool:
+        """Whether ``text`` (``lowered``: ``text.lower()``) holds a member of each set."""
+        haystack = lowered if self.ignore_case else text
+        return all(any(word in haystack for word in words) for words in self.sets)
 
 
 _CASE_SPECIALS = frozenset("\u0130\u0131\u017f")
 """İ, ı and ſ: ``re.IGNORECASE`` matches them to i and s, ``str.lower`` does not (a text holding one is scanned
 in full, without the literal shortcut)."""
 
-
-@dataclass(frozen=True)
-class Needs:
-    """What a text must contain before any of a plugin's patterns can match it: per pattern, a few sets of
-    literals (all sets, one member of each). Derived from the parsed patterns, so it is exact: a pattern
-    only matches text holding the literals every match is made of. Half of the secret scan's time went to
-    five keyword-anchored patterns (Cloudant, IBM, SoftLayer...) running over texts holding none of their words.
-    """
-
-    patterns: tuple[tuple[bool, tuple[frozenset[str], ...]], ...]  # (ignore case, sets) per pattern
-
-    @classmethod
-    def of(cls, patterns: Iterable[re.Pattern[str]]) -> Needs | None:
-        found = []
-        for pattern in patterns:
-            try:
-                sets = _required_literals(_parsed(pattern))
-            except (ImportError, re.error, TypeError, ValueError, AttributeError):
-                return None  # the parser gone or changed: no shortcut, every text is scanned
-            ignore_case = bool(pattern.flags & re.IGNORECASE)
-            if not sets or (ignore_case and not all(word.isascii() for need in sets for word in need)):
-                return None  # some pattern needs no literal (or one str.lower cannot compare): always scan
-            found.append((ignore_case, tuple(sets)))
-        return cls(tuple(found)) if found else None
-
-    def met(self, text: str, lowered: str) -> bool:
-        """Whether some pattern's literals are all in ``text`` (``lowered``: ``text.lower()``)."""
-        for ignore_case, sets in self.patterns:
-            haystack = lowered if ignore_case else text
-            if all(any((word.lower() if ignore_case else word) in haystack for word in need) for need in sets):
-                return True
-        return False
+_QUOTE = r"""(?:"|\'|)"""
+_NAMED = r"(?:(?<=\W)|(?<=^))(?:\[|)" + _QUOTE
+_ASSIGNED = _QUOTE + r"(?:\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)" + _QUOTE
+_PASSWORD = ("key", "pw", "pass", "token")
+SECRET_LITERALS: tuple[tuple[str, re.RegexFlag, tuple[tuple[str, ...], ...]], ...] = (
+    # AWSKeyDetector
+    ("(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}", re.NOFLAG, (("A3T", "ABIA", "ACCA", "AKIA", "ASIA"),)),
+    (r"""aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\'\"]([0-9a-zA-Z/+]{40})[\'\"]""", re.IGNORECASE,
+     (("aws",), _PASSWORD)),
+    # ArtifactoryDetector
+    (r'(?:\s|=|:|"|^)AKC[a-zA-Z0-9]{10,}(?:\s|"|$)', re.NOFLAG, (("AKC",),)),
+    (r'(?:\s|=|:|"|^)AP[\dABCDEF][a-zA-Z0-9]{8,}(?:\s|"|$)', re.NOFLAG, (("AP",),)),
+    # CloudantDetector
+    (_NAMED + "(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)" + _ASSIGNED
+     + "([0-9a-f]{64})" + _QUOTE, re.IGNORECASE, (("cl",), _PASSWORD)),
+    (_NAMED + "(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)" + _ASSIGNED
+     + "([a-z]{24})" + _QUOTE, re.IGNORECASE, (("cl",), _PASSWORD)),
+    (r"(?:https?\:\/\/)[\w\-]+\:([0-9a-f]{64})\@[\w\-]+\.cloudant\.com", re.IGNORECASE, ((".cloudant.com",),)),
+    (r"(?:https?\:\/\/)[\w\-]+\:([a-z]{24})\@[\w\-]+\.cloudant\.com", re.IGNORECASE, ((".cloudant.com",),)),
+    # IbmCloudIamDetector
+    (_NAMED + "(?:ibm(?:_|-|)cloud(?:_|-|)iam|cloud(?:_|-|)iam|ibm(?:_|-|)cloud|ibm(?:_|-|)iam|ibm|iam|cloud|)"
+     "(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)" + _ASSIGNED
+     + r"([a-zA-Z0-9_\-]{44}(?![a-zA-Z0-9_\-]))" + _QUOTE, re.IGNORECASE, (("key", "pwd", "pass", "token"),)),
+    # IbmCosHmacDetector
+    (_NAMED + "(?:(?:ibm)?[-_]?cos[-_]?(?:hmac)?|)(?:_|-|)(?:secret[-_]?(?:access)?[-_]?key)" + _ASSIGNED
+     + "([a-f0-9]{48}(?![a-f0-9]))" + _QUOTE, re.IGNORECASE, (("secret",), ("key",))),
+    # MailchimpDetector
+    ("[0-9a-z]{32}-us[0-9]{1,2}", re.NOFLAG, (("-us",),)),
+    # SlackDetector
+    (r"xox(?:a|b|p|o|s|r)-(?:\d+-)+[a-z0-9]+", re.IGNORECASE, (("xox",),)),
+    (r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+", re.IGNORECASE | re.VERBOSE,
+     (("hooks.slack.com/services/",),)),
+    # SoftlayerDetector
+    (_NAMED + "(?:softlayer|sl)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)" + _ASSIGNED
+     + "([a-z0-9]{64})" + _QUOTE, re.IGNORECASE, (("key", "pwd", "pass", "token"),)),
+    ("(?:http|https)://api.softlayer.com/soap/(?:v3|v3.1)/([a-z0-9]{64})", re.IGNORECASE, (("softlayer",),)),
+    # StripeDetector
+    ("(?:r|s)k_live_[0-9a-zA-Z]{24}", re.NOFLAG, (("k_live_",),)),
+)
+"""(pattern, flags, literals) of the detect-secrets 1.5 patterns whose search is slow over text that holds no
+secret (keyword-anchored, or led by a character class: nine tenths of the regex plugins' search time over the
+sample answers): a text holding none of a pattern's literals is not searched with it. A plugin is skipped only
+when every pattern it has is listed here with the same text and flags: another version's patterns, or a plugin
+of the user's own (detect-secrets' ``plugins_used``), are searched in every text. The other plugins' patterns
+start with a literal, which the search finds as fast as the shortcut would, or hold none worth looking for."""
 
 
 @cache
-def _regex_internals() -> tuple[Any, Any]:
-    """The standard library's regular-expression parser and its opcodes (``re._parser``, ``re._constants``): no
-    public API gives a pattern's parsed form (docs/design.md#dependencies). Should they go or change, ``Needs.of``
-    gives no shortcut (every text is scanned), and tests/test_secret_scan.py fails on the literals it no longer
-    finds."""
-    return importlib.import_module("re._parser"), importlib.import_module("re._constants")
+def _declared() -> dict[tuple[str, int], Needs]:
+    """``SECRET_LITERALS`` by (pattern text, flags) as a compiled pattern has them."""
+    compiled = ((re.compile(text, flags), sets) for text, flags, sets in SECRET_LITERALS)
+    return {(pattern.pattern, pattern.flags): Needs.of(pattern, *sets) for pattern, sets in compiled}
 
 
-def _parsed(pattern: re.Pattern[str]) -> Any:
-    """The parsed form of ``pattern`` (``_regex_internals``)."""
-    return _regex_internals()[0].parse(pattern.pattern, pattern.flags).data
+def _shortcut(plugin: Any) -> tuple[Needs, ...] | None:
+    """The literals of each of a regex plugin's patterns, when all are declared and the plugin reports only what
+    its patterns match (it keeps detect-secrets' own ``analyze_string``); None: the plugin reads every text."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    if type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
+        return None
+    try:
+        return tuple(_declared()[(pattern.pattern, pattern.flags)] for pattern in plugin.denylist) or None
+    except KeyError:
+        return None
 
 
-def _required_literals(items: Sequence[tuple[Any, Any]]) -> list[frozenset[str]]:
-    """Sets of literals every match of the parsed sequence ``items`` holds one of (each set of 2+ characters)."""
-    sets: list[frozenset[str]] = []
-    run: list[str] = []
+@cache
+def _secret_plugins() -> tuple[tuple[Any, tuple[Needs, ...] | None], ...]:
+    """One instance of every detect-secrets plugin but the entropy and IP ones (built once per process, with any
+    the user configured in detect-secrets' settings), each with its patterns' literals (``_shortcut``)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    def flush() -> None:
-        if len(run) >= 2:
-            sets.append(frozenset({"".join(run)}))
-        run.clear()
-
-    opcodes = _regex_internals()[1]
-    for op, argument in items:
-        if op is opcodes.LITERAL:
-            run.append(chr(argument))
-            continue
-        flush()
-        if op is opcodes.SUBPATTERN and not argument[1] and not argument[2]:  # a group with no flags of its own
-            sets += _required_literals(argument[3])
-        elif op in (opcodes.MAX_REPEAT, opcodes.MIN_REPEAT) and argument[0] >= 1:
-            sets += _required_literals(argument[2])
-        elif op is opcodes.BRANCH:
-            options = [_required_literals(branch) for branch in argument[1]]
-            if all(options):  # each alternative's longest literal set; their union is needed
-                sets.append(frozenset().union(*(max(o, key=lambda need: min(map(len, need))) for o in options)))
-    flush()
-    return sets
+    classes: list[type[Any]] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    plugins = [plugin() for plugin in classes if plugin.__name__ not in ENTROPY_PLUGINS]
+    return tuple((plugin, _shortcut(plugin)) for plugin in plugins)
 
 
 @cache
@@ -166,10 +181,12 @@ def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
     The plugins' ``analyze_string`` is called directly, never ``analyze_line`` or ``scan_line``: those read
     process-wide settings (which may turn on verification, a network call with the secret) and, for ad-hoc
     strings, turn the entropy detectors up. The regex plugins scan all texts at once (one pass each instead of
-    one per text: thousands of coverage reasons cost milliseconds); the keyword plugin, which reports only its
-    first match, reads each line that names one of its keywords.
+    one per text: thousands of coverage reasons cost milliseconds), skipped where the texts lack their patterns'
+    declared literals (``SECRET_LITERALS``); the keyword plugin, which reports only its first match, reads each
+    line that names one of its keywords; any other plugin (one the user configured) reads every line.
     """
     from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.keyword import KeywordDetector
 
     scanned = [index for index, text in enumerate(texts) if len(text) >= MIN_SECRET_CHARS]
     if not scanned:
@@ -179,15 +196,18 @@ def find_secrets(texts: Sequence[str]) -> dict[int, list[Match]]:
     lowered = None if _CASE_SPECIALS.intersection(joined) else joined.lower()
     for plugin, needs in _secret_plugins():
         if isinstance(plugin, RegexBasedDetector):
-            if lowered is not None and needs is not None and not needs.met(joined, lowered):
+            if lowered is not None and needs is not None and not any(n.met(joined, lowered) for n in needs):
                 continue
             found = plugin.analyze_string(joined)
-        else:
+        elif type(plugin) is KeywordDetector:
             any_case, lower_case = _keywords()
             if lowered is not None and lower_case is not None and not lower_case.search(lowered):
                 continue  # no line names a keyword: one search, not one per line
             found = (value for index in scanned for line in texts[index].splitlines()
                      if any_case.search(line) for value in plugin.analyze_string(line))
+        else:  # a plugin of the user's own: every line, as detect-secrets reads a file
+            found = (value for index in scanned for line in texts[index].splitlines()
+                     for value in plugin.analyze_string(line))
         for value in found:
             if value and "\x00" not in value:
                 kinds.setdefault(value, plugin.secret_type)
@@ -325,36 +345,52 @@ def mask(text: str, matches: Iterable[Match]) -> str:
 
 # -- instructions aimed at the pipeline -------------------------------------------------------------------------
 
-PIPELINE_INSTRUCTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
-    ("ignore previous instructions",
-     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|these\s+)?"
-     r"(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|messages|directions)"),
-    ("mark this approved",
-     r"\bmark\s+(?:this|itself)(?:\s+(?:document|record|extraction|output|result|candidate|file|entry))?\s+"
-     r"(?:as\s+)?(?:approved|passed|valid|verified|accepted|safe)\b"),
-    ("system prompt", r"\b(?:reveal|print|repeat|show|output)\s+(?:your|the)\s+(?:system\s+)?(?:prompt|instructions)\b"
-                      r"|\bsystem\s+prompt\b"),
-    ("이전 지시 무시",
-     r"(?:이전|앞의|위의|기존|모든)\s*(?:의\s*)?(?:모든\s*)?(?:지시|지침|명령|규칙)(?:사항)?\s*(?:을|를|은|는|들을)?\s*"
-     r"(?:모두\s*|전부\s*)?(?:무시|잊)"),
-    ("이 문서를 승인으로 표시",
-     r"이\s*(?:문서|기록|결과|항목)\s*(?:를|을|는|은)?\s*(?:자동\s*(?:으로)?\s*)?승인\s*(?:된\s*것으로|됨으로|으로)?\s*"
-     r"(?:표시|처리|간주)"),
-    ("시스템 프롬프트", r"시스템\s*프롬프트"),
-    ("игнорируй предыдущие инструкции",
-     r"(?:игнорируй(?:те)?|забудь(?:те)?|не\s+обращай(?:те)?\s+внимания\s+на|отмени(?:те)?)\s+(?:все\s+)?"
-     r"(?:предыдущие|прежние|прошлые|вышеуказанные|системные|исходные)\s+(?:инструкции|указания|правила|команды)"),
-    ("отметь как одобренный",
-     r"(?:отметь(?:те)?|пометь(?:те)?|считай(?:те)?|признай(?:те)?)\s+(?:этот|данный|это|эту|данную)\s*"
-     r"(?:документ|запись|результат|извлечение)?\s+(?:как\s+)?(?:одобрен|утвержд[её]н|принят|проверен)"),
-    ("системный промпт", r"системн(?:ый|ого|ому|ым|ом)\s+(?:промпт|prompt)"),
-))
-"""(name, pattern) over NFKC-casefolded text. Business text tells people what to do ("the manager marks the
-request approved"); these address the document itself or the model ("mark this document approved")."""
+def _phrase(name: str, pattern: str, *literals: tuple[str, ...]) -> tuple[str, re.Pattern[str], Needs]:
+    compiled = re.compile(pattern)
+    return name, compiled, Needs.of(compiled, *literals)
 
-_INSTRUCTIONS = tuple((name, pattern, Needs.of([pattern])) for name, pattern in PIPELINE_INSTRUCTIONS)
-"""Each phrase with the literals any match holds: most texts hold none of them, and looking for words is a
-fraction of a pattern search that tries every alternative at every position."""
+
+PIPELINE_INSTRUCTIONS: tuple[tuple[str, re.Pattern[str], Needs], ...] = (
+    _phrase("ignore previous instructions",
+            r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|these\s+)?"
+            r"(?:previous|prior|above|earlier|preceding|system|original)\s+"
+            r"(?:instructions|prompts?|rules|messages|directions)",
+            ("ignore", "disregard", "forget", "override"),
+            ("previous", "prior", "above", "earlier", "preceding", "system", "original"),
+            ("instructions", "prompt", "rules", "messages", "directions")),
+    _phrase("mark this approved",
+            r"\bmark\s+(?:this|itself)(?:\s+(?:document|record|extraction|output|result|candidate|file|entry))?\s+"
+            r"(?:as\s+)?(?:approved|passed|valid|verified|accepted|safe)\b",
+            ("mark",), ("this", "itself"), ("approved", "passed", "valid", "verified", "accepted", "safe")),
+    _phrase("system prompt",
+            r"\b(?:reveal|print|repeat|show|output)\s+(?:your|the)\s+(?:system\s+)?(?:prompt|instructions)\b"
+            r"|\bsystem\s+prompt\b",
+            ("prompt", "instructions")),
+    _phrase("이전 지시 무시",
+            r"(?:이전|앞의|위의|기존|모든)\s*(?:의\s*)?(?:모든\s*)?(?:지시|지침|명령|규칙)(?:사항)?\s*(?:을|를|은|는|들을)?\s*"
+            r"(?:모두\s*|전부\s*)?(?:무시|잊)",
+            ("이전", "앞의", "위의", "기존", "모든"), ("지시", "지침", "명령", "규칙"), ("무시", "잊")),
+    _phrase("이 문서를 승인으로 표시",
+            r"이\s*(?:문서|기록|결과|항목)\s*(?:를|을|는|은)?\s*(?:자동\s*(?:으로)?\s*)?승인\s*(?:된\s*것으로|됨으로|으로)?\s*"
+            r"(?:표시|처리|간주)",
+            ("문서", "기록", "결과", "항목"), ("승인",), ("표시", "처리", "간주")),
+    _phrase("시스템 프롬프트", r"시스템\s*프롬프트", ("시스템",), ("프롬프트",)),
+    _phrase("игнорируй предыдущие инструкции",
+            r"(?:игнорируй(?:те)?|забудь(?:те)?|не\s+обращай(?:те)?\s+внимания\s+на|отмени(?:те)?)\s+(?:все\s+)?"
+            r"(?:предыдущие|прежние|прошлые|вышеуказанные|системные|исходные)\s+(?:инструкции|указания|правила|команды)",
+            ("игнорируй", "забудь", "обращай", "отмени"),
+            ("предыдущие", "прежние", "прошлые", "вышеуказанные", "системные", "исходные"),
+            ("инструкции", "указания", "правила", "команды")),
+    _phrase("отметь как одобренный",
+            r"(?:отметь(?:те)?|пометь(?:те)?|считай(?:те)?|признай(?:те)?)\s+(?:этот|данный|это|эту|данную)\s*"
+            r"(?:документ|запись|результат|извлечение)?\s+(?:как\s+)?(?:одобрен|утвержд[её]н|принят|проверен)",
+            ("отметь", "пометь", "считай", "признай"), ("это", "эту", "данный", "данную"),
+            ("одобрен", "утвержд", "принят", "проверен")),
+    _phrase("системный промпт", r"системн(?:ый|ого|ому|ым|ом)\s+(?:промпт|prompt)", ("системн",), ("промпт", "prompt")),
+)
+"""(name, pattern, the literals any match holds) over NFKC-casefolded text. Business text tells people what to do
+("the manager marks the request approved"); these address the document itself or the model ("mark this document
+approved"). Most texts hold none of the literals, and looking for them costs a fraction of the pattern search."""
 
 
 def normalise(text: str) -> str:
@@ -365,8 +401,7 @@ def normalise(text: str) -> str:
 def pipeline_instructions(text: str) -> list[str]:
     """The names of the pipeline-aimed phrases ``text`` contains."""
     folded = normalise(text)
-    return [name for name, pattern, needs in _INSTRUCTIONS
-            if (needs is None or needs.met(folded, folded)) and pattern.search(folded)]
+    return [name for name, pattern, needs in PIPELINE_INSTRUCTIONS if needs.met(folded, folded) and pattern.search(folded)]
 
 
 def shingles(text: str, size: int) -> set[tuple[str, ...]]:
