@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 TARGET_RATIO = 2.0
 

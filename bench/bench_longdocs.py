@@ -8,7 +8,7 @@ Two parts, in one run (the machine is shared, so every ratio's baseline is measu
    ingest + segmentation in the ingest worker, windowing, merge, validation in the validation worker), and
    the ratio 20,000 / 2,000 of the time per sentence; the issue's target is at most 1.5 for each stage.
 2. Segmentation speed per language next to the segmenter library alone on the same text, reusing
-   ``bench/bench_segment.py``'s measurement (2,000 sentences; kss's import is paid by the first call, once).
+   ``bench/bench_segment.py``'s measurement (2,000 sentences).
 
     python bench/bench_longdocs.py [--quick]      (--quick: 1,000 and 5,000 sentences, no part 2)
 """

@@ -43,7 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 SEED_RUNS = (("model-a", 120), ("model-b", 120), ("model-a", 200), ("model-b", 80), ("model-a", 160),
              ("model-b", 120))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 from tests.support.batch import write_batch  # noqa: E402  (after the sys.path fix)
 from tests.support.hostile import long_hwpx, many_attachments, many_elements_html, shared_string_bomb  # noqa: E402

@@ -6,14 +6,13 @@ holds 2,000 or 20,000 sentences. For each language and size this prints
 - ``ingest``: ``from_text`` (canonical text and block parsing), timed on its own;
 - ``segment``: ``segment(document)``, the whole stage (script detection, abbreviation masking, windowed
   splitting, alignment to offsets, the glue guard, the invariant check);
-- ``library``: the segmenter library alone (``kss.split_sentences(backend="fast")``, ``razdel.sentenize``,
-  one ``pysbd.Segmenter``) on the same block contents ``segment`` splits, in the same process;
+- ``library``: the splitter alone (the Korean rules of ``extractor.segment.korean``, ``razdel.sentenize``, one
+  ``pysbd.Segmenter``) on the same block contents ``segment`` splits, in the same process;
 - ``overhead``: segment time / library time, the baseline measured in the same run.
 
 The best of five rounds, each running ingest, segment and the library in turn (the machine is shared).
-The library runs in the interpreter ``segment`` has run in. Loading kss is timed in a fresh interpreter, both
-ways: ``import kss`` (all of it) and the fast splitter's modules alone, as ``extractor.segment.korean`` loads
-them; a worker pays it once, and it is in no ratio.
+The library runs in the interpreter ``segment`` has run in. What loading a splitter costs a fresh process is
+``bench/bench_korean.py``'s.
 
     python bench/bench_segment.py [--quick]
 """
@@ -21,7 +20,6 @@ them; a worker pays it once, and it is in no ratio.
 from __future__ import annotations
 
 import copy
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -62,11 +60,11 @@ def build_text(language: str, sentences: int) -> str:
 
 
 def library(language: str) -> Callable[[str], object]:
-    """The library call ``segment`` makes for this language, as a user of the library would make it."""
+    """The splitter call ``segment`` makes for this language, as a user of the splitter would make it."""
     if language == "ko":
-        from kss import split_sentences  # (all of kss, loaded here rather than in the first timed call)
+        from extractor.segment import korean
 
-        return lambda text: split_sentences(text, backend="fast")
+        return korean.split
     if language == "ru":
         import razdel
 
@@ -75,12 +73,6 @@ def library(language: str) -> Callable[[str], object]:
 
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     return segmenter.segment
-
-
-def load_seconds(code: str) -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, cwd=ROOT)
-    return time.perf_counter() - started
 
 
 def measure(language: str, sentences: int, runs: int) -> dict[str, float]:
@@ -137,9 +129,6 @@ def main() -> None:
     quick = "--quick" in sys.argv
     sizes = [2000] if quick else [2000, 20000]
     runs = 1 if quick else 5
-    whole, fast = load_seconds("import kss"), load_seconds("from extractor.segment import korean; korean.split('다.')")
-    print(f"kss in a fresh interpreter (once per process; not in the ratios): import kss {whole:.2f} s, "
-          f"the fast splitter alone {fast:.2f} s")
     results = {(language, size): measure(language, size, runs) for language in ("ko", "en", "ru") for size in sizes}
     header = f"{'lang':4} {'sentences':>9} {'ingest s':>9} {'segment s':>9} {'sent/s':>8} {'library s':>9} {'sent/s':>8}"
     print(header + f" {'overhead':>8} {'per sentence vs 2,000':>22}")

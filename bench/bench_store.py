@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 RUN_SIZE = 200
 WAITING_RUNS = 5

@@ -25,7 +25,7 @@ run measures it (``Engine.cpu_seconds``: ingest + segmentation and validation in
 run-log writes in the run's writer thread; per thread, ``time.thread_time``); the run process's whole CPU
 per document, i.e. per call (HTTP client, event loop, run-log writes; the CPU pool's is not in it) next to
 the provider's and the bare client's CPU per call; peak memory (max
-RSS) of the run process and of the largest process of its CPU pool (a reader, with kss loaded). Then, per
+RSS) of the run process and of the largest process of its CPU pool (a reader). Then, per
 level, where the seconds beyond the ideal went, from the run log's timestamps (``where_time_went``).
 
     python bench/bench_throughput.py [--documents 500] [--latency 1.0] [--concurrency 1 8 32 64 256]
@@ -33,7 +33,7 @@ level, where the seconds beyond the ideal went, from the run log's timestamps (`
 
 ``--quick`` runs 100 documents at concurrency below 32. ``--postgres`` runs each level on a fresh
 PostgreSQL database created through the admin URL (e.g. the one ``.ci/postgres.sh`` prints) instead of an
-SQLite file. Imports (kss, the clients) are warmed up before the clock starts.
+SQLite file. Imports (the splitters, the clients) are warmed up before the clock starts.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 from tests.support.batch import SAMPLES, answer_for, write_batch  # noqa: E402  (after the sys.path fix)
 

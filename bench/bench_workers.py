@@ -4,7 +4,7 @@ to the ideal, and queue latency (enqueue to start) at p50 and p95.
 A real redis-server, real worker processes (``python -m extractor worker``) and a scripted model server in its
 own process (``bench_throughput.py --serve``) answering every call after ``--latency`` seconds with a candidate
 that passes, so every document costs one call. The ideal is workers x concurrency / latency documents per
-second. Workers are added between levels and warmed up (each has converted a document, kss loaded) before a
+second. Workers are added between levels and warmed up (each has converted a document) before a
 level's clock starts; every level converts documents of its own (distinct content). The database is an SQLite
 file unless ``--postgres ADMIN_URL`` names a server to create a fresh database on.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path[:1]:
-    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package, not the one kss installs
+    sys.path.insert(0, str(ROOT))  # the repository's ``tests`` package (its support modules)
 
 from tests.support.batch import write_batch  # noqa: E402  (after the sys.path fix)
 from tests.support.redis_server import redis_server  # noqa: E402

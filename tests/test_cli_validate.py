@@ -234,7 +234,7 @@ def test_help_does_not_import_heavy_stacks() -> None:
         "sys.argv = ['extract', '--help']\n"
         "from extractor import cli\n"
         "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-        "heavy = {'kss', 'openai', 'instructor', 'llama_cpp', 'sqlalchemy', 'alembic', 'jsonschema', 'httpx',"
+        "heavy = {'openai', 'instructor', 'llama_cpp', 'sqlalchemy', 'alembic', 'jsonschema', 'httpx',"
         " 'pysbd', 'razdel', 'rapidfuzz', 'docx', 'pypdf', 'bs4'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
     )

@@ -105,7 +105,7 @@ def test_the_circle_check_finds_and_names_a_circle(tmp_path: Path, monkeypatch: 
 
 # --- read-only commands -----------------------------------------------------------------------------
 
-LIBRARIES = ("docx", "pypdf", "bs4", "lxml", "PIL", "openpyxl", "hwpx", "numpy", "scipy", "pysbd", "razdel", "kss",
+LIBRARIES = ("docx", "pypdf", "bs4", "lxml", "PIL", "openpyxl", "hwpx", "numpy", "scipy", "pysbd", "razdel",
              "alembic", "jsonschema", "jsonschema_rs", "httpx", "celery", "llama_cpp", "pydantic")
 """Parsers, splitters, the migration tool, the maths of calibration, schema validators, the model and queue
 clients, pydantic (``extract run``'s options are made from ``extractor.options.RunOptions`` only when that command

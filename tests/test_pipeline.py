@@ -364,7 +364,7 @@ def test_the_first_wave_is_sent_before_reading_ahead(llm_server: Callable[..., S
                                                      db_url: str) -> None:
     """Until every slot has a call, only the documents that will fill them are read; then the next ones are read
     and claimed while those calls are out, ready for the slots they free."""
-    paths = write_batch(tmp_path / "docs", 18)[::3]  # the English ones: read in milliseconds (kss starts in seconds)
+    paths = write_batch(tmp_path / "docs", 18)[::3]  # the English ones: read in milliseconds
     server = llm_server(lambda request, number: Reply(answer_for(request), delay_s=1.0))
     summary, store = run(paths, server, db_url, concurrency=2, settings=ProviderSettings(timeout_s=30))
     assert summary.counts == {"READY_FOR_REVIEW": 6}

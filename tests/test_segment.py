@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import subprocess
@@ -98,15 +97,29 @@ def assert_no_split_inside_word(doc: Document) -> None:
 
 def test_segmenter_id_names_every_library_version() -> None:
     assert SEGMENTER_ID.startswith("extractor-seg/")
-    for package in ("kss", "razdel", "pysbd"):
+    for package in ("razdel", "pysbd"):
         assert f"{package}={version(package)}" in SEGMENTER_ID
-    assert "(fast)" in SEGMENTER_ID
 
 
-def test_importing_segment_does_not_import_kss() -> None:
-    code = "import sys, extractor.segment; sys.exit(1 if 'kss' in sys.modules else 0)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+HEAVY = ("kss", "kiwipiepy", "pecab", "razdel", "pysbd", "numpy", "scipy")
+"""Libraries a process that segments Korean must not load (seconds and hundreds of MB: extractor.segment.korean)."""
+
+
+def test_segmenting_korean_loads_no_library() -> None:
+    """Importing the segment stage loads no splitter, and splitting Korean none either: every reader segments
+    its first Korean document without an import of seconds (``bench/bench_korean.py`` holds the time)."""
+    code = f"""if True:
+        import sys, extractor.segment
+        before = sorted(name for name in sys.modules if name.split(".")[0] in {HEAVY!r})
+        from extractor.ingest import from_text
+        units = [s.text for s in extractor.segment.segment(from_text(sys.stdin.read())).sentences]
+        after = sorted(name for name in sys.modules if name.split(".")[0] in {HEAVY!r})
+        print(before, after, len(units))
+    """
+    result = subprocess.run([sys.executable, "-c", code], input=KOREAN_SAMPLE, capture_output=True, text=True,
+                            cwd=ROOT)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "[]", str(len(KOREAN_SAMPLE_UNITS))]
 
 
 # --- Korean --------------------------------------------------------------------------------------
@@ -128,127 +141,78 @@ def test_korean_sample_through_ingest() -> None:
     assert [s.text for s in doc.sentences] == KOREAN_SAMPLE_UNITS
 
 
-def test_kss_alone_would_glue_a_heading_to_its_paragraph() -> None:
+@pytest.mark.parametrize(
+    "expected",
+    [
+        ["요청자가 작업 내용을 작성한다.", "검토자는 결과를 기록해요.", "언제까지 승인할까요?", "바로 승인합니다!"],
+        ["요청자가 작업 내용을 작성합니다", "검토자는 요청을 승인합니다."],
+        ["정말요?!", "그럴 리가요...", "다시 확인하겠습니다…", "끝났습니다."],
+        ["압력은 1.5 bar 이하로 유지한다.", "온도는 36.5도를 넘지 않는다.", "예산은 3,500만 원이다."],
+        ["2024. 3. 15. 부터 적용한다.", "v2.3.1 버전은 www.example.co.kr 에서 받는다."],
+        ["1. 요청서를 작성한다.", "2. 검토를 요청한다.", "3. 결과를 기록한다."],
+        ["가. 요청자는 요청을 수정할 수 있다.", "나. 검토자는 요청을 승인한다.", "Ⅱ. 과업 세부내용을 따른다."],
+        ['그는 "내일 오겠다."라고 말했다.', "그러나 오지 않았다."],
+        ['팀장은 "검토 완료." 하고 서명했다.', "결재가 끝났다."],
+        ["“올해는 최선을 다하겠다.”라며 인사했다.", "요청은 반려됐다.", "사유는 「예산 초과」였다."],
+        ["주문 번호: PO-2025-0314.", "아래 품목을 납품해 주십시오."],
+        ["필터를 교체한다(2.5시간).", "시즌 5호 2루타.", "J. Kim 기사가 U.S. 규격으로 점검한다.", "담당은 И. И. Иванов 과장이다."],
+    ],
+    ids=["endings", "formal-ending-without-stop", "marks", "numbers", "dates-versions-addresses", "numbered-list",
+         "lettered-list", "quotation-particle", "quotation-spoken-on", "closing-quotes", "code", "noun-initials"],
+)
+def test_korean_sentence_boundaries(expected: list[str]) -> None:
+    assert units(" ".join(expected)) == expected
+    assert units("\n".join(expected)) == expected
+
+
+KOREAN_PIECES = ["요청자는", "검토를", "요청합니다", "합니다", "했다", "이다", "있어요", "하죠", "이", "다", "요", "니다", "가",
+                 "까", "Ⅱ", "1", "2024", "A", ".", "!", "?", "…", "~", ",", ":", "(", ")", "[", "]", "「", "」", "“", "”",
+                 "‘", "’", "'", '"', "하고", "라며", "①", "😀", " ", "  ", "\n", "\t", "\u3000"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(KOREAN_PIECES) | st.text(max_size=2), max_size=24).map("".join))
+def test_korean_sentences_are_trimmed_slices_that_cover_the_text(text: str) -> None:
+    """``korean.split`` returns slices of its text, in order, trimmed, together holding every character but the
+    whitespace between them: the segmenter's offsets are the slices' (``extractor.segment.align``)."""
+    from extractor.segment import korean
+
+    position = 0
+    for sentence in korean.split(text):
+        assert sentence and sentence == sentence.strip(), sentence
+        found = text.index(sentence, position)
+        assert not text[position:found].strip(), (text, sentence)
+        position = found + len(sentence)
+    assert not text[position:].strip(), text
+
+
+def test_a_splitter_alone_would_glue_a_heading_to_its_paragraph() -> None:
     """Why blocks come first: one paragraph block holding heading + text gives one glued unit."""
     assert units("목표\n요청자는 작업 내용을 등록합니다.") == ["목표\n요청자는 작업 내용을 등록합니다."]
 
 
 def test_korean_never_split_inside_a_word() -> None:
-    """kss's default backend (pecab) returns '... 검토가 요' + '청된 ...' for this paragraph."""
     sentence = "검토자는 검토가 요청된 작업을 승인하거나 보완을 요청할 수 있어야 합니다."
     doc = segment(paragraphs(f"{sentence} {sentence}"))
     assert [s.text for s in doc.sentences] == [sentence, sentence]
     assert_no_split_inside_word(doc)
 
 
-def test_glue_guard_repairs_a_real_mid_word_split(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With kss's pecab backend the split really happens inside '요청된'; the guard undoes it."""
-    import kss
-
-    import extractor.segment
+def test_glue_guard_repairs_a_mid_word_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A splitter that cuts inside a word (kss's morpheme backend gave ``... 검토가 요`` + ``청된 ...``): the guard
+    joins the pieces back."""
+    from extractor.segment import korean
 
     sentence = "검토자는 검토가 요청된 작업을 승인하거나 보완을 요청할 수 있어야 합니다."
-    pecab_units = kss.split_sentences(f"{sentence} {sentence}", backend="pecab")
-    assert "검토자는 검토가 요" in pecab_units, "pecab no longer splits mid-word; keep the guard anyway"
-    monkeypatch.setattr(extractor.segment, "_split_korean", lambda text: kss.split_sentences(text, backend="pecab"))
+    cut = sentence.index("청된")
+    monkeypatch.setattr(korean, "split", lambda text: [sentence[:cut], sentence[cut:], sentence])
     doc = segment(paragraphs(f"{sentence} {sentence}"))
     assert [s.text for s in doc.sentences] == [sentence, sentence]
 
 
-KSS_PIECES = ["요청자는", "검토를", "요청합니다", "합니다", "했다", "이다", "있어요", "하죠", "했죵", "이", "다", "요", "죠", "네",
-              "까", "을", "였", "게", "구", "엇", "음", "쥬", "어", "용", "떄", "ㅋㅋ", "ㅠㅠ", ".", "!", "?", "…", "~", ",",
-              ":", "/", "ㆍ", "(", ")", "[", "]", "「", "」", "“", "”", "‘", "’", "'", '"', "`", "①", "†", "^", "😀",
-              " ", "  ", "\n", "\t", "3", "2024.", "A.", "e.g."]
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(KSS_PIECES) | st.text(max_size=2), min_size=1, max_size=24).map("".join).filter(bool))
-def test_the_korean_shortcut_gives_exactly_kss_sentences(text: str) -> None:
-    """``korean.split`` runs kss's splitter through its own cheaper preprocessor: the sentences must be kss's
-    (kss returns an empty text itself, ``split`` no sentence)."""
-    import kss
-
-    from extractor.segment import korean
-
-    assert korean.uses_shortcut(), f"kss {version('kss')} is not a checked version: read its splitter, then add it"
-    assert korean.split(text) == kss.split_sentences(text, backend="fast")
-
-
-def korean_blocks_of_the_repository() -> list[str]:
-    blocks = [block for path in sorted((ROOT / "samples").glob("ko*")) + sorted((ROOT / "tests").rglob("*"))
-              if path.is_file() and path.suffix in (".txt", ".md", ".py", ".json")
-              for block in path.read_text(encoding="utf-8", errors="replace").split("\n\n")
-              if re.search("[\uac00-\ud7a3]", block)]
-    assert len(blocks) > 50
-    return blocks
-
-
-def test_the_korean_shortcut_agrees_with_kss_on_every_korean_text_of_the_repository() -> None:
-    import kss
-
-    from extractor.segment import korean
-
-    blocks = korean_blocks_of_the_repository()
-    assert [korean.split(block) for block in blocks] == [kss.split_sentences(block, backend="fast") for block in blocks]
-
-
-def test_a_kss_version_not_checked_goes_through_kss_public_function(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shortcut reads kss's internals, so it is taken only for the versions it was checked against; with any
-    other version ``split`` calls ``kss.split_sentences`` itself, and the sentences are the same."""
-    import kss
-
-    from extractor.segment import korean
-
-    blocks = korean_blocks_of_the_repository()
-    monkeypatch.setattr(korean, "version", lambda name: "6.0.7" if name == "kss" else version(name))
-    korean.splitter.cache_clear()
-    called: list[str] = []
-    public = kss.split_sentences
-    monkeypatch.setattr(kss, "split_sentences", lambda text, **options: called.append(text) or public(text, **options))
-    try:
-        assert not korean.uses_shortcut()
-        assert [korean.split(block) for block in blocks] == [public(block, backend="fast") for block in blocks]
-        assert called == blocks  # every block went through the public function
-    finally:
-        korean.splitter.cache_clear()
-
-
-KSS_TOOLS = ("kss._modules.g2p", "kss._modules.spacing", "kss._modules.paradigm", "kss._modules.morphemes.analyzers",
-             "kss._modules.sentences.split_sentences", "pecab", "scipy", "numpy")
-"""What ``import kss`` loads and the fast splitter never calls (seconds and hundreds of MB)."""
-
-
-def test_a_fresh_process_splits_korean_with_kss_fast_splitter_alone() -> None:
-    """In a process that has not imported kss, ``korean.split`` loads only the fast splitter's modules, and its
-    sentences are still those of kss's public function (run here, in the test's process, with all of kss). A
-    later ``import kss`` in that process gets all of kss, working."""
-    import kss
-
-    blocks = korean_blocks_of_the_repository()
-    code = """if True:
-        import json, sys
-        from extractor.segment import korean
-        blocks = json.load(sys.stdin)
-        units = [korean.split(block) for block in blocks]
-        loaded = sorted(name for name in sys.modules if name.startswith(KSS_TOOLS))
-        import kss
-        check = [kss.split_sentences(block, backend="fast") for block in blocks[:5]]
-        pecab = kss.split_sentences(blocks[0], backend="pecab")
-        json.dump({"units": units, "loaded": loaded, "check": check, "pecab": pecab}, sys.stdout)
-    """.replace("KSS_TOOLS", repr(KSS_TOOLS))
-    result = subprocess.run([sys.executable, "-c", code], input=json.dumps(blocks), capture_output=True, text=True,
-                            cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr
-    found = json.loads(result.stdout)
-    assert found["loaded"] == [], f"the fast splitter pulled in {found['loaded']}"
-    assert found["units"] == [kss.split_sentences(block, backend="fast") for block in blocks]
-    assert found["check"] == found["units"][:5]
-    assert found["pecab"] == kss.split_sentences(blocks[0], backend="pecab")
-
-
 def test_korean_two_sentences_without_space_after_period() -> None:
-    """kss splits after '다.' even without a space; the glue guard keeps that boundary because the
-    left unit ends with sentence punctuation and a letter follows."""
+    """A full stop between two syllables ends a sentence even without a space; the glue guard keeps that
+    boundary because the left unit ends with sentence punctuation and a letter follows."""
     doc = segment(paragraphs("요청자가 작업을 작성합니다.검토자가 승인합니다."))
     assert [s.text for s in doc.sentences] == ["요청자가 작업을 작성합니다.", "검토자가 승인합니다."]
     assert doc.sentences[0].end == doc.sentences[1].start
@@ -452,9 +416,9 @@ def test_invariants_hold_for_russian_and_english(doc: Document) -> None:
     assert_no_split_inside_word(doc)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None)
 @given(documents([KOREAN_WORDS, RUSSIAN_WORDS, ENGLISH_WORDS]))
-def test_invariants_hold_with_kss(doc: Document) -> None:
+def test_invariants_hold_with_korean(doc: Document) -> None:
     check_invariants(segment(doc))
     assert_no_split_inside_word(doc)
 
@@ -928,7 +892,7 @@ def test_one_field_line_ends_before_the_sentence_under_it(lines: list[str]) -> N
 
 
 def test_a_korean_ending_before_a_parenthesis_still_ends_the_sentence() -> None:
-    """kss reads on past ``뺀다(0.5시간).``; a line break or a space after it is a boundary."""
+    """A full stop after the parenthesis that follows the ending (``뺀다(0.5시간).``) ends the sentence."""
     expected = ["박지현 기술자가 펌프 하우징의 물을 뺀다(0.5시간).", "최동욱 전기 기사가 모터 전원을 분리한다(1시간).",
                 "박지현 기술자가 실을 교체한다(3시간)."]
     assert units("\n".join(expected)) == expected

@@ -1,7 +1,8 @@
 """The typer app and what every command shares: formats, one-line failures, JSON output.
 
 Only typer, the standard library and the light ``extractor.errors`` are imported here: ``extract --help``
-must not pay for kss, the LLM clients or the database. Every command imports what it needs when it runs.
+must not pay for the sentence splitters, the LLM clients or the database. Every command imports what it needs
+when it runs.
 Exit codes (``extractor.vocab.ExitCode``): 0 ok, 1 findings of severity error (or a gate decision, a
 refusal), 2 bad usage, unreadable input or an unusable database. An ``ExtractorError`` raised anywhere
 under a command becomes its one-line ``error: ...`` and its exit code here, in ``Commands.invoke``.

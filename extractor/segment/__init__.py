@@ -1,8 +1,8 @@
 """Segment stage: split every block's content into sentence units ``s1..sN`` with exact offsets.
 
-Ids are positions, so they are only stable for one ``SEGMENTER_ID``: another kss, razdel or pysbd version,
-or a change to the rules here, may move one boundary and renumber every later sentence. Store
-``Document.segmenter`` with anything that refers to sentence ids.
+Ids are positions, so they are only stable for one ``SEGMENTER_ID``: another razdel or pysbd version, or a
+change to the rules here or in ``extractor.segment.korean``, may move one boundary and renumber every later
+sentence. Store ``Document.segmenter`` with anything that refers to sentence ids.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from extractor.segment import boundaries, korean
 from extractor.segment.abbreviations import mask
 from extractor.segment.align import align
 
-__all__ = ["SEGMENTER_ID", "check_invariants", "needs_kss", "segment"]
+__all__ = ["SEGMENTER_ID", "check_invariants", "segment"]
 
-SEGMENTER_ID: str = (
-    f"extractor-seg/4 kss={version('kss')}(fast) razdel={version('razdel')} pysbd={version('pysbd')}"
-)
+SEGMENTER_ID: str = f"extractor-seg/5 razdel={version('razdel')} pysbd={version('pysbd')}"
 """Names this segmenter and every library version that decides where boundaries (and so ids) fall.
 
 Bump ``extractor-seg/N`` whenever a rule below, or a block rule of ``extractor.ingest.text`` (blocks bound
-the units), changes. Versions come from package metadata because importing kss takes seconds.
+the units), changes. Versions come from package metadata: reading a text (``extract show`` does) imports no
+splitter.
 
 2: wrapped lines starting with an abbreviation, marked titles above their text, circled clauses, 제N조
 articles, fenced code, no split after an abbreviation that never ends a sentence.
@@ -33,6 +32,9 @@ articles, fenced code, no split after an abbreviation that never ends a sentence
 ``№`` or after ``инв.``; a number that ends a sentence (``order 2.``) stays with it (``extractor.segment.boundaries``).
 4: a lone field line ends before the sentence under it; a Korean ending before a parenthesis (``교체한다(2.5시간).``)
 ends its sentence.
+5: Korean by ``extractor.segment.korean``'s rules, not kss: a list letter stays with its item (``가. 요청자는``),
+a full stop after a code or a noun ends its sentence (``PO-2025-0314.``, ``2루타.``), a quotation spoken on
+(``”라며``) does not.
 """
 
 Splitter = Callable[[str], list[str]]
@@ -55,7 +57,7 @@ _CLOSERS = frozenset("\"'”’»)]}")
 def segment(document: Document) -> Document:
     """Fill ``document.sentences`` (ids ``s1..sN`` in document order) and ``document.segmenter``.
 
-    Each block's content is split on its own, so no unit crosses a block boundary: kss alone glues a
+    Each block's content is split on its own, so no unit crosses a block boundary: a splitter alone glues a
     heading to the next line (``목표\\n요청자는 ...``). Returns the same document.
     """
     if document.format == "blocks":  # a JSON blocks source names its own units (extractor.ingest.blocks)
@@ -161,25 +163,14 @@ def _piece_units(content: str) -> list[tuple[int, int]]:
     return boundaries.repair(content, _join_glued(content, _split_windowed(mask(content), splitter)))
 
 
-def needs_kss(text: str) -> bool:
-    """Whether segmenting ``text`` calls kss: a block with any Hangul is split by it (``_splitter_for``)."""
-    return _HANGUL.search(text) is not None
-
-
 def _splitter_for(content: str) -> Splitter:
     """Pick by script: any Hangul is Korean, a Cyrillic majority of letters is Russian, else English."""
-    if needs_kss(content):
-        return _split_korean
+    if _HANGUL.search(content):
+        return korean.split
     cyrillic = sum(map(len, _CYRILLIC.findall(content)))  # runs, not characters: few objects per block
     if cyrillic and (2 * cyrillic > len(content) or 2 * cyrillic > sum(map(str.isalpha, content))):
         return _split_russian  # (a majority of all characters is one of the letters without counting them)
     return _split_english
-
-
-def _split_korean(text: str) -> list[str]:
-    """kss with the rule-based ``fast`` backend (``extractor.segment.korean``): the default (pecab, since mecab is
-    absent) splits inside words (``... 요`` + ``청된 ...``)."""
-    return korean.split(text)
 
 
 def _split_russian(text: str) -> list[str]:
@@ -236,7 +227,8 @@ def _join_glued(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, i
     """Merge units that touch with no whitespace between them, unless the left one ends with sentence
     punctuation and the right one starts with a letter (``합니다.검토자는``).
 
-    This is the guard against splitters cutting inside a word, which kss's pecab backend does.
+    This is the guard against a boundary inside a word: a splitter's, or one alignment makes around text a
+    splitter dropped or altered.
     """
     joined: list[tuple[int, int]] = []
     for start, end in spans:

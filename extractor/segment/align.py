@@ -1,7 +1,7 @@
 """Map the sentence strings a splitter returned back to offsets in the text it was given.
 
-Splitters may strip, collapse or re-flow whitespace (kss does), and may alter or drop characters
-(pysbd silently drops a sentence it cannot find again in its input). Offsets are therefore recovered by
+Splitters may strip, collapse or re-flow whitespace (pysbd is given line breaks as spaces), and may alter or
+drop characters (pysbd silently drops a sentence it cannot find again in its input). Offsets are therefore recovered by
 matching non-whitespace characters in order, never by trusting a returned string to be a slice.
 """
 

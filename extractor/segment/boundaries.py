@@ -5,16 +5,14 @@ punctuation: the ``Field: value`` header lines of a form and the rows of a fixed
 block's lines as one paragraph and would glue ``Requested by: Dana Kim`` to ``Due date: 2026-03-14``). After it,
 ``repair`` undoes two kinds of split:
 
-- inside a short quotation (razdel ends a sentence at the ``!`` of ``«Не включать! Работают люди».``), and right
-  after one whose text ends without sentence punctuation (kss ends one at ``「작업 중」 표지를 건다``);
+- inside a short quotation (razdel ends a sentence at the ``!`` of ``«Не включать! Работают люди».``, the Korean
+  rules at the ``!`` of ``「전원 투입 금지! 작업 중」``), and right after one whose text ends without sentence
+  punctuation;
 - before a number that ends the previous sentence: pysbd reads ``order 2. The clerk ...`` as a numbered list
   item ``2.`` and cuts after ``order``; the number goes back to the sentence it ends, unless the units really
   are a list (``1. ... 2. ...`` or an item after a colon).
 
-and adds one kss misses: a Korean sentence whose final ending is followed by a parenthesis before the full
-stop (``교체한다(2.5시간). 다음 ...``).
-
-Every rule works on offsets into the block's content and only moves, removes or adds boundaries between
+Every rule works on offsets into the block's content and only moves or removes boundaries between
 non-space characters, so units stay exact slices and ``check_invariants`` holds.
 """
 
@@ -34,7 +32,6 @@ _QUOTES = {"«": "»", "“": "”", "„": "“", "\"": "\"", "「": "」", "�
 _OPENING = re.compile("[" + re.escape("".join(_QUOTES)) + "]")
 _QUOTE_LIMIT = 300
 """Characters a quotation may span to be kept whole: a sign's text or a short statement, not a stray mark."""
-_ENDING_PARENTHESIS = re.compile(r"(?<=[다요])\([^()\n]{1,60}\)[.!?](?=\s+\S)")
 _TERMINALS = frozenset(".!?…。！？")
 _LIST_NUMBER = re.compile(r"(\d{1,3})\.\s")
 _OPENING_NUMBER = re.compile(r"([:：])\s+(\d{1,3}\.)\Z")
@@ -116,22 +113,7 @@ def _width(text: str) -> int:
 def repair(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The splitter's units with the splits inside quotations removed and list numbers that end a sentence
     given back to it (see the module docstring)."""
-    return _number_back(content, _join_quoted(content, _split_after_parenthesis(content, spans)))
-
-
-def _split_after_parenthesis(content: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Units cut after ``다(...).`` / ``요(...).`` where more text follows (kss reads on past the full stop)."""
-    if ")" not in content:
-        return spans
-    split: list[tuple[int, int]] = []
-    for start, end in spans:
-        for match in _ENDING_PARENTHESIS.finditer(content, start, end):
-            split.append((start, match.end()))
-            start = match.end()
-            while content[start].isspace():
-                start += 1
-        split.append((start, end))
-    return split
+    return _number_back(content, _join_quoted(content, spans))
 
 
 def _quotations(content: str) -> list[tuple[int, int]]:

@@ -41,7 +41,7 @@ def sample_sentences(language: str) -> list[str]:
 
 
 PER_PARAGRAPH = {"en": 6, "ko": 6, "ru": 1}
-"""Sentences per paragraph: fewer blocks segment faster (kss and pysbd pay per block), but razdel keeps a
+"""Sentences per paragraph: fewer blocks segment faster (pysbd pays per block), but razdel keeps a
 ``P 12`` prefix with the sentence before it, so Russian gets a paragraph per sentence."""
 
 
