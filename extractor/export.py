@@ -623,8 +623,6 @@ def _cell(value: Any) -> str:
         value = value.text
     if isinstance(value, str):
         return "'" + value if value.startswith(FORMULA_STARTS) else value
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, dict | list):
         return compact_json(value)
     return repr(value) if isinstance(value, float) else str(value)

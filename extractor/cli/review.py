@@ -316,10 +316,9 @@ def export(
     """
     import gc
 
-    # The collector is off while the command imports what it needs: the imports make no cycles worth looking for,
-    # and a tenth of their time went to collections walking what they made. That lives until the process ends:
-    # frozen, the collections while records stream (on again: a stream makes cycles, a JSONL one grew by 250 MB
-    # over a million records without them) never walk it.
+    # The collector is off while the command imports (a tenth of their time went to collections walking what they
+    # made) and on while records stream (the stream makes cycles: without it a JSONL export of a million records
+    # grew by 250 MB). What the imports made lives until the process ends: frozen, no collection walks it again.
     gc.disable()
     try:
         from extractor.export import Wanted
