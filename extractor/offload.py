@@ -830,13 +830,18 @@ class CpuPool:
         return [pid for child in self._children if (pid := child.pid) is not None]
 
     def close(self) -> None:
-        """Stop every process of the pool (tests and benchmarks; the run's exit stops them too)."""
+        """Stop every process of the pool (tests and benchmarks; the run's exit stops them too). A process stays in
+        the pool until it is stopped: Ctrl-C or SIGTERM in the middle leaves the rest to the close at exit, where
+        multiprocessing's own exit handler would otherwise wait forever for processes that ignore SIGTERM."""
         with self._lock:
-            children, self._children = self._children, []
+            children = list(self._children)
             self._idle.clear()
             threads, self._threads = self._threads, None
         for child in children:
             child.stop()
+            with self._lock:
+                if child in self._children:
+                    self._children.remove(child)
         if threads is not None:
             threads.shutdown(wait=False)
 
