@@ -209,7 +209,9 @@ def _read(path: Path, environment: dict[str, str | None], data: bytes | None = N
 
 def _attachments(mail: str, data: bytes | None, environment: dict[str, str | None]) -> Attachments:
     """Run in a reader: the attachments of supported types of the e-mail ``mail`` (its bytes ``data``, else the
-    file), parsed once. An e-mail that cannot be read has none here: reading it says why."""
+    file), parsed once. An e-mail that cannot be read has none here: reading it says why. ``InputError`` for an
+    attachment whose bytes cannot be decoded (its headers cannot be read): the e-mail is readable without them, and
+    its outcome must say that they are missing."""
     from extractor.ingest import FORMATS, max_document_bytes
     from extractor.ingest.eml import attachment_path, attachments
 
@@ -662,16 +664,16 @@ class CpuPool:
         if not retire:
             self._release(child)
 
-    def start(self) -> None:
-        """Start every process of the pool now, in the background: a long-lived process (``extract worker``) calls
-        it first, so that the fork server imports what the pool needs while this process imports its own.
-        ``ValueError`` for a reading limit that is not one."""
+    def start(self, roles: frozenset[str] = EITHER) -> None:
+        """Start every process of the pool now (of ``roles``: ``READER`` for a process that only reads), in the
+        background: a long-lived process (``extract worker``) calls it first, so that the fork server imports what
+        the pool needs while this process imports its own. ``ValueError`` for a reading limit that is not one."""
         self._ensure()
-        threading.Thread(target=self._start_all, name="offload-start", daemon=True).start()
+        threading.Thread(target=self._start_all, args=(roles,), name="offload-start", daemon=True).start()
 
-    def _start_all(self) -> None:
+    def _start_all(self, roles: frozenset[str]) -> None:
         with self._lock:
-            children = list(self._children)
+            children = [child for child in self._children if child.role in roles]
         for child in children:
             try:
                 child.start()
@@ -775,16 +777,16 @@ class CpuPool:
             raise InputError(str(path), str(gone)) from None
         return found
 
-    async def attachments(self, mail: Path) -> Attachments:
-        """The e-mail's attachments as a reader takes them from it (``Attachments``); ``InputError`` naming the
-        limit the reader passed on it."""
+    async def attachments(self, mail: Path, data: bytes | None = None) -> Attachments:
+        """The e-mail's attachments as a reader takes them from it (``Attachments``; ``data``: its bytes, else the
+        reader reads the file); ``InputError`` naming the limit the reader passed on it."""
         try:
             limits = Limits.from_environment()
             self._ensure()
         except ValueError as error:
             raise InputError(str(mail), str(error)) from None
         try:
-            found: Attachments = await self._call(READER, _attachments, (str(mail), None, _passed()), limits)
+            found: Attachments = await self._call(READER, _attachments, (str(mail), data, _passed()), limits)
         except Gone as gone:
             raise InputError(str(mail), str(gone)) from None
         return found
@@ -828,13 +830,18 @@ class CpuPool:
         return [pid for child in self._children if (pid := child.pid) is not None]
 
     def close(self) -> None:
-        """Stop every process of the pool (tests and benchmarks; the run's exit stops them too)."""
+        """Stop every process of the pool (tests and benchmarks; the run's exit stops them too). A process stays in
+        the pool until it is stopped: Ctrl-C or SIGTERM in the middle leaves the rest to the close at exit, where
+        multiprocessing's own exit handler would otherwise wait forever for processes that ignore SIGTERM."""
         with self._lock:
-            children, self._children = self._children, []
+            children = list(self._children)
             self._idle.clear()
             threads, self._threads = self._threads, None
         for child in children:
             child.stop()
+            with self._lock:
+                if child in self._children:
+                    self._children.remove(child)
         if threads is not None:
             threads.shutdown(wait=False)
 
@@ -858,7 +865,7 @@ def read_now(path: Path, data: bytes | None = None) -> Document:
 
 
 def attachments_now(mail: str, data: bytes) -> Attachments:
-    """The attachments of the e-mail ``mail`` whose bytes are ``data`` (an upload, a file to queue), taken by one
+    """The attachments of the e-mail ``mail`` whose bytes are ``data`` (an upload), taken by one
     reader with the reading limits, as ``CpuPool.attachments``."""
     found: Attachments = in_reader(mail, _attachments, (mail, data, _passed()))
     return found

@@ -19,6 +19,7 @@ from extractor.engine.discover import discover
 from extractor.errors import InputError
 from extractor.ingest import load, load_bytes
 from extractor.segment import segment
+from tests.support.hostile import attachment_header, deep_comment, many_parts
 
 H, L, P, T = BlockKind.HEADING, BlockKind.LIST_ITEM, BlockKind.PARAGRAPH, BlockKind.TABLE_CELL
 REAL_FILES = Path(__file__).resolve().parents[1].parent / "shared" / "real-files"
@@ -264,7 +265,8 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
 
 def test_eml_attachments_are_bounded(tmp_path: Path) -> None:
     """The first 100 attachments are documents of their own and the e-mail says how many more it has; an e-mail
-    of more than 1,000 MIME parts is refused (each attachment read parses its e-mail again)."""
+    of more than 1,000 MIME parts is refused (each attachment read parses its e-mail again), counted before it is
+    parsed: the parser builds each part first."""
     path = mail(tmp_path, [(f"note{number}.txt", f"메모 {number}".encode()) for number in range(1, 151)])
     document = load(path)
     assert document.text.endswith("note100.txt (attachment 100), and 50 more not read (limit 100)")
@@ -276,7 +278,36 @@ def test_eml_attachments_are_bounded(tmp_path: Path) -> None:
     crowded = mail(tmp_path, [(f"n{number}.txt", b"x") for number in range(1_000)])
     with pytest.raises(InputError) as error:
         load(crowded)
-    assert str(error.value) == f"{crowded}: e-mail has 1002 MIME parts (limit 1000); refused"
+    assert str(error.value) == f"{crowded}: e-mail has over 1000 MIME parts (limit 1000); refused"
+    path = mail(tmp_path, [(f"n{number}.txt", b"x") for number in range(998)])  # 1,000 with the e-mail and its body
+    assert load(path).text.endswith("and 898 more not read (limit 100)")
+    dense = many_parts(tmp_path / "dense.eml")  # 860,000 parts: minutes of a reader's time had they been parsed
+    with pytest.raises(InputError) as error:
+        load(dense)
+    assert str(error.value) == f"{dense}: e-mail has over 1000 MIME parts (limit 1000); refused"
+
+
+def test_eml_headers_the_parser_recurses_on_are_the_files_fault(tmp_path: Path) -> None:
+    """The ``email`` package parses a header when it is first asked for, and recurses into nested comments: a header
+    of 20,000 ``(`` passed the recursion limit wherever it was read (the e-mail's From, an attachment's type, name or
+    transfer encoding), and the RecursionError ended the whole run. Each is one line naming the file now, reading
+    the e-mail, taking its attachments from it in a reader, or reading an attachment."""
+    says = "not a valid e-mail (RecursionError: maximum recursion depth exceeded"
+    top = tmp_path / "from.eml"
+    top.write_bytes(deep_comment(b"From", b"buyer@example.com") + b"\r\nSubject: order\r\n\r\nThe order.\r\n")
+    for path in [top, attachment_header(tmp_path / "type.eml", deep_comment(b"Content-Type", b"text/plain;")),
+                 attachment_header(tmp_path / "name.eml", deep_comment(b"Content-Disposition", b"attachment;"))]:
+        with pytest.raises(InputError) as error:
+            load(path)
+        assert str(error.value).startswith(f"{path}: {says}") and "\n" not in str(error.value)
+        assert offload.attachments_now(str(path), path.read_bytes()) == ()  # reading it says why
+    encoding = attachment_header(tmp_path / "encoding.eml", deep_comment(b"Content-Transfer-Encoding", b"base64"))
+    assert load(encoding).text.endswith("Attachments: order.txt (attachment 1)")  # readable without its attachment
+    for taken in (lambda: offload.attachments_now(str(encoding), encoding.read_bytes()),
+                  lambda: load(f"{encoding}#attachment1/order.txt")):
+        with pytest.raises(InputError) as error:
+            taken()
+        assert str(error.value).startswith(f"{encoding}: {says}"), error.value
 
 
 def test_eml_html_body_and_non_mail(tmp_path: Path) -> None:

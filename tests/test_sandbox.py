@@ -24,11 +24,15 @@ from tests.support.batch import (
     run_cli,
     summary_of,
     write_batch,
+    write_mail_batch,
 )
 from tests.support.hostile import (
+    attachment_header,
+    deep_comment,
     long_hwpx,
     many_attachments,
     many_elements_html,
+    many_parameters,
     reference_loop_pdf,
     shared_string_bomb,
     sparse_text,
@@ -84,14 +88,19 @@ def test_an_emails_attachments_are_taken_from_it_by_a_reader(llm_server: Callabl
                                                              tmp_path: Path) -> None:
     """Discovery lists an e-mail alone; a reader takes its attachments from it, with the reading limits: of 105
     attachments the first 100 are read (the 99th and 100th are text, the others before them a type no reader
-    reads), each a document of its own after its e-mail. An e-mail of 40,000 attachments (9.5 MB, seconds to
-    parse) ends at the reader's deadline, in one line: it was parsed nowhere else."""
+    reads), each a document of its own after its e-mail. An e-mail whose 20 attachments' names take the parser
+    minutes ends at the reader's deadline, in one line: it was parsed nowhere else. One of 40,000 attachments (9.5
+    MB, seconds to parse) is refused before it is parsed; one whose attachment's name or transfer encoding the parser
+    recurses on is one line (its RecursionError ended the run)."""
     folder = tmp_path / "batch"
     folder.mkdir()
     for name in GOOD:
         shutil.copy(ROOT / "samples" / name, folder / name)
     orders = many_attachments(folder / "orders.eml", 105, binary=98)
     flood = many_attachments(folder / "flood.eml", 40_000)
+    slow = many_parameters(folder / "slow.eml")
+    recursing = [attachment_header(folder / "name.eml", deep_comment(b"Content-Disposition", b"attachment;")),
+                 attachment_header(folder / "encoding.eml", deep_comment(b"Content-Transfer-Encoding", b"base64"))]
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     env = cli_env(server.base_url, f"sqlite:///{tmp_path}/runs.db", EXTRACT_READ_MEMORY="512M",
                   EXTRACT_READ_TIMEOUT="3", EXTRACT_READERS="2")
@@ -102,11 +111,16 @@ def test_an_emails_attachments_are_taken_from_it_by_a_reader(llm_server: Callabl
     paths = [o["path"] for o in summary_of(result)["outcomes"]]
     outcomes = {o["path"]: o for o in summary_of(result)["outcomes"]}
     attached = [f"{orders}#attachment{number}/order{number - 1}.txt" for number in (99, 100)]
-    assert sorted(paths) == sorted([str(folder / name) for name in GOOD] + [str(orders), *attached, str(flood)])
+    assert sorted(paths) == sorted([str(folder / name) for name in GOOD] + [str(orders), *attached, str(flood),
+                                                                           str(slow), *map(str, recursing)])
     assert {name: outcomes[str(folder / name)]["state"] for name in GOOD} == dict.fromkeys(GOOD, "READY_FOR_REVIEW")
     assert all(outcomes[path]["state"] != "INPUT_ERROR" for path in [str(orders), *attached]), outcomes
-    assert outcomes[str(flood)]["state"] == "INPUT_ERROR"
-    assert outcomes[str(flood)]["cause"] == f"{flood}: still reading after 3 s (the reading limit EXTRACT_READ_TIMEOUT)"
+    assert outcomes[str(flood)]["state"] == outcomes[str(slow)]["state"] == "INPUT_ERROR"
+    assert outcomes[str(flood)]["cause"] == f"{flood}: e-mail has over 1000 MIME parts (limit 1000); refused"
+    assert outcomes[str(slow)]["cause"] == f"{slow}: still reading after 3 s (the reading limit EXTRACT_READ_TIMEOUT)"
+    for path in recursing:
+        assert outcomes[str(path)]["state"] == "INPUT_ERROR"
+        assert outcomes[str(path)]["cause"].startswith(f"{path}: not a valid e-mail (RecursionError: "), outcomes[str(path)]
     assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the run peaked at {peak_of(peak) >> 20} MiB"
 
 
@@ -185,8 +199,7 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
         shared_string_bomb(folder / "shared_strings.xlsx"): (
             ".xlsx part xl/worksheets/sheet1.xml inflates 237 times (limit 200); refused as a zip bomb",
             "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"),
-        many_attachments(folder / "flood.eml", 40_000): ("e-mail has 40002 MIME parts (limit 1000); refused",
-                                                         "still reading after 20 s (the reading limit EXTRACT_READ_TIMEOUT)"),
+        many_attachments(folder / "flood.eml", 40_000): ("e-mail has over 1000 MIME parts (limit 1000); refused",),
     }
     server = llm_server(lambda request, number: Reply(answer_for(request)))
     readers = 2
@@ -223,3 +236,53 @@ def test_a_queued_batch_with_hostile_files_costs_the_worker_one_document_each(
     assert max(at for name, at in queued.items() if name != mail) < queued[mail], queued
     assert peak_of(peak) < LIMIT + (64 << 20), f"a process of the worker peaked at {peak_of(peak) >> 20} MiB"
     assert tree_peak <= readers * LIMIT + (300 << 20), f"the worker's process tree peaked at {tree_peak >> 20} MiB"
+
+
+def test_e_mail_bombs_before_a_queued_batchs_e_mails_hold_none_of_them(
+        llm_server: Callable[..., ScriptedLLMServer], tmp_path: Path) -> None:
+    """``extract run --queue`` takes a batch's e-mails apart in its CPU pool's readers, several at once: two e-mails
+    whose attachments' names take the parser minutes, first in the folder, hold their readers until the deadline,
+    and the good e-mails after them are taken apart meanwhile (past the soft deadline the bombs' readers let two
+    more start) and queued before either bomb ends (with one reader after another they waited for both). Each bomb
+    ends INPUT_ERROR in one line naming the file and the limit its reader passed, and no worker reads it again;
+    nor one whose attachment's transfer encoding the parser recursed on (it ended the command with a traceback).
+    Every good e-mail and its attachment is converted."""
+    folder = tmp_path / "batch"
+    good = write_mail_batch(folder, 6)
+    slow = [many_parameters(folder / "00000_bomb1.eml"), many_parameters(folder / "00000_bomb2.eml", 19)]
+    recursing = attachment_header(folder / "00000_bomb3.eml", deep_comment(b"Content-Transfer-Encoding", b"base64"))
+    server = llm_server(lambda request, number: Reply(answer_for(request)))
+    with redis_server(tmp_path) as broker:
+        db = f"sqlite:///{tmp_path}/runs.db"
+        env = cli_env(server.base_url, db, EXTRACT_BROKER_URL=broker, EXTRACT_MODEL="openai:scripted-model",
+                      OPENAI_API_KEY="test-key", EXTRACT_READ_MEMORY="512M", EXTRACT_READ_TIMEOUT="20",
+                      EXTRACT_READ_SOFT_TIMEOUT="1", EXTRACT_READERS="2")
+        workers = Processes(env, tmp_path)
+        try:
+            worker = workers.start("worker", "--concurrency", "4")
+            result = run_cli("run", str(folder), "--queue", broker, "--format", "json", env=env, cwd=tmp_path,
+                             timeout=300)
+            assert worker.poll() is None, workers.log_of(worker)[-3000:]
+            queued = dict(rows(db, "SELECT uploads.name, tasks.enqueued_at FROM tasks JOIN uploads ON "
+                                   "uploads.id = tasks.upload_id"))
+            unread = rows(db, "SELECT uploads.name, tasks.deliveries, tasks.document_run_id FROM tasks JOIN uploads "
+                              "ON uploads.id = tasks.upload_id WHERE tasks.outcome = 'INPUT_ERROR'")
+        finally:
+            workers.stop_all()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "Traceback" not in workers.log_of(worker)
+    outcomes = {o["path"]: o for o in summary_of(result)["outcomes"]}
+    attachments = [f"{mail}#attachment1/{mail.stem.split('_', 1)[1]}.txt" for mail in good]
+    assert sorted(outcomes) == sorted(map(str, [*good, *attachments, *slow, recursing]))
+    assert {path: outcomes[path]["state"] for path in map(str, good)} == dict.fromkeys(map(str, good), "MANUAL_REVIEW")
+    assert {path: outcomes[path]["state"] for path in attachments} == dict.fromkeys(attachments, "READY_FOR_REVIEW")
+    assert max(queued[name] for name in map(str, [*good, *attachments])) < min(queued[str(bomb)] for bomb in slow), (
+        queued)
+    for bomb in slow:
+        assert outcomes[str(bomb)]["state"] == "INPUT_ERROR"
+        assert outcomes[str(bomb)]["cause"] in [f"{bomb}: {says}" for says in (
+            "still reading after 20 s (the reading limit EXTRACT_READ_TIMEOUT)",
+            "over the 512 MiB reading limit (EXTRACT_READ_MEMORY)")], outcomes[str(bomb)]
+    assert outcomes[str(recursing)]["state"] == "INPUT_ERROR"
+    assert outcomes[str(recursing)]["cause"].startswith(f"{recursing}: not a valid e-mail (RecursionError: ")
+    assert sorted(unread) == [(str(bomb), 0, None) for bomb in [*slow, recursing]]  # no worker got them

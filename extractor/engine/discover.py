@@ -106,9 +106,10 @@ def is_mail(name: str | Path) -> bool:
 
 
 def with_attachments(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """A document given as bytes (an upload, a file to queue), and after an e-mail its attachments of supported
-    types as documents of their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what
-    ``extract serve`` and ``extract run --queue`` hand the workers, as a run here reads them after their e-mail.
+    """A document given as bytes (an upload), and after an e-mail its attachments of supported types as documents of
+    their own, named ``mail.eml#attachmentN/file`` and holding the attachment's bytes: what ``extract serve`` hands
+    the workers, as a run here reads them after their e-mail (``extract run --queue`` has its CPU pool's readers take
+    a batch's e-mails apart, several at once: ``extractor.queue.submit``).
 
     The e-mail is parsed by a sandboxed reader (``extractor.offload.attachments_now``), never here; one the reader
     cannot take apart is left to ingest to report."""

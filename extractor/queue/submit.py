@@ -7,10 +7,16 @@ documents wait in the run log, and the outbox's sweep sends them (and any the br
 followed (``extractor.queue.outbox``). Following reads the run log, not the broker: outcomes are where workers
 write them; a message from the worker that finished a document says when to look (``extractor.queue.news``). The
 first chunk is small, so workers start on it while the rest is read and committed.
+
+E-mails come after the other files: each is taken apart by a reader of this process's CPU pool before it is queued
+with its attachments (docs/formats.md#e-mail), several at once, each queued as soon as its reader is done. An e-mail
+that holds its reader until the deadline holds no other: past the soft deadline its reader reads on at low priority
+and one more starts (``extractor.offload``), as in a run here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -73,16 +79,22 @@ class Submission:
             self._report(DocumentOutcome(raw, Outcome.INPUT_ERROR, f"{raw}: no such file, folder or glob match"))
         if not self.wait:
             self._refuse_if_full(len(files))
-        # E-mails last, each committed alone: a reader here takes each apart before it is queued, up to the reading
-        # deadline (docs/formats.md#e-mail), so one that runs to it holds back only the e-mails after it.
         plain = [path for path in files if not is_mail(path)]
+        mails = [path for path in files if is_mail(path)]
+        if mails:  # the readers that take them apart start now: the fork server imports while the rest is queued
+            from extractor import offload
+
+            try:
+                offload.POOL.start(offload.READER)
+            except ValueError as error:  # a reading limit that is not one
+                raise UsageError(str(error)) from None
         step = min(CHUNK, self.max_pending)  # a chunk never needs more room than the queue has
         start, size = 0, min(FIRST_CHUNK, step)
         while start < len(plain):
             self._submit(plain[start:start + size])
             start, size = start + size, step
-        for mail in (path for path in files if is_mail(path)):
-            self._submit([mail])
+        if mails:
+            asyncio.run(self._submit_mails(mails))
         try:
             while self.unfinished:
                 self.wakeup.wait()
@@ -105,25 +117,71 @@ class Submission:
                              f"--max-pending {self.max_pending}; start more workers (extract worker) or retry later")
 
     def _submit(self, paths: Sequence[Path]) -> None:
-        while tasks.pending_count(self.store.engine) + len(paths) > self.max_pending:  # backpressure: wait for workers
-            self._sweep()
-            self._collect()
+        """Queue files that are not e-mails, in one transaction."""
+        while self._full(len(paths)):
             time.sleep(POLL_S)  # room is made by workers of any batch: no message to wait for
-        from extractor.engine.discover import with_attachments
+        documents = [found for path in paths if (found := self._read(path)) is not None]
+        if documents:
+            self._queue(documents)
+
+    async def _submit_mails(self, mails: list[Path]) -> None:
+        """Queue each e-mail with its attachments, each in a transaction of its own once a reader of the CPU pool has
+        taken it apart. As many e-mails are taken apart at once as the pool may have readers (twice
+        ``EXTRACT_READERS`` while readers are past the soft deadline), so a few that hold their readers until the
+        deadline leave the others to the rest.
+
+        An e-mail its reader could not take apart (a reading limit, an attachment it could not decode) ends
+        INPUT_ERROR naming why and is not read again (docs/formats.md#e-mail), as in a run here: a worker would spend
+        as long on it, and queued alone it would be read without its attachments. One the reader could not parse
+        (not an e-mail, too many parts) is queued alone: its worker's reading says why, in the run log."""
+        from extractor import offload
+
+        at_once = 2 * offload.readers()  # (a value that is not one was refused before the pool started)
+        waiting = iter(mails)
+
+        async def take() -> None:
+            for mail in waiting:
+                document = self._read(mail)
+                if document is None:
+                    continue
+                try:
+                    found = await offload.attachments(mail, document[1])
+                except InputError as error:  # the e-mail ends naming why, as in a run here
+                    self._queue([document], refused=str(error))
+                    continue
+                self.progress.more(len(found))
+                while self._full(1 + len(found)):  # no await between the last look and the commit
+                    await asyncio.sleep(POLL_S)
+                self._queue([document, *found])
+
+        try:
+            await asyncio.gather(*(take() for _ in range(at_once)))
+        finally:
+            offload.POOL.close()  # its readers are not needed while the batch is followed
+
+    def _full(self, count: int) -> bool:
+        """Whether ``count`` more documents would pass ``max_pending`` (backpressure: the caller waits for workers;
+        more than the queue may hold at all wait for it to be empty); what is due meanwhile is sent and collected."""
+        pending = tasks.pending_count(self.store.engine)
+        if pending == 0 or pending + count <= self.max_pending:
+            return False
+        self._sweep()
+        self._collect()
+        return True
+
+    def _read(self, path: Path) -> tuple[str, bytes] | None:
+        """The file's name and bytes to queue, or None when it cannot be read (reported INPUT_ERROR)."""
         from extractor.ingest import source_bytes
 
-        documents: list[tuple[str, bytes]] = []
-        for path in paths:
-            try:  # a file, and after an e-mail its attachments, taken from it by a sandboxed reader
-                data = source_bytes(str(path))[0]
-            except InputError as error:
-                self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
-                continue
-            found = with_attachments(str(path), data)
-            documents += found
-            self.progress.more(len(found) - 1)
-        if not documents:
-            return
+        try:
+            return str(path), source_bytes(str(path))[0]
+        except InputError as error:
+            self._report(DocumentOutcome(str(path), Outcome.INPUT_ERROR, str(error)))
+            return None
+
+    def _queue(self, documents: Sequence[tuple[str, bytes]], refused: str | None = None) -> None:
+        """Commit ``documents`` as tasks of the batch, then send them; ``refused``: why the one document (an e-mail
+        whose reader passed a limit on it) ends INPUT_ERROR unread, a task of the batch no worker gets."""
         first = self.batch_id is None
         self.batch_id, task_ids = tasks.add_batch(self.store.engine, self.settings.to_json(), self.submitted_by,
                                                   documents, self.batch_id)
@@ -131,10 +189,13 @@ class Submission:
             self.wakeup.follow(self.batch_id)  # before any of its messages can be sent
         self.summary.run_id = self.batch_id
         self.unfinished.update(task_ids)
-        try:
-            self.outbox.send(task_ids)
-        except BrokerAway as away:
-            self._broker_away(str(away))
+        if refused is not None:
+            tasks.finish_task(self.store.engine, task_ids[0], Outcome.INPUT_ERROR, refused, None)
+        else:
+            try:
+                self.outbox.send(task_ids)
+            except BrokerAway as away:
+                self._broker_away(str(away))
         self._collect()
 
     def _sweep(self) -> None:

@@ -44,6 +44,30 @@ def write_batch(folder: Path, count: int) -> list[Path]:
     return paths
 
 
+def write_mail_batch(folder: Path, count: int) -> list[Path]:
+    """``count`` e-mails ``00000_<sample>.eml`` ... in ``folder``, cycling through the samples: each one's body is its
+    sample with a numbered title line, and its one attachment the same sample numbered ``count`` higher
+    (``<sample>.txt``), so every e-mail is two documents that pass with their sample's candidate."""
+    from email.message import EmailMessage
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number in range(count):
+        name, _, _ = SAMPLES[number % len(SAMPLES)]
+        lines = (ROOT / "samples" / name).read_text(encoding="utf-8").split("\n")
+        message = EmailMessage()
+        message["Subject"] = f"Request {number + 1}"
+        message["From"] = "clerk@example.com"
+        message["To"] = "manager@example.com"
+        message.set_content("\n".join([f"{lines[0]} {number + 1}", *lines[1:]]))
+        attached = "\n".join([f"{lines[0]} {number + 1 + count}", *lines[1:]]).encode()
+        message.add_attachment(attached, maintype="text", subtype="plain", filename=f"{Path(name).stem}.txt")
+        path = folder / f"{number:05d}_{Path(name).stem}.eml"
+        path.write_bytes(message.as_bytes())
+        paths.append(path)
+    return paths
+
+
 def request_text(request: Mapping[str, Any] | None) -> str:
     """The last message of a chat request (the document's sentences, or the repair instructions)."""
     messages = (request or {}).get("messages") or [{}]

@@ -94,3 +94,66 @@ def many_attachments(path: Path, count: int = 5000, binary: int = 0) -> Path:
 
 def _order(number: int) -> bytes:
     return f"Order {number}: {number % 7 + 1} boxes of paper for room {number}.".encode()
+
+
+_MAIL_HEAD = (b"From: buyer@example.com\r\nTo: clerk@example.com\r\nSubject: Purchase orders\r\nMIME-Version: 1.0\r\n"
+              b'Content-Type: multipart/mixed; boundary="B"\r\n\r\n')
+
+
+def many_parts(path: Path, size: int = 9_500_000) -> Path:
+    """An e-mail of as many empty MIME parts as fit in ``size`` bytes (860,000 in 9.5 MB): the parser would build a
+    message for each, minutes of a reader's time, before the parts could be counted."""
+    part = b"--B\r\n\r\nx\r\n"
+    path.write_bytes(_MAIL_HEAD + part * ((size - len(_MAIL_HEAD)) // len(part)) + b"--B--\r\n")
+    return path
+
+
+def nested_parts(path: Path, depth: int = 50_000) -> Path:
+    """An e-mail of multipart parts each inside the one before, ``depth`` deep (3.7 MB): recursion in whatever walks
+    the message."""
+    body = bytearray(_MAIL_HEAD.replace(b'boundary="B"', b'boundary="b0"'))
+    for level in range(1, depth):
+        body += b'--b%d\r\nContent-Type: multipart/mixed; boundary="b%d"\r\n\r\n' % (level - 1, level)
+    body += b"--b%d\r\nContent-Type: text/plain\r\n\r\nPurchase order.\r\n" % (depth - 1)
+    for level in reversed(range(depth)):
+        body += b"--b%d--\r\n" % level
+    path.write_bytes(bytes(body))
+    return path
+
+
+def large_attachment(path: Path, size: int = 7_000_000) -> Path:
+    """An e-mail whose one text attachment is ``size`` bytes in base64 (9.5 MB of e-mail): over the text cap once
+    read."""
+    text = (b"Order 1: 3 boxes of paper for room 12. " * (size // 39 + 1))[:size]
+    path.write_bytes(_MAIL_HEAD + b"--B\r\nContent-Type: text/plain\r\n\r\nThe order is attached.\r\n--B\r\n"
+                     b'Content-Type: text/plain\r\nContent-Disposition: attachment; filename="order.txt"\r\n'
+                     b"Content-Transfer-Encoding: base64\r\n\r\n" + base64.encodebytes(text) + b"--B--\r\n")
+    return path
+
+
+def attachment_header(path: Path, *headers: bytes) -> Path:
+    """An e-mail of a short body and one text attachment ``order.txt`` with ``headers`` among its headers (each
+    replacing the one of its name): a header the standard library's parser takes long over, or recurses on, when
+    asked for (``deep_comment``)."""
+    given = {header.split(b":", 1)[0].lower(): header for header in headers}
+    own = [b"Content-Type: text/plain", b'Content-Disposition: attachment; filename="order.txt"']
+    part = b"\r\n".join([*headers, *(h for h in own if h.split(b":", 1)[0].lower() not in given)])
+    path.write_bytes(_MAIL_HEAD + b"--B\r\nContent-Type: text/plain\r\n\r\nThe order is attached.\r\n--B\r\n" + part
+                     + b"\r\n\r\nOrder 1: 3 boxes of paper.\r\n--B--\r\n")
+    return path
+
+
+def deep_comment(name: bytes, value: bytes = b"") -> bytes:
+    """The header ``name: value`` followed by 20,000 opening comments: the parser recurses into each (20 KB)."""
+    return name + b": " + value + b" " + b"(" * 20_000
+
+
+def many_parameters(path: Path, attachments: int = 20, count: int = 30_000) -> Path:
+    """An e-mail of ``attachments`` attachments, each named in a Content-Disposition of ``count`` parameters (290 KB
+    each, 5.8 MB in all): the parser takes seconds and a few hundred MB over each one's name, minutes over all."""
+    header = b"Content-Disposition: attachment; " + b"; ".join(b"p%d=a" % n for n in range(count)) + b"; filename="
+    parts = [b"--B\r\nContent-Type: text/plain\r\n" + header + b"order%d.txt\r\n\r\nOrder %d.\r\n" % (n, n)
+             for n in range(attachments)]
+    path.write_bytes(_MAIL_HEAD + b"--B\r\nContent-Type: text/plain\r\n\r\nThe orders are attached.\r\n" + b"".join(parts)
+                     + b"--B--\r\n")
+    return path
