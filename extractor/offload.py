@@ -6,8 +6,9 @@ that inflates to gigabytes, a PDF whose references loop, text that grows with th
 checks of ``extractor.ingest`` refuse what they recognise before any parse; what they miss is held by the limits
 of the process that reads it (docs/formats.md#reading-limits), not by a guard per attack:
 
-- memory: a reader's address space is capped (``RLIMIT_AS``: ``EXTRACT_READ_MEMORY``, default 1 GiB, which the
-  Tesseract processes it starts inherit each); a reader out of memory exits with ``OUT_OF_MEMORY``;
+- memory: a reader's address space is capped (``RLIMIT_AS``: what it started with plus ``EXTRACT_READ_MEMORY``,
+  default 1 GiB, which the Tesseract processes it starts inherit each); a reader out of memory exits with
+  ``OUT_OF_MEMORY``;
 - time: the run kills a reader still reading after ``EXTRACT_READ_TIMEOUT`` seconds (default 60) plus
   ``EXTRACT_READ_PAGE_TIMEOUT`` (default 30) for each page it OCRs;
 - text: a document whose text is over ``EXTRACT_READ_TEXT`` characters (default 2,000,000) is refused before it
@@ -294,8 +295,9 @@ def _serve(connection: Connection, memory: int | None, role: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_leave_with_the_run, args=(os.getppid(),), name="run-watch", daemon=True).start()
-    if memory is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    limit = None if memory is None else _vm("VmSize:") + memory
+    if limit is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     _CONNECTION = connection
     while True:
         try:
@@ -307,7 +309,7 @@ def _serve(connection: Connection, memory: int | None, role: str) -> None:
         try:
             answer: tuple[str, Any] = ("ok", function(*args))
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the run, which decides
-            if _out_of_memory(error) or (not isinstance(error, InputError) and _reached(memory)):
+            if _out_of_memory(error) or (not isinstance(error, InputError) and _reached(limit)):
                 os._exit(OUT_OF_MEMORY)
             answer = ("error", error)
         try:
@@ -347,18 +349,23 @@ def _out_of_memory(error: BaseException | None) -> bool:
     return False
 
 
-def _reached(memory: int | None) -> bool:
+def _reached(limit: int | None) -> bool:
     """Whether this process's address space came within 5% of its limit: C code whose allocation failed there may
     raise anything (lxml answered ``SystemError: error return without exception set``), and the failure is the
     limit's, not a bug to report as an internal error."""
-    if memory is None:
-        return False
+    return limit is not None and _vm("VmPeak:") >= limit * 0.95
+
+
+def _vm(field: str) -> int:
+    """A size of this process's address space from ``/proc/self/status`` (``VmSize:`` now, ``VmPeak:`` its most), in
+    bytes; 0 where the system does not say. A reader may use ``EXTRACT_READ_MEMORY`` on top of what it started with:
+    a plain fork of a process that has run threads inherits its address space (glibc keeps an arena of 64 MiB
+    reserved per thread that allocated), which alone passed 1 GiB, and every file then read as over the limit."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
-            peak = next((int(line.split()[1]) << 10 for line in status if line.startswith("VmPeak:")), 0)
+            return next((int(line.split()[1]) << 10 for line in status if line.startswith(field)), 0)
     except (OSError, ValueError, IndexError):
-        return False
-    return peak >= memory * 0.95
+        return 0
 
 
 # -- one process of the pool, as the run sees it -------------------------------------------------------------------

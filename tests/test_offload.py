@@ -141,6 +141,31 @@ def test_a_reader_over_its_memory_limit_costs_its_file_only(fresh_pool: None, tm
     assert sentences == len(offload.read_here(SAMPLES[0]).sentences)
 
 
+def test_the_memory_limit_counts_what_a_reader_adds_to_what_it_started_with(tmp_path: Path) -> None:
+    """A process holding 600 MiB of address space (threads that ran leave arenas of 64 MiB each reserved) reads a
+    file in a plain fork of itself with a 512 MiB limit: the limit is on what the reader adds, else every file read
+    there would be over it. A reader that passes it on top of what it started with still is."""
+    script = f"""
+import mmap, threading
+from pathlib import Path
+from extractor import offload
+from extractor.errors import InputError
+from tests.test_offload import fail_after_filling_memory
+held = mmap.mmap(-1, 600 << 20)
+assert threading.active_count() == 1  # so the reader is a plain fork of this process, its address space and all
+print(len(offload.read_now(Path({str(SAMPLES[0])!r})).sentences))
+try:
+    offload.in_reader("bomb.html", fail_after_filling_memory, ())
+except InputError as error:
+    print(error)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=os.environ | {offload.MEMORY_ENV: "512M"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(len(offload.read_here(SAMPLES[0]).sentences)),
+                                        "bomb.html: over the 512 MiB reading limit (EXTRACT_READ_MEMORY)"]
+
+
 def test_a_reader_past_its_deadline_is_killed(fresh_pool: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Text that takes seconds to segment, read with a deadline of half a second (and the text cap raised)."""
     monkeypatch.setenv(offload.TIMEOUT_ENV, "0.5")
