@@ -339,15 +339,19 @@ def cluster_cpu(folder: Path) -> Callable[[], float]:
 
     def read() -> float:
         postmaster = (folder / "data" / "postmaster.pid").read_text().split()[0]
-        total = sum(int(value) for value in fields(postmaster)[11:15])  # utime stime cutime cstime
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                found = fields(pid)
-            except OSError:
-                continue  # gone meanwhile: reaped, so counted in the postmaster's cutime
-            if found[1] == postmaster:
-                total += int(found[11]) + int(found[12])
-        return total / tick
+        while True:
+            own = fields(postmaster)
+            total = sum(int(value) for value in own[11:15])  # utime stime cutime cstime
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    found = fields(pid)
+                except OSError:
+                    continue  # gone meanwhile: reaped, so in the postmaster's cutime (checked below)
+                if found[1] == postmaster:
+                    total += int(found[11]) + int(found[12])
+            if fields(postmaster)[13:15] == own[13:15]:  # no backend reaped while it was read: counted once
+                return total / tick
+            # else one was reaped after the postmaster's times were read and before its own: counted in neither
 
     return read
 
