@@ -444,14 +444,14 @@ def test_unreachable_server_names_the_connection_error() -> None:
 
 def test_an_unreachable_default_address_says_neither_base_url_was_set(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --base-url and OPENAI_BASE_URL the address is OpenAI's own: the cause says so, not where to change a
-    setting nobody made. (Pointed at a closed port through the module's default, as no test may reach the internet.)"""
-    import extractor.providers.openai_compat as openai_compat
-
+    setting nobody made. (Reached through a proxy on a closed local port, as no test may reach the internet.)"""
     with ScriptedLLMServer() as server:
-        base_url = server.base_url
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setattr(openai_compat, "DEFAULT_BASE_URL", base_url)
+        closed = server.base_url.removesuffix("/v1")
+    for name in ("OPENAI_BASE_URL", "NO_PROXY", "no_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", closed)
     provider = from_string("openai:m", api_key=KEY, settings=ProviderSettings(max_transport_retries=0))
+    assert provider.base_url.startswith("https://api.openai.com/")
     with pytest.raises(ProviderError) as caught:
         generate_all(provider)
     cause = caught.value.cause
