@@ -295,6 +295,11 @@ _FORMULA_FIRST = frozenset(FORMULA_STARTS)
 """``FORMULA_STARTS``, each one character: a cell's first character looked up, rather than each start tried."""
 
 
+def _neutralised(text: str) -> str:
+    """``text`` with a leading apostrophe when a spreadsheet would run it as a formula."""
+    return "'" + text if text[:1] in _FORMULA_FIRST else text
+
+
 def _decoded(stored: dict[str, Any] | RawJSON) -> dict[str, Any]:
     """A record as Python values: msgspec reads it in half the time ``json`` takes; it refuses what the standard library
     accepts and a record may hold (NaN, a lone surrogate's escape), which the standard library then reads."""
@@ -565,7 +570,7 @@ def _cells(values: Iterable[Any]) -> list[bytes]:
         if kind is str:
             cell = _SHORT_CELLS.get(value)
             if cell is None:
-                cell = _text_cell("'" + value if value[:1] in _FORMULA_FIRST else value)
+                cell = _text_cell(_neutralised(value))
                 if len(value) <= SHORT_TEXT:
                     if len(_SHORT_CELLS) >= KEEP_SHORT_CELLS:
                         _SHORT_CELLS.clear()
@@ -622,7 +627,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, RawJSON):  # a provenance value as stored (evidence spans, block override)
         value = value.text
     if isinstance(value, str):
-        return "'" + value if value.startswith(FORMULA_STARTS) else value
+        return _neutralised(value)
     if isinstance(value, dict | list):
         return compact_json(value)
     return repr(value) if isinstance(value, float) else str(value)
