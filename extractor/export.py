@@ -14,8 +14,9 @@ a crash leaves either the old file or the new one, never half a file, and no tem
 Records are streamed from the database in batches (``extractor.store.approved.approved_batches``) and written as
 they come, with their runs looked up once per batch: memory stays flat whatever the number of records. CSV takes
 its header from the first rows and writes the rest straight after it; a column that appears later makes the file be
-written again with it in the header (``_widen``). Its cells are cut from each record's JSON as stored, without decoding
-its values (``_stored_cells``).
+written again with it in the header (``_widen``). A record's cells are those its approval stored with it
+(``extractor.store.cells.record_cells``), else cut from its JSON as stored without decoding its values
+(``stored_cells``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 
 from extractor.errors import ExtractorError, UsageError
-from extractor.store.db import compact_json
+from extractor.store.cells import RawJSON, StoredCells, cells, flatten, read_cells, stored_cells
 from extractor.vocab import PersonalDataPolicy
 
 if TYPE_CHECKING:
@@ -76,18 +77,6 @@ class ExportResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "format": self.format, "records": self.records}
-
-
-class RawJSON:
-    """JSON text as the database stores it (``text``), written into the export as it is (``_encode``, ``_stored_cells``):
-    most records leave the database and reach the file without ever being decoded (no Python objects per value, the
-    costly part). It holds the text rather than being a ``str``: a string subclass copies the record's text when made.
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
 
 
 def _encode(value: Any) -> str:
@@ -289,17 +278,6 @@ def _value_json(value: Any) -> str:
     return _encode(value)
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""What a spreadsheet may run as a formula when a cell starts with it (OWASP, CSV injection)."""
-_FORMULA_FIRST = frozenset(FORMULA_STARTS)
-"""``FORMULA_STARTS``, each one character: a cell's first character looked up, rather than each start tried."""
-
-
-def _neutralised(text: str) -> str:
-    """``text`` with a leading apostrophe when a spreadsheet would run it as a formula."""
-    return "'" + text if text[:1] in _FORMULA_FIRST else text
-
-
 def _decoded(stored: dict[str, Any] | RawJSON) -> dict[str, Any]:
     """A record as Python values: msgspec reads it in half the time ``json`` takes; it refuses what the standard library
     accepts and a record may hold (NaN, a lone surrogate's escape), which the standard library then reads."""
@@ -311,86 +289,12 @@ def _decoded(stored: dict[str, Any] | RawJSON) -> dict[str, Any]:
         return json.loads(stored.text)  # type: ignore[no-any-return]
 
 
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
-"""Reads a record's top-level keys and leaves each value as the JSON text it is in the record (no Python objects)."""
-
-
-def _stored_cells(text: str) -> dict[str, bytes] | None:
-    """The CSV cells of a record's columns cut from its JSON as stored, without decoding it (the costly part): a
-    list's cell is its JSON text, a number's or boolean's its text, a string without escapes its UTF-8 bytes. The run
-    log stores a record as ``compact_json`` writes it, which writes each value of an object as it would write that
-    value alone, so a list's text is what ``compact_json`` writes of it. A nested object is decoded and flattened
-    (``flatten``), and so is a string with escapes; ``None`` for a record msgspec refuses (NaN, a lone surrogate's
-    escape), that is not an object, or whose JSON has spaces (``_compact``): ``_decoded`` reads those."""
-    try:
-        values = _TOP_LEVEL.decode(text)
-    except (msgspec.DecodeError, UnicodeEncodeError):
-        return None
-    if values and not _compact(text, next(iter(values))):
-        return None
-    cells: dict[str, bytes] = {}
-    for key, raw in values.items():
-        data = bytes(raw)
-        first = data[:1]
-        if first == b"[":
-            cells[key] = _json_cell(data)
-        elif first == b'"' and data.find(b"\\") < 0:  # a string as it is: no quote, line break or tab inside
-            data = data[1:-1]
-            data = b"'" + data if data[:1] in _FORMULA_BYTES else data
-            cells[key] = b'"' + data + b'"' if data.find(b",") >= 0 else data
-        elif first == b"{" and data != b"{}":
-            nested = flatten(json.loads(data), f"{key}.")
-            cells.update(zip(nested, _cells(nested.values())))
-        elif first in _NUMBER_STARTS:  # a number, true or false: its text
-            cells[key] = data
-        elif data == b"null":
-            cells[key] = b""
-        else:  # a string with escapes, or {}
-            cells[key] = _cells((json.loads(data),))[0]
-    return cells
-
-
-def _compact(text: str, first: str) -> bool:
-    """Whether a record's text is compact JSON (no space after a colon or comma), judged by its first key and value:
-    a record is written by one call of one serializer (``compact_json`` since the run log stored less; ``json.dumps``
-    with its spaces before), so the rest is written as they are. A key written with escapes is not judged: ``False``.
-    """
-    start = f'{{"{first}":'
-    return text.startswith(start) and text[len(start):len(start) + 1] not in _SPACES
-
-
-_SPACES = frozenset(" \t\r\n")
-
-
-_FORMULA_BYTES = frozenset(start.encode() for start in FORMULA_STARTS)
-_NUMBER_STARTS = frozenset(bytes([byte]) for byte in b"-0123456789tf")
-
-
-def _json_cell(data: bytes) -> bytes:
-    """The cell of JSON text (never a formula: it starts with [ or {, and it has no line break)."""
-    quoted = data.replace(b'"', b'""')
-    if len(quoted) != len(data) or data.find(b",") >= 0:
-        return b'"' + quoted + b'"'
-    return data
-
-
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
     """``flatten(record)``: the record itself when none of its values can be an object (no copy)."""
     return record if set(map(type, record.values())) <= _NOT_OBJECTS else flatten(record)
 
 
 _NOT_OBJECTS = {str, list, type(None), bool, int, float}
-
-
-def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested objects as dotted columns (``supplier.name``); lists and scalars stay as they are."""
-    flat: dict[str, Any] = {}
-    for key, value in record.items():
-        if value.__class__ is dict and value or isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key if prefix else key] = value
-    return flat
 
 
 def _exploded(record: dict[str, Any], field: str) -> list[dict[str, Any]]:
@@ -432,25 +336,36 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         lists: set[str] = set()
         exploded = False
 
-        def flat() -> Iterator[tuple[dict[str, bytes], tuple[Any, ...]]]:
+        def made(stored: dict[str, Any] | RawJSON) -> Iterator[dict[str, bytes]]:
+            """The cells of a record's rows made from the record (its JSON as stored cut, or decoded)."""
             nonlocal exploded
+            found = stored_cells(stored.text) if explode is None and isinstance(stored, RawJSON) else None
+            if found is not None:
+                yield found
+                return
+            record = _decoded(stored)
+            if explode is not None:
+                exploded = exploded or explode in record
+                lists.update(key for key, value in record.items() if isinstance(value, list))
+            for row in _exploded(record, explode) if explode else [_flat(record)]:
+                yield dict(zip(row, cells(row.values())))
+
+        def flat() -> Iterator[tuple[dict[str, bytes] | StoredCells, Any, tuple[Any, ...]]]:
+            """Each row's cells (as its approval stored them, else made), the record and its provenance."""
             for stored, origin in rows:
-                cells = _stored_cells(stored.text) if explode is None and isinstance(stored, RawJSON) else None
-                if cells is not None:
-                    yield cells, origin
+                kept = read_cells(stored.cells) if explode is None and isinstance(stored, RawJSON) \
+                    and stored.cells is not None else None
+                if kept is not None:
+                    yield kept, stored, origin
                     continue
-                record = _decoded(stored)
-                if explode is not None:
-                    exploded = exploded or explode in record
-                    lists.update(key for key, value in record.items() if isinstance(value, list))
-                for row in _exploded(record, explode) if explode else [_flat(record)]:
-                    yield dict(zip(row, _cells(row.values()))), origin
+                for row in made(stored):
+                    yield row, stored, origin
 
         produced = flat()
         first = list(itertools.islice(produced, HEADER_AFTER))
         columns: dict[str, None] = {}
-        for row, _ in first:
-            columns.update(dict.fromkeys(row))
+        for row, _, _ in first:
+            columns.update(dict.fromkeys(_names(row.names) if isinstance(row, StoredCells) else row))
         header = _header(columns)
         stream.write(header)
         offset = len(header)
@@ -458,15 +373,38 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
         padded_until = offset  # where they end in the stream
         written = 0
         lines: list[bytes] = []
-        for row, origin in itertools.chain(first, produced):
-            if not columns.keys() >= row.keys():
-                columns.update(dict.fromkeys(row))
-                offset += stream.write(b"".join(lines))
-                lines.clear()
-                short, padded_until = written, offset
-            cells = _cells(origin)
-            cells.extend(map(row.get, columns, _EMPTY))
-            lines += (b",".join(cells), b"\r\n")  # (no copy of the line to end it)
+        fits: dict[bytes, tuple[bytes, bytes] | None] = {}  # stored cells' columns: where they go (``_fit``)
+
+        def grow(keys: Iterable[str]) -> None:
+            nonlocal offset, short, padded_until
+            columns.update(dict.fromkeys(keys))
+            offset += stream.write(b"".join(lines))
+            lines.clear()
+            short, padded_until = written, offset
+            fits.clear()
+
+        for row, stored, origin in itertools.chain(first, produced):
+            if isinstance(row, StoredCells):
+                fit = fits.get(row.names, _UNSEEN)
+                if fit is _UNSEEN:
+                    names = _names(row.names)
+                    if not columns.keys() >= set(names):
+                        grow(names)
+                    if len(fits) >= KEEP_FITS:
+                        fits.clear()
+                    fit = fits[row.names] = _fit(columns, names)
+                if fit is None:  # its columns are not side by side in the header: its cells one by one
+                    row = next(made(stored))
+                else:  # provenance but the evidence spans (the last), then the stored cells in their place
+                    before, after = fit
+                    lines += (b",".join(cells(origin[:-1])), b",", row.evidence, b",", before, row.joined, after,
+                              b"\r\n")
+            if not isinstance(row, StoredCells):
+                if not columns.keys() >= row.keys():
+                    grow(row)
+                line = cells(origin)
+                line.extend(map(row.get, columns, _EMPTY))
+                lines += (b",".join(line), b"\r\n")  # (no copy of the line to end it)
             written += 1
             if len(lines) >= 2 * WRITE_EVERY:
                 offset += stream.write(b"".join(lines))
@@ -479,6 +417,29 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
             _widen(stream, columns, Written(len(header), short, padded_until), spool)
 
     return write
+
+
+KEEP_FITS = 4096
+"""Column lists of stored cells whose place in the row ``_csv`` keeps (then it starts again)."""
+_UNSEEN = (b"", b"")
+
+
+def _names(names: bytes) -> tuple[str, ...]:
+    """The columns of stored cells (their JSON list)."""
+    return tuple(msgspec.json.decode(names, type=list[str]))
+
+
+def _fit(columns: dict[str, None], names: tuple[str, ...]) -> tuple[bytes, bytes] | None:
+    """Where a record's stored cells go in a row of ``columns`` (all of ``names`` among them): the empty cells before
+    and after them, when its columns are side by side in ``columns`` in their order, as the records of one contract
+    are; else None."""
+    if not names:
+        return None
+    order = list(columns)
+    start = order.index(names[0])
+    if tuple(order[start:start + len(names)]) != names:
+        return None
+    return b"," * start, b"," * (len(order) - start - len(names))
 
 
 _EMPTY = itertools.repeat(b"")
@@ -542,95 +503,15 @@ def _pad(spooled: IO[bytes], rows: int, width: int, stream: IO[bytes]) -> None:
     source = io.TextIOWrapper(spooled, encoding="utf-8", newline="")  # type: ignore[type-var]
     target = io.TextIOWrapper(stream, encoding="utf-8", newline="")  # type: ignore[type-var]
     writer = csv.writer(target)
-    for cells in itertools.islice(csv.reader(source), rows):
-        writer.writerow(cells + [""] * (width - len(cells)))
+    for row in itertools.islice(csv.reader(source), rows):
+        writer.writerow(row + [""] * (width - len(row)))
     target.detach()
     source.detach()
 
 
 def _csv_line(values: Iterable[Any]) -> bytes:
-    """One row of cells (``_cells``) as ``csv.writer`` writes it: CRLF at the end."""
-    return b",".join(_cells(values)) + b"\r\n"
-
-
-def _cells(values: Iterable[Any]) -> list[bytes]:
-    """Each value as its CSV cell as ``csv.writer`` writes it (Excel dialect: a cell with a comma, quote or line break
-    is quoted, its quotes doubled), as UTF-8 (a lone surrogate, which UTF-8 cannot hold, as its ``\\udXXXX`` escape),
-    built from bytes operations: the csv module scans a cell character by character, about ten times slower on the
-    long JSON cells of a record (tests compare the two).
-
-    Text a spreadsheet would run as a formula gets a leading apostrophe (OWASP), so a document that says
-    ``=HYPERLINK(...)`` is shown, never run; nested values are JSON text as ``compact_json`` writes it, None an empty
-    cell, booleans ``true``/``false``.
-    """
-    cells: list[bytes] = []
-    add = cells.append
-    for value in values:
-        kind = value.__class__  # the common kinds first, by class: a row has dozens of cells
-        if kind is str:
-            cell = _SHORT_CELLS.get(value)
-            if cell is None:
-                cell = _text_cell(_neutralised(value))
-                if len(value) <= SHORT_TEXT:
-                    if len(_SHORT_CELLS) >= KEEP_SHORT_CELLS:
-                        _SHORT_CELLS.clear()
-                    _SHORT_CELLS[value] = cell
-            add(cell)
-        elif value is None:
-            add(b"")
-        elif kind is list or kind is dict:
-            add(_json_cell(_json_bytes(value)) if value else b"[]" if kind is list else b"{}")
-        elif kind is RawJSON and value.text.startswith(("[", "{")):  # evidence spans: JSON, never a formula
-            add(_json_cell(value.text.encode("utf-8", "backslashreplace")))
-        elif kind is int:  # a version or an attempt number: its digits, never quoted
-            add(b"%d" % value)
-        elif kind is bool:
-            add(b"true" if value else b"false")
-        else:
-            add(_text_cell(_cell(value)))
-    return cells
-
-
-SHORT_TEXT = 64
-KEEP_SHORT_CELLS = 1024
-_SHORT_CELLS: dict[str, bytes] = {}
-"""The cells of short texts ``_cells`` met (at most ``KEEP_SHORT_CELLS``, then it starts again): a run's contract,
-model, prompt and validator version, reviewer and run id repeat over thousands of records' provenance, and a text's
-cell is looked up in a fraction of the time it takes to make."""
-
-
-def _text_cell(text: str) -> bytes:
-    """The cell of a text, formula apostrophe already added: quoted when it has a comma, quote or line break."""
-    if '"' in text:
-        return b'"' + text.encode("utf-8", "backslashreplace").replace(b'"', b'""') + b'"'
-    if "," in text or "\n" in text or "\r" in text:
-        return b'"' + text.encode("utf-8", "backslashreplace") + b'"'
-    return text.encode("utf-8", "backslashreplace")
-
-
-def _json_bytes(value: list[Any] | dict[str, Any]) -> bytes:
-    """``compact_json(value)`` as UTF-8. A list of strings (the approvers of every record) msgspec writes as the
-    standard library does, character for character (tests compare them), ten times faster; it refuses a lone
-    surrogate, whose escape ``compact_json`` writes."""
-    strings = value.__class__ is list and all(item.__class__ is str for item in value)
-    try:
-        return _ENCODE(value) if strings else compact_json(value).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate, which msgspec refuses
-        return compact_json(value).encode("utf-8")
-
-
-_ENCODE = msgspec.json.Encoder().encode
-
-
-def _cell(value: Any) -> str:
-    """The text of a cell of a value ``_cells`` meets less often (a ``RawJSON`` as it holds it)."""
-    if isinstance(value, RawJSON):  # a provenance value as stored (evidence spans, block override)
-        value = value.text
-    if isinstance(value, str):
-        return _neutralised(value)
-    if isinstance(value, dict | list):
-        return compact_json(value)
-    return repr(value) if isinstance(value, float) else str(value)
+    """One row of cells (``cells``) as ``csv.writer`` writes it: CRLF at the end."""
+    return b",".join(cells(values)) + b"\r\n"
 
 
 class _Runs:
@@ -705,18 +586,19 @@ class Rows:
                 record, masked = masked_record(approved, run, policy)
                 yield record, provenance(approved, run, masked)
             else:
-                yield RawJSON(approved.record_json), provenance(approved, run)
+                yield RawJSON(approved.record_json, approved.record_cells), provenance(approved, run)
 
 
-def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Callable[[int, int], None]) -> Iterator[Row]:
-    """``(record as exported, provenance)`` of every approved record ``wanted``, streamed; ``progress`` is told how
-    many were read and how many written after each batch."""
+def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Callable[[int, int], None], *,
+          cells: bool = False) -> Iterator[Row]:
+    """``(record as exported, provenance)`` of every approved record ``wanted``, streamed (``cells``: with the CSV
+    cells their approvals stored); ``progress`` is told how many were read and how many written after each batch."""
     from extractor.store.approved import approved_batches
 
     rows = Rows(run_log)
     read = written = 0
     for batch in approved_batches(records, contract=wanted.contract, contract_version=wanted.contract_version,
-                                  since=wanted.since):
+                                  since=wanted.since, cells=cells):
         read += len(batch)
         kept = batch
         if wanted.owner is not None:
@@ -747,7 +629,7 @@ def export(records: Store, out: Path, fmt: str, *, wanted: Wanted = Wanted(), ru
         if progress is not None:
             progress(read, total)
 
-    rows = _rows(records, run_log, wanted, counted)
+    rows = _rows(records, run_log, wanted, counted, cells=fmt == "csv" and explode is None)
     if fmt == "jsonl":
         atomic_write(out, _jsonl(rows))
     else:

@@ -568,7 +568,7 @@ def test_csv_writes_lists_as_the_run_log_stores_them_and_keeps_what_msgspec_refu
     from the decoded record when its JSON has spaces (before the run log stored compact JSON); a record msgspec refuses
     (NaN, a lone surrogate: the standard library wrote them) is read and written by the standard library, so nothing
     becomes something else."""
-    from extractor.export import RawJSON
+    from extractor.store.cells import RawJSON
 
     plain = {"items": [{"name": "Ω, ж", "qty": 2}], "memo": "a"}
     odd = '{"items":[NaN,123456789012345678901234567890,"\\ud800"],"memo":"\\ud800b"}'
@@ -587,7 +587,9 @@ def test_csv_cells_cut_from_stored_json_are_the_cells_of_the_decoded_record() ->
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from extractor.export import _cells, _stored_cells, flatten
+    from extractor.store.cells import cells as _cells
+    from extractor.store.cells import flatten
+    from extractor.store.cells import stored_cells as _stored_cells
 
     scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
                         st.sampled_from(["=SUM(A1)", "-1", "a,b", 'say "hi"', "line\nbreak", "\t", "\\", "Ω, 한",
@@ -617,7 +619,7 @@ def test_csv_cells_cut_from_stored_json_are_the_cells_of_the_decoded_record() ->
 def test_a_list_of_strings_is_written_as_the_run_log_writes_it_for_every_character() -> None:
     """msgspec writes a list of strings (the approvers in a CSV cell) exactly as ``compact_json`` does, for every
     code point (a lone surrogate as its escape)."""
-    from extractor.export import _json_bytes
+    from extractor.store.cells import json_bytes as _json_bytes
 
     for start in range(0, 0x110000, 512):
         strings = [chr(point) for point in range(start, start + 512)]
@@ -719,7 +721,8 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from extractor.export import FORMULA_STARTS, _csv_line
+    from extractor.export import _csv_line
+    from extractor.store.cells import FORMULA_STARTS
 
     cells = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(),
                       st.sampled_from(["", ",", '"', '""', "a,b", 'say "hi"', "line\nbreak", "cr\r", "\r\n", " x ",
@@ -751,7 +754,8 @@ def test_the_cells_kept_of_short_texts_stay_bounded_and_right() -> None:
     """Export keeps the cells of short texts it met (a run's model, reviewer...) and starts again when it has kept
     enough: what it keeps stays bounded however many distinct texts a long export meets, and a text kept or not
     gets the same cell."""
-    from extractor.export import _SHORT_CELLS, KEEP_SHORT_CELLS, SHORT_TEXT, _cells
+    from extractor.store.cells import _SHORT_CELLS, KEEP_SHORT_CELLS, SHORT_TEXT
+    from extractor.store.cells import cells as _cells
 
     texts = [f"={index}" if index % 3 == 0 else f"r{index},x" for index in range(3 * KEEP_SHORT_CELLS)]
     expected = [b"'=" + text[1:].encode() if text.startswith("=") else b'"' + text.encode() + b'"' for text in texts]

@@ -367,6 +367,62 @@ def test_export_jsonl_and_csv_carry_provenance(corpus: Corpus) -> None:
     assert corpus("export", "--out", str(corpus.folder / "no" / "such" / "x.jsonl")).exit_code == 2
 
 
+def test_csv_export_writes_the_cells_approvals_stored_as_it_makes_them(corpus: Corpus) -> None:
+    """An approval stores its record's CSV cells (``approved_records.record_cells``) and a CSV export writes rows
+    from them: the file is byte for byte the one export makes from the records themselves, with records of other
+    columns, in another order, without columns, with a column that appears late, and nested or hostile values.
+    Stored cells are what is written (a planted cell shows), unless they are of another version."""
+    from sqlalchemy import select, update
+
+    from extractor.store.approved import NewApproval, approve
+    from extractor.store.tables import approved_records as table
+
+    assert corpus("approve", str(corpus.ids[0]), "--reviewer", "lee", "--note", 'ok, "fine"').exit_code == 0
+    crafted = [
+        {"z": "=cmd", "y": 'say "hi", ok', "x": [1, "a,b", {"q": '"'}], "w": {"n": "nested", "m": {"k": -1}},
+         "v": "line\nbreak", "u": None, "t": True, "s": -3.5, "r": "Ω, 한"},
+        {"y": "only y", "z": "after y"},  # columns of the first, in another order
+        {"x": [], "w": {"n": "2", "m": {"k": 0}}},  # a run of the first's columns
+        {},
+        {"late": "a column no record had", "z": "@SUM(A1)"},
+    ]
+    with corpus.store() as store:
+        for number, record in enumerate(crafted, start=1):
+            spans = [{"fieldPath": "y", "spans": [[0, 3]], "note": 'a "quote", a comma'}] if number % 2 else None
+            approve(store, NewApproval(corpus.ids[number], record, reviewer="kim", evidence_spans=spans))
+        with store.engine.connect() as connection:
+            stored = dict(connection.execute(select(table.c.id, table.c.record_cells).order_by(table.c.id)).all())
+    assert [cells is None for cells in stored.values()] == [False, False, False, False, True, False]
+    out = corpus.folder / "records.csv"
+
+    def exported() -> bytes:
+        result = corpus("export", "--format", "csv", "--out", str(out))
+        assert result.exit_code == 0 and "wrote 6 approved record(s)" in result.stdout, result.output
+        return out.read_bytes()
+
+    def store_cells(cells: dict[int, bytes | None]) -> None:
+        with corpus.store() as store, store.engine.begin() as connection:
+            for number, value in cells.items():
+                connection.execute(update(table).where(table.c.id == number).values(record_cells=value))
+
+    from_stored = exported()
+    rows = list(csv.DictReader(io.StringIO(from_stored.decode("utf-8"))))
+    assert [row["z"] for row in rows] == ["", "'=cmd", "after y", "", "", "'@SUM(A1)"]
+    assert rows[1]["w.m.k"] == "-1" and rows[1]["v"] == "line\nbreak" and rows[1]["r"] == "Ω, 한"
+    assert json.loads(rows[1]["x"]) == crafted[0]["x"] and rows[5]["late"] == "a column no record had"
+    assert json.loads(rows[1]["evidence_spans"])[0]["note"] == 'a "quote", a comma'
+    store_cells(dict.fromkeys(stored))
+    assert exported() == from_stored  # made from the records: the same file
+
+    first = stored[min(stored)]
+    assert first is not None
+    purpose = GOOD["documentPurpose"].encode()
+    store_cells({min(stored): first.replace(purpose, b"planted")})
+    assert list(csv.DictReader(io.StringIO(exported().decode())))[0]["documentPurpose"] == "planted"
+    store_cells({min(stored): b"0" + first.replace(purpose, b"planted")[1:]})  # another version: not used
+    assert list(csv.DictReader(io.StringIO(exported().decode())))[0]["documentPurpose"] == GOOD["documentPurpose"]
+
+
 def test_export_never_leaves_half_a_file(corpus: Corpus, monkeypatch: pytest.MonkeyPatch) -> None:
     assert corpus("approve", str(corpus.ids[0]), "--reviewer", "lee").exit_code == 0
     assert corpus("approve", str(corpus.ids[2]), "--reviewer", "lee").exit_code == 0

@@ -54,7 +54,7 @@ from tests.support.databases import sqlite_defensive
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.runlog import REQUEST, dead_pid, healthy_log, make_document, plant, query_plans, record, run_config
 
-HEAD = "0015"
+HEAD = "0016"
 RACE_DOCUMENTS = 50
 RACE_TIMEOUT_S = 180
 

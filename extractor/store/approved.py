@@ -36,7 +36,8 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.canonical import canonical_sha256
 from extractor.errors import StoreError
-from extractor.store.db import plain, utcnow, write_connection
+from extractor.store.cells import record_cells
+from extractor.store.db import compact_json, plain, utcnow, write_connection
 from extractor.store.review_claims import end_claim, held_by_another
 from extractor.store.runlog import Store, open_store
 from extractor.store.tables import NulFreeText, document_runs, documents, review_fields, reviews, runs, signoffs
@@ -403,7 +404,9 @@ def _upsert(connection: Connection, source: Any, values: dict[str, Any]) -> int:
             approved_table.c.contract_version == source.contract_version,
         )
     ).scalar()
-    values = values | {"document_path": source.path, "run_id": source.run_id}
+    evidence = values.get("evidence_spans")
+    values = values | {"document_path": source.path, "run_id": source.run_id, "record_cells": record_cells(
+        compact_json(values["record"]), None if evidence is None else compact_json(evidence))}
     if existing is not None:
         connection.execute(update(approved_table).where(approved_table.c.id == existing).values(**values))
         return int(existing)
@@ -455,7 +458,8 @@ def approved_records(
 class StoredApproval(NamedTuple):
     """An approved record as export streams it: its JSON columns as the text stored (``record_json``,
     ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them, and its approval time as the
-    text export writes (``approved_at``: ISO 8601, microseconds, ``+00:00``)."""
+    text export writes (``approved_at``: ISO 8601, microseconds, ``+00:00``). ``record_cells``: the record's CSV cells
+as its approval stored them, read only for a CSV export (else None)."""
 
     id: int
     document_sha256: str
@@ -471,16 +475,18 @@ class StoredApproval(NamedTuple):
     edited: bool
     block_override_json: str | None
     approvals_json: str | None
+    record_cells: bytes | None
     approved_at: str
 
 
 def approved_batches(store: Store, contract: str | None = None, contract_version: int | None = None,
-                     since: datetime | None = None, *, size: int = 1000) -> Iterator[list[StoredApproval]]:
-    """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored: the
-    database sends rows as they are read (a server-side cursor on PostgreSQL), and no record becomes Python objects
-    until its writer needs them, so memory stays flat however many records there are."""
+                     since: datetime | None = None, *, size: int = 1000,
+                     cells: bool = False) -> Iterator[list[StoredApproval]]:
+    """What ``approved_records`` selects, streamed in batches of ``size`` with the JSON left as stored (``cells``:
+    and the stored CSV cells): the database sends rows as they are read (a server-side cursor on PostgreSQL), and no
+    record becomes Python objects until its writer needs them, so memory stays flat however many records there are."""
     with store.engine.connect() as connection:
-        query = _stored(_approved_query(contract, contract_version, since), connection.dialect)
+        query = _stored(_approved_query(contract, contract_version, since), connection.dialect, cells=cells)
         stored = _reader(connection.dialect)
         result = connection.execution_options(stream_results=True, yield_per=size).execute(query)
         for rows in result.partitions():
@@ -490,10 +496,10 @@ def approved_batches(store: Store, contract: str | None = None, contract_version
 _JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
 
 
-def _stored(query: Any, dialect: Dialect) -> Any:
+def _stored(query: Any, dialect: Dialect, *, cells: bool = False) -> Any:
     """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored, the
     approval time as text: as SQLite stores it, and as PostgreSQL writes it in the same form, so that ``_reader``
-    makes the export's text of it without a datetime per record)."""
+    makes the export's text of it without a datetime per record; the stored CSV cells only with ``cells``)."""
     by_name = {column.name: column for column in approved_table.columns}
     at = by_name["approved_at"]
     at_text = (func.to_char(func.timezone("UTC", at), "YYYY-MM-DD HH24:MI:SS.US") if dialect.name == "postgresql"
@@ -501,6 +507,7 @@ def _stored(query: Any, dialect: Dialect) -> Any:
     return query.with_only_columns(*[
         cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
         and name.endswith("_json") else at_text.label(name) if name == "approved_at"
+        else null().label(name) if name == "record_cells" and not cells
         else by_name[name] for name in StoredApproval._fields])
 
 

@@ -27,7 +27,7 @@ from extractor.resources import data_dir
 if TYPE_CHECKING:  # Alembic is loaded only when a database needs migrating
     from alembic.config import Config
 
-SCHEMA_REVISION = "0015"
+SCHEMA_REVISION = "0016"
 """The newest migration in ``migrations/versions`` (a test checks it against Alembic's head)."""
 DATABASE_URL_ENV = "EXTRACT_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///extract.db"

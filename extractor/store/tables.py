@@ -375,6 +375,10 @@ approved_records = Table(
     # Every person whose approval it needed (``[{"reviewer", "at"}]``, oldest first) when its contract asks for
     # more than one (``[review] approvals``); NULL for a record one person approved (``reviewer``).
     Column("approvals", NullableJSON),
+    # The record's CSV cells, made when it was approved (``extractor.store.cells.record_cells``): a CSV export writes
+    # its row from them without reading the record. NULL for a record approved before they were kept, or whose cells
+    # are made from the decoded record; export makes those.
+    Column("record_cells", LargeBinary),
     UniqueConstraint("document_sha256", "contract", "contract_version"),
     Index("ix_approved_records_approved_at", "approved_at", "id"),  # export's order, and its ``--since`` range
 )
