@@ -63,6 +63,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
             connection.execute(text(f"UPDATE attempts SET reused_from = {attempts[0]} WHERE id = {attempts[3]}"))
             connection.execute(text(f"UPDATE document_runs SET name = 'other.txt' WHERE id = {document_runs[0]}"))
             connection.execute(text(f"UPDATE reviews SET changes = 3 WHERE document_run_id = {document_runs[4]}"))
+            connection.execute(text("""UPDATE approved_records SET record = '{"rules":["not what was approved"]}'"""))
     planted = [  # one row per foreign key, each naming a row that does not exist
         "INSERT INTO document_runs (id, run_id, document_id, path, name, config_hash, state, needs_person, tags, "
         "final_attempt_id, started_at) VALUES (800001, 'gone', 888888, 'p', 'p', 'x', 'ERROR', '[]', '[]', 999999, "
@@ -113,6 +114,7 @@ def test_a_healthy_log_passes_and_every_check_fires_on_a_log_damaged_on_purpose(
     assert f"document run {document_runs[0]}: its name 'other.txt' is not the file name of its path 'docs/0.txt'" in text_
     assert "review 1 records 3 changed field(s), its changed fields say None" in text_
     assert "reviews 900002: run_id gone refers to a missing runs row" in text_
+    assert "its stored CSV cells are not those of its record (a CSV export would write them)" in text_
     assert "review_fields 900003/rules[]: review_id 900003 refers to a missing reviews row" in text_
     report = json.loads(doctor(db_url, "--format", "json").stdout)  # after a full check with problems: full again
     assert report["healthy"] is False and len(report["problems"]) == len(lines) and report["full"] is True
@@ -210,7 +212,8 @@ def test_doctor_checks_what_changed_since_its_last_clean_check_and_everything_wi
     assert report["healthy"] and report["full"] is False and report["last_full"] is not None
 
 
-GROWING = ("documents", "document_runs", "in_scope", "claims", "attempts", "reviews", "review_fields")
+GROWING = ("documents", "document_runs", "in_scope", "claims", "attempts", "reviews", "review_fields",
+           "approved_records")
 """The tables that grow with every document run (``in_scope``: the scope's own read of document runs)."""
 
 

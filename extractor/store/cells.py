@@ -6,7 +6,7 @@ run as a formula gets a leading apostrophe (OWASP), so a document that says ``=H
 
 The cells live in the store because an approval writes its record's cells beside the record
 (``approved_records.record_cells``, made by ``record_cells``): a CSV export then writes a record's row from them
-without reading its JSON, which is most of what a CSV row costs (docs/design.md#export).
+without reading its JSON, which is most of what a CSV row costs (docs/runs.md#the-run-log-at-a-million-document-runs).
 """
 
 from __future__ import annotations

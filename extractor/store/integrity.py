@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, Table, func, insert, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, Table, Text, cast, func, insert, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from extractor.canonical import text_sha256
 from extractor.errors import StoreError
 from extractor.store import requests
+from extractor.store.cells import read_cells, record_cells
 from extractor.store.db import safe_url, scrub, utcnow, write_connection
 from extractor.store.runs import STALE_AFTER_S, pid_exists
 from extractor.store.tables import (
+    approved_records,
     attempts,
     claims,
     document_runs,
@@ -152,6 +154,7 @@ def _rows_of(table: Table, scope: Scope) -> ColumnElement[bool] | None:
         "review_fields": lambda: review_fields.c.review_id > scope.marks.reviews,
         "tasks": lambda: or_(scope.runs(tasks.c.run_id), tasks.c.state != TaskState.finished),
         "evaluation_runs": lambda: evaluation_runs.c.evaluation_id > scope.marks.evaluations,
+        "approved_records": lambda: approved_records.c.approved_at >= scope.since - timedelta(seconds=CLOCK_SKEW_S),
     }.get(table.name, lambda: None)()
 
 
@@ -324,6 +327,24 @@ def _names_match_paths(reading: Reading) -> Iterator[str]:
                    "(`extract show PATH` does not find it)")
 
 
+def _record_cells_match(reading: Reading) -> Iterator[str]:
+    """The CSV cells an approval stored (``extractor.store.cells.record_cells``) are made again from the record and
+    its evidence spans as stored: a record edited in place by another tool would otherwise be exported, as CSV,
+    with the cells of what it was. Cells of another version are not used, so not checked."""
+    query = reading.where(select(approved_records.c.id, cast(approved_records.c.record, Text),
+                                 cast(approved_records.c.evidence_spans, Text), approved_records.c.record_cells)
+                          .where(approved_records.c.record_cells.is_not(None))
+                          .order_by(approved_records.c.approved_at, approved_records.c.id),
+                          approved_records)
+    total = reading.where(select(func.count()).select_from(approved_records)
+                          .where(approved_records.c.record_cells.is_not(None)), approved_records)
+    for record_id, record, evidence, cells in reading.counted(reading.connection.execution_options(yield_per=1000)
+                                                              .execute(query), total):
+        if read_cells(cells) is not None and cells != record_cells(record, evidence):
+            yield (f"approved record {record_id}: its stored CSV cells are not those of its record (a CSV export "
+                   "would write them); set its record_cells to NULL and export makes them from the record")
+
+
 def _decisions_recorded(reading: Reading) -> Iterator[str]:
     """What ``stats --corrections`` counts: each decided document run has one current review, its newest; a
     review names its document run's run; an approval's ``changes`` and ``review_fields`` say what its
@@ -460,6 +481,8 @@ def checks() -> list[Check]:
               _decided_marks),
         Check("decisions_recorded", "a document run's newest review is its one current decision, with its run and "
               "the field paths it changed as stats --corrections counts them", _decisions_recorded),
+        Check("record_cells_match", "an approved record's stored CSV cells are its record's (a CSV export writes "
+              "them)", _record_cells_match),
         Check("name_matches_path", "a document run's name is the file name of its path (what show PATH looks up)",
               _names_match_paths),
         Check("request_part_named_by_content", "a request part's content hashes to its name",
