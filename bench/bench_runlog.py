@@ -388,11 +388,13 @@ class Log:
     sha_prefix: str = ""
     run_id: str = ""
     approved: int = 0
+    with_cells: int = 0
 
 
 def describe(log: Log) -> None:
     """What ``show`` looks up in ``log``: a document of the oldest copy by path and by content hash, a run of
-    the seed; and how many records export writes."""
+    the seed; and how many records export writes (``with_cells``: of them, how many have the CSV cells their
+    approval stored, which export writes as they are)."""
     from sqlalchemy import func, select
 
     from extractor.store import open_store, tables
@@ -404,6 +406,8 @@ def describe(log: Log) -> None:
             .join(tables.documents, tables.documents.c.id == tables.document_runs.c.document_id)
             .order_by(tables.document_runs.c.started_at, tables.document_runs.c.id).limit(1)).one()
         log.approved = int(connection.execute(select(func.count()).select_from(tables.approved_records)).scalar() or 0)
+        log.with_cells = int(connection.execute(select(func.count()).select_from(tables.approved_records).where(
+            tables.approved_records.c.record_cells.is_not(None))).scalar() or 0)
         biggest = connection.execute(
             select(tables.document_runs.c.run_id).group_by(tables.document_runs.c.run_id)
             .order_by(func.count().desc()).limit(1)).scalar_one()
@@ -597,8 +601,8 @@ def main() -> None:
         logs = [prepare(backend, size, args.keep, admin, args.keep / "seed")
                 for backend in args.backends for size in args.sizes]
         for log in logs:
-            print(f"{log.backend} {log.size:,}: {log.approved:,} approved records; show {log.path}, "
-                  f"{log.sha_prefix}, run {log.run_id[:12]}", file=sys.stderr)
+            print(f"{log.backend} {log.size:,}: {log.approved:,} approved records ({log.with_cells:,} with stored CSV "
+                  f"cells); show {log.path}, {log.sha_prefix}, run {log.run_id[:12]}", file=sys.stderr)
         if args.build_only:
             return
         found = measure(logs, Path(tmp), args.rounds, env, full=not args.no_full)

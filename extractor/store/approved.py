@@ -451,8 +451,10 @@ def approved_records(
     store: Store, contract: str | None = None, contract_version: int | None = None, since: datetime | None = None
 ) -> list[ApprovedRecordInfo]:
     """What export writes: approved records only, oldest approval first (``since``: approved at or after)."""
+    query = _approved_query(contract, contract_version, since).with_only_columns(
+        *[approved_table.c[f.name] for f in fields(ApprovedRecordInfo)])  # (not the stored CSV cells)
     with store.engine.connect() as connection:
-        return [plain(ApprovedRecordInfo, row) for row in connection.execute(_approved_query(contract, contract_version, since))]
+        return [plain(ApprovedRecordInfo, row) for row in connection.execute(query)]
 
 
 class StoredApproval(NamedTuple):
