@@ -370,7 +370,7 @@ def test_export_jsonl_and_csv_carry_provenance(corpus: Corpus) -> None:
 def test_csv_export_writes_the_cells_approvals_stored_as_it_makes_them(corpus: Corpus) -> None:
     """An approval stores its record's CSV cells (``approved_records.record_cells``) and a CSV export writes rows
     from them: the file is byte for byte the one export makes from the records themselves, with records of other
-    columns, in another order, without columns, with a column that appears late, and nested or hostile values.
+    columns, in another order, with a column that appears late, and nested or hostile values (NUL among them).
     Stored cells are what is written (a planted cell shows), unless they are of another version."""
     from sqlalchemy import select, update
 
@@ -383,7 +383,7 @@ def test_csv_export_writes_the_cells_approvals_stored_as_it_makes_them(corpus: C
          "v": "line\nbreak", "u": None, "t": True, "s": -3.5, "r": "Ω, 한"},
         {"y": "only y", "z": "after y"},  # columns of the first, in another order
         {"x": [], "w": {"n": "2", "m": {"k": 0}}},  # a run of the first's columns
-        {},
+        {"y": "NUL \x00 inside", "z": ""},  # no stored cells: made from the record
         {"late": "a column no record had", "z": "@SUM(A1)"},
     ]
     with corpus.store() as store:
@@ -409,6 +409,7 @@ def test_csv_export_writes_the_cells_approvals_stored_as_it_makes_them(corpus: C
     rows = list(csv.DictReader(io.StringIO(from_stored.decode("utf-8"))))
     assert [row["z"] for row in rows] == ["", "'=cmd", "after y", "", "", "'@SUM(A1)"]
     assert rows[1]["w.m.k"] == "-1" and rows[1]["v"] == "line\nbreak" and rows[1]["r"] == "Ω, 한"
+    assert rows[4]["y"] == "NUL \x00 inside"
     assert json.loads(rows[1]["x"]) == crafted[0]["x"] and rows[5]["late"] == "a column no record had"
     assert json.loads(rows[1]["evidence_spans"])[0]["note"] == 'a "quote", a comma'
     store_cells(dict.fromkeys(stored))

@@ -212,13 +212,15 @@ class StoredCells(NamedTuple):
 def record_cells(record_json: str, evidence_json: str | None) -> bytes | None:
     """What an approval stores with its record (``approved_records.record_cells``), from the record's and the
     evidence spans' JSON as stored: the version, the columns, the evidence cell and the columns' cells, a line
-    each (only the last may hold line breaks: JSON text has none). None for a record without columns or one whose
-    cells are not cut from its text (``stored_cells``): export makes those from the record."""
+    each (only the last may hold line breaks: JSON text has none). UTF-8, as every cell is. None for a record
+    without columns, one whose cells are not cut from its text (``stored_cells``) or hold NUL: export makes those
+    from the record."""
     found = stored_cells(record_json)
     if not found:
         return None
     evidence = b"" if evidence_json is None else raw_json_cell(evidence_json)
-    return b"\n".join((_VERSION, _ENCODE(list(found)), evidence, b",".join(found.values())))
+    payload = b"\n".join((_VERSION, _ENCODE(list(found)), evidence, b",".join(found.values())))
+    return None if b"\x00" in payload else payload  # (PostgreSQL's text, which keeps them, holds no NUL)
 
 
 def read_cells(payload: bytes) -> StoredCells | None:

@@ -3,6 +3,7 @@
 - ``approved_records.record_cells``: the cells of the record's columns and of its evidence spans, as a CSV export
   writes them (``extractor.store.cells.record_cells``), so that export writes a row without reading the record.
   Records approved before this revision have none (NULL): export makes their cells from the record, as it did.
+  A BLOB in SQLite; text in PostgreSQL, whose driver reads a bytea as hex at a cost (the cells are UTF-8 without NUL).
 
 Plain ADD COLUMN: no table is copied on SQLite.
 
@@ -23,7 +24,8 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
-    op.add_column("approved_records", sa.Column("record_cells", sa.LargeBinary(), nullable=True))
+    op.add_column("approved_records", sa.Column("record_cells", sa.LargeBinary().with_variant(sa.Text(), "postgresql"),
+                                                nullable=True))
 
 
 def downgrade() -> None:
