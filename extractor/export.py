@@ -146,7 +146,7 @@ def masked_record(record: StoredApproval, run: Any | None = None,
     from extractor.evidence.sensitive import mask, personal_data
 
     if (policy or personal_data_policy(record, run)) is not PersonalDataPolicy.mask:
-        return RawJSON(record.record_json), []
+        return RawJSON(_json_of(record)), []
     where: list[str] = []
 
     def walk(value: Any, path: str) -> Any:
@@ -160,7 +160,13 @@ def masked_record(record: StoredApproval, run: Any | None = None,
             return mask(value, found) if found else value
         return value
 
-    return walk(json.loads(record.record_json), "$"), where
+    return walk(json.loads(_json_of(record)), "$"), where
+
+
+def _json_of(record: StoredApproval) -> str:
+    """The record's JSON as stored: read with it, or by ``with_texts`` (``Rows.of``)."""
+    assert record.record_json is not None, f"approved record {record.id} was read without its JSON"
+    return record.record_json
 
 
 def personal_data_policy(record: StoredApproval, run: Any | None) -> PersonalDataPolicy:
@@ -227,7 +233,7 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-Row = tuple[dict[str, Any] | RawJSON, tuple[Any, ...]]
+Row = tuple[dict[str, Any] | RawJSON | StoredCells, tuple[Any, ...]]
 """What export writes per record: the record (decoded, or its JSON as stored) and its provenance."""
 
 
@@ -249,10 +255,16 @@ def _jsonl(rows: Iterable[Row]) -> Callable[[IO[str]], None]:
     return write
 
 
-def jsonl_line(record: dict[str, Any] | RawJSON, origin: tuple[Any, ...]) -> str:
+def jsonl_line(record: dict[str, Any] | RawJSON | StoredCells, origin: tuple[Any, ...]) -> str:
     """``{"record": ..., "provenance": ...}`` and a newline, as ``_encode`` writes it, built from its parts: the
-    record's JSON as stored, then each provenance value (``_value_json``) after its key."""
-    body = record.text if isinstance(record, RawJSON) else _encode(record)
+    record's JSON as stored, then each provenance value (``_value_json``) after its key. (A record read as its
+    stored CSV cells alone has none: a ``TypeError``.)"""
+    if isinstance(record, RawJSON):
+        body = record.text
+    elif isinstance(record, StoredCells):
+        raise TypeError("a record read as its stored CSV cells has no JSON: read it without cells")
+    else:
+        body = _encode(record)
     fields = ", ".join([key + _value_json(value) for key, value in zip(_KEYS, origin, strict=True)])
     return f'{{"record": {body}, "provenance": {{{fields}}}}}\n'
 
@@ -350,22 +362,20 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
             for row in _exploded(record, explode) if explode else [_flat(record)]:
                 yield dict(zip(row, cells(row.values())))
 
-        def flat() -> Iterator[tuple[dict[str, bytes] | StoredCells, Any, tuple[Any, ...]]]:
-            """Each row's cells (as its approval stored them, else made), the record and its provenance."""
+        def flat() -> Iterator[tuple[dict[str, bytes] | StoredCells, tuple[Any, ...]]]:
+            """Each row's cells (as its approval stored them, else made) and its provenance."""
             for stored, origin in rows:
-                kept = read_cells(stored.cells) if explode is None and isinstance(stored, RawJSON) \
-                    and stored.cells is not None else None
-                if kept is not None:
-                    yield kept, stored, origin
+                if isinstance(stored, StoredCells):
+                    yield stored, origin  # (only without explode: ``_rows(cells=...)``)
                     continue
                 for row in made(stored):
-                    yield row, stored, origin
+                    yield row, origin
 
         produced = flat()
         first = list(itertools.islice(produced, HEADER_AFTER))
         columns: dict[str, None] = {}
-        for row, _, _ in first:
-            columns.update(dict.fromkeys(_names(row.names) if isinstance(row, StoredCells) else row))
+        for row, _ in first:
+            columns.update(dict.fromkeys(row.columns() if isinstance(row, StoredCells) else row))
         header = _header(columns)
         stream.write(header)
         offset = len(header)
@@ -383,23 +393,26 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
             short, padded_until = written, offset
             fits.clear()
 
-        for row, stored, origin in itertools.chain(first, produced):
-            if isinstance(row, StoredCells):
+        for row, origin in itertools.chain(first, produced):
+            if isinstance(row, StoredCells):  # provenance but the evidence spans (the last), whose cell is stored
                 fit = fits.get(row.names, _UNSEEN)
                 if fit is _UNSEEN:
-                    names = _names(row.names)
+                    names = row.columns()
                     if not columns.keys() >= set(names):
                         grow(names)
                     if len(fits) >= KEEP_FITS:
                         fits.clear()
                     fit = fits[row.names] = _fit(columns, names)
-                if fit is None:  # its columns are not side by side in the header: its cells one by one
-                    row = next(made(stored))
-                else:  # provenance but the evidence spans (the last), then the stored cells in their place
+                if fit is not None:  # then the stored cells in their place
                     before, after = fit
                     lines += (b",".join(cells(origin[:-1])), b",", row.evidence, b",", before, row.joined, after,
                               b"\r\n")
-            if not isinstance(row, StoredCells):
+                else:  # its columns are not side by side in the header: its cells one by one
+                    line = cells(origin[:-1])
+                    line.append(row.evidence)
+                    line.extend(map(row.by_column().get, columns, _EMPTY))
+                    lines += (b",".join(line), b"\r\n")
+            else:
                 if not columns.keys() >= row.keys():
                     grow(row)
                 line = cells(origin)
@@ -422,11 +435,6 @@ def _csv(rows: Iterable[Row], explode: str | None = None,
 KEEP_FITS = 4096
 """Column lists of stored cells whose place in the row ``_csv`` keeps (then it starts again)."""
 _UNSEEN = (b"", b"")
-
-
-def _names(names: bytes) -> tuple[str, ...]:
-    """The columns of stored cells (their JSON list)."""
-    return tuple(msgspec.json.decode(names, type=list[str]))
 
 
 def _fit(columns: dict[str, None], names: tuple[str, ...]) -> tuple[bytes, bytes] | None:
@@ -566,27 +574,49 @@ def owned(run_log: Store, owner: str, batch: list[StoredApproval]) -> list[Store
 class Rows:
     """``(record as exported, provenance)`` of approved records, a batch at a time, with their runs and each run's
     (or, for a record whose run is not in the log, each contract version's) personal-data policy kept across
-    batches."""
+    batches. A record read without its JSON (its CSV cells stored, ``approved_batches(cells=True)``) is its
+    ``StoredCells``; its JSON is read from ``records`` when its personal data is to be masked."""
 
-    def __init__(self, run_log: Store | None) -> None:
+    def __init__(self, run_log: Store | None, records: Store | None = None) -> None:
         self.runs = _Runs(run_log)
+        self.records = records
         self.policies: dict[str | tuple[str, int], PersonalDataPolicy] = {}
 
     def of(self, batch: list[StoredApproval]) -> Iterator[Row]:
         self.runs.load(r.run_id for r in batch if r.run_id)
         if len(self.policies) > _Runs.KEEP:
             self.policies.clear()
+        texts: dict[int, StoredApproval] | None = None
         for approved in batch:
             run = self.runs.get(approved.run_id)
             key = run.id if run is not None else (approved.contract, approved.contract_version)
             policy = self.policies.get(key)
             if policy is None:
                 policy = self.policies[key] = personal_data_policy(approved, run)
+            if approved.record_json is None:
+                if policy is not PersonalDataPolicy.mask:
+                    yield _kept(approved.record_cells), provenance(approved, run)
+                    continue
+                if texts is None:
+                    from extractor.store.approved import with_texts
+
+                    assert self.records is not None, "records read without their JSON need the store they came from"
+                    texts = {read.id: read for read in with_texts(self.records, batch)}
+                if approved.id not in texts:  # withdrawn since it was read
+                    continue
+                approved = texts[approved.id]
             if policy is PersonalDataPolicy.mask:
                 record, masked = masked_record(approved, run, policy)
                 yield record, provenance(approved, run, masked)
             else:
-                yield RawJSON(approved.record_json, approved.record_cells), provenance(approved, run)
+                yield RawJSON(_json_of(approved)), provenance(approved, run)
+
+
+def _kept(payload: bytes | None) -> StoredCells:
+    """The stored cells of a record the query found of this version (``approved_batches(cells=True)``)."""
+    kept = read_cells(payload)
+    assert kept is not None, "a record is read without its JSON only where its stored cells are of this version"
+    return kept
 
 
 def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Callable[[int, int], None], *,
@@ -595,7 +625,7 @@ def _rows(records: Store, run_log: Store | None, wanted: Wanted, progress: Calla
     cells their approvals stored); ``progress`` is told how many were read and how many written after each batch."""
     from extractor.store.approved import approved_batches
 
-    rows = Rows(run_log)
+    rows = Rows(run_log, records)
     read = written = 0
     for batch in approved_batches(records, contract=wanted.contract, contract_version=wanted.contract_version,
                                   since=wanted.since, cells=cells):

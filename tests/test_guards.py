@@ -10,6 +10,8 @@ model server (real HTTP) on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -337,8 +339,14 @@ def test_export_masks_personal_data_for_a_contract_set_to_mask(db_url: str, tmp_
         approve(store, NewApproval(document_run, candidate, "kim", attempt_id=record(store, document_run)))
         out = tmp_path / "out.jsonl"
         export(store, out, "jsonl")
+        table = tmp_path / "out.csv"  # CSV reads records as their stored cells: a masked one is read again
+        export(store, table, "csv")
     row = json.loads(out.read_text(encoding="utf-8"))
     rule = row["record"]["rules"][-1]
     assert "procurement@acme-corp.example" not in rule and "3456-7890" not in rule and rule.endswith("90.")
     assert row["provenance"]["masked"] == [f"$.rules[{len(candidate['rules']) - 1}]: e-mail address",
                                            f"$.rules[{len(candidate['rules']) - 1}]: phone number"]
+    text = table.read_text(encoding="utf-8")
+    [cells] = csv.DictReader(io.StringIO(text))
+    assert "procurement@acme-corp.example" not in text and json.loads(cells["rules"])[-1] == rule
+    assert json.loads(cells["masked"]) == row["provenance"]["masked"]

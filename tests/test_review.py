@@ -422,6 +422,10 @@ def test_csv_export_writes_the_cells_approvals_stored_as_it_makes_them(corpus: C
     assert list(csv.DictReader(io.StringIO(exported().decode())))[0]["documentPurpose"] == "planted"
     store_cells({min(stored): b"0" + first.replace(purpose, b"planted")[1:]})  # another version: not used
     assert list(csv.DictReader(io.StringIO(exported().decode())))[0]["documentPurpose"] == GOOD["documentPurpose"]
+    store_cells({min(stored): first.split(b"\n", 1)[0] + b"\ncut short"})  # this version, damaged: said, not guessed
+    damaged = corpus("export", "--format", "csv", "--out", str(out))
+    assert damaged.exit_code == 2 and damaged.output.count("\n") == 1, damaged.output
+    assert "the stored CSV cells of an approved record are damaged (`extract doctor --full` names it)" in damaged.output
 
 
 def test_export_never_leaves_half_a_file(corpus: Corpus, monkeypatch: pytest.MonkeyPatch) -> None:

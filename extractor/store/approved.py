@@ -19,10 +19,12 @@ from sqlalchemy import (
     Integer,
     Text,
     and_,
+    case,
     cast,
     delete,
     func,
     insert,
+    literal,
     null,
     or_,
     select,
@@ -36,11 +38,20 @@ from sqlalchemy.exc import IntegrityError
 
 from extractor.canonical import canonical_sha256
 from extractor.errors import StoreError
-from extractor.store.cells import record_cells
+from extractor.store.cells import CURRENT, record_cells
 from extractor.store.db import compact_json, plain, utcnow, write_connection
 from extractor.store.review_claims import end_claim, held_by_another
 from extractor.store.runlog import Store, open_store
-from extractor.store.tables import NulFreeText, document_runs, documents, review_fields, reviews, runs, signoffs
+from extractor.store.tables import (
+    NulFreeText,
+    UTF8Bytes,
+    document_runs,
+    documents,
+    review_fields,
+    reviews,
+    runs,
+    signoffs,
+)
 from extractor.store.tables import approved_records as approved_table
 from extractor.vocab import ReviewDecision, SignoffState
 
@@ -461,14 +472,16 @@ class StoredApproval(NamedTuple):
     """An approved record as export streams it: its JSON columns as the text stored (``record_json``,
     ``evidence_spans_json``, ``block_override_json``), decoded only by what needs them, and its approval time as the
     text export writes (``approved_at``: ISO 8601, microseconds, ``+00:00``). ``record_cells``: the record's CSV cells
-as its approval stored them, read only for a CSV export (else None)."""
+as its approval stored them, read only for a CSV export (else None); where they are of this version
+(``extractor.store.cells.CURRENT``) the record's and the evidence spans' JSON are not read (None: ``with_texts``
+reads them), as a CSV row is written from the cells."""
 
     id: int
     document_sha256: str
     document_path: str
     contract: str
     contract_version: int
-    record_json: str
+    record_json: str | None
     evidence_spans_json: str | None
     attempt_id: int | None
     run_id: str | None
@@ -501,16 +514,39 @@ _JSON_COLUMNS = ("record", "evidence_spans", "block_override", "approvals")
 def _stored(query: Any, dialect: Dialect, *, cells: bool = False) -> Any:
     """``query`` over approved records selecting ``StoredApproval``'s columns, in its order (JSON as stored, the
     approval time as text: as SQLite stores it, and as PostgreSQL writes it in the same form, so that ``_reader``
-    makes the export's text of it without a datetime per record; the stored CSV cells only with ``cells``)."""
+    makes the export's text of it without a datetime per record). With ``cells``, the stored CSV cells, and the
+    record's and evidence spans' JSON only where the cells are not of this version: a CSV row is written from them,
+    and the server sends (and PostgreSQL reads from its TOAST) half the bytes."""
     by_name = {column.name: column for column in approved_table.columns}
     at = by_name["approved_at"]
     at_text = (func.to_char(func.timezone("UTC", at), "YYYY-MM-DD HH24:MI:SS.US") if dialect.name == "postgresql"
                else type_coerce(at, Text))
+    stored = by_name["record_cells"]
+    current = func.substr(stored, 1, len(CURRENT)) == literal(CURRENT, UTF8Bytes)
+
+    def json_text(name: str) -> Any:
+        text = cast(by_name[name], Text)
+        return case((current, null()), else_=text) if cells and name in ("record", "evidence_spans") else text
+
     return query.with_only_columns(*[
-        cast(by_name[name.removesuffix("_json")], Text).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
+        json_text(name.removesuffix("_json")).label(name) if name.removesuffix("_json") in _JSON_COLUMNS
         and name.endswith("_json") else at_text.label(name) if name == "approved_at"
         else null().label(name) if name == "record_cells" and not cells
         else by_name[name] for name in StoredApproval._fields])
+
+
+def with_texts(store: Store, batch: list[StoredApproval]) -> list[StoredApproval]:
+    """``batch`` with the record's and the evidence spans' JSON of every record read without them (``_stored``):
+    what masking personal data needs. One query for the batch."""
+    missing = [approved.id for approved in batch if approved.record_json is None]
+    if not missing:
+        return batch
+    query = select(approved_table.c.id, cast(approved_table.c.record, Text), cast(approved_table.c.evidence_spans, Text))
+    with store.engine.connect() as connection:
+        texts = {row[0]: row[1:] for row in connection.execute(query.where(approved_table.c.id.in_(missing)))}
+    return [approved if approved.record_json is not None  # (a record withdrawn since it was read is left out)
+            else approved._replace(record_json=texts[approved.id][0], evidence_spans_json=texts[approved.id][1])
+            for approved in batch if approved.record_json is not None or approved.id in texts]
 
 
 _SQLITE_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")

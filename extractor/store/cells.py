@@ -16,20 +16,19 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from extractor.errors import StoreError
 from extractor.store.db import compact_json
 
 
 class RawJSON:
     """JSON text as the database stores it (``text``), written into the export as it is: most records leave the
     database and reach the file without ever being decoded (no Python objects per value, the costly part). It holds
-    the text rather than being a ``str``: a string subclass copies the record's text when made. ``cells``: the
-    record's cells as its approval stored them (``record_cells``), when they were read with it."""
+    the text rather than being a ``str``: a string subclass copies the record's text when made."""
 
-    __slots__ = ("cells", "text")
+    __slots__ = ("text",)
 
-    def __init__(self, text: str, cells: bytes | None = None) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.cells = cells
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -197,33 +196,53 @@ _NUMBER_STARTS = frozenset(bytes([byte]) for byte in b"-0123456789tf")
 CELLS_VERSION = 1
 """The form of ``record_cells``: stored cells of another version are not used (export makes them from the record),
 so a change to how a cell is written, or to this form, raises it."""
-_VERSION = b"%d" % CELLS_VERSION
+CURRENT = b"%d\n" % CELLS_VERSION
+"""How stored cells of this version begin (what a query tells them by: ``extractor.store.approved``)."""
 
 
 class StoredCells(NamedTuple):
     """A record's cells as its approval stored them: its columns (``names``: their JSON list, as stored, a key for
-    where they go in a row), the cell of its evidence spans, and its columns' cells joined by commas."""
+    where they go in a row), each cell's length (``lengths``, a JSON list), the cell of its evidence spans, and its
+    columns' cells joined by commas."""
 
     names: bytes
+    lengths: bytes
     evidence: bytes
     joined: bytes
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(msgspec.json.decode(self.names, type=list[str]))
+
+    def by_column(self) -> dict[str, bytes]:
+        """Each column's cell: ``joined`` cut at the stored lengths."""
+        found: dict[str, bytes] = {}
+        start = 0
+        for name, length in zip(self.columns(), msgspec.json.decode(self.lengths, type=list[int]), strict=True):
+            found[name] = self.joined[start:start + length]
+            start += length + 1
+        return found
 
 
 def record_cells(record_json: str, evidence_json: str | None) -> bytes | None:
     """What an approval stores with its record (``approved_records.record_cells``), from the record's and the
-    evidence spans' JSON as stored: the version, the columns, the evidence cell and the columns' cells, a line
-    each (only the last may hold line breaks: JSON text has none). UTF-8, as every cell is. None for a record
-    without columns, one whose cells are not cut from its text (``stored_cells``) or hold NUL: export makes those
-    from the record."""
+    evidence spans' JSON as stored: the version, the columns, their cells' lengths, the evidence cell and the
+    columns' cells, a line each (only the last may hold line breaks: JSON text has none). UTF-8, as every cell is.
+    None for a record without columns, one whose cells are not cut from its text (``stored_cells``) or hold NUL:
+    export makes those from the record."""
     found = stored_cells(record_json)
     if not found:
         return None
     evidence = b"" if evidence_json is None else raw_json_cell(evidence_json)
-    payload = b"\n".join((_VERSION, _ENCODE(list(found)), evidence, b",".join(found.values())))
+    payload = CURRENT + b"\n".join((_ENCODE(list(found)), _ENCODE([len(cell) for cell in found.values()]), evidence,
+                                    b",".join(found.values())))
     return None if b"\x00" in payload else payload  # (PostgreSQL's text, which keeps them, holds no NUL)
 
 
-def read_cells(payload: bytes) -> StoredCells | None:
-    """``record_cells``'s payload read back; None when it is of another version."""
-    parts = payload.split(b"\n", 3)
-    return StoredCells(parts[1], parts[2], parts[3]) if len(parts) == 4 and parts[0] == _VERSION else None
+def read_cells(payload: bytes | None) -> StoredCells | None:
+    """``record_cells``'s payload read back; None when there is none or it is of another version."""
+    if payload is None or not payload.startswith(CURRENT):
+        return None
+    parts = payload[len(CURRENT):].split(b"\n", 3)
+    if len(parts) != 4:
+        raise StoreError("the stored CSV cells of an approved record are damaged (`extract doctor --full` names it)")
+    return StoredCells(*parts)
